@@ -1,0 +1,46 @@
+// Strong id types: a DeviceId is never confused with a HostId or an index.
+#ifndef CAUSEWAY_BASE_IDS_H_
+#define CAUSEWAY_BASE_IDS_H_
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+
+namespace causeway {
+
+// A typed integer id. `Tag` only distinguishes the types.
+template <typename Tag, typename Int = int64_t>
+class StrongId {
+ public:
+  constexpr StrongId() = default;
+  constexpr explicit StrongId(Int value) : value_(value) {}
+  constexpr Int value() const { return value_; }
+  friend constexpr auto operator<=>(StrongId, StrongId) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, StrongId id) {
+    return H::combine(std::move(h), id.value_);
+  }
+  friend std::ostream& operator<<(std::ostream& os, StrongId id) {
+    return os << id.value_;
+  }
+
+ private:
+  Int value_ = -1;
+};
+
+using DeviceId = StrongId<struct DeviceIdTag>;
+using HostId = StrongId<struct HostIdTag>;
+using IslandId = StrongId<struct IslandIdTag>;
+using SessionId = StrongId<struct SessionIdTag>;
+using ArrayHandle = StrongId<struct ArrayHandleTag, uint64_t>;
+
+}  // namespace causeway
+
+template <typename Tag, typename Int>
+struct std::hash<causeway::StrongId<Tag, Int>> {
+  size_t operator()(causeway::StrongId<Tag, Int> id) const {
+    return std::hash<Int>()(id.value());
+  }
+};
+
+#endif  // CAUSEWAY_BASE_IDS_H_

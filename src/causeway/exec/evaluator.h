@@ -1,0 +1,52 @@
+// The executor: runs an HLO module as one partition of an SPMD program on a
+// CPU device. An Evaluator is built once per module (it checks that every
+// instruction is supported and precomputes what it can) and then runs many
+// times; Run is thread-safe, so N device threads may run the same Evaluator
+// at once, each as its own partition.
+#ifndef CAUSEWAY_EXEC_EVALUATOR_H_
+#define CAUSEWAY_EXEC_EVALUATOR_H_
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "causeway/exec/collectives.h"
+#include "causeway/hlo/ir.h"
+#include "causeway/hlo/literal.h"
+
+namespace causeway::exec {
+
+// Who is running: the partition (and replica) this run is, and how it
+// reaches its peers for collectives.
+struct RunContext {
+  int64_t partition_id = 0;
+  int64_t replica_id = 0;
+  // May be null for a program without collectives; a collective then fails
+  // with FailedPrecondition.
+  Collectives* collectives = nullptr;
+};
+
+class Evaluator {
+ public:
+  // Fails with Unimplemented naming the op and its line for any
+  // unsupported instruction. `module` must outlive the Evaluator.
+  static absl::StatusOr<std::unique_ptr<Evaluator>> Create(
+      const hlo::Module& module);
+
+  // Runs the entry computation. `arguments` must match the entry's
+  // parameters in shape and dtype (InvalidArgument naming the parameter
+  // otherwise). Returns the root value (a tuple for tuple-shaped roots).
+  absl::StatusOr<hlo::Literal> Run(std::span<const hlo::Literal> arguments,
+                                   const RunContext& context) const;
+
+  const hlo::Module& module() const { return module_; }
+
+ private:
+  explicit Evaluator(const hlo::Module& module) : module_(module) {}
+  const hlo::Module& module_;
+};
+
+}  // namespace causeway::exec
+
+#endif  // CAUSEWAY_EXEC_EVALUATOR_H_

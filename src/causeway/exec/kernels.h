@@ -1,0 +1,128 @@
+// Kernels: one function per HLO operation, computing an instruction's value
+// from its already-evaluated operands. Pure functions of their inputs,
+// thread-safe. Values are hlo::Literal (row-major in memory).
+//
+// The evaluator (evaluator.h) walks computations and calls these; control
+// flow (fusion, call, while, conditional), tuples, parameters, constants,
+// partition-id/replica-id and collectives live in the evaluator, not here.
+//
+// Errors: InvalidArgument for operands that do not fit the instruction,
+// Unimplemented for a supported opcode with an unsupported variant (naming
+// it). Never a crash on bad input: shapes were verified, but kernels still
+// check indices they compute from data (gather/scatter clamp as XLA does).
+#ifndef CAUSEWAY_EXEC_KERNELS_H_
+#define CAUSEWAY_EXEC_KERNELS_H_
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "causeway/hlo/ir.h"
+#include "causeway/hlo/literal.h"
+
+namespace causeway::exec {
+
+using hlo::Instruction;
+using hlo::Literal;
+
+// Runs a nested computation (a reducer, comparator, scatter combiner) on
+// arguments; returns its root value. Supplied by the evaluator. Kernels
+// recognise simple computations (`ROOT add(p0, p1)`, `ROOT compare(p0, p1),
+// direction=LT`) and use a direct fast path, calling the runner only for
+// anything else.
+using ComputationRunner = std::function<absl::StatusOr<Literal>(
+    const hlo::Computation&, std::span<const Literal>)>;
+
+// Elementwise (shapes already equal; implicit broadcast does not exist in
+// HLO). bf16/f16 compute in float and round per op, as XLA's CPU backend.
+absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
+                                  const Literal& operand);
+absl::StatusOr<Literal> EvalBinary(const Instruction& instr, const Literal& lhs,
+                                   const Literal& rhs);
+absl::StatusOr<Literal> EvalCompare(const Instruction& instr,
+                                    const Literal& lhs, const Literal& rhs);
+absl::StatusOr<Literal> EvalSelect(const Instruction& instr,
+                                   const Literal& pred, const Literal& on_true,
+                                   const Literal& on_false);
+absl::StatusOr<Literal> EvalClamp(const Instruction& instr, const Literal& min,
+                                  const Literal& operand, const Literal& max);
+absl::StatusOr<Literal> EvalConvert(const Instruction& instr,
+                                    const Literal& operand);
+absl::StatusOr<Literal> EvalBitcastConvert(const Instruction& instr,
+                                           const Literal& operand);
+absl::StatusOr<Literal> EvalReducePrecision(const Instruction& instr,
+                                            const Literal& operand);
+
+// Shape and data movement. `copy` and `bitcast` honour the layouts written
+// on the operand and result shapes (a bitcast between layouts may move
+// elements; a copy between layouts keeps logical values).
+absl::StatusOr<Literal> EvalCopy(const Instruction& instr,
+                                 const Literal& operand);
+absl::StatusOr<Literal> EvalBitcast(const Instruction& instr,
+                                    const Literal& operand);
+absl::StatusOr<Literal> EvalBroadcast(const Instruction& instr,
+                                      const Literal& operand);
+absl::StatusOr<Literal> EvalReshape(const Instruction& instr,
+                                    const Literal& operand);
+absl::StatusOr<Literal> EvalTranspose(const Instruction& instr,
+                                      const Literal& operand);
+absl::StatusOr<Literal> EvalSlice(const Instruction& instr,
+                                  const Literal& operand);
+absl::StatusOr<Literal> EvalConcatenate(const Instruction& instr,
+                                        std::span<const Literal* const> operands);
+absl::StatusOr<Literal> EvalPad(const Instruction& instr,
+                                const Literal& operand,
+                                const Literal& padding_value);
+absl::StatusOr<Literal> EvalIota(const Instruction& instr);
+absl::StatusOr<Literal> EvalReverse(const Instruction& instr,
+                                    const Literal& operand);
+
+// Indexing. Start indices are clamped into range as XLA specifies.
+absl::StatusOr<Literal> EvalDynamicSlice(
+    const Instruction& instr, const Literal& operand,
+    std::span<const Literal* const> start_indices);
+absl::StatusOr<Literal> EvalDynamicUpdateSlice(
+    const Instruction& instr, const Literal& operand, const Literal& update,
+    std::span<const Literal* const> start_indices);
+absl::StatusOr<Literal> EvalGather(const Instruction& instr,
+                                   const Literal& operand,
+                                   const Literal& start_indices);
+// Operands: N inputs, the indices, N updates (variadic scatter: the result
+// is a tuple when N > 1).
+absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
+                                    std::span<const Literal* const> operands,
+                                    const ComputationRunner& run);
+
+// Reductions and sorting. Variadic forms (N inputs then N init values)
+// return tuples, as in XLA.
+absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
+                                   std::span<const Literal* const> operands,
+                                   const ComputationRunner& run);
+absl::StatusOr<Literal> EvalReduceWindow(
+    const Instruction& instr, std::span<const Literal* const> operands,
+    const ComputationRunner& run);
+absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
+                                             const Literal& operand,
+                                             const Literal& source,
+                                             const Literal& init_value,
+                                             const ComputationRunner& run);
+absl::StatusOr<Literal> EvalSort(const Instruction& instr,
+                                 std::span<const Literal* const> operands,
+                                 const ComputationRunner& run);
+
+// Linear algebra (Eigen).
+absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
+                                const Literal& rhs);
+absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
+                                        const Literal& input,
+                                        const Literal& kernel);
+
+// Random bits: operand is the state; result is (new state, bits), with
+// XLA's ThreeFry / Philox algorithms so that outputs match XLA bit for bit.
+absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,
+                                            const Literal& state);
+
+}  // namespace causeway::exec
+
+#endif  // CAUSEWAY_EXEC_KERNELS_H_

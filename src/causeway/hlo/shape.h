@@ -1,0 +1,102 @@
+// Element types and shapes of HLO values: arrays (dtype + dims + layout) and
+// tuples. Immutable value types; thread-compatible.
+#ifndef CAUSEWAY_HLO_SHAPE_H_
+#define CAUSEWAY_HLO_SHAPE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace causeway::hlo {
+
+enum class PrimitiveType {
+  kInvalid,
+  kPred,
+  kS8,
+  kS16,
+  kS32,
+  kS64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kTuple,
+  kToken,
+};
+
+// "f32", "pred", ... ; nullopt for an unknown name.
+std::optional<PrimitiveType> PrimitiveTypeFromName(std::string_view name);
+std::string_view PrimitiveTypeName(PrimitiveType type);
+// Bytes per element; 0 for tuple, token and invalid.
+int64_t ByteWidth(PrimitiveType type);
+bool IsFloating(PrimitiveType type);  // f16, bf16, f32, f64
+bool IsSignedInteger(PrimitiveType type);
+bool IsUnsignedInteger(PrimitiveType type);
+bool IsInteger(PrimitiveType type);  // signed or unsigned, not pred
+bool IsArrayType(PrimitiveType type);  // everything but tuple/token/invalid
+
+class Shape {
+ public:
+  Shape() = default;
+  // An array shape with the default (descending) layout.
+  Shape(PrimitiveType type, std::vector<int64_t> dims);
+  static Shape Tuple(std::vector<Shape> elements);
+  static Shape Token();
+  static Shape Scalar(PrimitiveType type) { return Shape(type, {}); }
+
+  PrimitiveType type() const { return type_; }
+  bool IsTuple() const { return type_ == PrimitiveType::kTuple; }
+  bool IsToken() const { return type_ == PrimitiveType::kToken; }
+  bool IsArray() const { return IsArrayType(type_); }
+
+  // Array shapes.
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
+  int64_t dim(int64_t i) const { return dims_[i]; }
+  int64_t ElementCount() const;
+  int64_t ByteSize() const;  // Elements × width (arrays); sum (tuples).
+  // Minor-to-major order as printed in `{1,0}`; empty means "not given"
+  // (the default descending layout). Values are always stored row-major
+  // (descending) in memory whatever the layout says: layouts are kept for
+  // printing and round trips only.
+  const std::vector<int64_t>& minor_to_major() const { return minor_to_major_; }
+  void set_minor_to_major(std::vector<int64_t> m2m) {
+    minor_to_major_ = std::move(m2m);
+  }
+  // Dimensions printed as `<=N` (dynamic). Kept for round trips only.
+  const std::vector<bool>& dynamic_dims() const { return dynamic_dims_; }
+  void set_dynamic_dims(std::vector<bool> d) { dynamic_dims_ = std::move(d); }
+
+  // Tuple shapes.
+  const std::vector<Shape>& tuple_shapes() const { return tuple_shapes_; }
+  const Shape& tuple_shape(int64_t i) const { return tuple_shapes_[i]; }
+
+  // Equal type and dims (and tuple elements), ignoring layouts.
+  bool Compatible(const Shape& other) const;
+  // Equal in every respect, layouts included.
+  friend bool operator==(const Shape& a, const Shape& b);
+
+  // "f32[2,3]{1,0}", "(f32[], s32[4]{0})". With `with_layout` false the
+  // layout is omitted.
+  std::string ToString(bool with_layout = true) const;
+
+ private:
+  PrimitiveType type_ = PrimitiveType::kInvalid;
+  std::vector<int64_t> dims_;
+  std::vector<int64_t> minor_to_major_;
+  std::vector<bool> dynamic_dims_;
+  std::vector<Shape> tuple_shapes_;
+};
+
+// Row-major strides (in elements) for `dims`.
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims);
+
+}  // namespace causeway::hlo
+
+#endif  // CAUSEWAY_HLO_SHAPE_H_
