@@ -1,0 +1,67 @@
+# Causeway: `make demo`, `make test`, `make bench`. Each target installs what
+# is missing (Debian packages, the Python virtual environment), configures and
+# builds first, so a fresh machine needs nothing by hand.
+
+BUILD ?= build
+JOBS ?= 2
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
+                libeigen3-dev libabsl-dev libgtest-dev libgmock-dev \
+                libbenchmark-dev python3-venv
+PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest
+FUZZ_SECONDS ?= 600
+
+.PHONY: all deps apt-deps py-deps build test demo bench fuzz clean
+
+all: build
+
+deps: apt-deps py-deps
+
+# Installs only the Debian packages that are missing.
+apt-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: Makefile
+	@command -v python3 >/dev/null || $(MAKE) apt-deps
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check $(PY_PACKAGES)
+	touch $@
+
+py-deps: $(VENV)/.installed
+
+$(BUILD)/build.ninja: apt-deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build: apt-deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) -j$(JOBS)
+
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(PY) -m pytest -q python/tests
+
+demo: deps build
+	./examples/run_demo.sh $(BUILD)
+
+bench: deps build
+	./bench/run_bench.sh $(BUILD)
+
+# libFuzzer over the HLO parser (clang); FUZZ_SECONDS=600 by default.
+fuzz: apt-deps
+	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_FUZZ=ON >/dev/null
+	ninja -C $(BUILD)-fuzz -j$(JOBS) hlo_parser_fuzzer
+	mkdir -p fuzz-out/corpus
+	$(BUILD)-fuzz/bin/hlo_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=8192 -artifact_prefix=fuzz-out/ fuzz-out/corpus \
+	  src/causeway/hlo/testdata
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-fuzz
