@@ -1,0 +1,504 @@
+#include "causeway/exec/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "causeway/base/status.h"
+
+namespace causeway::exec {
+namespace {
+
+using hlo::Literal;
+using hlo::Opcode;
+using hlo::PrimitiveType;
+using hlo::Shape;
+
+std::string Str(std::string_view s) { return std::string(s); }
+
+// Expands an iota replica-group list `[G,S]<=[dims]T(perm)`.
+std::vector<std::vector<int64_t>> ExpandIota(
+    const hlo::ReplicaGroups::Iota& iota) {
+  int64_t total = 1;
+  for (int64_t d : iota.reshape_dims) total *= d;
+  std::vector<int64_t> perm = iota.transpose_perm;
+  const int64_t rank = static_cast<int64_t>(iota.reshape_dims.size());
+  if (perm.empty()) {
+    for (int64_t i = 0; i < rank; ++i) perm.push_back(i);
+  }
+  // Transposed dims and the source strides they read.
+  std::vector<int64_t> src_strides = hlo::RowMajorStrides(iota.reshape_dims);
+  std::vector<int64_t> dims(rank), strides(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    dims[i] = iota.reshape_dims[perm[i]];
+    strides[i] = src_strides[perm[i]];
+  }
+  std::vector<int64_t> flat;
+  flat.reserve(total);
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t n = 0; n < total; ++n) {
+    int64_t value = 0;
+    for (int64_t i = 0; i < rank; ++i) value += index[i] * strides[i];
+    flat.push_back(value);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      if (++index[i] < dims[i]) break;
+      index[i] = 0;
+    }
+  }
+  std::vector<std::vector<int64_t>> groups;
+  if (iota.group_size <= 0) return groups;
+  for (int64_t g = 0; g < iota.num_groups; ++g) {
+    const int64_t begin = g * iota.group_size;
+    if (begin + iota.group_size > total) break;
+    groups.emplace_back(flat.begin() + begin,
+                        flat.begin() + begin + iota.group_size);
+  }
+  return groups;
+}
+
+const std::vector<std::vector<int64_t>>& GroupsOf(
+    const hlo::ReplicaGroups& groups,
+    std::vector<std::vector<int64_t>>& storage) {
+  if (groups.groups.empty() && groups.iota.has_value()) {
+    storage = ExpandIota(*groups.iota);
+    return storage;
+  }
+  return groups.groups;
+}
+
+// Op kinds that carry the use_global_device_ids flag in XLA (the others
+// have no flag, which changes what a channel_id means).
+bool HasGlobalDeviceIdsFlag(Opcode opcode) {
+  return opcode == Opcode::kAllReduce || opcode == Opcode::kAllGather ||
+         opcode == Opcode::kReduceScatter;
+}
+
+enum class ReducerKind { kAdd, kMultiply, kMaximum, kMinimum, kAnd, kOr,
+                         kXor, kGeneric };
+
+ReducerKind ClassifyReducer(const hlo::Computation* computation) {
+  if (computation == nullptr || computation->parameter_count() != 2) {
+    return ReducerKind::kGeneric;
+  }
+  const hlo::Instruction* root = computation->root();
+  if (root == nullptr || root->operand_count() != 2) {
+    return ReducerKind::kGeneric;
+  }
+  const hlo::Instruction* a = root->operand(0);
+  const hlo::Instruction* b = root->operand(1);
+  if (a->opcode != Opcode::kParameter || b->opcode != Opcode::kParameter ||
+      a->parameter_number == b->parameter_number) {
+    return ReducerKind::kGeneric;
+  }
+  if (!root->shape.IsArray() || root->shape.rank() != 0 ||
+      a->shape.type() != root->shape.type() ||
+      b->shape.type() != root->shape.type()) {
+    return ReducerKind::kGeneric;
+  }
+  switch (root->opcode) {
+    case Opcode::kAdd: return ReducerKind::kAdd;
+    case Opcode::kMultiply: return ReducerKind::kMultiply;
+    case Opcode::kMaximum: return ReducerKind::kMaximum;
+    case Opcode::kMinimum: return ReducerKind::kMinimum;
+    case Opcode::kAnd: return ReducerKind::kAnd;
+    case Opcode::kOr: return ReducerKind::kOr;
+    case Opcode::kXor: return ReducerKind::kXor;
+    default: return ReducerKind::kGeneric;
+  }
+}
+
+template <typename T>
+constexpr bool kIsHalf =
+    std::is_same_v<T, hlo::BF16> || std::is_same_v<T, hlo::F16>;
+
+// One step of a reduction on a native (non-16-bit-float) type.
+template <ReducerKind kKind, typename T>
+inline T Combine(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if constexpr (kKind == ReducerKind::kAdd || kKind == ReducerKind::kOr ||
+                  kKind == ReducerKind::kMaximum) {
+      return a || b;
+    } else if constexpr (kKind == ReducerKind::kXor) {
+      return a != b;
+    } else {
+      return a && b;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (kKind == ReducerKind::kAdd) return a + b;
+    if constexpr (kKind == ReducerKind::kMultiply) return a * b;
+    if constexpr (kKind == ReducerKind::kMaximum) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+      return a > b ? a : b;
+    }
+    if constexpr (kKind == ReducerKind::kMinimum) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+      return a < b ? a : b;
+    }
+    return a;  // Bitwise ops on floats are refused before this.
+  } else {
+    using U = std::make_unsigned_t<T>;
+    if constexpr (kKind == ReducerKind::kAdd) {
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    }
+    if constexpr (kKind == ReducerKind::kMultiply) {
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    }
+    if constexpr (kKind == ReducerKind::kMaximum) return a > b ? a : b;
+    if constexpr (kKind == ReducerKind::kMinimum) return a < b ? a : b;
+    if constexpr (kKind == ReducerKind::kAnd) return a & b;
+    if constexpr (kKind == ReducerKind::kOr) return a | b;
+    if constexpr (kKind == ReducerKind::kXor) return a ^ b;
+    return a;
+  }
+}
+
+template <ReducerKind kKind, typename T>
+void ReduceTyped(std::span<const Literal* const> inputs, Literal& out) {
+  const int64_t n = out.shape().ElementCount();
+  T* dst = out.mutable_data<T>().data();
+  if constexpr (kIsHalf<T>) {
+    // Compute in float and round after every step, as the reducer would.
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const T* src = inputs[k]->data<T>().data();
+      for (int64_t i = 0; i < n; ++i) {
+        dst[i] = T(Combine<kKind, float>(static_cast<float>(dst[i]),
+                                         static_cast<float>(src[i])));
+      }
+    }
+  } else {
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const T* src = inputs[k]->data<T>().data();
+      for (int64_t i = 0; i < n; ++i) dst[i] = Combine<kKind, T>(dst[i], src[i]);
+    }
+  }
+}
+
+template <typename T>
+absl::Status ReduceFast(ReducerKind kind, std::span<const Literal* const> inputs,
+                        Literal& out) {
+  const bool bitwise = kind == ReducerKind::kAnd || kind == ReducerKind::kOr ||
+                       kind == ReducerKind::kXor;
+  if (bitwise && (std::is_floating_point_v<T> || kIsHalf<T>)) {
+    return absl::InvalidArgumentError(
+        "a bitwise reducer on a floating-point value");
+  }
+  switch (kind) {
+    case ReducerKind::kAdd: ReduceTyped<ReducerKind::kAdd, T>(inputs, out); break;
+    case ReducerKind::kMultiply:
+      ReduceTyped<ReducerKind::kMultiply, T>(inputs, out);
+      break;
+    case ReducerKind::kMaximum:
+      ReduceTyped<ReducerKind::kMaximum, T>(inputs, out);
+      break;
+    case ReducerKind::kMinimum:
+      ReduceTyped<ReducerKind::kMinimum, T>(inputs, out);
+      break;
+    case ReducerKind::kAnd: ReduceTyped<ReducerKind::kAnd, T>(inputs, out); break;
+    case ReducerKind::kOr: ReduceTyped<ReducerKind::kOr, T>(inputs, out); break;
+    case ReducerKind::kXor: ReduceTyped<ReducerKind::kXor, T>(inputs, out); break;
+    case ReducerKind::kGeneric: break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReduceGeneric(const CollectiveOp& op,
+                           std::span<const Literal* const> inputs,
+                           Literal& out) {
+  const hlo::Computation* reducer = op.instruction->to_apply();
+  if (reducer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op), " has no to_apply reducer"));
+  }
+  if (op.run_computation == nullptr || !*op.run_computation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        DescribeCollective(op), ": reducer '", reducer->name(),
+        "' needs a computation runner, and none was given"));
+  }
+  const PrimitiveType type = out.shape().type();
+  const int64_t width = hlo::ByteWidth(type);
+  const int64_t n = out.shape().ElementCount();
+  std::byte* dst = static_cast<std::byte*>(out.mutable_untyped_data());
+  Literal args[2] = {Literal(Shape::Scalar(type)), Literal(Shape::Scalar(type))};
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const std::byte* src =
+          static_cast<const std::byte*>(inputs[k]->untyped_data());
+      std::memcpy(args[0].mutable_untyped_data(), dst + i * width, width);
+      std::memcpy(args[1].mutable_untyped_data(), src + i * width, width);
+      CW_ASSIGN_OR_RETURN(Literal result,
+                          (*op.run_computation)(*reducer, args));
+      if (!result.shape().IsArray() || result.shape().type() != type ||
+          result.shape().ElementCount() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "reducer '", reducer->name(), "' returned ",
+            result.shape().ToString(false), ", expected an ",
+            Str(hlo::PrimitiveTypeName(type)), " scalar"));
+      }
+      std::memcpy(dst + i * width, result.untyped_data(), width);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string CollectiveInstanceKey::ToString() const {
+  return absl::StrCat("run ", run_id, ", instruction ", instruction_id,
+                      ", execution ", execution_count);
+}
+
+std::string DescribeCollective(const CollectiveOp& op) {
+  if (op.instruction == nullptr) return "collective";
+  return absl::StrCat(Str(hlo::OpcodeName(op.instruction->opcode)), " '",
+                      op.instruction->name, "' (line ", op.instruction->line,
+                      ")");
+}
+
+CollectiveGroupMode GroupModeOf(const hlo::Instruction& instruction) {
+  if (!instruction.channel_id.has_value()) {
+    return CollectiveGroupMode::kCrossReplica;
+  }
+  if (!HasGlobalDeviceIdsFlag(instruction.opcode)) {
+    return CollectiveGroupMode::kCrossPartition;
+  }
+  return instruction.use_global_device_ids
+             ? CollectiveGroupMode::kFlattenedId
+             : CollectiveGroupMode::kCrossReplicaAndPartition;
+}
+
+absl::StatusOr<std::vector<int64_t>> GroupOf(const CollectiveOp& op) {
+  if (op.instruction == nullptr) {
+    return absl::InvalidArgumentError("collective without an instruction");
+  }
+  const int64_t num_partitions = op.num_partitions;
+  const int64_t replica_count = op.replica_count;
+  if (num_partitions < 1 || replica_count < 1 || op.partition_id < 0 ||
+      op.partition_id >= num_partitions || op.replica_id < 0 ||
+      op.replica_id >= replica_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        DescribeCollective(op), ": participant (replica ", op.replica_id,
+        ", partition ", op.partition_id, ") is outside the device grid of ",
+        replica_count, " replicas × ", num_partitions, " partitions"));
+  }
+  const CollectiveGroupMode mode = GroupModeOf(*op.instruction);
+  // The id space the groups are written in, and my id in it.
+  int64_t id_count = 0;
+  int64_t my_id = 0;
+  switch (mode) {
+    case CollectiveGroupMode::kCrossReplica:
+    case CollectiveGroupMode::kCrossReplicaAndPartition:
+      id_count = replica_count;
+      my_id = op.replica_id;
+      break;
+    case CollectiveGroupMode::kCrossPartition:
+      id_count = num_partitions;
+      my_id = op.partition_id;
+      break;
+    case CollectiveGroupMode::kFlattenedId:
+      id_count = replica_count * num_partitions;
+      my_id = op.device_index();
+      break;
+  }
+  std::vector<std::vector<int64_t>> storage;
+  const auto& groups = GroupsOf(op.instruction->replica_groups, storage);
+  std::vector<int64_t> ids;
+  if (groups.empty()) {
+    for (int64_t i = 0; i < id_count; ++i) ids.push_back(i);
+  } else {
+    for (const auto& group : groups) {
+      for (int64_t id : group) {
+        if (id < 0 || id >= id_count) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              DescribeCollective(op), ": replica_groups name id ", id,
+              ", but there are only ", id_count,
+              mode == CollectiveGroupMode::kCrossPartition ? " partitions"
+              : mode == CollectiveGroupMode::kFlattenedId  ? " devices"
+                                                           : " replicas"));
+        }
+      }
+      if (std::find(group.begin(), group.end(), my_id) != group.end()) {
+        ids = group;
+        break;
+      }
+    }
+    if (ids.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          DescribeCollective(op), ": id ", my_id,
+          " is in none of the replica_groups"));
+    }
+  }
+  std::vector<int64_t> devices;
+  switch (mode) {
+    case CollectiveGroupMode::kCrossReplica:
+      for (int64_t r : ids) devices.push_back(r * num_partitions + op.partition_id);
+      break;
+    case CollectiveGroupMode::kCrossPartition:
+      for (int64_t p : ids) devices.push_back(op.replica_id * num_partitions + p);
+      break;
+    case CollectiveGroupMode::kCrossReplicaAndPartition:
+      for (int64_t r : ids) {
+        for (int64_t p = 0; p < num_partitions; ++p) {
+          devices.push_back(r * num_partitions + p);
+        }
+      }
+      break;
+    case CollectiveGroupMode::kFlattenedId:
+      devices = std::move(ids);
+      break;
+  }
+  return devices;
+}
+
+absl::StatusOr<PermutePeers> PermutePeersOf(const CollectiveOp& op) {
+  if (op.instruction == nullptr) {
+    return absl::InvalidArgumentError("collective without an instruction");
+  }
+  const bool cross_partition = op.instruction->channel_id.has_value();
+  const int64_t id_count =
+      cross_partition ? op.num_partitions : op.replica_count;
+  const int64_t my_id = cross_partition ? op.partition_id : op.replica_id;
+  auto device_of = [&](int64_t id) {
+    return cross_partition ? op.replica_id * op.num_partitions + id
+                           : id * op.num_partitions + op.partition_id;
+  };
+  PermutePeers peers;
+  for (const auto& [source, target] : op.instruction->source_target_pairs) {
+    if (source < 0 || source >= id_count || target < 0 || target >= id_count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          DescribeCollective(op), ": source_target_pairs name {", source, ",",
+          target, "}, but there are only ", id_count,
+          cross_partition ? " partitions" : " replicas"));
+    }
+    if (target == my_id) {
+      if (peers.source != -1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            DescribeCollective(op), ": ", cross_partition ? "partition " : "replica ",
+            my_id, " is the target of more than one source"));
+      }
+      peers.source = device_of(source);
+    }
+    if (source == my_id) peers.targets.push_back(device_of(target));
+  }
+  return peers;
+}
+
+absl::StatusOr<Literal> ReduceInputs(const CollectiveOp& op,
+                                     std::span<const Literal* const> inputs) {
+  if (inputs.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op), ": nothing to reduce"));
+  }
+  const Shape& shape = inputs[0]->shape();
+  if (!shape.IsArray()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        DescribeCollective(op), ": cannot reduce a ", shape.ToString(false)));
+  }
+  for (const Literal* input : inputs) {
+    if (!input->shape().Compatible(shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          DescribeCollective(op), ": participants sent different shapes, ",
+          shape.ToString(false), " and ", input->shape().ToString(false)));
+    }
+  }
+  Literal out = *inputs[0];
+  if (inputs.size() == 1) return out;
+  const ReducerKind kind = ClassifyReducer(op.instruction->to_apply());
+  if (kind == ReducerKind::kGeneric) {
+    CW_RETURN_IF_ERROR(ReduceGeneric(op, inputs, out));
+    return out;
+  }
+  absl::Status status = hlo::VisitType(shape.type(), [&](auto tag) {
+    using T = decltype(tag);
+    return ReduceFast<T>(kind, inputs, out);
+  });
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op), ": ", status.message()));
+  }
+  return out;
+}
+
+absl::StatusOr<Literal> ConcatenateAlong(std::span<const Literal* const> parts,
+                                         int64_t dimension) {
+  if (parts.empty()) {
+    return absl::InvalidArgumentError("nothing to concatenate");
+  }
+  const Shape& first = parts[0]->shape();
+  if (!first.IsArray() || dimension < 0 || dimension >= first.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot concatenate ", first.ToString(false), " along dimension ",
+        dimension));
+  }
+  std::vector<int64_t> dims = first.dims();
+  int64_t total = 0;
+  for (const Literal* part : parts) {
+    const Shape& s = part->shape();
+    bool same = s.type() == first.type() && s.rank() == first.rank();
+    for (int64_t d = 0; same && d < s.rank(); ++d) {
+      if (d != dimension && s.dim(d) != first.dim(d)) same = false;
+    }
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot concatenate ", first.ToString(false), " and ",
+          s.ToString(false), " along dimension ", dimension));
+    }
+    total += s.dim(dimension);
+  }
+  dims[dimension] = total;
+  Literal out(Shape(first.type(), dims));
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dimension; ++d) outer *= dims[d];
+  int64_t inner_bytes = hlo::ByteWidth(first.type());
+  for (int64_t d = dimension + 1; d < first.rank(); ++d) inner_bytes *= dims[d];
+  if (out.size_bytes() == 0) return out;
+  std::byte* dst = static_cast<std::byte*>(out.mutable_untyped_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Literal* part : parts) {
+      const int64_t chunk = part->shape().dim(dimension) * inner_bytes;
+      if (chunk == 0) continue;
+      std::memcpy(dst,
+                  static_cast<const std::byte*>(part->untyped_data()) + o * chunk,
+                  static_cast<size_t>(chunk));
+      dst += chunk;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Literal> BlockAlong(const Literal& value, int64_t dimension,
+                                   int64_t count, int64_t index) {
+  const Shape& shape = value.shape();
+  if (!shape.IsArray() || dimension < 0 || dimension >= shape.rank() ||
+      count <= 0 || index < 0 || index >= count ||
+      shape.dim(dimension) % count != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot split ", shape.ToString(false), " into ", count,
+        " equal blocks along dimension ", dimension));
+  }
+  std::vector<int64_t> dims = shape.dims();
+  dims[dimension] /= count;
+  if (count == 1) return value;
+  Literal out(Shape(shape.type(), dims));
+  if (out.size_bytes() == 0) return out;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dimension; ++d) outer *= dims[d];
+  int64_t inner_bytes = hlo::ByteWidth(shape.type());
+  for (int64_t d = dimension + 1; d < shape.rank(); ++d) inner_bytes *= dims[d];
+  const int64_t block = dims[dimension] * inner_bytes;
+  const int64_t row = shape.dim(dimension) * inner_bytes;
+  const std::byte* src = static_cast<const std::byte*>(value.untyped_data());
+  std::byte* dst = static_cast<std::byte*>(out.mutable_untyped_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(dst + o * block, src + o * row + index * block,
+                static_cast<size_t>(block));
+  }
+  return out;
+}
+
+}  // namespace causeway::exec
