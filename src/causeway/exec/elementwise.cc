@@ -1,0 +1,735 @@
+// Elementwise kernels: unary and binary arithmetic, compare, select, clamp,
+// convert, bitcast-convert and reduce-precision, with XLA's semantics for
+// every edge case (integer division by zero, shifts past the width,
+// NaN-propagating min/max, saturating float → int conversion, ...).
+//
+// Each kernel dispatches once on the element type and the opcode, then runs
+// a tight typed loop over the elements. f16/bf16 compute in float and round
+// to storage after each op, as XLA's CPU backend does.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "causeway/base/status.h"
+#include "causeway/exec/kernel_util.h"
+#include "causeway/exec/kernels.h"
+
+namespace causeway::exec {
+namespace {
+
+using hlo::ComparisonDirection;
+using hlo::ComparisonType;
+using hlo::Opcode;
+using hlo::PrimitiveType;
+using hlo::Shape;
+
+std::string OpName(const Instruction& instr) {
+  return absl::StrCat(std::string(hlo::OpcodeName(instr.opcode)), " '",
+                      instr.name, "'");
+}
+
+absl::Status Unsupported(const Instruction& instr, PrimitiveType type) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(OpName(instr), " does not accept element type ",
+                   std::string(hlo::PrimitiveTypeName(type))));
+}
+
+// `operand` must have the dims of the result and element type `type`.
+absl::Status CheckOperand(const Instruction& instr, const Literal& operand,
+                          PrimitiveType type, const char* what) {
+  if (!operand.shape().IsArray() || operand.shape().type() != type ||
+      operand.shape().dims() != instr.shape.dims()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(instr), ": ", what, " has shape ",
+        operand.shape().ToString(/*with_layout=*/false), ", expected ",
+        std::string(hlo::PrimitiveTypeName(type)), " with dims of ",
+        instr.shape.ToString(/*with_layout=*/false)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckArrayResult(const Instruction& instr) {
+  if (!instr.shape.IsArray()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(instr), " must have an array shape, not ",
+                     instr.shape.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+// Applies `f` (compute type → compute type) to each element.
+template <typename T, typename F>
+void MapUnary(const T* in, T* out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FromCompute<T>(f(ToCompute(in[i])));
+}
+
+template <typename T, typename F>
+void MapBinary(const T* a, const T* b, T* out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = FromCompute<T>(f(ToCompute(a[i]), ToCompute(b[i])));
+  }
+}
+
+// IEEE 754-2019 maximum/minimum: NaN-propagating, -0 < +0 (as XLA's CPU
+// backend).
+template <typename C>
+inline C FloatMax(C a, C b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+template <typename C>
+inline C FloatMin(C a, C b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+// ---------------------------------------------------------------------------
+// Unary.
+
+template <typename T>
+absl::Status UnaryFloat(const Instruction& instr, const T* in, T* out,
+                        int64_t n) {
+  using C = ComputeType<T>;
+  switch (instr.opcode) {
+    case Opcode::kNegate: MapUnary(in, out, n, [](C x) { return -x; }); break;
+    case Opcode::kAbs: MapUnary(in, out, n, [](C x) { return std::fabs(x); }); break;
+    case Opcode::kSign:
+      MapUnary(in, out, n, [](C x) -> C {
+        if (std::isnan(x) || x == C{0}) return x;  // NaN, ±0 unchanged.
+        return x > C{0} ? C{1} : C{-1};
+      });
+      break;
+    case Opcode::kExp: MapUnary(in, out, n, [](C x) { return std::exp(x); }); break;
+    case Opcode::kExpm1: MapUnary(in, out, n, [](C x) { return std::expm1(x); }); break;
+    case Opcode::kLog: MapUnary(in, out, n, [](C x) { return std::log(x); }); break;
+    case Opcode::kLog1p: MapUnary(in, out, n, [](C x) { return std::log1p(x); }); break;
+    case Opcode::kTanh: MapUnary(in, out, n, [](C x) { return std::tanh(x); }); break;
+    case Opcode::kLogistic:
+      MapUnary(in, out, n, [](C x) { return C{1} / (C{1} + std::exp(-x)); });
+      break;
+    case Opcode::kRsqrt:
+      MapUnary(in, out, n, [](C x) { return C{1} / std::sqrt(x); });
+      break;
+    case Opcode::kSqrt: MapUnary(in, out, n, [](C x) { return std::sqrt(x); }); break;
+    case Opcode::kCbrt: MapUnary(in, out, n, [](C x) { return std::cbrt(x); }); break;
+    case Opcode::kErf: MapUnary(in, out, n, [](C x) { return std::erf(x); }); break;
+    case Opcode::kSin: MapUnary(in, out, n, [](C x) { return std::sin(x); }); break;
+    case Opcode::kCos: MapUnary(in, out, n, [](C x) { return std::cos(x); }); break;
+    case Opcode::kTan: MapUnary(in, out, n, [](C x) { return std::tan(x); }); break;
+    case Opcode::kFloor: MapUnary(in, out, n, [](C x) { return std::floor(x); }); break;
+    case Opcode::kCeil: MapUnary(in, out, n, [](C x) { return std::ceil(x); }); break;
+    case Opcode::kRoundNearestAfz:
+      MapUnary(in, out, n, [](C x) { return std::round(x); });
+      break;
+    case Opcode::kRoundNearestEven:
+      // The default rounding mode is to-nearest-even.
+      MapUnary(in, out, n, [](C x) { return std::nearbyint(x); });
+      break;
+    default:
+      return Unsupported(instr, instr.shape.type());
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status UnaryInt(const Instruction& instr, const T* in, T* out,
+                      int64_t n) {
+  using U = std::make_unsigned_t<T>;
+  // Wide enough that arithmetic on U does not promote to signed int.
+  using W = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+  constexpr int kBits = static_cast<int>(sizeof(T) * 8);
+  switch (instr.opcode) {
+    case Opcode::kNot:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(~in[i]);
+      break;
+    case Opcode::kNegate:
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<T>(W{0} - static_cast<W>(static_cast<U>(in[i])));
+      }
+      break;
+    case Opcode::kAbs:
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_signed_v<T>) {
+          W w = static_cast<W>(static_cast<U>(in[i]));
+          out[i] = in[i] < 0 ? static_cast<T>(W{0} - w) : in[i];
+        } else {
+          out[i] = in[i];
+        }
+      }
+      break;
+    case Opcode::kSign:
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<T>((in[i] > 0) - (in[i] < 0));
+      }
+      break;
+    case Opcode::kPopcnt:
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<T>(std::popcount(static_cast<U>(in[i])));
+      }
+      break;
+    case Opcode::kClz:
+      for (int64_t i = 0; i < n; ++i) {
+        int zeros = std::countl_zero(static_cast<U>(in[i]));
+        out[i] = static_cast<T>(zeros > kBits ? kBits : zeros);
+      }
+      break;
+    default:
+      return Unsupported(instr, instr.shape.type());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnaryPred(const Instruction& instr, const bool* in, bool* out,
+                       int64_t n) {
+  if (instr.opcode != Opcode::kNot) {
+    return Unsupported(instr, PrimitiveType::kPred);
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = !in[i];
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Binary.
+
+template <typename T>
+absl::Status BinaryFloat(const Instruction& instr, const T* a, const T* b,
+                         T* out, int64_t n) {
+  using C = ComputeType<T>;
+  switch (instr.opcode) {
+    case Opcode::kAdd: MapBinary(a, b, out, n, [](C x, C y) { return x + y; }); break;
+    case Opcode::kSubtract: MapBinary(a, b, out, n, [](C x, C y) { return x - y; }); break;
+    case Opcode::kMultiply: MapBinary(a, b, out, n, [](C x, C y) { return x * y; }); break;
+    case Opcode::kDivide: MapBinary(a, b, out, n, [](C x, C y) { return x / y; }); break;
+    case Opcode::kRemainder:
+      MapBinary(a, b, out, n, [](C x, C y) { return std::fmod(x, y); });
+      break;
+    case Opcode::kMaximum: MapBinary(a, b, out, n, FloatMax<C>); break;
+    case Opcode::kMinimum: MapBinary(a, b, out, n, FloatMin<C>); break;
+    case Opcode::kPower:
+      MapBinary(a, b, out, n, [](C x, C y) { return std::pow(x, y); });
+      break;
+    case Opcode::kAtan2:
+      MapBinary(a, b, out, n, [](C x, C y) { return std::atan2(x, y); });
+      break;
+    default:
+      return Unsupported(instr, instr.shape.type());
+  }
+  return absl::OkStatus();
+}
+
+// x^y by squaring over the low 6 bits of y (larger exponents overflow any
+// base but 0, 1 and -1 anyway), as XLA. A negative exponent gives 1 for
+// base 1 and 0 otherwise.
+template <typename T>
+inline T IntPow(T base, T exponent) {
+  using W = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+  W acc = 1;
+  W b = static_cast<W>(static_cast<std::make_unsigned_t<T>>(base));
+  auto e = static_cast<std::make_unsigned_t<T>>(exponent);
+  for (int i = 0; i < 6; ++i) {
+    if (e & 1) acc *= b;
+    b *= b;
+    e >>= 1;
+  }
+  if constexpr (std::is_signed_v<T>) {
+    if (exponent < 0) return base == 1 ? T{1} : T{0};
+  }
+  return static_cast<T>(acc);
+}
+
+template <typename T>
+absl::Status BinaryInt(const Instruction& instr, const T* a, const T* b,
+                       T* out, int64_t n) {
+  using U = std::make_unsigned_t<T>;
+  using S = std::make_signed_t<T>;
+  using W = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+  constexpr U kBits = static_cast<U>(sizeof(T) * 8);
+  constexpr T kMin = std::numeric_limits<T>::min();
+  auto wide = [](T x) { return static_cast<W>(static_cast<U>(x)); };
+  switch (instr.opcode) {
+    case Opcode::kAdd:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(wide(a[i]) + wide(b[i]));
+      break;
+    case Opcode::kSubtract:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(wide(a[i]) - wide(b[i]));
+      break;
+    case Opcode::kMultiply:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(wide(a[i]) * wide(b[i]));
+      break;
+    case Opcode::kDivide:
+      // x / 0 = -1 (all bits set); INT_MIN / -1 = INT_MIN.
+      for (int64_t i = 0; i < n; ++i) {
+        T x = a[i], y = b[i];
+        if (y == 0) {
+          out[i] = static_cast<T>(~U{0});
+        } else if (std::is_signed_v<T> && x == kMin && y == static_cast<T>(-1)) {
+          out[i] = kMin;
+        } else {
+          out[i] = static_cast<T>(x / y);
+        }
+      }
+      break;
+    case Opcode::kRemainder:
+      // x % 0 = x; INT_MIN % -1 = 0.
+      for (int64_t i = 0; i < n; ++i) {
+        T x = a[i], y = b[i];
+        if (y == 0) {
+          out[i] = x;
+        } else if (std::is_signed_v<T> && y == static_cast<T>(-1)) {
+          out[i] = 0;
+        } else {
+          out[i] = static_cast<T>(x % y);
+        }
+      }
+      break;
+    case Opcode::kMaximum:
+      for (int64_t i = 0; i < n; ++i) out[i] = std::max(a[i], b[i]);
+      break;
+    case Opcode::kMinimum:
+      for (int64_t i = 0; i < n; ++i) out[i] = std::min(a[i], b[i]);
+      break;
+    case Opcode::kPower:
+      for (int64_t i = 0; i < n; ++i) out[i] = IntPow(a[i], b[i]);
+      break;
+    case Opcode::kAnd:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] & b[i]);
+      break;
+    case Opcode::kOr:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] | b[i]);
+      break;
+    case Opcode::kXor:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] ^ b[i]);
+      break;
+    // Shift amounts are read as unsigned: anything >= the width (negative
+    // amounts included) shifts every bit out.
+    case Opcode::kShiftLeft:
+      for (int64_t i = 0; i < n; ++i) {
+        U s = static_cast<U>(b[i]);
+        out[i] = s >= kBits ? T{0} : static_cast<T>(wide(a[i]) << s);
+      }
+      break;
+    case Opcode::kShiftRightLogical:
+      for (int64_t i = 0; i < n; ++i) {
+        U s = static_cast<U>(b[i]);
+        out[i] = s >= kBits ? T{0} : static_cast<T>(static_cast<U>(a[i]) >> s);
+      }
+      break;
+    case Opcode::kShiftRightArithmetic:
+      for (int64_t i = 0; i < n; ++i) {
+        U s = static_cast<U>(b[i]);
+        S x = static_cast<S>(a[i]);
+        out[i] = static_cast<T>(s >= kBits ? (x < 0 ? S{-1} : S{0})
+                                           : static_cast<S>(x >> s));
+      }
+      break;
+    default:
+      return Unsupported(instr, instr.shape.type());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BinaryPred(const Instruction& instr, const bool* a,
+                        const bool* b, bool* out, int64_t n) {
+  switch (instr.opcode) {
+    case Opcode::kAnd:
+    case Opcode::kMultiply:
+    case Opcode::kMinimum:
+      for (int64_t i = 0; i < n; ++i) out[i] = a[i] && b[i];
+      break;
+    case Opcode::kOr:
+    case Opcode::kAdd:
+    case Opcode::kMaximum:
+      for (int64_t i = 0; i < n; ++i) out[i] = a[i] || b[i];
+      break;
+    case Opcode::kXor:
+    case Opcode::kSubtract:
+      for (int64_t i = 0; i < n; ++i) out[i] = a[i] != b[i];
+      break;
+    default:
+      return Unsupported(instr, PrimitiveType::kPred);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Compare.
+
+template <typename K, typename Key>
+void CompareLoop(ComparisonDirection direction, const K* a, const K* b,
+                 bool* out, int64_t n, Key key) {
+  switch (direction) {
+    case ComparisonDirection::kEq:
+      for (int64_t i = 0; i < n; ++i) out[i] = key(a[i]) == key(b[i]);
+      break;
+    case ComparisonDirection::kNe:
+      for (int64_t i = 0; i < n; ++i) out[i] = key(a[i]) != key(b[i]);
+      break;
+    case ComparisonDirection::kLt:
+      for (int64_t i = 0; i < n; ++i) out[i] = key(a[i]) < key(b[i]);
+      break;
+    case ComparisonDirection::kLe:
+      for (int64_t i = 0; i < n; ++i) out[i] = key(a[i]) <= key(b[i]);
+      break;
+    case ComparisonDirection::kGt:
+      for (int64_t i = 0; i < n; ++i) out[i] = key(a[i]) > key(b[i]);
+      break;
+    case ComparisonDirection::kGe:
+      for (int64_t i = 0; i < n; ++i) out[i] = key(a[i]) >= key(b[i]);
+      break;
+  }
+}
+
+// A float's bits as a signed integer that orders -NaN < -inf < ... < -0 <
+// +0 < ... < +inf < +NaN.
+template <typename T>
+inline auto TotalOrderKey(T value) {
+  using U = FloatBitsType<T>;
+  using S = std::make_signed_t<U>;
+  S s = static_cast<S>(FloatToBits(value));
+  constexpr int kShift = static_cast<int>(sizeof(U) * 8 - 1);
+  return static_cast<S>(s ^ static_cast<S>(static_cast<U>(s >> kShift) >> 1));
+}
+
+// ---------------------------------------------------------------------------
+// Reduce-precision.
+
+template <typename T>
+T ReducePrecisionElement(T value, int exponent_bits, int mantissa_bits) {
+  using U = FloatBitsType<T>;
+  constexpr int kSrcExponentBits = FloatFormat<T>::kExponentBits;
+  constexpr int kSrcMantissaBits = FloatFormat<T>::kMantissaBits;
+  constexpr int kBits = static_cast<int>(sizeof(U) * 8);
+  const U original = FloatToBits(value);
+  U x = original;
+  if (mantissa_bits < kSrcMantissaBits) {
+    // Round to nearest even at the new last mantissa bit.
+    const int shift = kSrcMantissaBits - mantissa_bits;
+    const U last_bit_mask = static_cast<U>(U{1} << shift);
+    const U base_bias = static_cast<U>((last_bit_mask >> 1) - 1);
+    const U last_bit = static_cast<U>((x & last_bit_mask) >> shift);
+    const U truncation_mask = static_cast<U>(~(last_bit_mask - 1));
+    x = static_cast<U>(static_cast<U>(x + last_bit + base_bias) & truncation_mask);
+  }
+  if (exponent_bits < kSrcExponentBits) {
+    const U sign_mask = static_cast<U>(U{1} << (kBits - 1));
+    const U exponent_mask =
+        static_cast<U>(((U{1} << kSrcExponentBits) - 1) << kSrcMantissaBits);
+    const U exponent_bias = static_cast<U>((U{1} << (kSrcExponentBits - 1)) - 1);
+    const U reduced_bias = static_cast<U>((U{1} << (exponent_bits - 1)) - 1);
+    const U max_exponent = static_cast<U>(exponent_bias + reduced_bias);
+    const U min_exponent = static_cast<U>(exponent_bias - reduced_bias);
+    const U exponent = static_cast<U>(x & exponent_mask);
+    const U signed_zero = static_cast<U>(x & sign_mask);
+    if (exponent > static_cast<U>(max_exponent << kSrcMantissaBits)) {
+      x = static_cast<U>(signed_zero | exponent_mask);  // ±inf.
+    } else if (exponent <= static_cast<U>(min_exponent << kSrcMantissaBits)) {
+      x = signed_zero;
+    }
+  }
+  // NaNs stay NaN (the rounding above could have turned them into inf).
+  if (std::isnan(ToCompute(value))) return value;
+  return FloatFromBits<T>(x);
+}
+
+// ---------------------------------------------------------------------------
+// Clamp helpers.
+
+template <typename T>
+void ClampLoop(const T* lo, int64_t lo_step, const T* x, const T* hi,
+               int64_t hi_step, T* out, int64_t n) {
+  using C = ComputeType<T>;
+  for (int64_t i = 0; i < n; ++i) {
+    C l = ToCompute(lo[i * lo_step]);
+    C h = ToCompute(hi[i * hi_step]);
+    C v = ToCompute(x[i]);
+    if constexpr (kIsFloat<T>) {
+      out[i] = FromCompute<T>(FloatMin(FloatMax(v, l), h));
+    } else {
+      out[i] = std::min(std::max(v, l), h);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
+                                  const Literal& operand) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = operand.shape().type();
+  const int64_t n = instr.shape.ElementCount();
+  if (instr.opcode == Opcode::kIsFinite) {
+    if (instr.shape.type() != PrimitiveType::kPred || !IsFloating(type)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpName(instr), " maps a float array to pred; got ",
+          operand.shape().ToString(false), " -> ", instr.shape.ToString(false)));
+    }
+    CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
+    Literal result(instr.shape);
+    bool* out = MutableDataPtr<bool>(result);
+    hlo::VisitType(type, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kIsFloat<T>) {
+        const T* in = DataPtr<T>(operand);
+        for (int64_t i = 0; i < n; ++i) out[i] = std::isfinite(ToCompute(in[i]));
+      }
+    });
+    return result;
+  }
+  CW_RETURN_IF_ERROR(CheckOperand(instr, operand, instr.shape.type(), "operand"));
+  Literal result(instr.shape);
+  absl::Status status = hlo::VisitType(type, [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    const T* in = DataPtr<T>(operand);
+    T* out = MutableDataPtr<T>(result);
+    if constexpr (kIsFloat<T>) {
+      return UnaryFloat<T>(instr, in, out, n);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return UnaryPred(instr, in, out, n);
+    } else {
+      return UnaryInt<T>(instr, in, out, n);
+    }
+  });
+  CW_RETURN_IF_ERROR(status);
+  return result;
+}
+
+absl::StatusOr<Literal> EvalBinary(const Instruction& instr, const Literal& lhs,
+                                   const Literal& rhs) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = instr.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(instr, lhs, type, "lhs"));
+  CW_RETURN_IF_ERROR(CheckOperand(instr, rhs, type, "rhs"));
+  const int64_t n = instr.shape.ElementCount();
+  Literal result(instr.shape);
+  absl::Status status = hlo::VisitType(type, [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    const T* a = DataPtr<T>(lhs);
+    const T* b = DataPtr<T>(rhs);
+    T* out = MutableDataPtr<T>(result);
+    if constexpr (kIsFloat<T>) {
+      return BinaryFloat<T>(instr, a, b, out, n);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return BinaryPred(instr, a, b, out, n);
+    } else {
+      return BinaryInt<T>(instr, a, b, out, n);
+    }
+  });
+  CW_RETURN_IF_ERROR(status);
+  return result;
+}
+
+absl::StatusOr<Literal> EvalCompare(const Instruction& instr,
+                                    const Literal& lhs, const Literal& rhs) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = lhs.shape().type();
+  if (instr.shape.type() != PrimitiveType::kPred) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(instr), " must produce pred, not ",
+                     instr.shape.ToString(false)));
+  }
+  CW_RETURN_IF_ERROR(CheckOperand(instr, lhs, type, "lhs"));
+  CW_RETURN_IF_ERROR(CheckOperand(instr, rhs, type, "rhs"));
+  const int64_t n = instr.shape.ElementCount();
+  const ComparisonType ctype = instr.comparison_type;
+  const ComparisonDirection direction = instr.comparison_direction;
+  Literal result(instr.shape);
+  bool* out = MutableDataPtr<bool>(result);
+  absl::Status status = hlo::VisitType(type, [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    const T* a = DataPtr<T>(lhs);
+    const T* b = DataPtr<T>(rhs);
+    if constexpr (kIsFloat<T>) {
+      if (ctype == ComparisonType::kTotalOrder) {
+        CompareLoop(direction, a, b, out, n,
+                    [](T v) { return TotalOrderKey(v); });
+      } else if (ctype == ComparisonType::kDefault ||
+                 ctype == ComparisonType::kFloat) {
+        CompareLoop(direction, a, b, out, n, [](T v) { return ToCompute(v); });
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpName(instr), ": an integer comparison type on floats"));
+      }
+    } else {
+      if (ctype == ComparisonType::kFloat ||
+          ctype == ComparisonType::kTotalOrder) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpName(instr), ": a float comparison type on integers"));
+      }
+      if constexpr (std::is_same_v<T, bool>) {
+        CompareLoop(direction, a, b, out, n, [](T v) { return v; });
+      } else if (ctype == ComparisonType::kSigned) {
+        CompareLoop(direction, a, b, out, n,
+                    [](T v) { return static_cast<std::make_signed_t<T>>(v); });
+      } else if (ctype == ComparisonType::kUnsigned) {
+        CompareLoop(direction, a, b, out, n,
+                    [](T v) { return static_cast<std::make_unsigned_t<T>>(v); });
+      } else {
+        CompareLoop(direction, a, b, out, n, [](T v) { return v; });
+      }
+    }
+    return absl::OkStatus();
+  });
+  CW_RETURN_IF_ERROR(status);
+  return result;
+}
+
+absl::StatusOr<Literal> EvalSelect(const Instruction& instr,
+                                   const Literal& pred, const Literal& on_true,
+                                   const Literal& on_false) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = instr.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(instr, on_true, type, "on_true"));
+  CW_RETURN_IF_ERROR(CheckOperand(instr, on_false, type, "on_false"));
+  if (pred.shape().type() != PrimitiveType::kPred ||
+      (pred.shape().rank() != 0 && pred.shape().dims() != instr.shape.dims())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(instr), ": the predicate must be pred[] or pred with the "
+        "result's dims; got ", pred.shape().ToString(false)));
+  }
+  if (pred.shape().rank() == 0 && instr.shape.rank() != 0) {
+    const bool choice = DataPtr<bool>(pred)[0];
+    return (choice ? on_true : on_false).WithShape(instr.shape);
+  }
+  const int64_t n = instr.shape.ElementCount();
+  Literal result(instr.shape);
+  const bool* p = DataPtr<bool>(pred);
+  // Selection moves bits: dispatch on the element width only.
+  auto select = [&](auto tag) {
+    using U = decltype(tag);
+    const U* a = static_cast<const U*>(on_true.untyped_data());
+    const U* b = static_cast<const U*>(on_false.untyped_data());
+    U* out = static_cast<U*>(result.mutable_untyped_data());
+    for (int64_t i = 0; i < n; ++i) out[i] = p[i] ? a[i] : b[i];
+  };
+  switch (hlo::ByteWidth(type)) {
+    case 1: select(uint8_t{}); break;
+    case 2: select(uint16_t{}); break;
+    case 4: select(uint32_t{}); break;
+    case 8: select(uint64_t{}); break;
+    default: return Unsupported(instr, type);
+  }
+  return result;
+}
+
+absl::StatusOr<Literal> EvalClamp(const Instruction& instr, const Literal& min,
+                                  const Literal& operand, const Literal& max) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = instr.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
+  for (const Literal* bound : {&min, &max}) {
+    if (bound->shape().type() != type ||
+        (bound->shape().rank() != 0 &&
+         bound->shape().dims() != instr.shape.dims())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpName(instr), ": bounds must be scalars or have the operand's "
+          "shape; got ", bound->shape().ToString(false)));
+    }
+  }
+  if (type == PrimitiveType::kPred) return Unsupported(instr, type);
+  const int64_t n = instr.shape.ElementCount();
+  const int64_t lo_step = min.shape().rank() == 0 ? 0 : 1;
+  const int64_t hi_step = max.shape().rank() == 0 ? 0 : 1;
+  Literal result(instr.shape);
+  hlo::VisitType(type, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      ClampLoop(DataPtr<T>(min), lo_step, DataPtr<T>(operand), DataPtr<T>(max),
+                hi_step, MutableDataPtr<T>(result), n);
+    }
+  });
+  return result;
+}
+
+absl::StatusOr<Literal> EvalConvert(const Instruction& instr,
+                                    const Literal& operand) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType from = operand.shape().type();
+  const PrimitiveType to = instr.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(instr, operand, from, "operand"));
+  if (!hlo::IsArrayType(from)) return Unsupported(instr, from);
+  if (from == to) return operand.WithShape(instr.shape);
+  const int64_t n = instr.shape.ElementCount();
+  Literal result(instr.shape);
+  hlo::VisitType(from, [&](auto from_tag) {
+    using From = decltype(from_tag);
+    const From* in = DataPtr<From>(operand);
+    hlo::VisitType(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      To* out = MutableDataPtr<To>(result);
+      for (int64_t i = 0; i < n; ++i) out[i] = ConvertElement<To, From>(in[i]);
+    });
+  });
+  return result;
+}
+
+absl::StatusOr<Literal> EvalBitcastConvert(const Instruction& instr,
+                                           const Literal& operand) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const Shape& in = operand.shape();
+  const Shape& out = instr.shape;
+  const int64_t in_width = hlo::ByteWidth(in.type());
+  const int64_t out_width = hlo::ByteWidth(out.type());
+  bool dims_ok;
+  if (in_width == out_width) {
+    dims_ok = in.dims() == out.dims();
+  } else if (in_width > out_width) {
+    // A trailing dim of in_width / out_width elements is added.
+    dims_ok = out.rank() == in.rank() + 1 &&
+              std::equal(in.dims().begin(), in.dims().end(), out.dims().begin()) &&
+              out.dims().back() * out_width == in_width;
+  } else {
+    // The trailing dim of out_width / in_width elements is removed.
+    dims_ok = in.rank() == out.rank() + 1 &&
+              std::equal(out.dims().begin(), out.dims().end(), in.dims().begin()) &&
+              in.dims().back() * in_width == out_width;
+  }
+  if (!in.IsArray() || !dims_ok || in.ByteSize() != out.ByteSize()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(instr), " cannot reinterpret ", in.ToString(false), " as ",
+        out.ToString(false)));
+  }
+  // Row-major little-endian storage: the bytes are already right.
+  return operand.WithShape(out);
+}
+
+absl::StatusOr<Literal> EvalReducePrecision(const Instruction& instr,
+                                            const Literal& operand) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = instr.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
+  if (!IsFloating(type)) return Unsupported(instr, type);
+  if (instr.exponent_bits < 1 || instr.mantissa_bits < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(instr), " needs exponent_bits >= 1 and mantissa_bits >= 0; got ",
+        instr.exponent_bits, " and ", instr.mantissa_bits));
+  }
+  const int64_t n = instr.shape.ElementCount();
+  Literal result(instr.shape);
+  hlo::VisitType(type, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      const int exponent_bits = static_cast<int>(
+          std::min<int64_t>(instr.exponent_bits, FloatFormat<T>::kExponentBits));
+      const int mantissa_bits = static_cast<int>(
+          std::min<int64_t>(instr.mantissa_bits, FloatFormat<T>::kMantissaBits));
+      const T* in = DataPtr<T>(operand);
+      T* out = MutableDataPtr<T>(result);
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = ReducePrecisionElement(in[i], exponent_bits, mantissa_bits);
+      }
+    }
+  });
+  return result;
+}
+
+}  // namespace causeway::exec
