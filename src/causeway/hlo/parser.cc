@@ -346,6 +346,9 @@ class Parser {
   Module* module_ = nullptr;
   std::unordered_map<std::string, Computation*> computations_;
   std::vector<PendingCall> pending_calls_;
+  // Set while reading the element shape written before a tuple constant's
+  // element values.
+  bool shape_before_values_ = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -649,7 +652,19 @@ absl::StatusOr<Shape> Parser::ParseShapeAt(int depth) {
     char next = Peek();
     pos_ = save;
     if (IsDigit(next) || next == '}' || next == ':') {
-      CW_RETURN_IF_ERROR(ParseLayout(&shape));
+      if (shape_before_values_) {
+        // In `f32[2] {1, 2}` the braces hold values: a layout here must be
+        // followed by the values' own '{'.
+        Shape with_layout = shape;
+        if (ParseLayout(&with_layout).ok() &&
+            (shape.rank() == 0 || Peek() == '{')) {
+          shape = std::move(with_layout);
+        } else {
+          pos_ = save;
+        }
+      } else {
+        CW_RETURN_IF_ERROR(ParseLayout(&shape));
+      }
     }
   }
   return shape;
@@ -1285,7 +1300,11 @@ absl::StatusOr<Literal> Parser::ParseLiteralAt(const Shape& shape,
       SkipSpace();
       size_t element_pos = pos_;
       if (AtShapeStart() && Peek() != '(') {
-        CW_ASSIGN_OR_RETURN(Shape written, ParseShapeAt(depth + 1));
+        shape_before_values_ = true;
+        absl::StatusOr<Shape> parsed = ParseShapeAt(depth + 1);
+        shape_before_values_ = false;
+        CW_RETURN_IF_ERROR(parsed.status());
+        const Shape& written = *parsed;
         if (!written.Compatible(element_shape)) {
           return ErrorAt(element_pos,
                          absl::StrCat("constant '", name, "' element ", i,
