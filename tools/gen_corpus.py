@@ -20,6 +20,7 @@ Usage:
   .venv/bin/python tools/gen_corpus.py --out tests/corpus [--only NAME ...]
   .venv/bin/python tools/gen_corpus.py --bench-only --out DIR
   .venv/bin/python tools/gen_corpus.py --verify tests/corpus
+  .venv/bin/python tools/gen_corpus.py --stats tests/corpus
 
 --bench-only writes the benchmark programs (MLP and transformer train steps,
 a 1024^3 f32 matmul), with random inputs, to DIR: beside program.hlo each also
@@ -28,6 +29,9 @@ compiles and times).
 
 --verify re-generates every program in memory and checks that the committed
 files are identical (text byte for byte, arrays bit for bit).
+
+--stats parses every program.hlo with XLA's own parser and prints markdown
+tables of the opcodes and collective forms (docs/corpus.md holds them).
 """
 
 import os
@@ -43,6 +47,7 @@ import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
 import io  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 from typing import Any, Callable, Optional, Sequence  # noqa: E402
 
@@ -1160,6 +1165,53 @@ def opcode_counts(module) -> collections.Counter:
     return counts
 
 
+_COLLECTIVE_RE = re.compile(r" (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)\(")
+
+
+def corpus_stats(root) -> str:
+    """Markdown tables of the opcodes and collective forms in a corpus, read
+    back through XLA's own HLO parser."""
+    opcodes = collections.Counter()
+    programs = collections.defaultdict(set)
+    forms = collections.defaultdict(set)
+    total = 0
+    names = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "program.hlo")))
+    for name in names:
+        with open(os.path.join(root, name, "program.hlo")) as f:
+            text = f.read()
+        if "{...}" in text:
+            raise CorpusError(f"{name}: elided constant in program.hlo")
+        module = hlo_lib.hlo_module_from_text(text)
+        counts = opcode_counts(module)
+        total += sum(counts.values())
+        for op, n in counts.items():
+            opcodes[op] += n
+            programs[op].add(name)
+        for line in text.splitlines():
+            m = _COLLECTIVE_RE.search(line)
+            if not m:
+                continue
+            shape = line.split(" = ", 1)[1]
+            kind = "tuple" if shape.startswith("(") else "array"
+            if "replica_groups=mesh[" in line:
+                groups = "mesh[...]" + (" device_ids=(...)" if "device_ids=(" in line else "")
+            elif re.search(r"replica_groups=\[", line):
+                groups = "iota [G,S]<=[...]"
+            elif "replica_groups={" in line:
+                groups = "explicit {{...}}"
+            else:
+                groups = "source_target_pairs"
+            forms[(m.group(1), kind, groups)].add(name)
+    out = [f"{len(names)} programs, {total} instructions.", "",
+           "| opcode | instructions | programs |", "|---|---:|---:|"]
+    for op, n in sorted(opcodes.items(), key=lambda kv: (-len(programs[kv[0]]), kv[0])):
+        out.append(f"| {op.removeprefix('k')} | {n} | {len(programs[op])} |")
+    out += ["", "| collective | form | groups written as | programs |", "|---|---|---|---|"]
+    for (op, kind, groups), progs in sorted(forms.items()):
+        out.append(f"| {op} | {kind} | {groups} | {', '.join(sorted(progs))} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="directory to write programs into")
@@ -1167,9 +1219,13 @@ def main(argv=None):
     ap.add_argument("--bench-only", action="store_true", help="write the benchmark programs instead")
     ap.add_argument("--verify", metavar="DIR", help="check that DIR holds exactly what this script writes")
     ap.add_argument("--no-cross-check", action="store_true", help="skip the tolerance cross-checks")
+    ap.add_argument("--stats", metavar="DIR", help="print opcode and collective tables for a written corpus")
     args = ap.parse_args(argv)
+    if args.stats:
+        print(corpus_stats(args.stats), end="")
+        return 0
     if not (args.out or args.verify):
-        ap.error("give --out DIR or --verify DIR")
+        ap.error("give --out DIR, --verify DIR or --stats DIR")
     registry = BENCH_PROGRAMS if args.bench_only else PROGRAMS
     names = args.only or list(registry)
     unknown = [n for n in names if n not in registry]
