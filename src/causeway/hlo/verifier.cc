@@ -1,0 +1,356 @@
+#include "causeway/hlo/verifier.h"
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/base/status.h"
+#include "causeway/hlo/shape_inference.h"
+
+namespace causeway::hlo {
+namespace {
+
+constexpr int64_t kMaxExpandedIds = int64_t{1} << 20;
+
+// "instruction 'x' (line L)", as InferShape writes it.
+std::string Where(const Instruction& instr) {
+  std::string where = absl::StrCat("instruction '", instr.name, "'");
+  if (instr.line > 0) absl::StrAppend(&where, " (line ", instr.line, ")");
+  return where;
+}
+
+// "line L: " or nothing for built instructions.
+std::string LinePrefix(const Instruction& instr) {
+  return instr.line > 0 ? absl::StrCat("line ", instr.line, ": ") : "";
+}
+
+template <typename... Args>
+absl::Status Error(const Instruction& instr, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(instr), ": ", args...));
+}
+
+class ModuleVerifier {
+ public:
+  explicit ModuleVerifier(const Module& module)
+      : module_(module),
+        counts_{module.num_partitions(), module.replica_count()} {}
+
+  absl::Status Run() {
+    if (module_.num_partitions() < 1 || module_.replica_count() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("module '", module_.name(),
+                       "' has num_partitions=", module_.num_partitions(),
+                       " and replica_count=", module_.replica_count(),
+                       "; both must be at least 1"));
+    }
+    if (__builtin_mul_overflow(module_.num_partitions(),
+                               module_.replica_count(), &device_count_)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("module '", module_.name(), "' has too many devices"));
+    }
+    for (const auto& comp : module_.computations()) {
+      if (comp == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "module '", module_.name(), "' holds a missing computation"));
+      }
+      computations_.insert(comp.get());
+    }
+    if (module_.entry() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "module '", module_.name(), "' has no entry computation"));
+    }
+    if (!computations_.count(module_.entry())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "entry computation '", module_.entry()->name(),
+          "' is not one of module '", module_.name(), "' computations"));
+    }
+    for (const auto& comp : module_.computations()) {
+      CW_RETURN_IF_ERROR(VerifyComputation(*comp));
+    }
+    return CheckCallGraphIsAcyclic();
+  }
+
+ private:
+  absl::Status VerifyComputation(const Computation& comp) {
+    std::unordered_map<const Instruction*, size_t> position;
+    const auto& instructions = comp.instructions();
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      if (instructions[i] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "computation '", comp.name(), "' holds a missing instruction"));
+      }
+      position[instructions[i].get()] = i;
+    }
+    if (comp.root() == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("computation '", comp.name(), "' has no root"));
+    }
+    if (!position.count(comp.root())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the root of computation '", comp.name(),
+                       "' is not one of its instructions"));
+    }
+    CW_RETURN_IF_ERROR(CheckParameters(comp));
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      CW_RETURN_IF_ERROR(
+          VerifyInstruction(comp, *instructions[i], i, position));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckParameters(const Computation& comp) {
+    std::vector<const Instruction*> params;
+    for (const auto& instr : comp.instructions()) {
+      if (instr->opcode == Opcode::kParameter) params.push_back(instr.get());
+    }
+    const int64_t n = static_cast<int64_t>(params.size());
+    std::vector<const Instruction*> by_number(params.size(), nullptr);
+    for (const Instruction* param : params) {
+      int64_t number = param->parameter_number;
+      if (number < 0 || number >= n) {
+        return Error(*param, "parameter number ", number,
+                     " is out of range: computation '", comp.name(), "' has ",
+                     n, " parameter", n == 1 ? "" : "s", ", numbered 0..",
+                     n - 1);
+      }
+      if (by_number[number] != nullptr) {
+        return Error(*param, "parameter number ", number,
+                     " is already used by '", by_number[number]->name, "'");
+      }
+      by_number[number] = param;
+    }
+    if (comp.parameter_count() != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "computation '", comp.name(), "' lists ", comp.parameter_count(),
+          " parameters but has ", n, " parameter instructions"));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (comp.parameter(i) != by_number[i]) {
+        return Error(*by_number[i], "is not registered as parameter ", i,
+                     " of computation '", comp.name(), "'");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status VerifyInstruction(
+      const Computation& comp, const Instruction& instr, size_t index,
+      const std::unordered_map<const Instruction*, size_t>& position) {
+    if (instr.opcode == Opcode::kUnknown) {
+      return absl::UnimplementedError(
+          absl::StrCat(LinePrefix(instr), "unsupported op '", instr.opcode_name,
+                       "' (instruction '", instr.name, "')"));
+    }
+    if (instr.opcode == Opcode::kCustomCall) {
+      return absl::UnimplementedError(absl::StrCat(
+          LinePrefix(instr), "unsupported custom-call target '",
+          instr.custom_call_target, "' (instruction '", instr.name, "')"));
+    }
+    for (int64_t i = 0; i < instr.operand_count(); ++i) {
+      const Instruction* operand = instr.operands[i];
+      if (operand == nullptr) return Error(instr, "operand ", i, " is missing");
+      auto it = position.find(operand);
+      if (it == position.end()) {
+        return Error(instr, "operand ", i, " '", operand->name,
+                     "' is not an instruction of computation '", comp.name(),
+                     "'");
+      }
+      if (it->second >= index) {
+        return Error(instr, "operand ", i, " '", operand->name,
+                     "' is defined after its use");
+      }
+    }
+    for (size_t i = 0; i < instr.called_computations.size(); ++i) {
+      const Computation* called = instr.called_computations[i];
+      if (called == nullptr || !computations_.count(called)) {
+        return Error(instr, "called computation ", i,
+                     " is not a computation of this module");
+      }
+    }
+    CW_ASSIGN_OR_RETURN(Shape inferred, InferShape(instr, counts_));
+    if (!instr.shape.Compatible(inferred)) {
+      return Error(instr, "declared shape ", instr.shape.ToString(false),
+                   " does not match the inferred shape ",
+                   inferred.ToString(false));
+    }
+    if (IsCollective(instr.opcode)) {
+      CW_RETURN_IF_ERROR(CheckCollective(instr));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckCollective(const Instruction& instr) {
+    const int64_t limit = device_count_;
+    if (instr.opcode == Opcode::kCollectivePermute) {
+      std::unordered_set<int64_t> sources, targets;
+      for (const auto& [source, target] : instr.source_target_pairs) {
+        for (int64_t id : {source, target}) {
+          if (id < 0 || id >= limit) {
+            return Error(instr, "source_target_pairs id ", id,
+                         " is outside [0, ", limit, ")");
+          }
+        }
+        if (!sources.insert(source).second) {
+          return Error(instr, "source ", source,
+                       " appears twice in source_target_pairs");
+        }
+        if (!targets.insert(target).second) {
+          return Error(instr, "target ", target,
+                       " appears twice in source_target_pairs");
+        }
+      }
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::vector<std::vector<int64_t>>> groups =
+        ExpandReplicaGroups(instr.replica_groups);
+    if (!groups.ok()) {
+      return Error(instr, groups.status().message());
+    }
+    std::unordered_set<int64_t> seen;
+    for (size_t g = 0; g < groups->size(); ++g) {
+      const std::vector<int64_t>& group = (*groups)[g];
+      if (group.empty()) return Error(instr, "replica group ", g, " is empty");
+      if (group.size() != (*groups)[0].size()) {
+        return Error(instr, "replica group ", g, " has ", group.size(),
+                     " members but group 0 has ", (*groups)[0].size(),
+                     "; all groups must have one size");
+      }
+      for (int64_t id : group) {
+        if (id < 0 || id >= limit) {
+          return Error(instr, "replica group id ", id, " is outside [0, ",
+                       limit, ")");
+        }
+        if (!seen.insert(id).second) {
+          return Error(instr, "replica group id ", id, " appears twice");
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckCallGraphIsAcyclic() {
+    enum class State { kUnvisited, kActive, kDone };
+    std::unordered_map<const Computation*, State> state;
+    // Iterative DFS: (computation, next instruction index, next callee).
+    struct Frame {
+      const Computation* comp;
+      size_t instr = 0;
+      size_t callee = 0;
+    };
+    for (const auto& root : module_.computations()) {
+      if (state[root.get()] != State::kUnvisited) continue;
+      std::vector<Frame> stack = {{root.get()}};
+      state[root.get()] = State::kActive;
+      while (!stack.empty()) {
+        Frame& top = stack.back();
+        const auto& instructions = top.comp->instructions();
+        if (top.instr >= instructions.size()) {
+          state[top.comp] = State::kDone;
+          stack.pop_back();
+          continue;
+        }
+        const Instruction& instr = *instructions[top.instr];
+        if (top.callee >= instr.called_computations.size()) {
+          ++top.instr;
+          top.callee = 0;
+          continue;
+        }
+        const Computation* callee = instr.called_computations[top.callee++];
+        State& s = state[callee];
+        if (s == State::kActive) {
+          return Error(instr, "calls computation '", callee->name(),
+                       "', which is already on the call stack (recursion)");
+        }
+        if (s == State::kUnvisited) {
+          s = State::kActive;
+          stack.push_back({callee});
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const Module& module_;
+  const DeviceCounts counts_;
+  int64_t device_count_ = 1;  // num_partitions * replica_count.
+  std::unordered_set<const Computation*> computations_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> ExpandReplicaGroups(
+    const ReplicaGroups& groups) {
+  if (!groups.groups.empty() || !groups.iota.has_value()) {
+    return groups.groups;
+  }
+  const ReplicaGroups::Iota& iota = *groups.iota;
+  if (iota.num_groups < 1 || iota.group_size < 1 ||
+      iota.num_groups > kMaxExpandedIds || iota.group_size > kMaxExpandedIds ||
+      iota.num_groups * iota.group_size > kMaxExpandedIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("iota replica groups [", iota.num_groups, ",",
+                     iota.group_size, "] are empty or too large"));
+  }
+  const int64_t total = iota.num_groups * iota.group_size;
+  std::vector<int64_t> dims = iota.reshape_dims;
+  if (dims.empty()) dims = {total};
+  int64_t product = 1;
+  for (int64_t d : dims) {
+    if (d < 1 || d > total) {
+      product = -1;
+      break;
+    }
+    product *= d;
+    if (product > total) break;
+  }
+  if (product != total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "iota replica groups reshape dims do not multiply to ", total));
+  }
+  const size_t rank = dims.size();
+  std::vector<int64_t> perm = iota.transpose_perm;
+  if (perm.empty()) {
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<bool> used(rank, false);
+  bool valid = perm.size() == rank;
+  for (size_t i = 0; valid && i < rank; ++i) {
+    valid =
+        perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !used[perm[i]];
+    if (valid) used[perm[i]] = true;
+  }
+  if (!valid) {
+    return absl::InvalidArgumentError(
+        "iota replica groups transpose is not a permutation of the reshape "
+        "dims");
+  }
+  // Element k of the transposed array is iota value sum(index[perm[j]] *
+  // stride[perm[j]]) for the multi-index of k over the transposed dims.
+  std::vector<int64_t> strides = RowMajorStrides(dims);
+  std::vector<int64_t> out_dims(rank), out_strides(rank);
+  for (size_t j = 0; j < rank; ++j) {
+    out_dims[j] = dims[perm[j]];
+    out_strides[j] = strides[perm[j]];
+  }
+  std::vector<int64_t> index(rank, 0);
+  std::vector<std::vector<int64_t>> result(iota.num_groups);
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t value = 0;
+    for (size_t j = 0; j < rank; ++j) value += index[j] * out_strides[j];
+    result[k / iota.group_size].push_back(value);
+    for (int64_t j = static_cast<int64_t>(rank) - 1; j >= 0; --j) {
+      if (++index[j] < out_dims[j]) break;
+      index[j] = 0;
+    }
+  }
+  return result;
+}
+
+absl::Status VerifyModule(const Module& module) {
+  return ModuleVerifier(module).Run();
+}
+
+}  // namespace causeway::hlo

@@ -1,0 +1,46 @@
+// Module verification: everything the runtime relies on before it runs a
+// program, checked once at load time so that a bad program is refused with
+// a line number instead of failing (or crashing) inside the executor.
+//
+// Checks, in order, reporting the FIRST problem found (computations and
+// instructions in the order written):
+//  - structure: an entry computation exists; every computation has a root
+//    that belongs to it; parameter numbers are dense 0..n-1; operands are
+//    instructions of the same computation defined earlier; called
+//    computations belong to the module and the call graph has no cycles;
+//  - unsupported ops: Unimplemented("line L: unsupported op 'foo'
+//    (instruction 'x')"), and for custom-call "line L: unsupported
+//    custom-call target 'T' (instruction 'x')";
+//  - shapes: every declared shape is compatible (layouts ignored) with
+//    InferShape's result, which also checks called computations' signatures
+//    (reducers take 2N scalars and return N, fusion/call/while/conditional
+//    parameters match their operands, ...);
+//  - collectives: replica_groups ids lie in [0, num_partitions *
+//    replica_count), appear at most once and all groups have one size;
+//    source_target_pairs ids lie in range and no source or target repeats.
+//
+// Stateless and thread-safe.
+#ifndef CAUSEWAY_HLO_VERIFIER_H_
+#define CAUSEWAY_HLO_VERIFIER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "causeway/hlo/ir.h"
+
+namespace causeway::hlo {
+
+absl::Status VerifyModule(const Module& module);
+
+// The groups of `groups` as lists of ids: the explicit groups, or the iota
+// form expanded when only it is given. Empty means one group of everyone.
+// InvalidArgument for an iota form that is inconsistent or expands to more
+// than 2^20 ids.
+absl::StatusOr<std::vector<std::vector<int64_t>>> ExpandReplicaGroups(
+    const ReplicaGroups& groups);
+
+}  // namespace causeway::hlo
+
+#endif  // CAUSEWAY_HLO_VERIFIER_H_

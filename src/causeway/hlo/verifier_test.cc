@@ -1,0 +1,443 @@
+#include "causeway/hlo/verifier.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/hlo/parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::hlo {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Parses `text` (which must parse) and verifies it.
+absl::Status VerifyText(std::string_view text) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModule(text);
+  if (!module.ok()) {
+    ADD_FAILURE() << "parse failed: " << module.status();
+    return module.status();
+  }
+  return VerifyModule(**module);
+}
+
+std::string Message(const absl::Status& status) {
+  return std::string(status.message());
+}
+
+// A module whose entry holds `body` (from line 6 on) after an `add`
+// reducer, with `header` attributes.
+std::string WithReducer(const std::string& body,
+                        const std::string& header = "") {
+  return absl::StrCat("HloModule m", header, "\n",       // 1
+                      "add { a = f32[] parameter(0)\n",  // 2
+                      "  b = f32[] parameter(1)\n",      // 3
+                      "  ROOT s = f32[] add(a, b) }\n",  // 4
+                      "ENTRY main {\n",                  // 5
+                      body, "}\n");
+}
+
+TEST(VerifierTest, WellFormedModuleVerifies) {
+  EXPECT_TRUE(
+      VerifyText(
+          WithReducer("  x = f32[4,8] parameter(0)\n"
+                      "  w = f32[8,2] parameter(1)\n"
+                      "  d = f32[4,2] dot(x, w), lhs_contracting_dims={1}, "
+                      "rhs_contracting_dims={0}\n"
+                      "  z = f32[] constant(0)\n"
+                      "  ROOT r = f32[4] reduce(d, z), dimensions={1}, "
+                      "to_apply=add\n"))
+          .ok());
+}
+
+TEST(VerifierTest, UnknownOpIsUnimplementedWithLineAndName) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT f = f32[4] fft(x), fft_type=FFT\n"
+      "}\n");
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Message(status), "line 4: unsupported op 'fft' (instruction 'f')");
+}
+
+TEST(VerifierTest, CustomCallIsUnimplementedNamingTheTarget) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "ENTRY main {\n"
+      "  x = f32[5,4] parameter(0)\n"
+      "  ROOT t = (f32[5,2], s32[5,2]) custom-call(x), "
+      "custom_call_target=\"TopK\"\n"
+      "}\n");
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Message(status),
+            "line 4: unsupported custom-call target 'TopK' (instruction 't')");
+}
+
+TEST(VerifierTest, DeclaredShapeMustMatchInferredShape) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT n = f32[5]{0} negate(x)\n"
+      "}\n");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(status),
+            "instruction 'n' (line 4): declared shape f32[5] does not match "
+            "the inferred shape f32[4]");
+}
+
+TEST(VerifierTest, LayoutsAreIgnoredWhenComparingShapes) {
+  EXPECT_TRUE(VerifyText("HloModule m\n"
+                         "ENTRY main {\n"
+                         "  x = f32[2,3]{0,1} parameter(0)\n"
+                         "  ROOT c = f32[2,3]{1,0} copy(x)\n"
+                         "}\n")
+                  .ok());
+}
+
+TEST(VerifierTest, ReportsTheFirstErrorInTextOrder) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  a = s32[4] negate(x)\n"
+      "  ROOT b = f32[4] foo(a)\n"
+      "}\n");
+  EXPECT_THAT(Message(status), HasSubstr("(line 4)"));
+}
+
+TEST(VerifierTest, ShapeInferenceErrorsCarryTheLine) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "ENTRY main {\n"
+      "  x = f32[4,64] parameter(0)\n"
+      "  y = f32[32,5] parameter(1)\n"
+      "  ROOT dot.3 = f32[4,5] dot(x, y), lhs_contracting_dims={1}, "
+      "rhs_contracting_dims={0}\n"
+      "}\n");
+  EXPECT_EQ(Message(status),
+            "instruction 'dot.3' (line 5): lhs contracting dim 1 has size 64 "
+            "but rhs contracting dim 0 has size 32");
+}
+
+TEST(VerifierTest, ReducerMustTakeTwoScalarsPerOperand) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "bad { a = f32[] parameter(0)\n"
+      "  ROOT n = f32[] negate(a) }\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=bad\n"
+      "}\n");
+  EXPECT_THAT(Message(status),
+              HasSubstr("(line 7): to_apply 'bad' must take 2 scalar "
+                        "parameters but takes 1"));
+}
+
+TEST(VerifierTest, ReplicaGroupIdsMustBeInRange) {
+  absl::Status status = VerifyText(
+      WithReducer("  x = f32[4] parameter(0)\n"
+                  "  ROOT r = f32[4] all-reduce(x), channel_id=1, "
+                  "replica_groups={{0,1},{2,9}}, use_global_device_ids=true, "
+                  "to_apply=add\n",
+                  ", num_partitions=4"));
+  EXPECT_EQ(Message(status),
+            "instruction 'r' (line 7): replica group id 9 is outside [0, 4)");
+}
+
+TEST(VerifierTest, ReplicaGroupIdsMustNotRepeat) {
+  absl::Status status = VerifyText(
+      WithReducer("  x = f32[4] parameter(0)\n"
+                  "  ROOT r = f32[4] all-reduce(x), channel_id=1, "
+                  "replica_groups={{0,1},{1,2}}, use_global_device_ids=true, "
+                  "to_apply=add\n",
+                  ", num_partitions=4"));
+  EXPECT_THAT(Message(status), HasSubstr("replica group id 1 appears twice"));
+}
+
+TEST(VerifierTest, ReplicaGroupsMustHaveOneSize) {
+  absl::Status status = VerifyText(
+      WithReducer("  x = f32[4] parameter(0)\n"
+                  "  ROOT r = f32[4] all-reduce(x), channel_id=1, "
+                  "replica_groups={{0,1,2},{3}}, use_global_device_ids=true, "
+                  "to_apply=add\n",
+                  ", num_partitions=4"));
+  EXPECT_THAT(Message(status),
+              HasSubstr("replica group 1 has 1 members but group 0 has 3"));
+}
+
+TEST(VerifierTest, IotaReplicaGroupsAreCheckedLikeExplicitOnes) {
+  std::string body =
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT g = f32[16] all-gather(x), channel_id=1, "
+      "replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}, "
+      "use_global_device_ids=true\n";
+  EXPECT_TRUE(VerifyText(WithReducer(body, ", num_partitions=8")).ok());
+  EXPECT_THAT(Message(VerifyText(WithReducer(body, ", num_partitions=4"))),
+              HasSubstr("is outside [0, 4)"));
+}
+
+TEST(VerifierTest, CollectivePermuteTargetsMustNotRepeat) {
+  absl::Status status = VerifyText(
+      "HloModule m, num_partitions=4\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT p = f32[4] collective-permute(x), channel_id=1, "
+      "source_target_pairs={{0,1},{2,1}}\n"
+      "}\n");
+  EXPECT_EQ(Message(status),
+            "instruction 'p' (line 4): target 1 appears twice in "
+            "source_target_pairs");
+}
+
+TEST(VerifierTest, CollectivePermuteIdsMustBeInRange) {
+  absl::Status status = VerifyText(
+      "HloModule m, num_partitions=2\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT p = f32[4] collective-permute(x), channel_id=1, "
+      "source_target_pairs={{0,1},{1,2}}\n"
+      "}\n");
+  EXPECT_THAT(Message(status),
+              HasSubstr("source_target_pairs id 2 is outside [0, 2)"));
+}
+
+TEST(VerifierTest, AllGatherSizeFollowsModulePartitionCount) {
+  // channel_id without use_global_device_ids and no groups: every
+  // partition takes part.
+  std::string text =
+      "HloModule m, num_partitions=4\n"
+      "ENTRY main {\n"
+      "  x = f32[2,3] parameter(0)\n"
+      "  ROOT g = f32[8,3] all-gather(x), channel_id=1, dimensions={0}\n"
+      "}\n";
+  EXPECT_TRUE(VerifyText(text).ok());
+  absl::Status status = VerifyText(absl::StrCat(
+      "HloModule m, num_partitions=2\n", text.substr(text.find('\n') + 1)));
+  EXPECT_THAT(Message(status), HasSubstr("inferred shape f32[4,3]"));
+}
+
+// ---- Structure built by hand (the parser never produces these) ----------
+
+class VerifierStructureTest : public ::testing::Test {
+ protected:
+  VerifierStructureTest() : module_("m") {}
+
+  Computation* AddComputation(std::string name, bool entry = false) {
+    auto comp = std::make_unique<Computation>(std::move(name));
+    comp->set_is_entry(entry);
+    return module_.AddComputation(std::move(comp));
+  }
+
+  static Instruction* Param(Computation* comp, int64_t number, Shape shape) {
+    auto instr = std::make_unique<Instruction>();
+    instr->name = absl::StrCat("p", number);
+    instr->opcode = Opcode::kParameter;
+    instr->parameter_number = number;
+    instr->shape = std::move(shape);
+    instr->line = 10 + static_cast<int>(number);
+    return comp->AddInstruction(std::move(instr));
+  }
+
+  static Instruction* Op(Computation* comp, std::string name, Opcode opcode,
+                         std::vector<Instruction*> operands, Shape shape) {
+    auto instr = std::make_unique<Instruction>();
+    instr->name = std::move(name);
+    instr->opcode = opcode;
+    instr->operands = std::move(operands);
+    instr->shape = std::move(shape);
+    instr->line = 20;
+    return comp->AddInstruction(std::move(instr));
+  }
+
+  Module module_;
+  const Shape f32_4_{PrimitiveType::kF32, {4}};
+};
+
+TEST_F(VerifierStructureTest, ModuleWithoutEntryIsRejected) {
+  AddComputation("main");
+  EXPECT_EQ(Message(VerifyModule(module_)),
+            "module 'm' has no entry computation");
+}
+
+TEST_F(VerifierStructureTest, ComputationWithoutRootIsRejected) {
+  Computation* main = AddComputation("main", true);
+  Param(main, 0, f32_4_);
+  EXPECT_EQ(Message(VerifyModule(module_)), "computation 'main' has no root");
+}
+
+TEST_F(VerifierStructureTest, ParameterNumbersMustBeDense) {
+  Computation* main = AddComputation("main", true);
+  Param(main, 0, f32_4_);
+  main->set_root(Param(main, 2, f32_4_));
+  EXPECT_THAT(Message(VerifyModule(module_)),
+              HasSubstr("instruction 'p2' (line 12): parameter number 2 is "
+                        "out of range: computation 'main' has 2 parameters"));
+}
+
+TEST_F(VerifierStructureTest, ParameterNumbersMustNotRepeat) {
+  Computation* main = AddComputation("main", true);
+  Param(main, 0, f32_4_);
+  Instruction* again = Param(main, 1, f32_4_);
+  again->parameter_number = 0;
+  again->name = "q";
+  main->set_root(again);
+  EXPECT_THAT(Message(VerifyModule(module_)),
+              HasSubstr("parameter number 0 is already used by 'p0'"));
+}
+
+TEST_F(VerifierStructureTest, OperandFromAnotherComputationIsRejected) {
+  Computation* other = AddComputation("other");
+  Instruction* foreign = Param(other, 0, f32_4_);
+  other->set_root(foreign);
+  Computation* main = AddComputation("main", true);
+  main->set_root(Op(main, "n", Opcode::kNegate, {foreign}, f32_4_));
+  EXPECT_EQ(Message(VerifyModule(module_)),
+            "instruction 'n' (line 20): operand 0 'p0' is not an instruction "
+            "of computation 'main'");
+}
+
+TEST_F(VerifierStructureTest, OperandMustBeDefinedBeforeUse) {
+  Computation* main = AddComputation("main", true);
+  Instruction* x = Param(main, 0, f32_4_);
+  Instruction* a = Op(main, "a", Opcode::kNegate, {x}, f32_4_);
+  Instruction* b = Op(main, "b", Opcode::kNegate, {x}, f32_4_);
+  a->operands[0] = b;
+  main->set_root(b);
+  EXPECT_THAT(Message(VerifyModule(module_)),
+              HasSubstr("operand 0 'b' is defined after its use"));
+}
+
+TEST_F(VerifierStructureTest, RecursiveCallsAreRejected) {
+  Computation* loop = AddComputation("loop");
+  Instruction* p = Param(loop, 0, f32_4_);
+  Instruction* call = Op(loop, "self", Opcode::kCall, {p}, f32_4_);
+  call->called_computations = {loop};
+  loop->set_root(call);
+  Computation* main = AddComputation("main", true);
+  Instruction* x = Param(main, 0, f32_4_);
+  Instruction* outer = Op(main, "c", Opcode::kCall, {x}, f32_4_);
+  outer->called_computations = {loop};
+  main->set_root(outer);
+  EXPECT_THAT(Message(VerifyModule(module_)),
+              HasSubstr("instruction 'self' (line 20): calls computation "
+                        "'loop', which is already on the call stack"));
+}
+
+TEST_F(VerifierStructureTest, CalledComputationMustBelongToTheModule) {
+  Computation stray("stray");
+  Computation* main = AddComputation("main", true);
+  Instruction* x = Param(main, 0, f32_4_);
+  Instruction* call = Op(main, "c", Opcode::kCall, {x}, f32_4_);
+  call->called_computations = {&stray};
+  main->set_root(call);
+  EXPECT_THAT(Message(VerifyModule(module_)),
+              HasSubstr("called computation 0 is not a computation of this "
+                        "module"));
+}
+
+TEST_F(VerifierStructureTest, BuiltInstructionsWithoutLinesOmitThem) {
+  Computation* main = AddComputation("main", true);
+  auto instr = std::make_unique<Instruction>();
+  instr->name = "f";
+  instr->opcode_name = "fft";
+  main->set_root(main->AddInstruction(std::move(instr)));
+  EXPECT_EQ(Message(VerifyModule(module_)),
+            "unsupported op 'fft' (instruction 'f')");
+}
+
+// ---- Iota replica groups -------------------------------------------------
+
+TEST(ExpandReplicaGroupsTest, ExpandsTransposedIota) {
+  ReplicaGroups groups;
+  groups.iota = ReplicaGroups::Iota{2, 4, {4, 2}, {1, 0}};
+  absl::StatusOr<std::vector<std::vector<int64_t>>> expanded =
+      ExpandReplicaGroups(groups);
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  EXPECT_EQ(*expanded,
+            (std::vector<std::vector<int64_t>>{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+}
+
+TEST(ExpandReplicaGroupsTest, ExpandsXlaDocumentedExample) {
+  // [2,10]<=[4,5]T(1,0) from XLA's collective_device_list_test.
+  ReplicaGroups groups;
+  groups.iota = ReplicaGroups::Iota{2, 10, {4, 5}, {1, 0}};
+  absl::StatusOr<std::vector<std::vector<int64_t>>> expanded =
+      ExpandReplicaGroups(groups);
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  EXPECT_EQ((*expanded)[0],
+            (std::vector<int64_t>{0, 5, 10, 15, 1, 6, 11, 16, 2, 7}));
+  EXPECT_EQ((*expanded)[1],
+            (std::vector<int64_t>{12, 17, 3, 8, 13, 18, 4, 9, 14, 19}));
+}
+
+TEST(ExpandReplicaGroupsTest, RejectsInconsistentIota) {
+  ReplicaGroups groups;
+  groups.iota = ReplicaGroups::Iota{2, 4, {3, 2}, {}};
+  EXPECT_FALSE(ExpandReplicaGroups(groups).ok());
+  groups.iota = ReplicaGroups::Iota{2, 4, {4, 2}, {0, 0}};
+  EXPECT_FALSE(ExpandReplicaGroups(groups).ok());
+}
+
+// ---- Real JAX modules ----------------------------------------------------
+
+std::filesystem::path TestdataDir() {
+  return std::filesystem::path(__FILE__).parent_path() / "testdata";
+}
+
+TEST(VerifierJaxTest, EveryCompiledJaxModuleVerifies) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(TestdataDir())) {
+    if (entry.path().extension() != ".hlo") continue;
+    std::ifstream file(entry.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    absl::StatusOr<std::unique_ptr<Module>> module = ParseModule(text.str());
+    if (!module.ok()) continue;  // Parser tests cover unparsable inputs.
+    absl::Status status = VerifyModule(**module);
+    // Large constants printed as {...} are the parser's to refuse; all
+    // else compiled by JAX must verify.
+    EXPECT_TRUE(status.ok()) << entry.path() << ": " << status;
+    ++count;
+  }
+  EXPECT_GE(count, 11);
+}
+
+TEST(VerifierJaxTest, ShardMapModuleUsesEveryCollectiveForm) {
+  std::ifstream file(TestdataDir() / "verifier_shard_map.hlo");
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModule(text.str());
+  ASSERT_TRUE(module.ok()) << module.status();
+  ASSERT_TRUE(VerifyModule(**module).ok());
+  int tuple_all_reduce = 0, tuple_all_to_all = 0, others = 0;
+  for (const auto& comp : (*module)->computations()) {
+    for (const auto& instr : comp->instructions()) {
+      if (instr->opcode == Opcode::kAllReduce && instr->shape.IsTuple()) {
+        ++tuple_all_reduce;
+      } else if (instr->opcode == Opcode::kAllToAll && instr->shape.IsTuple()) {
+        ++tuple_all_to_all;
+      } else if (instr->opcode == Opcode::kAllGather ||
+                 instr->opcode == Opcode::kReduceScatter ||
+                 instr->opcode == Opcode::kCollectivePermute) {
+        ++others;
+      }
+    }
+  }
+  EXPECT_GE(tuple_all_reduce, 1);
+  EXPECT_GE(tuple_all_to_all, 1);
+  EXPECT_GE(others, 3);
+}
+
+}  // namespace
+}  // namespace causeway::hlo
