@@ -22,13 +22,22 @@ namespace causeway::exec {
 struct RunContext {
   int64_t partition_id = 0;
   int64_t replica_id = 0;
-  // May be null for a program without collectives; a collective then fails
-  // with FailedPrecondition.
+  // Names this run on every participant: collectives of one run meet
+  // under it (CollectiveInstanceKey::run_id). Every participant of a run
+  // passes the same id; successive runs use distinct ids.
+  uint64_t run_id = 0;
+  // May be null for a program without collectives, or one whose device
+  // grid (num_partitions × replica_count) is a single device; a collective
+  // of a larger program then fails with FailedPrecondition.
   Collectives* collectives = nullptr;
 };
 
+class ExecutionPlan;
+
 class Evaluator {
  public:
+  ~Evaluator();
+
   // Fails with Unimplemented naming the op and its line for any
   // unsupported instruction. `module` must outlive the Evaluator.
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(
@@ -43,8 +52,9 @@ class Evaluator {
   const hlo::Module& module() const { return module_; }
 
  private:
-  explicit Evaluator(const hlo::Module& module) : module_(module) {}
+  Evaluator(const hlo::Module& module, std::unique_ptr<ExecutionPlan> plan);
   const hlo::Module& module_;
+  std::unique_ptr<ExecutionPlan> plan_;  // Immutable after Create.
 };
 
 }  // namespace causeway::exec

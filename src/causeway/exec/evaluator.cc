@@ -1,0 +1,763 @@
+#include "causeway/exec/evaluator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "causeway/base/status.h"
+#include "causeway/exec/in_process_collectives.h"
+#include "causeway/exec/kernels.h"
+
+namespace causeway::exec {
+
+using hlo::Instruction;
+using hlo::Literal;
+using hlo::Opcode;
+using hlo::PrimitiveType;
+using hlo::Shape;
+
+namespace {
+
+constexpr int32_t kNoSlot = -1;
+
+}  // namespace
+
+// What running one computation takes, worked out once in Create: the order
+// of its instructions, where each operand's value sits (an index into the
+// frame of value slots, one slot per instruction), which values die after
+// each step, and the plans of the computations it calls. Running then does
+// no lookups and no string work per instruction.
+class ExecutionPlan {
+ public:
+  struct Computation;
+  std::vector<std::unique_ptr<Computation>> plans;
+  std::unordered_map<const hlo::Computation*, const Computation*>
+      by_computation;
+  const Computation* entry = nullptr;
+  int32_t collective_count = 0;
+  int64_t num_partitions = 1;
+  int64_t replica_count = 1;
+};
+
+struct ExecutionPlan::Computation {
+  struct Step {
+    const Instruction* instruction = nullptr;
+    Opcode opcode = Opcode::kUnknown;
+    int32_t result = kNoSlot;
+    // Ranges into the plan's flat arrays.
+    int32_t operands_begin = 0;
+    int32_t operands_end = 0;
+    int32_t releases_begin = 0;
+    int32_t releases_end = 0;
+    int32_t called_begin = 0;
+    int32_t called_end = 0;
+    // Index of this collective among the module's collectives (for the
+    // per-run execution counts), or -1.
+    int32_t collective_index = -1;
+  };
+
+  const hlo::Computation* computation = nullptr;
+  std::vector<Step> steps;
+  std::vector<int32_t> operand_slots;
+  // Parallel to operand_slots: this occurrence is the slot's last use, so
+  // the value may be moved out instead of copied.
+  std::vector<uint8_t> operand_movable;
+  std::vector<int32_t> release_slots;
+  std::vector<const Computation*> called;
+  std::vector<int32_t> parameter_slots;  // By parameter number.
+  int32_t root_slot = kNoSlot;
+  int32_t slot_count = 0;
+};
+
+namespace {
+
+std::string Str(std::string_view s) { return std::string(s); }
+
+std::string Where(const Instruction& instruction,
+                  const hlo::Computation& computation) {
+  return absl::StrCat("in instruction '", instruction.name, "' (line ",
+                      instruction.line, ") of computation '",
+                      computation.name(), "'");
+}
+
+absl::Status Annotate(const absl::Status& status,
+                      const Instruction& instruction,
+                      const hlo::Computation& computation) {
+  return absl::Status(
+      status.code(),
+      absl::StrCat(Where(instruction, computation), ": ", status.message()));
+}
+
+bool IsSupported(Opcode opcode) {
+  return opcode != Opcode::kCustomCall && opcode != Opcode::kUnknown;
+}
+
+// Operand counts for the opcodes whose arity is fixed; -1 for variadic.
+int FixedArity(Opcode opcode) {
+  if (hlo::IsElementwiseUnary(opcode)) return 1;
+  if (hlo::IsElementwiseBinary(opcode)) return 2;
+  switch (opcode) {
+    case Opcode::kParameter:
+    case Opcode::kConstant:
+    case Opcode::kIota:
+    case Opcode::kPartitionId:
+    case Opcode::kReplicaId:
+      return 0;
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kCopy:
+    case Opcode::kBitcast:
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert:
+    case Opcode::kReducePrecision:
+    case Opcode::kBroadcast:
+    case Opcode::kReshape:
+    case Opcode::kTranspose:
+    case Opcode::kSlice:
+    case Opcode::kReverse:
+    case Opcode::kRngBitGenerator:
+    case Opcode::kCollectivePermute:
+      return 1;
+    case Opcode::kCompare:
+    case Opcode::kPad:
+    case Opcode::kGather:
+    case Opcode::kDot:
+    case Opcode::kConvolution:
+      return 2;
+    case Opcode::kSelect:
+    case Opcode::kClamp:
+    case Opcode::kSelectAndScatter:
+      return 3;
+    default:
+      return -1;
+  }
+}
+
+// The called computations each opcode needs (at least).
+int RequiredCalls(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kFusion:
+    case Opcode::kCall:
+    case Opcode::kAllReduce:
+    case Opcode::kReduceScatter:
+    case Opcode::kReduce:
+    case Opcode::kReduceWindow:
+    case Opcode::kScatter:
+    case Opcode::kSort:
+    case Opcode::kConditional:
+      return 1;
+    case Opcode::kWhile:
+    case Opcode::kSelectAndScatter:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+absl::Status CheckInstruction(const Instruction& instruction,
+                              const hlo::Computation& computation) {
+  auto fail = [&](absl::StatusCode code, std::string message) {
+    return absl::Status(
+        code, absl::StrCat(Where(instruction, computation), ": ", message));
+  };
+  if (!IsSupported(instruction.opcode)) {
+    const std::string name = instruction.opcode == Opcode::kUnknown
+                                 ? instruction.opcode_name
+                                 : Str(hlo::OpcodeName(instruction.opcode));
+    std::string what = absl::StrCat("op '", name, "' is not supported");
+    if (instruction.opcode == Opcode::kCustomCall) {
+      absl::StrAppend(&what, " (custom_call_target=\"",
+                      instruction.custom_call_target, "\")");
+    }
+    return fail(absl::StatusCode::kUnimplemented, what);
+  }
+  const int arity = FixedArity(instruction.opcode);
+  if (arity >= 0 && instruction.operand_count() != arity) {
+    return fail(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat(Str(hlo::OpcodeName(instruction.opcode)), " takes ", arity,
+                     " operands, got ", instruction.operand_count()));
+  }
+  const int calls = RequiredCalls(instruction.opcode);
+  if (static_cast<int>(instruction.called_computations.size()) < calls) {
+    return fail(absl::StatusCode::kInvalidArgument,
+                absl::StrCat(Str(hlo::OpcodeName(instruction.opcode)),
+                             " needs ", calls, " called computation(s)"));
+  }
+  for (const hlo::Computation* called : instruction.called_computations) {
+    if (called == nullptr) {
+      return fail(absl::StatusCode::kInvalidArgument,
+                  "calls a computation that does not exist");
+    }
+  }
+  for (const Instruction* operand : instruction.operands) {
+    if (operand == nullptr) {
+      return fail(absl::StatusCode::kInvalidArgument, "has a missing operand");
+    }
+  }
+  switch (instruction.opcode) {
+    case Opcode::kConstant:
+      if (!instruction.literal.has_value()) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "constant has no value (elided as {...}? print the "
+                    "module with large constants)");
+      }
+      break;
+    case Opcode::kConditional:
+      if (instruction.operand_count() !=
+          static_cast<int64_t>(instruction.called_computations.size()) + 1) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    absl::StrCat("conditional has ",
+                                 instruction.called_computations.size(),
+                                 " branches but ", instruction.operand_count(),
+                                 " operands"));
+      }
+      break;
+    case Opcode::kGetTupleElement:
+      if (instruction.tuple_index < 0) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    "get-tuple-element without an index");
+      }
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+// Orders `computation`'s instructions so that operands come first
+// (definition order where it already is).
+absl::StatusOr<std::vector<const Instruction*>> PostOrder(
+    const hlo::Computation& computation,
+    const std::unordered_map<const Instruction*, int32_t>& slot_of) {
+  const auto& instructions = computation.instructions();
+  std::vector<uint8_t> state(instructions.size(), 0);  // 1 visiting, 2 done
+  std::vector<const Instruction*> order;
+  order.reserve(instructions.size());
+  std::vector<std::pair<const Instruction*, size_t>> stack;
+  for (const auto& start : instructions) {
+    if (state[slot_of.at(start.get())] == 2) continue;
+    stack.push_back({start.get(), 0});
+    state[slot_of.at(start.get())] = 1;
+    while (!stack.empty()) {
+      auto& [instruction, next] = stack.back();
+      if (next < instruction->operands.size()) {
+        const Instruction* operand = instruction->operands[next++];
+        auto it = slot_of.find(operand);
+        if (it == slot_of.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(Where(*instruction, computation), ": operand '",
+                           operand->name, "' belongs to another computation"));
+        }
+        if (state[it->second] == 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              Where(*instruction, computation), ": operands form a cycle"));
+        }
+        if (state[it->second] == 0) {
+          state[it->second] = 1;
+          stack.push_back({operand, 0});
+        }
+        continue;
+      }
+      state[slot_of.at(instruction)] = 2;
+      order.push_back(instruction);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+namespace {
+
+using Plan = ExecutionPlan::Computation;
+using PlanStep = Plan::Step;
+
+// Per-run state: what one call of Run needs beyond the immutable plan.
+struct RunState {
+  const ExecutionPlan* plan = nullptr;
+  const RunContext* context = nullptr;
+  Collectives* collectives = nullptr;
+  std::unique_ptr<InProcessCollectives> local_collectives;  // 1-device grid.
+  std::vector<int64_t> collective_counts;
+  ComputationRunner runner;
+};
+
+absl::StatusOr<Literal> RunPlan(const Plan& plan,
+                                std::vector<Literal> arguments,
+                                RunState& state);
+
+// The value of an operand, moved out of its slot when this is its last use.
+Literal TakeOperand(std::vector<Literal>& slots, const Plan& plan,
+                    int32_t operand_index) {
+  Literal& slot = slots[plan.operand_slots[operand_index]];
+  if (plan.operand_movable[operand_index]) return std::move(slot);
+  return slot;
+}
+
+std::vector<Literal> TakeOperands(std::vector<Literal>& slots, const Plan& plan,
+                                  const PlanStep& step, int32_t skip = 0) {
+  std::vector<Literal> values;
+  values.reserve(step.operands_end - step.operands_begin - skip);
+  for (int32_t i = step.operands_begin + skip; i < step.operands_end; ++i) {
+    values.push_back(TakeOperand(slots, plan, i));
+  }
+  return values;
+}
+
+absl::StatusOr<Literal> RunCollective(const Plan& plan, const PlanStep& step,
+                                      std::vector<Literal>& slots,
+                                      RunState& state) {
+  const RunContext& context = *state.context;
+  Collectives* collectives = state.collectives;
+  if (collectives == nullptr) {
+    if (state.plan->num_partitions * state.plan->replica_count != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the program spans ", state.plan->num_partitions, " partitions × ",
+          state.plan->replica_count,
+          " replicas but the run has no collectives to reach its peers"));
+    }
+    if (state.local_collectives == nullptr) {
+      state.local_collectives = std::make_unique<InProcessCollectives>();
+    }
+    collectives = state.local_collectives.get();
+  }
+  CollectiveOp op;
+  op.instruction = step.instruction;
+  op.partition_id = context.partition_id;
+  op.replica_id = context.replica_id;
+  op.num_partitions = state.plan->num_partitions;
+  op.replica_count = state.plan->replica_count;
+  op.key.run_id = context.run_id;
+  op.key.instruction_id = step.instruction->unique_id;
+  op.key.execution_count = state.collective_counts[step.collective_index]++;
+  op.run_computation = &state.runner;
+  switch (step.opcode) {
+    case Opcode::kAllReduce:
+      return collectives->AllReduce(op, TakeOperands(slots, plan, step));
+    case Opcode::kAllGather:
+      return collectives->AllGather(op, TakeOperands(slots, plan, step));
+    case Opcode::kReduceScatter:
+      return collectives->ReduceScatter(op, TakeOperands(slots, plan, step));
+    case Opcode::kAllToAll:
+      return collectives->AllToAll(op, TakeOperands(slots, plan, step));
+    case Opcode::kCollectivePermute:
+      return collectives->CollectivePermute(
+          op, TakeOperand(slots, plan, step.operands_begin));
+    default:
+      return absl::InternalError("not a collective");
+  }
+}
+
+absl::StatusOr<Literal> RunConditional(const Plan& plan, const PlanStep& step,
+                                       std::vector<Literal>& slots,
+                                       RunState& state) {
+  const Literal& selector = slots[plan.operand_slots[step.operands_begin]];
+  const Shape& shape = selector.shape();
+  if (!shape.IsArray() || shape.rank() != 0 ||
+      (shape.type() != PrimitiveType::kPred &&
+       shape.type() != PrimitiveType::kS32)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("conditional selector must be pred[] or s32[], got ",
+                     shape.ToString(false)));
+  }
+  const int32_t branches = step.called_end - step.called_begin;
+  int32_t branch = 0;
+  if (shape.type() == PrimitiveType::kPred) {
+    if (branches != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a pred conditional needs 2 branches, has ", branches));
+    }
+    branch = selector.data<bool>()[0] ? 0 : 1;
+  } else {
+    const int32_t index = selector.data<int32_t>()[0];
+    // Out of range runs the last branch, as XLA does.
+    branch = (index < 0 || index >= branches) ? branches - 1 : index;
+  }
+  std::vector<Literal> arguments;
+  arguments.push_back(
+      TakeOperand(slots, plan, step.operands_begin + 1 + branch));
+  return RunPlan(*plan.called[step.called_begin + branch], std::move(arguments),
+                 state);
+}
+
+absl::StatusOr<Literal> RunWhile(const Plan& plan, const PlanStep& step,
+                                 std::vector<Literal>& slots, RunState& state) {
+  const Plan& condition = *plan.called[step.called_begin];
+  const Plan& body = *plan.called[step.called_begin + 1];
+  Literal loop_state = TakeOperand(slots, plan, step.operands_begin);
+  while (true) {
+    std::vector<Literal> arguments;
+    arguments.push_back(loop_state);
+    CW_ASSIGN_OR_RETURN(Literal keep_going,
+                        RunPlan(condition, std::move(arguments), state));
+    if (!keep_going.shape().IsArray() ||
+        keep_going.shape().type() != PrimitiveType::kPred ||
+        keep_going.shape().ElementCount() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "while condition returned ", keep_going.shape().ToString(false),
+          ", expected pred[]"));
+    }
+    if (!keep_going.data<bool>()[0]) break;
+    arguments.clear();
+    arguments.push_back(std::move(loop_state));
+    CW_ASSIGN_OR_RETURN(loop_state, RunPlan(body, std::move(arguments), state));
+  }
+  return loop_state;
+}
+
+// Evaluates one step; the result's slot is filled by the caller.
+absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
+                                std::vector<Literal>& slots, RunState& state) {
+  const Instruction& instr = *step.instruction;
+  auto operand = [&](int32_t i) -> const Literal& {
+    return slots[plan.operand_slots[step.operands_begin + i]];
+  };
+  auto operand_pointers = [&](int32_t skip = 0) {
+    absl::InlinedVector<const Literal*, 8> pointers;
+    for (int32_t i = step.operands_begin + skip; i < step.operands_end; ++i) {
+      pointers.push_back(&slots[plan.operand_slots[i]]);
+    }
+    return pointers;
+  };
+  const Opcode opcode = step.opcode;
+  if (hlo::IsElementwiseBinary(opcode)) {
+    return EvalBinary(instr, operand(0), operand(1));
+  }
+  if (hlo::IsElementwiseUnary(opcode)) return EvalUnary(instr, operand(0));
+  switch (opcode) {
+    case Opcode::kConstant:
+      return *instr.literal;
+    case Opcode::kTuple:
+      return Literal::MakeTuple(TakeOperands(slots, plan, step));
+    case Opcode::kGetTupleElement: {
+      const int32_t index = step.operands_begin;
+      Literal& tuple = slots[plan.operand_slots[index]];
+      if (!tuple.shape().IsTuple() ||
+          instr.tuple_index >= static_cast<int64_t>(tuple.elements().size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("index ", instr.tuple_index, " is out of range for ",
+                         tuple.shape().ToString(false)));
+      }
+      if (plan.operand_movable[index]) {
+        Literal element =
+            std::move(tuple.mutable_elements()[instr.tuple_index]);
+        tuple = Literal();
+        return element;
+      }
+      return tuple.elements()[instr.tuple_index];
+    }
+    case Opcode::kFusion:
+    case Opcode::kCall:
+      return RunPlan(*plan.called[step.called_begin],
+                     TakeOperands(slots, plan, step), state);
+    case Opcode::kWhile:
+      return RunWhile(plan, step, slots, state);
+    case Opcode::kConditional:
+      return RunConditional(plan, step, slots, state);
+    case Opcode::kOptimizationBarrier:
+      if (step.operands_end - step.operands_begin == 1) {
+        return TakeOperand(slots, plan, step.operands_begin);
+      }
+      return Literal::MakeTuple(TakeOperands(slots, plan, step));
+    case Opcode::kPartitionId:
+      return Literal::Scalar(PrimitiveType::kU32, state.context->partition_id);
+    case Opcode::kReplicaId:
+      return Literal::Scalar(PrimitiveType::kU32, state.context->replica_id);
+    case Opcode::kAfterAll:
+      return Literal(Shape::Token());
+    case Opcode::kCopy:
+      return EvalCopy(instr, operand(0));
+    case Opcode::kBitcast:
+      return EvalBitcast(instr, operand(0));
+    case Opcode::kCompare:
+      return EvalCompare(instr, operand(0), operand(1));
+    case Opcode::kSelect:
+      return EvalSelect(instr, operand(0), operand(1), operand(2));
+    case Opcode::kClamp:
+      return EvalClamp(instr, operand(0), operand(1), operand(2));
+    case Opcode::kConvert:
+      return EvalConvert(instr, operand(0));
+    case Opcode::kBitcastConvert:
+      return EvalBitcastConvert(instr, operand(0));
+    case Opcode::kReducePrecision:
+      return EvalReducePrecision(instr, operand(0));
+    case Opcode::kBroadcast:
+      return EvalBroadcast(instr, operand(0));
+    case Opcode::kReshape:
+      return EvalReshape(instr, operand(0));
+    case Opcode::kTranspose:
+      return EvalTranspose(instr, operand(0));
+    case Opcode::kSlice:
+      return EvalSlice(instr, operand(0));
+    case Opcode::kConcatenate: {
+      auto pointers = operand_pointers();
+      return EvalConcatenate(instr, pointers);
+    }
+    case Opcode::kPad:
+      return EvalPad(instr, operand(0), operand(1));
+    case Opcode::kIota:
+      return EvalIota(instr);
+    case Opcode::kReverse:
+      return EvalReverse(instr, operand(0));
+    case Opcode::kDynamicSlice: {
+      auto pointers = operand_pointers(1);
+      return EvalDynamicSlice(instr, operand(0), pointers);
+    }
+    case Opcode::kDynamicUpdateSlice: {
+      auto pointers = operand_pointers(2);
+      return EvalDynamicUpdateSlice(instr, operand(0), operand(1), pointers);
+    }
+    case Opcode::kGather:
+      return EvalGather(instr, operand(0), operand(1));
+    case Opcode::kScatter: {
+      auto pointers = operand_pointers();
+      return EvalScatter(instr, pointers, state.runner);
+    }
+    case Opcode::kReduce: {
+      auto pointers = operand_pointers();
+      return EvalReduce(instr, pointers, state.runner);
+    }
+    case Opcode::kReduceWindow: {
+      auto pointers = operand_pointers();
+      return EvalReduceWindow(instr, pointers, state.runner);
+    }
+    case Opcode::kSelectAndScatter:
+      return EvalSelectAndScatter(instr, operand(0), operand(1), operand(2),
+                                  state.runner);
+    case Opcode::kSort: {
+      auto pointers = operand_pointers();
+      return EvalSort(instr, pointers, state.runner);
+    }
+    case Opcode::kDot:
+      return EvalDot(instr, operand(0), operand(1));
+    case Opcode::kConvolution:
+      return EvalConvolution(instr, operand(0), operand(1));
+    case Opcode::kRngBitGenerator:
+      return EvalRngBitGenerator(instr, operand(0));
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+      return RunCollective(plan, step, slots, state);
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "op '", Str(hlo::OpcodeName(opcode)), "' is not supported"));
+  }
+}
+
+bool ShapesAgree(const Shape& expected, const Shape& actual) {
+  if (expected.IsArray()) {
+    return actual.IsArray() && expected.type() == actual.type() &&
+           expected.dims() == actual.dims();
+  }
+  return expected.Compatible(actual);
+}
+
+absl::StatusOr<Literal> RunPlan(const Plan& plan,
+                                std::vector<Literal> arguments,
+                                RunState& state) {
+  const hlo::Computation& computation = *plan.computation;
+  if (arguments.size() != plan.parameter_slots.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "computation '", computation.name(), "' takes ",
+        plan.parameter_slots.size(), " arguments, got ", arguments.size()));
+  }
+  std::vector<Literal> slots(plan.slot_count);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (plan.parameter_slots[i] != kNoSlot) {
+      slots[plan.parameter_slots[i]] = std::move(arguments[i]);
+    }
+  }
+  arguments.clear();
+  for (const PlanStep& step : plan.steps) {
+    absl::StatusOr<Literal> result = RunStep(plan, step, slots, state);
+    if (!result.ok()) {
+      return Annotate(result.status(), *step.instruction, computation);
+    }
+    if (!ShapesAgree(step.instruction->shape, result->shape())) {
+      return absl::InternalError(absl::StrCat(
+          Where(*step.instruction, computation), ": produced ",
+          result->shape().ToString(false), ", the instruction declares ",
+          step.instruction->shape.ToString(false)));
+    }
+    slots[step.result] = *std::move(result);
+    for (int32_t i = step.releases_begin; i < step.releases_end; ++i) {
+      slots[plan.release_slots[i]] = Literal();
+    }
+  }
+  return std::move(slots[plan.root_slot]);
+}
+
+}  // namespace
+
+Evaluator::Evaluator(const hlo::Module& module,
+                     std::unique_ptr<ExecutionPlan> plan)
+    : module_(module), plan_(std::move(plan)) {}
+
+Evaluator::~Evaluator() = default;
+
+absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
+    const hlo::Module& module) {
+  if (module.entry() == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("module '", module.name(), "' has no entry computation"));
+  }
+  auto plan = std::make_unique<ExecutionPlan>();
+  plan->num_partitions = std::max<int64_t>(module.num_partitions(), 1);
+  plan->replica_count = std::max<int64_t>(module.replica_count(), 1);
+  for (const auto& computation : module.computations()) {
+    auto computation_plan = std::make_unique<ExecutionPlan::Computation>();
+    computation_plan->computation = computation.get();
+    plan->by_computation[computation.get()] = computation_plan.get();
+    plan->plans.push_back(std::move(computation_plan));
+  }
+  if (!plan->by_computation.count(module.entry())) {
+    return absl::InvalidArgumentError(
+        "the entry computation is not in the module");
+  }
+  plan->entry = plan->by_computation.at(module.entry());
+
+  for (auto& computation_plan : plan->plans) {
+    ExecutionPlan::Computation& cp = *computation_plan;
+    const hlo::Computation& computation = *cp.computation;
+    const auto& instructions = computation.instructions();
+    if (computation.root() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "computation '", computation.name(), "' has no root instruction"));
+    }
+    std::unordered_map<const Instruction*, int32_t> slot_of;
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      slot_of[instructions[i].get()] = static_cast<int32_t>(i);
+    }
+    cp.slot_count = static_cast<int32_t>(instructions.size());
+    cp.root_slot = slot_of.at(computation.root());
+    cp.parameter_slots.assign(computation.parameter_count(), kNoSlot);
+    for (int64_t i = 0; i < computation.parameter_count(); ++i) {
+      const Instruction* parameter = computation.parameters()[i];
+      if (parameter == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "computation '", computation.name(), "' has no parameter ", i));
+      }
+      cp.parameter_slots[i] = slot_of.at(parameter);
+    }
+    for (const auto& instruction : instructions) {
+      CW_RETURN_IF_ERROR(CheckInstruction(*instruction, computation));
+    }
+    CW_ASSIGN_OR_RETURN(std::vector<const Instruction*> order,
+                        PostOrder(computation, slot_of));
+
+    // Last use of every slot: the step index of its last reader.
+    std::vector<int32_t> last_use(cp.slot_count, -1);
+    int32_t step_index = 0;
+    for (const Instruction* instruction : order) {
+      if (instruction->opcode == Opcode::kParameter) continue;
+      for (const Instruction* operand : instruction->operands) {
+        last_use[slot_of.at(operand)] = step_index;
+      }
+      ++step_index;
+    }
+    step_index = 0;
+    for (const Instruction* instruction : order) {
+      if (instruction->opcode == Opcode::kParameter) continue;
+      PlanStep step;
+      step.instruction = instruction;
+      step.opcode = instruction->opcode;
+      step.result = slot_of.at(instruction);
+      step.operands_begin = static_cast<int32_t>(cp.operand_slots.size());
+      const auto& operands = instruction->operands;
+      for (size_t j = 0; j < operands.size(); ++j) {
+        const int32_t slot = slot_of.at(operands[j]);
+        bool later_occurrence = false;
+        for (size_t k = j + 1; k < operands.size(); ++k) {
+          if (operands[k] == operands[j]) later_occurrence = true;
+        }
+        cp.operand_slots.push_back(slot);
+        cp.operand_movable.push_back(last_use[slot] == step_index &&
+                                     slot != cp.root_slot && !later_occurrence);
+      }
+      step.operands_end = static_cast<int32_t>(cp.operand_slots.size());
+      // Values whose last reader is this step die after it (a value
+      // nobody reads dies at once), except the root.
+      step.releases_begin = static_cast<int32_t>(cp.release_slots.size());
+      for (size_t j = 0; j < operands.size(); ++j) {
+        const int32_t slot = slot_of.at(operands[j]);
+        if (last_use[slot] == step_index && slot != cp.root_slot &&
+            std::find(cp.release_slots.begin() + step.releases_begin,
+                      cp.release_slots.end(), slot) == cp.release_slots.end()) {
+          cp.release_slots.push_back(slot);
+        }
+      }
+      if (last_use[step.result] == -1 && step.result != cp.root_slot) {
+        cp.release_slots.push_back(step.result);
+      }
+      step.releases_end = static_cast<int32_t>(cp.release_slots.size());
+      step.called_begin = static_cast<int32_t>(cp.called.size());
+      for (const hlo::Computation* called : instruction->called_computations) {
+        auto it = plan->by_computation.find(called);
+        if (it == plan->by_computation.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              Where(*instruction, computation), ": calls computation '",
+              called->name(), "', which is not in the module"));
+        }
+        cp.called.push_back(it->second);
+      }
+      step.called_end = static_cast<int32_t>(cp.called.size());
+      if (hlo::IsCollective(instruction->opcode)) {
+        step.collective_index = plan->collective_count++;
+      }
+      cp.steps.push_back(step);
+      ++step_index;
+    }
+  }
+  return std::unique_ptr<Evaluator>(new Evaluator(module, std::move(plan)));
+}
+
+absl::StatusOr<Literal> Evaluator::Run(std::span<const Literal> arguments,
+                                       const RunContext& context) const {
+  const hlo::Computation& entry = *plan_->entry->computation;
+  if (static_cast<int64_t>(arguments.size()) != entry.parameter_count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "computation '", entry.name(), "' takes ", entry.parameter_count(),
+        " arguments, got ", arguments.size()));
+  }
+  for (int64_t i = 0; i < entry.parameter_count(); ++i) {
+    const Instruction& parameter = *entry.parameter(i);
+    if (!parameter.shape.Compatible(arguments[i].shape())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter ", i, " ('", parameter.name, "'): expected ",
+                       parameter.shape.ToString(false), ", got ",
+                       arguments[i].shape().ToString(false)));
+    }
+  }
+  RunState state;
+  state.plan = plan_.get();
+  state.context = &context;
+  state.collectives = context.collectives;
+  state.collective_counts.assign(plan_->collective_count, 0);
+  state.runner = [this, &state](
+                     const hlo::Computation& computation,
+                     std::span<const Literal> args) -> absl::StatusOr<Literal> {
+    auto it = plan_->by_computation.find(&computation);
+    if (it == plan_->by_computation.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "computation '", computation.name(), "' is not in the module"));
+    }
+    return RunPlan(*it->second, std::vector<Literal>(args.begin(), args.end()),
+                   state);
+  };
+  return RunPlan(*plan_->entry,
+                 std::vector<Literal>(arguments.begin(), arguments.end()),
+                 state);
+}
+
+}  // namespace causeway::exec
