@@ -1,0 +1,806 @@
+// reduce, reduce-window, select-and-scatter and sort.
+//
+// Each kernel has a typed loop for the common computations (a reducer that
+// is `ROOT add/multiply/maximum/minimum/and/or(p0, p1)`; a comparator that
+// orders by a per-element key) and otherwise calls its computation per
+// element through ScalarFunction (compiled scalar program, or the
+// evaluator's runner).
+//
+// Reduction order: every output element combines its inputs in row-major
+// order of the reduced (or window) positions, starting from the init value,
+// as XLA's reference evaluator does. f16/bf16 reducers compute each step in
+// float and round.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "causeway/base/status.h"
+#include "causeway/exec/kernel_util.h"
+#include "causeway/exec/kernels.h"
+#include "causeway/exec/scalar_computation.h"
+
+namespace causeway::exec {
+namespace {
+
+using hlo::Opcode;
+using hlo::PrimitiveType;
+using hlo::Shape;
+
+std::string DimsToString(std::span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+absl::Status Invalid(const Instruction& instr, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(hlo::OpcodeName(instr.opcode)), " ", instr.name, ": ", why));
+}
+
+// The shapes of a variadic result: the tuple elements, or the one array.
+std::vector<Shape> ResultShapes(const Shape& shape) {
+  if (shape.IsTuple()) return shape.tuple_shapes();
+  return {shape};
+}
+
+Literal PackResults(std::vector<Literal> results, bool tuple) {
+  if (!tuple) return std::move(results[0]);
+  return Literal::MakeTuple(std::move(results));
+}
+
+// Splits `operands` into N inputs and N scalar init values and checks them
+// against the result shape(s) of `instr`.
+struct VariadicOperands {
+  std::vector<const Literal*> inputs, inits;
+  std::vector<PrimitiveType> types;
+};
+
+absl::StatusOr<VariadicOperands> SplitVariadic(
+    const Instruction& instr, std::span<const Literal* const> operands) {
+  if (operands.empty() || operands.size() % 2 != 0) {
+    return Invalid(instr, absl::StrCat("needs N inputs and N init values, got ",
+                                       operands.size(), " operands"));
+  }
+  VariadicOperands v;
+  const size_t n = operands.size() / 2;
+  for (size_t i = 0; i < n; ++i) {
+    const Literal* input = operands[i];
+    const Literal* init = operands[n + i];
+    if (!input->shape().IsArray() || !init->shape().IsArray() ||
+        init->shape().rank() != 0) {
+      return Invalid(instr, absl::StrCat("operand ", i,
+                                         " must be an array with a scalar "
+                                         "init value"));
+    }
+    if (input->shape().dims() != operands[0]->shape().dims()) {
+      return Invalid(instr, absl::StrCat("inputs differ in dims: ",
+                                         input->shape().ToString(), " vs ",
+                                         operands[0]->shape().ToString()));
+    }
+    if (init->shape().type() != input->shape().type()) {
+      return Invalid(instr, absl::StrCat("init value ", init->shape().ToString(),
+                                         " does not match input ",
+                                         input->shape().ToString()));
+    }
+    v.inputs.push_back(input);
+    v.inits.push_back(init);
+    v.types.push_back(input->shape().type());
+  }
+  std::vector<Shape> results = ResultShapes(instr.shape);
+  if (results.size() != n || (n > 1) != instr.shape.IsTuple()) {
+    return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
+                                       " does not have ", n, " arrays"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!results[i].IsArray() || results[i].type() != v.types[i]) {
+      return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
+                                         " does not match the input types"));
+    }
+  }
+  return v;
+}
+
+// Signature of a reducer over `types`: (acc..., x...) -> (acc...).
+absl::Status CheckReducer(const ScalarFunction& f,
+                          const std::vector<PrimitiveType>& types,
+                          const char* what) {
+  std::vector<PrimitiveType> params(types);
+  params.insert(params.end(), types.begin(), types.end());
+  return f.CheckSignature(params, types, what);
+}
+
+// ---------------------------------------------------------------------------
+// reduce
+
+// The input's dims merged into runs of reduced / kept dims.
+struct ReduceLoops {
+  std::vector<int64_t> extent, in_stride, out_stride;
+  bool inner_reduced = false;
+};
+
+ReduceLoops MakeReduceLoops(const std::vector<int64_t>& dims,
+                            const std::vector<bool>& reduced) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> in_strides = RowMajorStrides(dims);
+  std::vector<int64_t> out_strides(rank, 0);
+  int64_t stride = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    if (reduced[i]) continue;
+    out_strides[i] = stride;
+    stride *= dims[i];
+  }
+  ReduceLoops loops;
+  std::vector<bool> kinds;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (dims[i] == 1) continue;  // Size-1 dims add nothing.
+    // Adjacent dims of one kind merge (row-major strides stay contiguous
+    // across skipped size-1 dims).
+    if (!loops.extent.empty() && kinds.back() == reduced[i]) {
+      loops.extent.back() *= dims[i];
+      loops.in_stride.back() = in_strides[i];
+      loops.out_stride.back() = out_strides[i];
+    } else {
+      loops.extent.push_back(dims[i]);
+      loops.in_stride.push_back(in_strides[i]);
+      loops.out_stride.push_back(out_strides[i]);
+      kinds.push_back(reduced[i]);
+    }
+  }
+  if (loops.extent.empty()) {
+    loops.extent = {1};
+    loops.in_stride = {1};
+    loops.out_stride = {0};
+    kinds = {true};
+  }
+  loops.inner_reduced = kinds.back();
+  return loops;
+}
+
+// Calls body(in_offset, out_offset, count) for every innermost run.
+template <typename Body>
+void ForEachRun(const ReduceLoops& loops, Body&& body) {
+  const int64_t outer_rank = static_cast<int64_t>(loops.extent.size()) - 1;
+  std::vector<int64_t> index(outer_rank, 0);
+  std::span<const int64_t> outer(loops.extent.data(), outer_rank);
+  for (int64_t e : outer) {
+    if (e == 0) return;
+  }
+  if (loops.extent.back() == 0) return;
+  do {
+    int64_t in = 0, out = 0;
+    for (int64_t i = 0; i < outer_rank; ++i) {
+      in += index[i] * loops.in_stride[i];
+      out += index[i] * loops.out_stride[i];
+    }
+    body(in, out, loops.extent.back());
+  } while (NextIndex(std::span<int64_t>(index), outer));
+}
+
+template <typename E, Opcode kOp>
+void ReduceTyped(const ReduceLoops& loops, const E* in, E* out) {
+  const int64_t inner_in = loops.in_stride.back();
+  const int64_t inner_out = loops.out_stride.back();
+  ForEachRun(loops, [&](int64_t i, int64_t o, int64_t n) {
+    if (loops.inner_reduced) {
+      E acc = out[o];
+      for (int64_t j = 0; j < n; ++j) {
+        acc = ApplyBinaryElement<kOp>(acc, in[i + j * inner_in]);
+      }
+      out[o] = acc;
+    } else if (inner_in == 1 && inner_out == 1) {
+      for (int64_t j = 0; j < n; ++j) {
+        out[o + j] = ApplyBinaryElement<kOp>(out[o + j], in[i + j]);
+      }
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        E& acc = out[o + j * inner_out];
+        acc = ApplyBinaryElement<kOp>(acc, in[i + j * inner_in]);
+      }
+    }
+  });
+}
+
+// Runs `fn` with the typed loop for reducer opcode `op` on element type E;
+// false when the combination has no typed loop.
+template <typename E, typename Fn>
+bool WithTypedReducer(Opcode op, Fn&& fn) {
+  using C = ComputeType<E>;
+  switch (op) {
+#define CW_REDUCER_CASE(k)                                    \
+  case Opcode::k:                                             \
+    if constexpr (kBinarySupported<Opcode::k, C>) {           \
+      fn(std::integral_constant<Opcode, Opcode::k>{});        \
+      return true;                                            \
+    } else {                                                  \
+      return false;                                           \
+    }
+    CW_REDUCER_CASE(kAdd)
+    CW_REDUCER_CASE(kMultiply)
+    CW_REDUCER_CASE(kMaximum)
+    CW_REDUCER_CASE(kMinimum)
+    CW_REDUCER_CASE(kAnd)
+    CW_REDUCER_CASE(kOr)
+#undef CW_REDUCER_CASE
+    default:
+      return false;
+  }
+}
+
+// Fills an array of `shape` with the scalar `init`.
+Literal FilledWith(const Shape& shape, const Literal& init) {
+  Literal out{Shape(shape.type(), shape.dims())};
+  const int64_t width = hlo::ByteWidth(shape.type());
+  const uint64_t bits = LoadBits(init.untyped_data(), width, 0);
+  void* data = out.mutable_untyped_data();
+  const int64_t n = shape.ElementCount();
+  for (int64_t i = 0; i < n; ++i) StoreBits(data, width, i, bits);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// reduce-window geometry
+
+struct WindowGeometry {
+  std::vector<int64_t> in_dims, out_dims, window_dims;
+};
+
+absl::StatusOr<WindowGeometry> ComputeWindowGeometry(
+    const Instruction& instr, const std::vector<int64_t>& in_dims) {
+  WindowGeometry g;
+  g.in_dims = in_dims;
+  if (instr.window.size() != in_dims.size()) {
+    return Invalid(instr, absl::StrCat("window has ", instr.window.size(),
+                                       " dims for a rank-", in_dims.size(),
+                                       " input"));
+  }
+  for (size_t i = 0; i < in_dims.size(); ++i) {
+    const hlo::WindowDimension& w = instr.window[i];
+    if (w.size < 0 || w.stride < 1 || w.base_dilation < 1 ||
+        w.window_dilation < 1) {
+      return Invalid(instr, absl::StrCat("window dim ", i, " is malformed"));
+    }
+    const int64_t padded =
+        (in_dims[i] == 0 ? 0 : (in_dims[i] - 1) * w.base_dilation + 1) +
+        w.padding_low + w.padding_high;
+    const int64_t dilated_window =
+        w.size == 0 ? 0 : (w.size - 1) * w.window_dilation + 1;
+    g.out_dims.push_back(padded >= dilated_window
+                             ? (padded - dilated_window) / w.stride + 1
+                             : 0);
+    g.window_dims.push_back(w.size);
+  }
+  return g;
+}
+
+// Calls fn(input_offset) for the window positions of output `out_index`
+// that fall on input elements, in row-major window order.
+template <typename Fn>
+void ForEachWindowElement(const Instruction& instr, const WindowGeometry& g,
+                          std::span<const int64_t> in_strides,
+                          std::span<const int64_t> out_index,
+                          std::vector<int64_t>& window_index, Fn&& fn) {
+  const size_t rank = g.in_dims.size();
+  for (int64_t d : g.window_dims) {
+    if (d == 0) return;
+  }
+  std::fill(window_index.begin(), window_index.end(), 0);
+  do {
+    int64_t offset = 0;
+    bool valid = true;
+    for (size_t i = 0; i < rank; ++i) {
+      const hlo::WindowDimension& w = instr.window[i];
+      int64_t x = out_index[i] * w.stride +
+                  window_index[i] * w.window_dilation - w.padding_low;
+      if (x < 0 || x % w.base_dilation != 0) {
+        valid = false;
+        break;
+      }
+      x /= w.base_dilation;
+      if (x >= g.in_dims[i]) {
+        valid = false;
+        break;
+      }
+      offset += x * in_strides[i];
+    }
+    if (valid) fn(offset);
+  } while (NextIndex(std::span<int64_t>(window_index), g.window_dims));
+}
+
+// ---------------------------------------------------------------------------
+// sort
+
+// How a comparator orders elements, when it does so by a key per element.
+struct SortKeyOrder {
+  int64_t operand = 0;     // Which operand the key comes from.
+  bool descending = false;  // GT instead of LT.
+  // The key computation (identity when the comparator compares the
+  // parameters directly).
+  std::optional<ScalarComputation> key;
+  PrimitiveType key_type = PrimitiveType::kInvalid;
+  hlo::ComparisonType comparison = hlo::ComparisonType::kDefault;
+};
+
+// True when `a` (reading parameter pa) and `b` (reading parameter pb)
+// compute the same function of their parameter.
+bool Mirrored(const hlo::Instruction* a, const hlo::Instruction* b,
+              int64_t pa, int64_t pb, int depth = 0) {
+  if (depth > 64) return false;
+  if (a->opcode != b->opcode || !(a->shape == b->shape) ||
+      a->operand_count() != b->operand_count()) {
+    return false;
+  }
+  switch (a->opcode) {
+    case Opcode::kParameter:
+      return a->parameter_number == pa && b->parameter_number == pb;
+    case Opcode::kConstant:
+      return a == b || (a->literal.has_value() && b->literal.has_value() &&
+                        *a->literal == *b->literal);
+    case Opcode::kCompare:
+      if (a->comparison_direction != b->comparison_direction ||
+          a->comparison_type != b->comparison_type) {
+        return false;
+      }
+      break;
+    default:
+      if (!a->called_computations.empty() || !b->called_computations.empty()) {
+        return false;
+      }
+      break;
+  }
+  for (int64_t i = 0; i < a->operand_count(); ++i) {
+    if (!Mirrored(a->operand(i), b->operand(i), pa, pb, depth + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Recognises `ROOT compare(f(p[2k]), f(p[2k+1])), direction=LT|GT` (or with
+// the parameters swapped), f a scalar computation of one parameter.
+std::optional<SortKeyOrder> MatchKeyComparator(const hlo::Computation& c) {
+  const hlo::Instruction* root = c.root();
+  if (root == nullptr || root->opcode != Opcode::kCompare ||
+      root->operand_count() != 2) {
+    return std::nullopt;
+  }
+  if (root->comparison_direction != hlo::ComparisonDirection::kLt &&
+      root->comparison_direction != hlo::ComparisonDirection::kGt) {
+    return std::nullopt;
+  }
+  for (int64_t k = 0; 2 * k + 1 < c.parameter_count(); ++k) {
+    for (int swapped = 0; swapped < 2; ++swapped) {
+      const int64_t pa = 2 * k + swapped, pb = 2 * k + 1 - swapped;
+      if (!Mirrored(root->operand(0), root->operand(1), pa, pb)) continue;
+      SortKeyOrder order;
+      order.operand = k;
+      order.descending =
+          (root->comparison_direction == hlo::ComparisonDirection::kGt) !=
+          (swapped == 1);
+      order.key_type = root->operand(0)->shape.type();
+      order.comparison = root->comparison_type;
+      if (root->operand(0)->opcode != Opcode::kParameter) {
+        order.key = ScalarComputation::CompileValue(c, *root->operand(0));
+        if (!order.key.has_value()) return std::nullopt;
+      }
+      return order;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
+                                   std::span<const Literal* const> operands,
+                                   const ComputationRunner& run) {
+  CW_ASSIGN_OR_RETURN(VariadicOperands v, SplitVariadic(instr, operands));
+  const hlo::Computation* reducer = instr.to_apply();
+  if (reducer == nullptr) return Invalid(instr, "has no to_apply computation");
+  const std::vector<int64_t>& dims = v.inputs[0]->shape().dims();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<bool> reduced(rank, false);
+  for (int64_t d : instr.dimensions) {
+    if (d < 0 || d >= rank || reduced[d]) {
+      return Invalid(instr, absl::StrCat("dimensions ",
+                                         DimsToString(instr.dimensions),
+                                         " are not distinct dims of rank ",
+                                         rank));
+    }
+    reduced[d] = true;
+  }
+  std::vector<int64_t> out_dims;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i]) out_dims.push_back(dims[i]);
+  }
+  std::vector<Shape> result_shapes = ResultShapes(instr.shape);
+  for (const Shape& s : result_shapes) {
+    if (s.dims() != out_dims) {
+      return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
+                                         " should have dims ",
+                                         DimsToString(out_dims)));
+    }
+  }
+  const size_t n = v.inputs.size();
+  std::vector<Literal> results;
+  for (size_t i = 0; i < n; ++i) {
+    results.push_back(FilledWith(result_shapes[i], *v.inits[i]));
+  }
+  ReduceLoops loops = MakeReduceLoops(dims, reduced);
+
+  std::optional<Opcode> binary = MatchBinaryReducer(*reducer);
+  if (n == 1 && binary.has_value() &&
+      reducer->root()->shape.type() == v.types[0]) {
+    bool done = hlo::VisitType(v.types[0], [&](auto tag) {
+      using E = decltype(tag);
+      return WithTypedReducer<E>(*binary, [&](auto op) {
+        ReduceTyped<E, decltype(op)::value>(
+            loops, DataPtr<E>(*v.inputs[0]), MutableDataPtr<E>(results[0]));
+      });
+    });
+    if (done) return PackResults(std::move(results), false);
+  }
+
+  ScalarFunction f(*reducer, run);
+  CW_RETURN_IF_ERROR(CheckReducer(f, v.types, "reduce"));
+  std::vector<int64_t> widths(n);
+  std::vector<const void*> in(n);
+  std::vector<void*> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    widths[i] = hlo::ByteWidth(v.types[i]);
+    in[i] = v.inputs[i]->untyped_data();
+    out[i] = results[i].mutable_untyped_data();
+  }
+  std::vector<uint64_t> args(2 * n), acc(n);
+  absl::Status status;
+  const int64_t inner_in = loops.in_stride.back();
+  const int64_t inner_out = loops.out_stride.back();
+  ForEachRun(loops, [&](int64_t i0, int64_t o0, int64_t count) {
+    for (int64_t j = 0; j < count && status.ok(); ++j) {
+      const int64_t o = o0 + j * inner_out;
+      const int64_t i = i0 + j * inner_in;
+      for (size_t k = 0; k < n; ++k) {
+        args[k] = LoadBits(out[k], widths[k], o);
+        args[n + k] = LoadBits(in[k], widths[k], i);
+      }
+      status = f.Call(args, acc);
+      for (size_t k = 0; k < n; ++k) StoreBits(out[k], widths[k], o, acc[k]);
+    }
+  });
+  CW_RETURN_IF_ERROR(status);
+  return PackResults(std::move(results), instr.shape.IsTuple());
+}
+
+absl::StatusOr<Literal> EvalReduceWindow(
+    const Instruction& instr, std::span<const Literal* const> operands,
+    const ComputationRunner& run) {
+  CW_ASSIGN_OR_RETURN(VariadicOperands v, SplitVariadic(instr, operands));
+  const hlo::Computation* reducer = instr.to_apply();
+  if (reducer == nullptr) return Invalid(instr, "has no to_apply computation");
+  CW_ASSIGN_OR_RETURN(WindowGeometry g,
+                      ComputeWindowGeometry(instr, v.inputs[0]->shape().dims()));
+  std::vector<Shape> result_shapes = ResultShapes(instr.shape);
+  for (const Shape& s : result_shapes) {
+    if (s.dims() != g.out_dims) {
+      return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
+                                         " should have dims ",
+                                         DimsToString(g.out_dims)));
+    }
+  }
+  const size_t n = v.inputs.size();
+  const std::vector<int64_t> in_strides = RowMajorStrides(g.in_dims);
+  std::vector<int64_t> out_index(g.out_dims.size(), 0);
+  std::vector<int64_t> window_index(g.window_dims.size(), 0);
+  std::vector<Literal> results;
+  for (size_t i = 0; i < n; ++i) {
+    results.push_back(FilledWith(result_shapes[i], *v.inits[i]));
+  }
+  const int64_t out_count = result_shapes[0].ElementCount();
+  if (out_count == 0) return PackResults(std::move(results), instr.shape.IsTuple());
+
+  std::optional<Opcode> binary = MatchBinaryReducer(*reducer);
+  if (n == 1 && binary.has_value() &&
+      reducer->root()->shape.type() == v.types[0]) {
+    bool done = hlo::VisitType(v.types[0], [&](auto tag) {
+      using E = decltype(tag);
+      return WithTypedReducer<E>(*binary, [&](auto op) {
+        constexpr Opcode kOp = decltype(op)::value;
+        const E* in = DataPtr<E>(*v.inputs[0]);
+        E* out = MutableDataPtr<E>(results[0]);
+        int64_t o = 0;
+        do {
+          E acc = out[o];
+          ForEachWindowElement(instr, g, in_strides, out_index, window_index,
+                               [&](int64_t offset) {
+                                 acc = ApplyBinaryElement<kOp>(acc, in[offset]);
+                               });
+          out[o++] = acc;
+        } while (NextIndex(std::span<int64_t>(out_index), g.out_dims));
+      });
+    });
+    if (done) return PackResults(std::move(results), false);
+  }
+
+  ScalarFunction f(*reducer, run);
+  CW_RETURN_IF_ERROR(CheckReducer(f, v.types, "reduce-window"));
+  std::vector<int64_t> widths(n);
+  std::vector<const void*> in(n);
+  std::vector<void*> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    widths[i] = hlo::ByteWidth(v.types[i]);
+    in[i] = v.inputs[i]->untyped_data();
+    out[i] = results[i].mutable_untyped_data();
+  }
+  std::vector<uint64_t> args(2 * n), acc(n);
+  absl::Status status;
+  int64_t o = 0;
+  do {
+    for (size_t k = 0; k < n; ++k) acc[k] = LoadBits(out[k], widths[k], o);
+    ForEachWindowElement(
+        instr, g, in_strides, out_index, window_index, [&](int64_t offset) {
+          if (!status.ok()) return;
+          for (size_t k = 0; k < n; ++k) {
+            args[k] = acc[k];
+            args[n + k] = LoadBits(in[k], widths[k], offset);
+          }
+          status = f.Call(args, acc);
+        });
+    CW_RETURN_IF_ERROR(status);
+    for (size_t k = 0; k < n; ++k) StoreBits(out[k], widths[k], o, acc[k]);
+    ++o;
+  } while (NextIndex(std::span<int64_t>(out_index), g.out_dims));
+  return PackResults(std::move(results), instr.shape.IsTuple());
+}
+
+absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
+                                             const Literal& operand,
+                                             const Literal& source,
+                                             const Literal& init_value,
+                                             const ComputationRunner& run) {
+  if (instr.called_computations.size() != 2) {
+    return Invalid(instr, "needs select and scatter computations");
+  }
+  if (!operand.shape().IsArray() || !source.shape().IsArray() ||
+      !init_value.shape().IsArray() || init_value.shape().rank() != 0) {
+    return Invalid(instr, "operands must be arrays and a scalar init value");
+  }
+  const PrimitiveType type = operand.shape().type();
+  if (source.shape().type() != type || init_value.shape().type() != type ||
+      !instr.shape.IsArray() || instr.shape.type() != type ||
+      instr.shape.dims() != operand.shape().dims()) {
+    return Invalid(instr, absl::StrCat("types or shapes differ: operand ",
+                                       operand.shape().ToString(), ", source ",
+                                       source.shape().ToString(), ", result ",
+                                       instr.shape.ToString()));
+  }
+  CW_ASSIGN_OR_RETURN(WindowGeometry g,
+                      ComputeWindowGeometry(instr, operand.shape().dims()));
+  if (source.shape().dims() != g.out_dims) {
+    return Invalid(instr, absl::StrCat("source ", source.shape().ToString(),
+                                       " should have dims ",
+                                       DimsToString(g.out_dims)));
+  }
+  ScalarFunction select(*instr.called_computations[0], run);
+  ScalarFunction scatter(*instr.called_computations[1], run);
+  const PrimitiveType pair[] = {type, type};
+  const PrimitiveType pred[] = {PrimitiveType::kPred};
+  const PrimitiveType one[] = {type};
+  CW_RETURN_IF_ERROR(select.CheckSignature(pair, pred, "select-and-scatter select"));
+  CW_RETURN_IF_ERROR(scatter.CheckSignature(pair, one, "select-and-scatter scatter"));
+
+  Literal result = FilledWith(instr.shape, init_value);
+  const int64_t width = hlo::ByteWidth(type);
+  const void* in = operand.untyped_data();
+  const void* src = source.untyped_data();
+  void* out = result.mutable_untyped_data();
+  if (source.shape().ElementCount() == 0) return result;
+  const std::vector<int64_t> in_strides = RowMajorStrides(g.in_dims);
+  std::vector<int64_t> out_index(g.out_dims.size(), 0);
+  std::vector<int64_t> window_index(g.window_dims.size(), 0);
+  absl::Status status;
+  uint64_t args[2], verdict, combined;
+  int64_t s = 0;
+  do {
+    int64_t selected = -1;
+    uint64_t selected_bits = 0;
+    ForEachWindowElement(
+        instr, g, in_strides, out_index, window_index, [&](int64_t offset) {
+          if (!status.ok()) return;
+          const uint64_t current = LoadBits(in, width, offset);
+          if (selected < 0) {
+            selected = offset;
+            selected_bits = current;
+            return;
+          }
+          args[0] = selected_bits;
+          args[1] = current;
+          status = select.Call(args, std::span<uint64_t>(&verdict, 1));
+          if ((verdict & 1) == 0) {
+            selected = offset;
+            selected_bits = current;
+          }
+        });
+    CW_RETURN_IF_ERROR(status);
+    if (selected >= 0) {
+      args[0] = LoadBits(out, width, selected);
+      args[1] = LoadBits(src, width, s);
+      CW_RETURN_IF_ERROR(scatter.Call(args, std::span<uint64_t>(&combined, 1)));
+      StoreBits(out, width, selected, combined);
+    }
+    ++s;
+  } while (NextIndex(std::span<int64_t>(out_index), g.out_dims));
+  return result;
+}
+
+absl::StatusOr<Literal> EvalSort(const Instruction& instr,
+                                 std::span<const Literal* const> operands,
+                                 const ComputationRunner& run) {
+  if (operands.empty()) return Invalid(instr, "needs at least one operand");
+  if (instr.dimensions.size() != 1) {
+    return Invalid(instr, "needs exactly one sort dimension");
+  }
+  const hlo::Computation* comparator = instr.to_apply();
+  if (comparator == nullptr) return Invalid(instr, "has no comparator");
+  const std::vector<int64_t>& dims = operands[0]->shape().dims();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t d = instr.dimensions[0];
+  if (d < 0 || d >= rank) {
+    return Invalid(instr, absl::StrCat("sort dimension ", d,
+                                       " is out of range for rank ", rank));
+  }
+  std::vector<Shape> result_shapes = ResultShapes(instr.shape);
+  if (result_shapes.size() != operands.size() ||
+      (operands.size() > 1) != instr.shape.IsTuple()) {
+    return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
+                                       " does not have one array per operand"));
+  }
+  const size_t n = operands.size();
+  std::vector<PrimitiveType> types;
+  std::vector<int64_t> widths;
+  for (size_t i = 0; i < n; ++i) {
+    const Shape& s = operands[i]->shape();
+    if (!s.IsArray() || s.dims() != dims || !result_shapes[i].IsArray() ||
+        result_shapes[i].type() != s.type() || result_shapes[i].dims() != dims) {
+      return Invalid(instr, absl::StrCat("operand ", i, " ", s.ToString(),
+                                         " does not match the result ",
+                                         instr.shape.ToString()));
+    }
+    types.push_back(s.type());
+    widths.push_back(hlo::ByteWidth(s.type()));
+  }
+  std::vector<PrimitiveType> param_types;
+  for (PrimitiveType t : types) {
+    param_types.push_back(t);
+    param_types.push_back(t);
+  }
+
+  const int64_t length = dims[d];
+  int64_t inner = 1, outer = 1;
+  for (int64_t i = d + 1; i < rank; ++i) inner *= dims[i];
+  for (int64_t i = 0; i < d; ++i) outer *= dims[i];
+  std::vector<Literal> results;
+  for (size_t i = 0; i < n; ++i) {
+    results.emplace_back(Shape(types[i], dims));
+  }
+  if (length == 0 || inner == 0 || outer == 0) {
+    return PackResults(std::move(results), instr.shape.IsTuple());
+  }
+
+  std::optional<SortKeyOrder> key_order = MatchKeyComparator(*comparator);
+  if (key_order.has_value()) {
+    bool params_ok = comparator->parameter_count() == static_cast<int64_t>(2 * n);
+    for (int64_t i = 0; params_ok && i < comparator->parameter_count(); ++i) {
+      params_ok = comparator->parameter(i)->shape.IsArray() &&
+                  comparator->parameter(i)->shape.rank() == 0 &&
+                  comparator->parameter(i)->shape.type() == param_types[i];
+    }
+    if (!params_ok) key_order.reset();
+  }
+  std::optional<ScalarFunction> f;
+  if (!key_order.has_value()) {
+    f.emplace(*comparator, run);
+    const PrimitiveType pred[] = {PrimitiveType::kPred};
+    CW_RETURN_IF_ERROR(f->CheckSignature(param_types, pred, "sort comparator"));
+  }
+
+  std::vector<int64_t> perm(length);
+  std::vector<uint64_t> keys(length);
+  std::vector<uint64_t> args(2 * n);
+  std::vector<uint64_t> frame;
+  if (key_order.has_value() && key_order->key.has_value()) {
+    frame = key_order->key->NewFrame();
+  }
+  // Floats compared without total order use their values (NaN is
+  // unordered: a merge sort stays well-defined on such a comparator).
+  const bool float_keys = key_order.has_value() &&
+                          hlo::IsFloating(key_order->key_type) &&
+                          key_order->comparison != hlo::ComparisonType::kTotalOrder &&
+                          key_order->comparison != hlo::ComparisonType::kSigned &&
+                          key_order->comparison != hlo::ComparisonType::kUnsigned;
+  std::vector<double> float_values(float_keys ? length : 0);
+  absl::Status status;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const int64_t base = o * length * inner + in;
+      std::iota(perm.begin(), perm.end(), 0);
+      if (key_order.has_value()) {
+        const int64_t k = key_order->operand;
+        const void* data = operands[k]->untyped_data();
+        for (int64_t j = 0; j < length; ++j) {
+          uint64_t bits = LoadBits(data, widths[k], base + j * inner);
+          if (key_order->key.has_value()) {
+            args[2 * k] = bits;
+            for (size_t p = 0; p < 2 * n; ++p) {
+              if (p != static_cast<size_t>(2 * k)) args[p] = 0;
+            }
+            bits = key_order->key->Run1(frame, args);
+          }
+          if (float_keys) {
+            float_values[j] = hlo::VisitType(key_order->key_type, [&](auto tag) {
+              using E = decltype(tag);
+              if constexpr (kIsFloat<E>) {
+                return static_cast<double>(ToCompute(BitsTo<E>(bits)));
+              } else {
+                return 0.0;
+              }
+            });
+          } else {
+            const PrimitiveType kt = key_order->key_type;
+            const bool as_signed =
+                key_order->comparison == hlo::ComparisonType::kSigned ||
+                (key_order->comparison != hlo::ComparisonType::kUnsigned &&
+                 (hlo::IsSignedInteger(kt) || hlo::IsFloating(kt)));
+            keys[j] = TotalOrderKey(kt, as_signed, bits);
+          }
+        }
+        const bool desc = key_order->descending;
+        if (float_keys) {
+          auto less = [&](int64_t a, int64_t b) {
+            return desc ? float_values[a] > float_values[b]
+                        : float_values[a] < float_values[b];
+          };
+          std::stable_sort(perm.begin(), perm.end(), less);
+        } else {
+          auto less = [&](int64_t a, int64_t b) {
+            return desc ? keys[a] > keys[b] : keys[a] < keys[b];
+          };
+          if (instr.is_stable) {
+            std::stable_sort(perm.begin(), perm.end(), less);
+          } else {
+            std::sort(perm.begin(), perm.end(), less);
+          }
+        }
+      } else {
+        // General comparator: a merge sort only ever calls it on two
+        // distinct elements and cannot run out of bounds whatever it says.
+        uint64_t verdict = 0;
+        auto less = [&](int64_t a, int64_t b) {
+          if (!status.ok()) return false;
+          for (size_t p = 0; p < n; ++p) {
+            const void* data = operands[p]->untyped_data();
+            args[2 * p] = LoadBits(data, widths[p], base + a * inner);
+            args[2 * p + 1] = LoadBits(data, widths[p], base + b * inner);
+          }
+          status = f->Call(args, std::span<uint64_t>(&verdict, 1));
+          return (verdict & 1) != 0;
+        };
+        std::stable_sort(perm.begin(), perm.end(), less);
+        CW_RETURN_IF_ERROR(status);
+      }
+      for (size_t p = 0; p < n; ++p) {
+        const void* src = operands[p]->untyped_data();
+        void* dst = results[p].mutable_untyped_data();
+        for (int64_t j = 0; j < length; ++j) {
+          StoreBits(dst, widths[p], base + j * inner,
+                    LoadBits(src, widths[p], base + perm[j] * inner));
+        }
+      }
+    }
+  }
+  return PackResults(std::move(results), instr.shape.IsTuple());
+}
+
+}  // namespace causeway::exec
