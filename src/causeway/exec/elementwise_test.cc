@@ -136,6 +136,61 @@ INSTANTIATE_TEST_SUITE_P(
         FloatUnaryCase{Opcode::kSqrt, kPositive, {0.5, 1, 1.73205078, 3.1622777}},
         FloatUnaryCase{Opcode::kRsqrt, kPositive, {2, 1, 0.577350259, 0.316227764}}));
 
+TEST(ElementwiseTest, F32TranscendentalsHandleInfinitiesAndNaN) {
+  Literal in = Vec(PrimitiveType::kF32, std::vector<double>{kInf, -kInf, kNaN, 0.0});
+  EXPECT_THAT(Doubles(Unary(Opcode::kExp, in)).at(0), kInf);
+  EXPECT_THAT(Doubles(Unary(Opcode::kExp, in)).at(1), 0.0);
+  std::vector<double> tanh = Doubles(Unary(Opcode::kTanh, in));
+  EXPECT_EQ(tanh[0], 1.0);
+  EXPECT_EQ(tanh[1], -1.0);
+  EXPECT_TRUE(std::isnan(tanh[2]));
+  std::vector<double> logistic = Doubles(Unary(Opcode::kLogistic, in));
+  EXPECT_EQ(logistic[0], 1.0);
+  EXPECT_EQ(logistic[1], 0.0);
+  EXPECT_EQ(logistic[3], 0.5);
+  std::vector<double> erf = Doubles(Unary(Opcode::kErf, in));
+  EXPECT_EQ(erf[0], 1.0);
+  EXPECT_EQ(erf[1], -1.0);
+  std::vector<double> log = Doubles(Unary(Opcode::kLog, in));
+  EXPECT_EQ(log[0], kInf);
+  EXPECT_TRUE(std::isnan(log[1]));
+  EXPECT_EQ(log[3], -kInf);
+  std::vector<double> rsqrt = Doubles(Unary(Opcode::kRsqrt, in));
+  EXPECT_EQ(rsqrt[0], 0.0);
+  EXPECT_EQ(rsqrt[3], kInf);
+  std::vector<double> sqrt = Doubles(Unary(Opcode::kSqrt, in));
+  EXPECT_EQ(sqrt[0], kInf);
+  EXPECT_TRUE(std::isnan(sqrt[1]));
+}
+
+TEST(ElementwiseTest, SqrtIsCorrectlyRounded) {
+  std::vector<double> values;
+  for (int i = 1; i <= 40; ++i) values.push_back(i * 0.37);
+  std::vector<float> got = Values<float>(Unary(Opcode::kSqrt, Vec(PrimitiveType::kF32, values)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(got[i], std::sqrt(static_cast<float>(values[i])));
+  }
+}
+
+TEST(ElementwiseTest, HalfTranscendentalsComputeInF32AndRound) {
+  // exp(1) = 2.71828..; bf16 has 8 significant bits: 2.71875. f16: 2.71875.
+  Literal one = Vec(PrimitiveType::kBF16, std::vector<double>{1.0});
+  EXPECT_THAT(Doubles(Unary(Opcode::kExp, one)), ElementsAre(2.71875));
+  Literal half = Vec(PrimitiveType::kF16, std::vector<double>{1.0, 0.5});
+  EXPECT_THAT(Doubles(Unary(Opcode::kExp, half)), ElementsAre(2.71875, 1.6484375));
+}
+
+TEST(ElementwiseTest, DenormalsAreFlushedToZeroAsXlaDoes) {
+  Literal a = Vec(PrimitiveType::kF32, std::vector<double>{1e-38, 3e-39});
+  Literal b = Vec(PrimitiveType::kF32, std::vector<double>{0.5, 1.0});
+  EXPECT_THAT(Doubles(Binary(Opcode::kMultiply, a, b)), ElementsAre(0.0, 0.0));
+  EXPECT_THAT(Doubles(Unary(Opcode::kExp, Vec(PrimitiveType::kF32, std::vector<double>{-100}))),
+              ElementsAre(0.0));
+  // The caller's floating-point mode is restored afterwards.
+  volatile float tiny = 1e-38f;
+  EXPECT_GT(tiny * 0.5f, 0.0f);
+}
+
 TEST(ElementwiseTest, SignKeepsNaNAndSignedZero) {
   Literal out = Unary(Opcode::kSign, Vec(PrimitiveType::kF32, std::vector<double>{kNaN, -0.0, 0.0, -3, 2}));
   std::vector<float> v = Values<float>(out);
@@ -370,6 +425,27 @@ TEST(ElementwiseTest, SelectPicksPerElementOrByScalarPredicate) {
   out = EvalSelect(instr, scalar_false, t, f);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(Doubles(*out), ElementsAre(-1, -2, -3));
+}
+
+TEST(ElementwiseTest, SelectOfEveryWidthMatchesPerElementChoice) {
+  // 37 elements: whole SIMD blocks and a scalar tail for every width.
+  std::vector<int64_t> flags, on_true, on_false;
+  for (int64_t i = 0; i < 37; ++i) {
+    flags.push_back((i * 7) % 3 == 0);
+    on_true.push_back(i);
+    on_false.push_back(-i - 1);
+  }
+  for (PrimitiveType type : {PrimitiveType::kS8, PrimitiveType::kBF16,
+                             PrimitiveType::kF32, PrimitiveType::kS64}) {
+    Instruction instr = Instr(Opcode::kSelect, type, 37);
+    absl::StatusOr<Literal> out = EvalSelect(instr, Vec(PrimitiveType::kPred, flags),
+                                             Vec(type, on_true), Vec(type, on_false));
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t i = 0; i < 37; ++i) {
+      EXPECT_EQ(out->GetAsDouble(i), flags[i] ? on_true[i] : on_false[i])
+          << hlo::PrimitiveTypeName(type) << " at " << i;
+    }
+  }
 }
 
 TEST(ElementwiseTest, SelectRejectsPredicateOfAnotherShape) {

@@ -16,6 +16,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "absl/status/status.h"
 #include "causeway/hlo/float16.h"
 #include "causeway/hlo/literal.h"
@@ -168,6 +172,34 @@ inline To ConvertElement(From value) {
     return static_cast<To>(value);
   }
 }
+
+// ---------------------------------------------------------------------------
+// Denormals.
+
+// While alive, flushes denormal results to zero and treats denormal inputs
+// as zero (x86 MXCSR FTZ and DAZ) on this thread, as XLA's CPU backend runs
+// its kernels; restores the previous mode when destroyed. A no-op on other
+// architectures.
+class ScopedFlushDenormals {
+ public:
+#if defined(__SSE__) || defined(__x86_64__)
+  ScopedFlushDenormals() : saved_(_mm_getcsr()) {
+    _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
+  }
+  ~ScopedFlushDenormals() { _mm_setcsr(saved_); }
+#else
+  ScopedFlushDenormals() = default;
+#endif
+  ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
+  ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
+
+ private:
+#if defined(__SSE__) || defined(__x86_64__)
+  static constexpr unsigned kFlushToZero = 0x8000;
+  static constexpr unsigned kDenormalsAreZero = 0x0040;
+  unsigned saved_;
+#endif
+};
 
 // ---------------------------------------------------------------------------
 // Typed access to literal storage.
