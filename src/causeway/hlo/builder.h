@@ -3,12 +3,15 @@
 // run the same way.
 //
 //   ModuleBuilder m("axpy");
+//   m.set_num_partitions(2);
 //   ComputationBuilder add = m.NewComputation("add");
-//   add.Add(add.Parameter(Shape::Scalar(F32)),
-//   add.Parameter(Shape::Scalar(F32))); ComputationBuilder b =
-//   m.NewEntry("main"); XlaOp x = b.Parameter(Shape(F32, {4}), "x"); XlaOp y =
-//   b.Parameter(Shape(F32, {4}), "y"); XlaOp s = b.AllReduce(b.Add(x, y), add,
-//   CollectiveOptions::Spmd({{0, 1}}, 1));
+//   Shape f32 = Shape::Scalar(PrimitiveType::kF32);
+//   add.Add(add.Parameter(f32), add.Parameter(f32));
+//   ComputationBuilder b = m.NewEntry("main");
+//   XlaOp x = b.Parameter(Shape(PrimitiveType::kF32, {4}), "x");
+//   XlaOp y = b.Parameter(Shape(PrimitiveType::kF32, {4}), "y");
+//   XlaOp sum = b.Add(x, y);
+//   b.AllReduce(sum, add, CollectiveOptions::Spmd({{0, 1}}));
 //   absl::StatusOr<std::unique_ptr<Module>> module = std::move(m).Build();
 //
 // Result shapes are inferred (InferShape) except where they cannot be:
