@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `make bench`: the executor against XLA's CPU backend (JAX), same modules,
+# same inputs, both pinned to one core, in one run. Prints a markdown table
+# and writes it to BENCHMARKS.md between the executor-vs-XLA markers.
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+dir=$build/bench-programs
+core=$(python3 -c 'import os; print(sorted(os.sched_getaffinity(0))[-1])')
+if [ ! -f "$dir/matmul_1024/program.hlo" ]; then
+  .venv/bin/python tools/gen_corpus.py --bench-only --out "$dir" >/dev/null
+fi
+# Alternate the two sides so that a noisy neighbour hurts both alike.
+for round in 1 2 3; do
+  taskset -c "$core" .venv/bin/python bench/xla_baseline.py "$dir" \
+    > "$build/bench-xla-$round.json"
+  taskset -c "$core" "$build/bin/executor_bench" "$dir" \
+    --benchmark_format=json > "$build/bench-cw-$round.json" 2>/dev/null
+done
+.venv/bin/python bench/compare.py "$build" 3 --update BENCHMARKS.md
