@@ -1,0 +1,365 @@
+#include "causeway/exec/evaluator.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "causeway/hlo/parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::exec {
+namespace {
+
+using hlo::Literal;
+using hlo::PrimitiveType;
+using hlo::Shape;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Literal F32(std::vector<int64_t> dims, std::vector<float> values) {
+  Literal literal(Shape(PrimitiveType::kF32, std::move(dims)));
+  auto data = literal.mutable_data<float>();
+  for (size_t i = 0; i < values.size(); ++i) data[i] = values[i];
+  return literal;
+}
+
+std::vector<float> Values(const Literal& literal) {
+  auto data = literal.data<float>();
+  return {data.begin(), data.end()};
+}
+
+class EvaluatorTest : public ::testing::Test {
+ protected:
+  // Parses `text` and builds an evaluator for it.
+  absl::Status Load(std::string_view text) {
+    auto module = hlo::ParseModule(text);
+    if (!module.ok()) return module.status();
+    module_ = *std::move(module);
+    auto evaluator = Evaluator::Create(*module_);
+    if (!evaluator.ok()) return evaluator.status();
+    evaluator_ = *std::move(evaluator);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Literal> Run(std::vector<Literal> args,
+                              RunContext context = {}) {
+    return evaluator_->Run(args, context);
+  }
+
+  std::unique_ptr<hlo::Module> module_;
+  std::unique_ptr<Evaluator> evaluator_;
+};
+
+TEST_F(EvaluatorTest, RunsElementwiseArithmetic) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  a = f32[3] parameter(0)
+  b = f32[3] parameter(1)
+  sum = f32[3] add(a, b)
+  ROOT product = f32[3] multiply(sum, b)
+})").ok());
+  auto result = Run({F32({3}, {1, 2, 3}), F32({3}, {10, 20, 30})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(110, 440, 990));
+}
+
+TEST_F(EvaluatorTest, RefusesArgumentsOfTheWrongShapeNamingTheParameter) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  p0 = f32[8,4] parameter(0)
+  p1 = f32[4,8] parameter(1)
+  ROOT d = f32[8,8] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})").ok());
+  auto result = Run({Literal(Shape(PrimitiveType::kF32, {8, 4})),
+                     Literal(Shape(PrimitiveType::kF32, {8, 4}))});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("parameter 1 ('p1'): expected f32[4,8], got f32[8,4]"));
+}
+
+TEST_F(EvaluatorTest, RefusesTheWrongNumberOfArguments) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  ROOT p0 = f32[2] parameter(0)
+})").ok());
+  auto result = Run({});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("takes 1 arguments, got 0"));
+}
+
+TEST_F(EvaluatorTest, BuildsTuplesAndReadsTheirElements) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  a = f32[2] parameter(0)
+  b = f32[1] parameter(1)
+  t = (f32[2], f32[1]) tuple(a, b)
+  x = f32[1] get-tuple-element(t), index=1
+  y = f32[2] get-tuple-element(t), index=0
+  ROOT r = (f32[1], f32[2], (f32[2], f32[1])) tuple(x, y, t)
+})").ok());
+  auto result = Run({F32({2}, {1, 2}), F32({1}, {3})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->elements().size(), 3u);
+  EXPECT_THAT(Values(result->elements()[0]), ElementsAre(3));
+  EXPECT_THAT(Values(result->elements()[1]), ElementsAre(1, 2));
+  EXPECT_THAT(Values(result->elements()[2].elements()[0]), ElementsAre(1, 2));
+}
+
+TEST_F(EvaluatorTest, FusionAndCallEvaluateTheirComputations) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+fused {
+  p0 = f32[2] parameter(0)
+  p1 = f32[2] parameter(1)
+  ROOT s = f32[2] subtract(p0, p1)
+}
+callee {
+  q = f32[2] parameter(0)
+  ROOT n = f32[2] negate(q)
+}
+ENTRY main {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  f = f32[2] fusion(a, b), kind=kLoop, calls=fused
+  ROOT c = f32[2] call(f), to_apply=callee
+})").ok());
+  auto result = Run({F32({2}, {5, 7}), F32({2}, {1, 2})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(-4, -5));
+}
+
+TEST_F(EvaluatorTest, WhileLoopRunsUntilItsConditionIsFalse) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+cond {
+  s = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  limit = s32[] constant(10)
+  ROOT lt = pred[] compare(i, limit), direction=LT
+}
+body {
+  s = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[2] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  doubled = f32[2] add(x, x)
+  ROOT t = (s32[], f32[2]) tuple(next, doubled)
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[2]) tuple(zero, x)
+  w = (s32[], f32[2]) while(init), condition=cond, body=body
+  ROOT out = f32[2] get-tuple-element(w), index=1
+})").ok());
+  auto result = Run({F32({2}, {1, 3})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(1024, 3072));
+}
+
+constexpr char kPredConditional[] = R"(
+HloModule m
+on_true {
+  a = f32[2] parameter(0)
+  ROOT n = f32[2] negate(a)
+}
+on_false {
+  b = f32[2] parameter(0)
+  ROOT e = f32[2] add(b, b)
+}
+ENTRY main {
+  p = pred[] parameter(0)
+  x = f32[2] parameter(1)
+  ROOT c = f32[2] conditional(p, x, x), true_computation=on_true, false_computation=on_false
+})";
+
+TEST_F(EvaluatorTest, PredConditionalTakesTheTrueBranch) {
+  ASSERT_TRUE(Load(kPredConditional).ok());
+  auto result = Run({Literal::Scalar(PrimitiveType::kPred, true),
+                     F32({2}, {1, 2})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(-1, -2));
+}
+
+TEST_F(EvaluatorTest, PredConditionalTakesTheFalseBranch) {
+  ASSERT_TRUE(Load(kPredConditional).ok());
+  auto result = Run({Literal::Scalar(PrimitiveType::kPred, false),
+                     F32({2}, {1, 2})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(2, 4));
+}
+
+constexpr char kIndexConditional[] = R"(
+HloModule m
+b0 {
+  a = f32[] parameter(0)
+  ROOT r = f32[] negate(a)
+}
+b1 {
+  a = f32[] parameter(0)
+  ROOT r = f32[] add(a, a)
+}
+b2 {
+  a = f32[] parameter(0)
+  ROOT r = f32[] multiply(a, a)
+}
+ENTRY main {
+  i = s32[] parameter(0)
+  x = f32[] parameter(1)
+  ROOT c = f32[] conditional(i, x, x, x), branch_computations={b0, b1, b2}
+})";
+
+TEST_F(EvaluatorTest, IndexConditionalRunsTheIndexedBranch) {
+  ASSERT_TRUE(Load(kIndexConditional).ok());
+  auto result = Run({Literal::Scalar(PrimitiveType::kS32, 1),
+                     Literal::Scalar(PrimitiveType::kF32, 3)});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->GetAsDouble(0), 6);
+}
+
+TEST_F(EvaluatorTest, OutOfRangeConditionalIndexRunsTheLastBranch) {
+  ASSERT_TRUE(Load(kIndexConditional).ok());
+  for (int32_t index : {-1, 3, 100}) {
+    auto result = Run({Literal::Scalar(PrimitiveType::kS32, index),
+                       Literal::Scalar(PrimitiveType::kF32, 3)});
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->GetAsDouble(0), 9) << "index " << index;
+  }
+}
+
+TEST_F(EvaluatorTest, PartitionAndReplicaIdsComeFromTheRunContext) {
+  ASSERT_TRUE(Load(R"(
+HloModule m, num_partitions=4
+ENTRY main {
+  p = u32[] partition-id()
+  r = u32[] replica-id()
+  ROOT t = (u32[], u32[]) tuple(p, r)
+})").ok());
+  auto result = Run({}, RunContext{.partition_id = 3, .replica_id = 0});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->elements()[0].data<uint32_t>()[0], 3u);
+  EXPECT_EQ(result->elements()[1].data<uint32_t>()[0], 0u);
+}
+
+TEST_F(EvaluatorTest, OptBarrierAndAfterAllPassValuesThrough) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  x = f32[2] parameter(0)
+  tok = token[] after-all()
+  t = (f32[2], token[]) tuple(x, tok)
+  b = (f32[2], token[]) opt-barrier(t)
+  ROOT y = f32[2] get-tuple-element(b), index=0
+})").ok());
+  auto result = Run({F32({2}, {4, 5})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(4, 5));
+}
+
+TEST_F(EvaluatorTest, SingleDeviceCollectivesRunWithoutPeers) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT r = f32[2] all-reduce(x), replica_groups={}, to_apply=add
+})").ok());
+  auto result = Run({F32({2}, {1, 2})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(1, 2));
+}
+
+TEST_F(EvaluatorTest, ErrorsNameTheInstructionItsLineAndComputation) {
+  ASSERT_TRUE(Load(R"(
+HloModule m, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT ar.7 = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+})").ok());
+  auto result = Run({F32({2}, {1, 2})});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("in instruction 'ar.7' (line 10) of computation "
+                        "'main': "));
+}
+
+TEST_F(EvaluatorTest, ErrorsInsideCalledComputationsNameBothLevels) {
+  ASSERT_TRUE(Load(R"(
+HloModule m, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+inner {
+  y = f32[2] parameter(0)
+  ROOT ar = f32[2] all-reduce(y), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT c = f32[2] call(x), to_apply=inner
+})").ok());
+  auto result = Run({F32({2}, {1, 2})});
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("in instruction 'c' (line 14) of computation 'main': "
+                        "in instruction 'ar' (line 10) of computation "
+                        "'inner'"));
+}
+
+TEST_F(EvaluatorTest, CreateRefusesCustomCallsNamingTheLine) {
+  auto status = Load(R"(
+HloModule m
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT cc = f32[2] custom-call(x), custom_call_target="foo"
+})");
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("'cc' (line 5)"));
+  EXPECT_THAT(status.message(), HasSubstr("custom-call"));
+}
+
+TEST_F(EvaluatorTest, RunIsSafeFromManyThreadsAtOnce) {
+  ASSERT_TRUE(Load(R"(
+HloModule m, num_partitions=8
+ENTRY main {
+  x = f32[4] parameter(0)
+  p = u32[] partition-id()
+  pf = f32[] convert(p)
+  b = f32[4] broadcast(pf), dimensions={}
+  ROOT y = f32[4] add(x, b)
+})").ok());
+  std::vector<absl::StatusOr<Literal>> results(8);
+  std::vector<std::thread> threads;
+  for (int64_t p = 0; p < 8; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = 0; i < 100; ++i) {
+        results[p] = Run({F32({4}, {1, 2, 3, 4})},
+                         RunContext{.partition_id = p});
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int64_t p = 0; p < 8; ++p) {
+    ASSERT_TRUE(results[p].ok()) << results[p].status();
+    const float f = static_cast<float>(p);
+    EXPECT_THAT(Values(*results[p]), ElementsAre(1 + f, 2 + f, 3 + f, 4 + f));
+  }
+}
+
+}  // namespace
+}  // namespace causeway::exec
