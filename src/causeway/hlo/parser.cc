@@ -27,6 +27,7 @@ namespace {
 absl::string_view AV(std::string_view s) { return {s.data(), s.size()}; }
 
 constexpr int kMaxRank = 256;
+constexpr int64_t kMaxExpandedDevicesPerModule = int64_t{1} << 24;
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -349,6 +350,20 @@ class Parser {
   // Set while reading the element shape written before a tuple constant's
   // element values.
   bool shape_before_values_ = false;
+  // Device ids all iota forms of the module may still expand to (bounds
+  // memory: one tiny attribute can name a million devices).
+  int64_t expansion_budget_ = kMaxExpandedDevicesPerModule;
+
+  absl::Status ChargeExpansion(size_t pos, int64_t count) {
+    expansion_budget_ -= count;
+    if (expansion_budget_ < 0) {
+      return ErrorAt(pos, absl::StrCat(
+                              "replica groups and tile assignments of this "
+                              "module expand to more than ",
+                              kMaxExpandedDevicesPerModule, " device ids"));
+    }
+    return absl::OkStatus();
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -943,12 +958,15 @@ absl::Status Parser::ParseInstruction(
   }
   if ((inst->opcode == Opcode::kWhile ||
        inst->opcode == Opcode::kSelectAndScatter) &&
-      slots_filled.size() == 1) {
+      slots_filled.size() < 2) {
+    const bool is_while = inst->opcode == Opcode::kWhile;
+    std::string_view missing =
+        slots_filled.empty() ? (is_while ? "condition= and body="
+                                         : "select= and scatter=")
+                             : (is_while ? "body=" : "scatter=");
     return ErrorAt(start, absl::StrCat(AV(inst->opcode_name), " '",
                                        inst->name, "' is missing ",
-                                       inst->opcode == Opcode::kWhile
-                                           ? "body="
-                                           : "scatter="));
+                                       AV(missing)));
   }
   if (inst->opcode == Opcode::kConditional && seen.count("true_computation") &&
       !seen.count("false_computation")) {
@@ -1887,6 +1905,8 @@ absl::StatusOr<ReplicaGroups> Parser::ParseReplicaGroups() {
   char c = Peek();
   if (c == '[') {
     CW_ASSIGN_OR_RETURN(ReplicaGroups::Iota iota, ParseIota(true));
+    CW_RETURN_IF_ERROR(ChargeExpansion(
+        start, iota.num_groups * (iota.group_size + 4)));
     std::vector<int64_t> ids = ExpandIota(iota.reshape_dims, iota.transpose_perm);
     for (int64_t g = 0; g < iota.num_groups; ++g) {
       groups.groups.emplace_back(ids.begin() + g * iota.group_size,
@@ -2071,6 +2091,8 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
     perm.push_back(d);
     group_size *= reshape_dims[static_cast<size_t>(d)];
   }
+  CW_RETURN_IF_ERROR(
+      ChargeExpansion(start, total + 4 * (total / group_size)));
   std::vector<int64_t> order = ExpandIota(reshape_dims, perm);
   ReplicaGroups groups;
   int64_t num_groups = total / group_size;
@@ -2186,6 +2208,7 @@ absl::StatusOr<Sharding> Parser::ParseShardingAt(int depth) {
                                     " devices but the tile assignment needs ",
                                     total));
       }
+      CW_RETURN_IF_ERROR(ChargeExpansion(devices_pos, total));
       sharding.tile_devices =
           ExpandIota(iota.reshape_dims, iota.transpose_perm);
       sharding.iota = std::move(iota);

@@ -8,8 +8,10 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "causeway/hlo/printer.h"
 
 namespace causeway::hlo {
 namespace {
@@ -973,10 +975,21 @@ TEST(ErrorTest, RefusesDeeplyNestedAttributesWithoutCrashing) {
               HasSubstr("sharding nests deeper than 256"));
 }
 
+TEST(ErrorTest, BoundsTheDeviceIdsAModuleMayExpandTo) {
+  std::string body;
+  for (int i = 0; i < 17; ++i) {
+    absl::StrAppend(&body, "  %g", i, " = f32[4]{0} all-gather(%p0), "
+                    "replica_groups=[1,1048576]<=[1048576], dimensions={0}\n");
+  }
+  EXPECT_THAT(ParseError(Entry(body)),
+              HasSubstr("line 20:52: replica groups and tile assignments of "
+                        "this module expand to more than 16777216 device ids"));
+}
+
 // ---------------------------------------------------------------------------
 // Regression inputs found by the fuzzer: each must give a clean error.
 
-TEST(RegressionTest, FuzzerFindingsGiveCleanErrors) {
+TEST(RegressionTest, FuzzerFindingsGiveCleanErrorsOrRoundTrip) {
   std::filesystem::path dir =
       std::filesystem::path(__FILE__).parent_path().parent_path().parent_path()
           .parent_path() / "tests" / "parser_regressions";
@@ -992,6 +1005,14 @@ TEST(RegressionTest, FuzzerFindingsGiveCleanErrors) {
           << entry.path();
       EXPECT_THAT(std::string(module.status().message()), HasSubstr("line "))
           << entry.path();
+    } else {
+      // What parses must print as text that parses back the same.
+      std::string printed = PrintModule(**module);
+      absl::StatusOr<std::unique_ptr<Module>> reparsed = ParseModule(printed);
+      ASSERT_TRUE(reparsed.ok()) << entry.path() << ": " << reparsed.status();
+      std::string diff;
+      EXPECT_TRUE(ModulesEqual(**module, **reparsed, &diff))
+          << entry.path() << ": " << diff;
     }
     ++count;
   }

@@ -377,7 +377,10 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
     }
     case Opcode::kConvolution:
       if (!inst.window.empty()) attr("window", WindowText(inst.window));
-      attr("dim_labels", DimLabelsText(inst.convolution_dimension_numbers));
+      // Never-set numbers (all zero) have no dim_labels spelling.
+      if (inst.convolution_dimension_numbers != ConvolutionDimensionNumbers{}) {
+        attr("dim_labels", DimLabelsText(inst.convolution_dimension_numbers));
+      }
       if (inst.feature_group_count != 1) {
         attr("feature_group_count", absl::StrCat(inst.feature_group_count));
       }
@@ -387,7 +390,7 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       break;
     case Opcode::kReduceWindow:
       attr("window", WindowText(inst.window));
-      attr("to_apply", CalledAt(inst, 0));
+      if (!inst.called_computations.empty()) attr("to_apply", CalledAt(inst, 0));
       break;
     case Opcode::kSelectAndScatter:
       attr("window", WindowText(inst.window));
@@ -427,7 +430,7 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       attr("index_vector_dim", absl::StrCat(s.index_vector_dim));
       if (inst.indices_are_sorted) attr("indices_are_sorted", "true");
       if (inst.unique_indices) attr("unique_indices", "true");
-      attr("to_apply", CalledAt(inst, 0));
+      if (!inst.called_computations.empty()) attr("to_apply", CalledAt(inst, 0));
       break;
     }
     case Opcode::kFusion:
