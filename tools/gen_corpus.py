@@ -88,8 +88,8 @@ _DTYPE_NAMES = {
 DEFAULT_TOL = {
     "f64": (1e-12, 1e-12),
     "f32": (1e-5, 1e-6),
-    "f16": (4e-3, 1e-3),
-    "bf16": (3.2e-2, 1e-2),
+    "f16": (4e-3, 2e-4),
+    "bf16": (3.2e-2, 2e-3),
 }
 
 
@@ -789,7 +789,8 @@ def mlp_fsdp8():
     y = randint(74, 16, low=0, high=8)
     specs = [P("fsdp", None), P("fsdp"), P("fsdp", None), P("fsdp")]
     return Program("mlp_fsdp8", f"MLP {SMALL_MLP} SGD step, fully sharded (FSDP) on 8 partitions: params and "
-                   "batch sharded on the same axis, params all-gathered, grads reduce-scattered",
+                   "batch sharded on the same axis, params all-gathered, grads reduced and re-sharded (XLA:CPU writes "
+                   "that as all-reduce + dynamic-slice, not reduce-scatter)",
                    make_mlp_sgd_step(4, 0.1), [*params, x, y], mesh_axes=[("fsdp", 8)],
                    in_specs=specs + [P("fsdp"), P("fsdp")], out_specs=(*specs, P()), tol={"f32": (1e-4, 1e-5)})
 
@@ -1175,9 +1176,18 @@ def corpus_stats(root) -> str:
     programs = collections.defaultdict(set)
     forms = collections.defaultdict(set)
     total = 0
+    total_bytes = 0
+    rows = []
     names = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "program.hlo")))
     for name in names:
-        with open(os.path.join(root, name, "program.hlo")) as f:
+        directory = os.path.join(root, name)
+        size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
+        total_bytes += size
+        with open(os.path.join(directory, "manifest.txt")) as f:
+            fields = dict(line.rstrip("\n").split(" ", 1) for line in f if line.strip() and line[0] != "#"
+                          and line.split(" ", 1)[0] in ("partitions", "description"))
+        rows.append(f"| `{name}` | {fields['partitions']} | {(size + 1023) // 1024} | {fields['description']} |")
+        with open(os.path.join(directory, "program.hlo")) as f:
             text = f.read()
         if "{...}" in text:
             raise CorpusError(f"{name}: elided constant in program.hlo")
@@ -1202,8 +1212,10 @@ def corpus_stats(root) -> str:
             else:
                 groups = "source_target_pairs"
             forms[(m.group(1), kind, groups)].add(name)
-    out = [f"{len(names)} programs, {total} instructions.", "",
-           "| opcode | instructions | programs |", "|---|---:|---:|"]
+    out = [f"{len(names)} programs, {total} instructions, {total_bytes // 1024} KiB.", "",
+           "| program | partitions | KiB | what it covers |", "|---|---:|---:|---|"]
+    out += rows
+    out += ["", "| opcode | instructions | programs |", "|---|---:|---:|"]
     for op, n in sorted(opcodes.items(), key=lambda kv: (-len(programs[kv[0]]), kv[0])):
         out.append(f"| {op.removeprefix('k')} | {n} | {len(programs[op])} |")
     out += ["", "| collective | form | groups written as | programs |", "|---|---|---|---|"]
