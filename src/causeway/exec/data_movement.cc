@@ -228,15 +228,18 @@ absl::StatusOr<Literal> EvalBroadcast(const Instruction& instr,
   std::vector<int64_t> src_strides(out_rank, 0);
   for (size_t i = 0; i < map.size(); ++i) {
     if (map[i] < 0 || map[i] >= out_rank || out_dims[map[i]] != in_dims[i] ||
-        (i > 0 && map[i] <= map[i - 1])) {
+        src_strides[map[i]] != 0) {
       return Invalid(instr, absl::StrCat("dimensions={", absl::StrJoin(map, ","),
                                          "} does not map operand ",
                                          DimsText(in_dims), " into ",
                                          DimsText(out_dims)));
     }
-    src_strides[map[i]] = in_strides[i];
+    // A unit dim gets a non-zero stride too, so that a repeated mapping
+    // is caught above; its stride never matters.
+    src_strides[map[i]] = in_dims[i] == 1 ? 1 : in_strides[i];
   }
-  if (operand.shape().ElementCount() == instr.shape.ElementCount()) {
+  if (operand.shape().ElementCount() == instr.shape.ElementCount() &&
+      std::is_sorted(map.begin(), map.end())) {
     return operand.WithShape(instr.shape);  // Only unit dims added.
   }
   Literal result(instr.shape);
@@ -509,12 +512,12 @@ absl::StatusOr<Literal> EvalDynamicSlice(
   return result;
 }
 
-absl::StatusOr<Literal> EvalDynamicUpdateSlice(
-    const Instruction& instr, const Literal& operand, const Literal& update,
+absl::Status DynamicUpdateSliceInPlace(
+    const Instruction& instr, Literal& operand, const Literal& update,
     std::span<const Literal* const> start_indices) {
   CW_RETURN_IF_ERROR(CheckSameType(instr, operand));
   CW_RETURN_IF_ERROR(CheckSameType(instr, update));
-  const std::vector<int64_t>& dims = operand.shape().dims();
+  const std::vector<int64_t> dims = operand.shape().dims();
   const std::vector<int64_t>& sizes = update.shape().dims();
   if (dims != instr.shape.dims() || update.shape().rank() != instr.shape.rank()) {
     return Invalid(instr, absl::StrCat("update ", DimsText(sizes),
@@ -523,13 +526,22 @@ absl::StatusOr<Literal> EvalDynamicUpdateSlice(
   }
   CW_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
                       ClampedStarts(instr, dims, sizes, start_indices));
-  Literal result = operand.WithShape(instr.shape);
-  if (update.shape().ElementCount() == 0) return result;
+  if (!(operand.shape() == instr.shape)) operand = operand.WithShape(instr.shape);
+  if (update.shape().ElementCount() == 0) return absl::OkStatus();
   const std::vector<int64_t> strides = RowMajorStrides(dims);
   const int64_t width = hlo::ByteWidth(instr.shape.type());
-  std::byte* out = MutableBytes(result);  // Copies the shared storage.
+  std::byte* out = MutableBytes(operand);  // Copies only shared storage.
   CopyStrided(width, sizes, update.untyped_data(), RowMajorStrides(sizes),
               out + LinearIndex(starts, strides) * width, strides);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Literal> EvalDynamicUpdateSlice(
+    const Instruction& instr, const Literal& operand, const Literal& update,
+    std::span<const Literal* const> start_indices) {
+  Literal result = operand;
+  CW_RETURN_IF_ERROR(
+      DynamicUpdateSliceInPlace(instr, result, update, start_indices));
   return result;
 }
 

@@ -293,6 +293,38 @@ TEST(DataMovementTest, DynamicUpdateSliceClampsAndLeavesTheOperandUnchanged) {
   EXPECT_THAT(Doubles(in), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 8));
 }
 
+TEST(DataMovementTest, DynamicUpdateSliceInPlaceWritesAnUnsharedOperandWithoutCopying) {
+  Literal carry = Iota(PrimitiveType::kF32, {4, 2});
+  const void* storage = carry.untyped_data();
+  Literal update = Iota(PrimitiveType::kF32, {1, 2}, 50);
+  Instruction instr = Instr(Opcode::kDynamicUpdateSlice, Shape(PrimitiveType::kF32, {4, 2}));
+  Literal row = Literal::Scalar(PrimitiveType::kS32, 2);
+  Literal col = Literal::Scalar(PrimitiveType::kS32, 0);
+  const Literal* starts[] = {&row, &col};
+  ASSERT_TRUE(DynamicUpdateSliceInPlace(instr, carry, update, starts).ok());
+  EXPECT_EQ(carry.untyped_data(), storage);
+  EXPECT_THAT(Doubles(carry), ElementsAre(0, 1, 2, 3, 50, 51, 6, 7));
+}
+
+TEST(DataMovementTest, DynamicUpdateSliceInPlaceCopiesSharedStorageFirst) {
+  Literal original = Iota(PrimitiveType::kS32, {3});
+  Literal carry = original;  // Shares storage.
+  Literal update = Iota(PrimitiveType::kS32, {1}, 9);
+  Literal start = Literal::Scalar(PrimitiveType::kS32, 1);
+  const Literal* starts[] = {&start};
+  Instruction instr = Instr(Opcode::kDynamicUpdateSlice, Shape(PrimitiveType::kS32, {3}));
+  ASSERT_TRUE(DynamicUpdateSliceInPlace(instr, carry, update, starts).ok());
+  EXPECT_THAT(Doubles(carry), ElementsAre(0, 9, 2));
+  EXPECT_THAT(Doubles(original), ElementsAre(0, 1, 2));
+}
+
+TEST(DataMovementTest, BroadcastWithUnsortedDimensionsTransposes) {
+  Literal in = Iota(PrimitiveType::kS32, {2, 3});
+  Instruction instr = Instr(Opcode::kBroadcast, Shape(PrimitiveType::kS32, {3, 2}));
+  instr.dimensions = {1, 0};
+  EXPECT_THAT(Doubles(Ok(EvalBroadcast(instr, in))), ElementsAre(0, 3, 1, 4, 2, 5));
+}
+
 TEST(DataMovementTest, CopyStridedReplicatesLeadingBroadcastDims) {
   std::vector<uint32_t> src = {1, 2, 3};
   std::vector<uint32_t> dst(12, 0);

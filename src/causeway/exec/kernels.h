@@ -85,6 +85,14 @@ absl::StatusOr<Literal> EvalDynamicSlice(
 absl::StatusOr<Literal> EvalDynamicUpdateSlice(
     const Instruction& instr, const Literal& operand, const Literal& update,
     std::span<const Literal* const> start_indices);
+// As EvalDynamicUpdateSlice, but writes the update into `operand`, which
+// becomes the result (its shape is set to instr.shape). Copies the data
+// only when `operand` shares its storage with another literal, so an
+// evaluator that hands over the last use of the operand (a scan's carry)
+// updates it in place, as XLA does.
+absl::Status DynamicUpdateSliceInPlace(
+    const Instruction& instr, Literal& operand, const Literal& update,
+    std::span<const Literal* const> start_indices);
 absl::StatusOr<Literal> EvalGather(const Instruction& instr,
                                    const Literal& operand,
                                    const Literal& start_indices);
