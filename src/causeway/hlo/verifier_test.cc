@@ -395,29 +395,55 @@ std::filesystem::path TestdataDir() {
   return std::filesystem::path(__FILE__).parent_path() / "testdata";
 }
 
-TEST(VerifierJaxTest, EveryCompiledJaxModuleVerifies) {
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+TEST(VerifierJaxTest, GeneratedJaxModulesParseAndVerify) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(TestdataDir())) {
-    if (entry.path().extension() != ".hlo") continue;
-    std::ifstream file(entry.path());
-    std::stringstream text;
-    text << file.rdbuf();
-    absl::StatusOr<std::unique_ptr<Module>> module = ParseModule(text.str());
-    if (!module.ok()) continue;  // Parser tests cover unparsable inputs.
+    std::string name = entry.path().filename().string();
+    if (name.rfind("verifier_", 0) != 0 || entry.path().extension() != ".hlo") {
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<Module>> module =
+        ParseModule(ReadFile(entry.path()));
+    ASSERT_TRUE(module.ok()) << name << ": " << module.status();
     absl::Status status = VerifyModule(**module);
-    // Large constants printed as {...} are the parser's to refuse; all
-    // else compiled by JAX must verify.
-    EXPECT_TRUE(status.ok()) << entry.path() << ": " << status;
+    EXPECT_TRUE(status.ok()) << name << ": " << status;
     ++count;
   }
-  EXPECT_GE(count, 11);
+  EXPECT_EQ(count, 11);
+}
+
+TEST(VerifierJaxTest, ConformanceCorpusProgramsVerify) {
+  std::filesystem::path corpus = std::filesystem::path(__FILE__)
+                                     .parent_path()
+                                     .parent_path()
+                                     .parent_path()
+                                     .parent_path() /
+                                 "tests" / "corpus";
+  ASSERT_TRUE(std::filesystem::exists(corpus)) << corpus;
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+    std::filesystem::path program = entry.path() / "program.hlo";
+    if (!std::filesystem::exists(program)) continue;
+    absl::StatusOr<std::unique_ptr<Module>> module =
+        ParseModule(ReadFile(program));
+    if (!module.ok()) continue;  // The parser's tests own parse failures.
+    absl::Status status = VerifyModule(**module);
+    EXPECT_TRUE(status.ok()) << program << ": " << status;
+    ++count;
+  }
+  EXPECT_GE(count, 30);
 }
 
 TEST(VerifierJaxTest, ShardMapModuleUsesEveryCollectiveForm) {
-  std::ifstream file(TestdataDir() / "verifier_shard_map.hlo");
-  std::stringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<std::unique_ptr<Module>> module = ParseModule(text.str());
+  absl::StatusOr<std::unique_ptr<Module>> module =
+      ParseModule(ReadFile(TestdataDir() / "verifier_shard_map.hlo"));
   ASSERT_TRUE(module.ok()) << module.status();
   ASSERT_TRUE(VerifyModule(**module).ok());
   int tuple_all_reduce = 0, tuple_all_to_all = 0, others = 0;
