@@ -125,6 +125,20 @@ std::byte* MutableBytes(Literal& literal) {
   return static_cast<std::byte*>(literal.mutable_untyped_data());
 }
 
+// A scalar start index as XLA's CPU backend reads it: sign-extended from
+// its own width whatever its signedness (so u8 200 is -56, then clamped).
+int64_t ReadStartIndex(const Literal& index) {
+  return hlo::VisitType(index.shape().type(), [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    if constexpr (kIsInt<T>) {
+      return static_cast<int64_t>(
+          static_cast<std::make_signed_t<T>>(DataPtr<T>(index)[0]));
+    } else {
+      return 0;  // Callers accept integer indices only.
+    }
+  });
+}
+
 // Reads scalar start indices and clamps each into [0, dim - size].
 absl::StatusOr<std::vector<int64_t>> ClampedStarts(
     const Instruction& instr, const std::vector<int64_t>& dims,
@@ -148,7 +162,7 @@ absl::StatusOr<std::vector<int64_t>> ClampedStarts(
                                          i, " exceeds the operand's ",
                                          dims[i]));
     }
-    starts[i] = std::clamp<int64_t>(ReadIndexElement(*start_indices[i], 0), 0,
+    starts[i] = std::clamp<int64_t>(ReadStartIndex(*start_indices[i]), 0,
                                     dims[i] - sizes[i]);
   }
   return starts;

@@ -272,6 +272,15 @@ TEST(DataMovementTest, DynamicSliceClampsStartIndices) {
               ElementsAre(5, 6, 9, 10));
 }
 
+TEST(DataMovementTest, DynamicSliceSignExtendsUnsignedStartIndicesAsXla) {
+  // XLA's CPU backend sign-extends every index: u8 200 reads as -56 → 0.
+  Literal in = Iota(PrimitiveType::kF32, {4});
+  Instruction instr = Instr(Opcode::kDynamicSlice, Shape(PrimitiveType::kF32, {2}));
+  Literal start = Literal::Scalar(PrimitiveType::kU8, 200);
+  const Literal* starts[] = {&start};
+  EXPECT_THAT(Doubles(Ok(EvalDynamicSlice(instr, in, starts))), ElementsAre(0, 1));
+}
+
 TEST(DataMovementTest, DynamicSliceRejectsNonScalarIndices) {
   Literal in = Iota(PrimitiveType::kF32, {4});
   Instruction instr = Instr(Opcode::kDynamicSlice, Shape(PrimitiveType::kF32, {2}));

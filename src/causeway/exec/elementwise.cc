@@ -289,7 +289,7 @@ absl::Status BinaryFloat(const Instruction& instr, const T* a, const T* b,
 
 // x^y by squaring over the low 6 bits of y (larger exponents overflow any
 // base but 0, 1 and -1 anyway), as XLA. A negative exponent gives 1 for
-// base 1 and 0 otherwise.
+// base 1 and 0 otherwise (even for base -1).
 template <typename T>
 inline T IntPow(T base, T exponent) {
   using W = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
@@ -301,8 +301,9 @@ inline T IntPow(T base, T exponent) {
     b *= b;
     e >>= 1;
   }
-  if constexpr (std::is_signed_v<T>) {
-    if (exponent < 0) return base == 1 ? T{1} : T{0};
+  // The sign test reads the exponent as signed whatever its type, as XLA.
+  if (static_cast<std::make_signed_t<T>>(exponent) < 0) {
+    return base == 1 ? T{1} : T{0};
   }
   return static_cast<T>(acc);
 }
