@@ -291,31 +291,100 @@ struct RunState {
   ComputationRunner runner;
 };
 
+// A value handed to a called computation. Borrowed (`owned` null): the
+// caller keeps it alive and unchanged for the whole call. Given (`owned`
+// set, pointing at the same value): the callee may move it away.
+struct Argument {
+  const Literal* value = nullptr;
+  Literal* owned = nullptr;
+};
+using Arguments = absl::InlinedVector<Argument, 8>;
+
+// The values of one running computation, one slot per instruction. A slot
+// either owns its value or borrows it (a parameter borrowed from the
+// caller, a constant from the module), so that passing values down to
+// fusions and loop conditions copies nothing.
+class Frame {
+ public:
+  explicit Frame(int32_t slot_count)
+      : owned_(static_cast<size_t>(slot_count)),
+        values_(static_cast<size_t>(slot_count), nullptr) {}
+  Frame(const Frame&) = delete;
+  Frame& operator=(const Frame&) = delete;
+
+  const Literal& value(int32_t slot) const { return *values_[slot]; }
+  const Literal* pointer(int32_t slot) const { return values_[slot]; }
+  bool owns(int32_t slot) const { return values_[slot] == &owned_[slot]; }
+
+  void Set(int32_t slot, Literal value) {
+    owned_[slot] = std::move(value);
+    values_[slot] = &owned_[slot];
+  }
+  void Borrow(int32_t slot, const Literal* value) { values_[slot] = value; }
+  void Receive(int32_t slot, const Argument& argument) {
+    if (argument.owned != nullptr) {
+      Set(slot, std::move(*argument.owned));
+    } else {
+      Borrow(slot, argument.value);
+    }
+  }
+  // The value for a consumer that keeps it: moved out when `movable` (its
+  // last use) and owned here, else a copy (which shares the data).
+  Literal Take(int32_t slot, bool movable) {
+    if (movable && owns(slot)) {
+      values_[slot] = nullptr;
+      return std::move(owned_[slot]);
+    }
+    return *values_[slot];
+  }
+  Literal* Mutable(int32_t slot) { return owns(slot) ? &owned_[slot] : nullptr; }
+  Argument Pass(int32_t slot, bool movable) {
+    return {values_[slot], movable && owns(slot) ? &owned_[slot] : nullptr};
+  }
+  void Release(int32_t slot) {
+    if (owns(slot)) owned_[slot] = Literal();
+    values_[slot] = nullptr;
+  }
+
+ private:
+  absl::InlinedVector<Literal, 8> owned_;
+  absl::InlinedVector<const Literal*, 8> values_;
+};
+
 absl::StatusOr<Literal> RunPlan(const Plan& plan,
-                                std::vector<Literal> arguments,
+                                std::span<const Argument> arguments,
                                 RunState& state);
 
-// The value of an operand, moved out of its slot when this is its last use.
-Literal TakeOperand(std::vector<Literal>& slots, const Plan& plan,
-                    int32_t operand_index) {
-  Literal& slot = slots[plan.operand_slots[operand_index]];
-  if (plan.operand_movable[operand_index]) return std::move(slot);
-  return slot;
+Literal TakeOperand(Frame& frame, const Plan& plan, int32_t operand_index) {
+  return frame.Take(plan.operand_slots[operand_index],
+                    plan.operand_movable[operand_index] != 0);
 }
 
-std::vector<Literal> TakeOperands(std::vector<Literal>& slots, const Plan& plan,
-                                  const PlanStep& step, int32_t skip = 0) {
+std::vector<Literal> TakeOperands(Frame& frame, const Plan& plan,
+                                  const PlanStep& step) {
   std::vector<Literal> values;
-  values.reserve(step.operands_end - step.operands_begin - skip);
-  for (int32_t i = step.operands_begin + skip; i < step.operands_end; ++i) {
-    values.push_back(TakeOperand(slots, plan, i));
+  values.reserve(step.operands_end - step.operands_begin);
+  for (int32_t i = step.operands_begin; i < step.operands_end; ++i) {
+    values.push_back(TakeOperand(frame, plan, i));
   }
   return values;
 }
 
+Argument PassOperand(Frame& frame, const Plan& plan, int32_t operand_index) {
+  return frame.Pass(plan.operand_slots[operand_index],
+                    plan.operand_movable[operand_index] != 0);
+}
+
+Arguments PassOperands(Frame& frame, const Plan& plan, const PlanStep& step) {
+  Arguments arguments;
+  for (int32_t i = step.operands_begin; i < step.operands_end; ++i) {
+    arguments.push_back(PassOperand(frame, plan, i));
+  }
+  return arguments;
+}
+
 absl::StatusOr<Literal> RunCollective(const Plan& plan, const PlanStep& step,
-                                      std::vector<Literal>& slots,
-                                      RunState& state) {
+                                      Frame& frame, RunState& state) {
   const RunContext& context = *state.context;
   Collectives* collectives = state.collectives;
   if (collectives == nullptr) {
@@ -342,25 +411,25 @@ absl::StatusOr<Literal> RunCollective(const Plan& plan, const PlanStep& step,
   op.run_computation = &state.runner;
   switch (step.opcode) {
     case Opcode::kAllReduce:
-      return collectives->AllReduce(op, TakeOperands(slots, plan, step));
+      return collectives->AllReduce(op, TakeOperands(frame, plan, step));
     case Opcode::kAllGather:
-      return collectives->AllGather(op, TakeOperands(slots, plan, step));
+      return collectives->AllGather(op, TakeOperands(frame, plan, step));
     case Opcode::kReduceScatter:
-      return collectives->ReduceScatter(op, TakeOperands(slots, plan, step));
+      return collectives->ReduceScatter(op, TakeOperands(frame, plan, step));
     case Opcode::kAllToAll:
-      return collectives->AllToAll(op, TakeOperands(slots, plan, step));
+      return collectives->AllToAll(op, TakeOperands(frame, plan, step));
     case Opcode::kCollectivePermute:
       return collectives->CollectivePermute(
-          op, TakeOperand(slots, plan, step.operands_begin));
+          op, TakeOperand(frame, plan, step.operands_begin));
     default:
       return absl::InternalError("not a collective");
   }
 }
 
 absl::StatusOr<Literal> RunConditional(const Plan& plan, const PlanStep& step,
-                                       std::vector<Literal>& slots,
-                                       RunState& state) {
-  const Literal& selector = slots[plan.operand_slots[step.operands_begin]];
+                                       Frame& frame, RunState& state) {
+  const Literal& selector =
+      frame.value(plan.operand_slots[step.operands_begin]);
   const Shape& shape = selector.shape();
   if (!shape.IsArray() || shape.rank() != 0 ||
       (shape.type() != PrimitiveType::kPred &&
@@ -373,8 +442,8 @@ absl::StatusOr<Literal> RunConditional(const Plan& plan, const PlanStep& step,
   int32_t branch = 0;
   if (shape.type() == PrimitiveType::kPred) {
     if (branches != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a pred conditional needs 2 branches, has ", branches));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a pred conditional needs 2 branches, has ", branches));
     }
     branch = selector.data<bool>()[0] ? 0 : 1;
   } else {
@@ -382,49 +451,50 @@ absl::StatusOr<Literal> RunConditional(const Plan& plan, const PlanStep& step,
     // Out of range runs the last branch, as XLA does.
     branch = (index < 0 || index >= branches) ? branches - 1 : index;
   }
-  std::vector<Literal> arguments;
-  arguments.push_back(
-      TakeOperand(slots, plan, step.operands_begin + 1 + branch));
-  return RunPlan(*plan.called[step.called_begin + branch], std::move(arguments),
-                 state);
+  const Argument argument =
+      PassOperand(frame, plan, step.operands_begin + 1 + branch);
+  return RunPlan(*plan.called[step.called_begin + branch],
+                 std::span<const Argument>(&argument, 1), state);
 }
 
 absl::StatusOr<Literal> RunWhile(const Plan& plan, const PlanStep& step,
-                                 std::vector<Literal>& slots, RunState& state) {
+                                 Frame& frame, RunState& state) {
   const Plan& condition = *plan.called[step.called_begin];
   const Plan& body = *plan.called[step.called_begin + 1];
-  Literal loop_state = TakeOperand(slots, plan, step.operands_begin);
+  Literal loop_state = TakeOperand(frame, plan, step.operands_begin);
   while (true) {
-    std::vector<Literal> arguments;
-    arguments.push_back(loop_state);
-    CW_ASSIGN_OR_RETURN(Literal keep_going,
-                        RunPlan(condition, std::move(arguments), state));
+    const Argument borrowed{&loop_state, nullptr};
+    CW_ASSIGN_OR_RETURN(
+        Literal keep_going,
+        RunPlan(condition, std::span<const Argument>(&borrowed, 1), state));
     if (!keep_going.shape().IsArray() ||
         keep_going.shape().type() != PrimitiveType::kPred ||
         keep_going.shape().ElementCount() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "while condition returned ", keep_going.shape().ToString(false),
-          ", expected pred[]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("while condition returned ",
+                       keep_going.shape().ToString(false), ", expected pred[]"));
     }
     if (!keep_going.data<bool>()[0]) break;
-    arguments.clear();
-    arguments.push_back(std::move(loop_state));
-    CW_ASSIGN_OR_RETURN(loop_state, RunPlan(body, std::move(arguments), state));
+    const Argument given{&loop_state, &loop_state};
+    CW_ASSIGN_OR_RETURN(
+        loop_state, RunPlan(body, std::span<const Argument>(&given, 1), state));
   }
   return loop_state;
 }
 
-// Evaluates one step; the result's slot is filled by the caller.
+// Evaluates one step. Returns the result, or sets it into the frame itself
+// (returning nullopt-like empty status with `borrowed` set) for steps whose
+// value is borrowed.
 absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
-                                std::vector<Literal>& slots, RunState& state) {
+                                Frame& frame, RunState& state) {
   const Instruction& instr = *step.instruction;
   auto operand = [&](int32_t i) -> const Literal& {
-    return slots[plan.operand_slots[step.operands_begin + i]];
+    return frame.value(plan.operand_slots[step.operands_begin + i]);
   };
   auto operand_pointers = [&](int32_t skip = 0) {
     absl::InlinedVector<const Literal*, 8> pointers;
     for (int32_t i = step.operands_begin + skip; i < step.operands_end; ++i) {
-      pointers.push_back(&slots[plan.operand_slots[i]]);
+      pointers.push_back(frame.pointer(plan.operand_slots[i]));
     }
     return pointers;
   };
@@ -434,40 +504,38 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
   }
   if (hlo::IsElementwiseUnary(opcode)) return EvalUnary(instr, operand(0));
   switch (opcode) {
-    case Opcode::kConstant:
-      return *instr.literal;
     case Opcode::kTuple:
-      return Literal::MakeTuple(TakeOperands(slots, plan, step));
+      return Literal::MakeTuple(TakeOperands(frame, plan, step));
     case Opcode::kGetTupleElement: {
       const int32_t index = step.operands_begin;
-      Literal& tuple = slots[plan.operand_slots[index]];
+      const int32_t slot = plan.operand_slots[index];
+      const Literal& tuple = frame.value(slot);
       if (!tuple.shape().IsTuple() ||
           instr.tuple_index >= static_cast<int64_t>(tuple.elements().size())) {
         return absl::InvalidArgumentError(
             absl::StrCat("index ", instr.tuple_index, " is out of range for ",
                          tuple.shape().ToString(false)));
       }
-      if (plan.operand_movable[index]) {
-        Literal element =
-            std::move(tuple.mutable_elements()[instr.tuple_index]);
-        tuple = Literal();
-        return element;
+      Literal* owned = frame.Mutable(slot);
+      if (plan.operand_movable[index] && owned != nullptr) {
+        return std::move(owned->mutable_elements()[instr.tuple_index]);
       }
       return tuple.elements()[instr.tuple_index];
     }
     case Opcode::kFusion:
-    case Opcode::kCall:
-      return RunPlan(*plan.called[step.called_begin],
-                     TakeOperands(slots, plan, step), state);
+    case Opcode::kCall: {
+      const Arguments arguments = PassOperands(frame, plan, step);
+      return RunPlan(*plan.called[step.called_begin], arguments, state);
+    }
     case Opcode::kWhile:
-      return RunWhile(plan, step, slots, state);
+      return RunWhile(plan, step, frame, state);
     case Opcode::kConditional:
-      return RunConditional(plan, step, slots, state);
+      return RunConditional(plan, step, frame, state);
     case Opcode::kOptimizationBarrier:
       if (step.operands_end - step.operands_begin == 1) {
-        return TakeOperand(slots, plan, step.operands_begin);
+        return TakeOperand(frame, plan, step.operands_begin);
       }
-      return Literal::MakeTuple(TakeOperands(slots, plan, step));
+      return Literal::MakeTuple(TakeOperands(frame, plan, step));
     case Opcode::kPartitionId:
       return Literal::Scalar(PrimitiveType::kU32, state.context->partition_id);
     case Opcode::kReplicaId:
@@ -548,7 +616,7 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
     case Opcode::kReduceScatter:
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
-      return RunCollective(plan, step, slots, state);
+      return RunCollective(plan, step, frame, state);
     default:
       return absl::UnimplementedError(absl::StrCat(
           "op '", Str(hlo::OpcodeName(opcode)), "' is not supported"));
@@ -564,7 +632,7 @@ bool ShapesAgree(const Shape& expected, const Shape& actual) {
 }
 
 absl::StatusOr<Literal> RunPlan(const Plan& plan,
-                                std::vector<Literal> arguments,
+                                std::span<const Argument> arguments,
                                 RunState& state) {
   const hlo::Computation& computation = *plan.computation;
   if (arguments.size() != plan.parameter_slots.size()) {
@@ -572,30 +640,33 @@ absl::StatusOr<Literal> RunPlan(const Plan& plan,
         "computation '", computation.name(), "' takes ",
         plan.parameter_slots.size(), " arguments, got ", arguments.size()));
   }
-  std::vector<Literal> slots(plan.slot_count);
+  Frame frame(plan.slot_count);
   for (size_t i = 0; i < arguments.size(); ++i) {
-    if (plan.parameter_slots[i] != kNoSlot) {
-      slots[plan.parameter_slots[i]] = std::move(arguments[i]);
-    }
+    frame.Receive(plan.parameter_slots[i], arguments[i]);
   }
-  arguments.clear();
   for (const PlanStep& step : plan.steps) {
-    absl::StatusOr<Literal> result = RunStep(plan, step, slots, state);
-    if (!result.ok()) {
-      return Annotate(result.status(), *step.instruction, computation);
+    if (step.opcode == Opcode::kConstant) {
+      // Constants are read in place from the module.
+      frame.Borrow(step.result, &*step.instruction->literal);
+    } else {
+      absl::StatusOr<Literal> result = RunStep(plan, step, frame, state);
+      if (!result.ok()) {
+        return Annotate(result.status(), *step.instruction, computation);
+      }
+      if (!ShapesAgree(step.instruction->shape, result->shape())) {
+        return absl::InternalError(
+            absl::StrCat(Where(*step.instruction, computation), ": produced ",
+                         result->shape().ToString(false),
+                         ", the instruction declares ",
+                         step.instruction->shape.ToString(false)));
+      }
+      frame.Set(step.result, *std::move(result));
     }
-    if (!ShapesAgree(step.instruction->shape, result->shape())) {
-      return absl::InternalError(absl::StrCat(
-          Where(*step.instruction, computation), ": produced ",
-          result->shape().ToString(false), ", the instruction declares ",
-          step.instruction->shape.ToString(false)));
-    }
-    slots[step.result] = *std::move(result);
     for (int32_t i = step.releases_begin; i < step.releases_end; ++i) {
-      slots[plan.release_slots[i]] = Literal();
+      frame.Release(plan.release_slots[i]);
     }
   }
-  return std::move(slots[plan.root_slot]);
+  return frame.Take(plan.root_slot, /*movable=*/true);
 }
 
 }  // namespace
@@ -677,13 +748,15 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       const auto& operands = instruction->operands;
       for (size_t j = 0; j < operands.size(); ++j) {
         const int32_t slot = slot_of.at(operands[j]);
-        bool later_occurrence = false;
-        for (size_t k = j + 1; k < operands.size(); ++k) {
-          if (operands[k] == operands[j]) later_occurrence = true;
+        // An operand used twice by one instruction is never moved: the
+        // other use may still be reading it.
+        bool repeated = false;
+        for (size_t k = 0; k < operands.size(); ++k) {
+          if (k != j && operands[k] == operands[j]) repeated = true;
         }
         cp.operand_slots.push_back(slot);
         cp.operand_movable.push_back(last_use[slot] == step_index &&
-                                     slot != cp.root_slot && !later_occurrence);
+                                     slot != cp.root_slot && !repeated);
       }
       step.operands_end = static_cast<int32_t>(cp.operand_slots.size());
       // Values whose last reader is this step die after it (a value
@@ -752,12 +825,13 @@ absl::StatusOr<Literal> Evaluator::Run(std::span<const Literal> arguments,
       return absl::InvalidArgumentError(absl::StrCat(
           "computation '", computation.name(), "' is not in the module"));
     }
-    return RunPlan(*it->second, std::vector<Literal>(args.begin(), args.end()),
-                   state);
+    Arguments borrowed;
+    for (const Literal& arg : args) borrowed.push_back({&arg, nullptr});
+    return RunPlan(*it->second, borrowed, state);
   };
-  return RunPlan(*plan_->entry,
-                 std::vector<Literal>(arguments.begin(), arguments.end()),
-                 state);
+  Arguments borrowed;
+  for (const Literal& arg : arguments) borrowed.push_back({&arg, nullptr});
+  return RunPlan(*plan_->entry, borrowed, state);
 }
 
 }  // namespace causeway::exec
