@@ -2216,7 +2216,6 @@ absl::StatusOr<Sharding> Parser::ParseShardingAt(int depth) {
       do {
         CW_ASSIGN_OR_RETURN(int64_t device, ParseNonNegativeInt("device"));
         sharding.tile_devices.push_back(device);
-        if (static_cast<int64_t>(sharding.tile_devices.size()) > total) break;
         // Stop at a ',' that starts the next tuple element.
         SkipSpace();
         if (!(Peek() == ',' && pos_ + 1 < text_.size())) break;
@@ -2232,7 +2231,8 @@ absl::StatusOr<Sharding> Parser::ParseShardingAt(int depth) {
         return ErrorAt(devices_pos,
                        absl::StrCat("tile assignment [",
                                     absl::StrJoin(sharding.tile_dims, ","),
-                                    "] needs ", total, " devices"));
+                                    "] needs ", total, " devices, got ",
+                                    sharding.tile_devices.size()));
       }
     }
   } else {

@@ -12,6 +12,14 @@
 // StackFrames) is kept as one Module raw attribute named "#stack_frames"
 // whose text is the whole block; the printer writes it back as a block.
 //
+// Replica groups: explicit `{{0,1},{2,3}}`, `{}`, iota `[2,4]<=[4,2]T(1,0)`
+// and the mesh-axes form newer XLA prints (`mesh['a'=2,'b'=4] {'a'}`, sub-axes
+// `a:(2)2`, `, device_ids=(...)`) all expand into ReplicaGroups::groups; the
+// iota and mesh forms also fill ReplicaGroups::iota (a mesh is an iota over
+// its axes with the grouped axes transposed last), so a mesh form prints
+// back as the equivalent iota form. Shardings drop their `metadata={...}`.
+// Iota expansions are bounded (kMaxIotaDevices each, 2^24 ids per module).
+//
 // Unknown opcodes parse (Opcode::kUnknown, opcode_name kept) so that the
 // verifier can refuse them by name and line; their attributes are all kept
 // raw (except sharding). Errors are InvalidArgument with

@@ -874,7 +874,7 @@ TEST(ShardingTest, RefusesDeviceCountsThatDoNotMatchTheTiles) {
   absl::StatusOr<Sharding> s = ParseSharding("{devices=[2,2]0,1,2}");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().message(),
-            "line 1:15: tile assignment [2,2] needs 4 devices");
+            "line 1:15: tile assignment [2,2] needs 4 devices, got 3");
   EXPECT_THAT(std::string(ParseSharding("{devices=[2,2]<=[8]}").status().message()),
               HasSubstr("iota device list has 8 devices but the tile "
                         "assignment needs 4"));
