@@ -69,6 +69,20 @@ bool IsPermutation(const std::vector<int64_t>& perm, int64_t rank) {
   return true;
 }
 
+// True when the shape's layout stores elements in row-major order: the
+// dims of extent > 1 appear major to minor in increasing order (unit dims
+// may sit anywhere).
+bool PhysicalOrderIsRowMajor(const Shape& shape) {
+  const std::vector<int64_t> m2m = MinorToMajorOrDefault(shape);
+  int64_t previous = -1;
+  for (auto it = m2m.rbegin(); it != m2m.rend(); ++it) {
+    if (shape.dim(*it) == 1) continue;
+    if (*it < previous) return false;
+    previous = *it;
+  }
+  return true;
+}
+
 // Writes the transpose of row-major `src` (dims `in_dims`) into `dst`:
 // output dim i is input dim perm[i].
 void TransposeInto(int64_t element_bytes, const std::vector<int64_t>& in_dims,
@@ -199,8 +213,8 @@ absl::StatusOr<Literal> EvalBitcast(const Instruction& instr,
     return Invalid(instr, absl::StrCat("invalid layout in ", in.ToString(),
                                        " -> ", out.ToString()));
   }
-  if (HasDefaultLayout(in) && HasDefaultLayout(out)) {
-    return operand.WithShape(out);
+  if (PhysicalOrderIsRowMajor(in) && PhysicalOrderIsRowMajor(out)) {
+    return operand.WithShape(out);  // Same bytes in the same order.
   }
   const int64_t width = hlo::ByteWidth(in.type());
   // Logical (row-major) → physical: physical dim j (major to minor) is

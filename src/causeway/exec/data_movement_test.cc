@@ -106,6 +106,16 @@ TEST(DataMovementTest, BitcastBetweenMatchingNonDefaultLayoutsIsAReshapeOfPhysic
   EXPECT_THAT(Doubles(out), ElementsAre(0, 3, 1, 4, 2, 5));
 }
 
+TEST(DataMovementTest, BitcastIgnoresWhereUnitDimsSitInTheLayout) {
+  Literal in = Iota(PrimitiveType::kF32, {1, 4});
+  Shape in_shape(PrimitiveType::kF32, {1, 4});
+  in_shape.set_minor_to_major({0, 1});  // Unit dim minor: still row-major.
+  in = in.WithShape(in_shape);
+  Literal out = Ok(EvalBitcast(Instr(Opcode::kBitcast, Shape(PrimitiveType::kF32, {4})), in));
+  EXPECT_EQ(out.untyped_data(), in.untyped_data());
+  EXPECT_THAT(Doubles(out), ElementsAre(0, 1, 2, 3));
+}
+
 TEST(DataMovementTest, BitcastRejectsDifferentSizes) {
   Literal in = Iota(PrimitiveType::kF32, {2, 3});
   EXPECT_EQ(EvalBitcast(Instr(Opcode::kBitcast, Shape(PrimitiveType::kF32, {5})), in)
