@@ -24,7 +24,6 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
-#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,20 +33,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#if __has_include("causeway/exec/spmd_program.h")
 #include "causeway/exec/spmd_program.h"
-#define CAUSEWAY_HAVE_SPMD_PROGRAM 1
-#else
-#include <thread>
-
-#include "causeway/exec/evaluator.h"
-#include "causeway/exec/in_process_collectives.h"
-#include "causeway/hlo/verifier.h"
-#endif
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/npy.h"
-#include "causeway/hlo/parser.h"
 #include "causeway/hlo/shape.h"
 #include "gtest/gtest.h"
 
@@ -171,67 +160,6 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& text,
   }
   return manifest;
 }
-
-#ifdef CAUSEWAY_HAVE_SPMD_PROGRAM
-using Program = exec::SpmdProgram;
-#else
-// Until exec::SpmdProgram lands: the same contract (Load the text for N
-// partitions; Run per-partition arguments on one thread per partition that
-// meet in in-process collectives), built from the evaluator directly.
-class Program {
- public:
-  static absl::StatusOr<std::unique_ptr<Program>> Load(std::string_view text,
-                                                       int64_t partitions) {
-    auto program = std::unique_ptr<Program>(new Program);
-    auto module = hlo::ParseModule(text);
-    if (!module.ok()) return module.status();
-    program->module_ = *std::move(module);
-    if (absl::Status verified = hlo::VerifyModule(*program->module_);
-        !verified.ok()) {
-      return verified;
-    }
-    auto evaluator = exec::Evaluator::Create(*program->module_);
-    if (!evaluator.ok()) return evaluator.status();
-    program->evaluator_ = *std::move(evaluator);
-    program->partitions_ = partitions;
-    return program;
-  }
-
-  absl::StatusOr<std::vector<std::vector<hlo::Literal>>> Run(
-      std::vector<std::vector<hlo::Literal>> arguments) {
-    if (static_cast<int64_t>(arguments.size()) != partitions_) {
-      return absl::InvalidArgumentError("one argument list per partition");
-    }
-    exec::InProcessCollectives collectives;
-    std::vector<absl::StatusOr<hlo::Literal>> results(
-        partitions_, absl::UnknownError("not run"));
-    std::vector<std::thread> threads;
-    for (int64_t p = 0; p < partitions_; ++p) {
-      threads.emplace_back([&, p] {
-        exec::RunContext context;
-        context.partition_id = p;
-        context.run_id = 1;
-        context.collectives = &collectives;
-        results[p] = evaluator_->Run(arguments[p], context);
-        if (!results[p].ok()) collectives.Cancel(results[p].status());
-      });
-    }
-    for (std::thread& thread : threads) thread.join();
-    std::vector<std::vector<hlo::Literal>> outputs;
-    for (auto& result : results) {
-      if (!result.ok()) return result.status();
-      outputs.push_back({*std::move(result)});
-    }
-    return outputs;
-  }
-
- private:
-  Program() = default;
-  std::unique_ptr<hlo::Module> module_;
-  std::unique_ptr<exec::Evaluator> evaluator_;
-  int64_t partitions_ = 1;
-};
-#endif
 
 std::string DimsText(const std::vector<int64_t>& dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
@@ -389,12 +317,9 @@ class ConformanceTest : public ::testing::Test {
 
     auto hlo_text = ReadFile(dir_ / "program.hlo");
     ASSERT_TRUE(hlo_text.ok()) << hlo_text.status();
-    auto module = hlo::ParseModule(*hlo_text);
-    ASSERT_TRUE(module.ok()) << module.status();
-    instructions_ = CountInstructions(**module);
-
-    auto program = Program::Load(*hlo_text, partitions);
+    auto program = exec::SpmdProgram::Load(*hlo_text, partitions);
     ASSERT_TRUE(program.ok()) << program.status();
+    instructions_ = CountInstructions((*program)->module());
 
     // arguments[p][i]: input i of partition p.
     std::vector<std::vector<hlo::Literal>> arguments(partitions);
@@ -420,7 +345,7 @@ class ConformanceTest : public ::testing::Test {
       auto expected = Unstack(*stacked, spec, partitions);
       ASSERT_TRUE(expected.ok()) << expected.status();
       for (int64_t p = 0; p < partitions; ++p) {
-        std::vector<hlo::Literal> outputs = Flatten((*results)[p]);
+        const std::vector<hlo::Literal>& outputs = (*results)[p];
         ASSERT_EQ(outputs.size(), manifest->outputs.size())
             << "partition " << p << " returned " << outputs.size()
             << " outputs";
@@ -432,16 +357,6 @@ class ConformanceTest : public ::testing::Test {
             << difference;
       }
     }
-  }
-
-  // The root tuple's elements, whether the runtime returns the tuple or its
-  // elements already flattened.
-  static std::vector<hlo::Literal> Flatten(
-      const std::vector<hlo::Literal>& outputs) {
-    if (outputs.size() == 1 && outputs[0].shape().IsTuple()) {
-      return outputs[0].elements();
-    }
-    return outputs;
   }
 
   fs::path dir_;
