@@ -133,6 +133,46 @@ ENTRY main {
   EXPECT_THAT(Values(*result), ElementsAre(-4, -5));
 }
 
+TEST_F(EvaluatorTest, AValuePassedTwiceToACallIsReadBothTimes) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+fused {
+  p0 = f32[2] parameter(0)
+  p1 = f32[2] parameter(1)
+  ROOT s = f32[2] add(p0, p1)
+}
+identity {
+  ROOT q = f32[2] parameter(0)
+}
+ENTRY main {
+  a = f32[2] parameter(0)
+  n = f32[2] negate(a)
+  i = f32[2] call(n), to_apply=identity
+  f = f32[2] fusion(i, i), kind=kLoop, calls=fused
+  ROOT t = (f32[2], f32[2]) tuple(f, a)
+})").ok());
+  auto result = Run({F32({2}, {1, 2})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(result->elements()[0]), ElementsAre(-2, -4));
+  EXPECT_THAT(Values(result->elements()[1]), ElementsAre(1, 2));
+}
+
+TEST_F(EvaluatorTest, ConstantsAndParametersCanBeTheRoot) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  a = f32[2] parameter(0)
+  c = f32[2] constant({7, 8})
+  ROOT t = (f32[2], f32[2]) tuple(a, c)
+})").ok());
+  for (int run = 0; run < 2; ++run) {
+    auto result = Run({F32({2}, {1, 2})});
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_THAT(Values(result->elements()[0]), ElementsAre(1, 2));
+    EXPECT_THAT(Values(result->elements()[1]), ElementsAre(7, 8));
+  }
+}
+
 TEST_F(EvaluatorTest, WhileLoopRunsUntilItsConditionIsFalse) {
   ASSERT_TRUE(Load(R"(
 HloModule m
