@@ -723,8 +723,10 @@ def transformer_train_step_1():
 
 @program(bench=True, corpus=False)
 def matmul_1024():
+    # Sums of 1024 products of unit normals: |terms| add up to ~800, so
+    # another summation order moves a result by up to ~1e-4 absolute.
     return Program("matmul_1024", "f32 matmul 1024x1024x1024", lambda a, b: a @ b,
-                   [randn(63, 1024, 1024), randn(64, 1024, 1024)])
+                   [randn(63, 1024, 1024), randn(64, 1024, 1024)], tol={"f32": (1e-4, 1e-3)})
 
 
 # ---------------------------------------------------------------------------
