@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/status.h"
+#include "causeway/exec/scalar_computation.h"
 
 namespace causeway::exec {
 namespace {
@@ -215,33 +216,36 @@ absl::Status ReduceGeneric(const CollectiveOp& op,
     return absl::InvalidArgumentError(
         absl::StrCat(DescribeCollective(op), " has no to_apply reducer"));
   }
-  if (op.run_computation == nullptr || !*op.run_computation) {
+  const ComputationRunner missing_runner =
+      [&](const hlo::Computation& computation, std::span<const Literal>)
+      -> absl::StatusOr<Literal> {
     return absl::FailedPreconditionError(absl::StrCat(
-        DescribeCollective(op), ": reducer '", reducer->name(),
+        DescribeCollective(op), ": reducer '", computation.name(),
         "' needs a computation runner, and none was given"));
-  }
+  };
+  const bool has_runner =
+      op.run_computation != nullptr && static_cast<bool>(*op.run_computation);
+  // Scalar reducers compile to a flat program; others run per element
+  // through the evaluator.
+  ScalarFunction function(*reducer,
+                          has_runner ? *op.run_computation : missing_runner);
   const PrimitiveType type = out.shape().type();
+  const PrimitiveType params[] = {type, type};
+  const PrimitiveType results[] = {type};
+  CW_RETURN_IF_ERROR(function.CheckSignature(params, results, "all-reduce"));
   const int64_t width = hlo::ByteWidth(type);
   const int64_t n = out.shape().ElementCount();
-  std::byte* dst = static_cast<std::byte*>(out.mutable_untyped_data());
-  Literal args[2] = {Literal(Shape::Scalar(type)), Literal(Shape::Scalar(type))};
+  void* dst = out.mutable_untyped_data();
+  uint64_t args[2];
+  uint64_t result[1];
   for (int64_t i = 0; i < n; ++i) {
+    args[0] = LoadBits(dst, width, i);
     for (size_t k = 1; k < inputs.size(); ++k) {
-      const std::byte* src =
-          static_cast<const std::byte*>(inputs[k]->untyped_data());
-      std::memcpy(args[0].mutable_untyped_data(), dst + i * width, width);
-      std::memcpy(args[1].mutable_untyped_data(), src + i * width, width);
-      CW_ASSIGN_OR_RETURN(Literal result,
-                          (*op.run_computation)(*reducer, args));
-      if (!result.shape().IsArray() || result.shape().type() != type ||
-          result.shape().ElementCount() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "reducer '", reducer->name(), "' returned ",
-            result.shape().ToString(false), ", expected an ",
-            Str(hlo::PrimitiveTypeName(type)), " scalar"));
-      }
-      std::memcpy(dst + i * width, result.untyped_data(), width);
+      args[1] = LoadBits(inputs[k]->untyped_data(), width, i);
+      CW_RETURN_IF_ERROR(function.Call(args, result));
+      args[0] = result[0];
     }
+    StoreBits(dst, width, i, args[0]);
   }
   return absl::OkStatus();
 }

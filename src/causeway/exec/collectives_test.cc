@@ -227,7 +227,7 @@ TEST_F(CollectivesTest, IntegerAddWrapsAround) {
   EXPECT_EQ(results[0]->data<int32_t>()[0], -2);
 }
 
-TEST_F(CollectivesTest, OtherReducersRunThroughTheRunnerInGroupOrder) {
+TEST_F(CollectivesTest, NonstandardReducersApplyLeftToRightInGroupOrder) {
   Instruction* ar = MakeCollective(Opcode::kAllReduce);
   ar->called_computations = {
       MakeReducer("sub", Opcode::kSubtract, PrimitiveType::kF32)};
