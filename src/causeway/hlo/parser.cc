@@ -1967,25 +1967,55 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
       explicit_ids = true;
       CW_RETURN_IF_ERROR(Expect('='));
       CW_RETURN_IF_ERROR(Expect('('));
-      int depth = 1;
-      while (depth > 0) {
-        char c = Peek();
-        if (c == '(' || c == '[' || c == '{') {
-          ++depth;
-          ++pos_;
-        } else if (c == ')' || c == ']' || c == '}') {
-          --depth;
-          ++pos_;
-        } else if (c == ',') {
-          ++pos_;
-        } else if (IsDigit(c)) {
-          CW_ASSIGN_OR_RETURN(int64_t id, ParseInt());
-          device_ids.push_back(id);
-          if (static_cast<int64_t>(device_ids.size()) > total) break;
-        } else {
-          return ExpectedError(")");
+      SkipSpace();
+      size_t ids_pos = pos_;
+      if (Peek() == '[') {
+        // An iota device order: `[2,4]T(1,0)` (what XLA prints) or
+        // `[2,4]<=[8]`-style with the iota part only.
+        std::vector<int64_t> dims;
+        int64_t count = 1;
+        ++pos_;
+        do {
+          CW_ASSIGN_OR_RETURN(int64_t dim, ParseInt());
+          if (dim < 1 || dims.size() >= static_cast<size_t>(kMaxRank) ||
+              !MultiplyBounded(count, dim, kMaxIotaDevices, &count)) {
+            return ErrorAt(ids_pos, "bad mesh device_ids iota");
+          }
+          dims.push_back(dim);
+        } while (TryConsume(','));
+        CW_RETURN_IF_ERROR(Expect(']'));
+        std::vector<int64_t> perm;
+        SkipSpace();
+        if (pos_ < text_.size() && text_[pos_] == 'T' && PeekNext() == '(') {
+          pos_ += 2;
+          do {
+            CW_ASSIGN_OR_RETURN(int64_t p, ParseInt());
+            perm.push_back(p);
+          } while (TryConsume(','));
+          CW_RETURN_IF_ERROR(Expect(')'));
+          std::vector<int64_t> sorted = perm;
+          std::sort(sorted.begin(), sorted.end());
+          for (size_t i = 0; i < sorted.size(); ++i) {
+            if (sorted.size() != dims.size() ||
+                sorted[i] != static_cast<int64_t>(i)) {
+              return ErrorAt(ids_pos, "mesh device_ids transpose is not a "
+                                      "permutation of its dimensions");
+            }
+          }
         }
+        if (count != total) {
+          return ErrorAt(ids_pos, absl::StrCat("mesh device_ids has ", count,
+                                               " entries, the mesh has ",
+                                               total));
+        }
+        device_ids = ExpandIota(dims, perm);
+      } else {
+        do {
+          CW_ASSIGN_OR_RETURN(int64_t id, ParseNonNegativeInt("device id"));
+          device_ids.push_back(id);
+        } while (TryConsume(','));
       }
+      CW_RETURN_IF_ERROR(Expect(')'));
       if (static_cast<int64_t>(device_ids.size()) != total) {
         return ErrorAt(start, absl::StrCat("mesh device_ids has ",
                                            device_ids.size(),

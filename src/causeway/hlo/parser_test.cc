@@ -762,6 +762,26 @@ TEST(AttributeTest, ReadsMeshAxesReplicaGroupsAsIota) {
                           {0, 2}, {1, 3}, {4, 6}, {5, 7}}));
 }
 
+TEST(AttributeTest, ReadsMeshReplicaGroupsWithDeviceOrder) {
+  auto module = MustParse(Entry(
+      "  %a = f32[4]{0} all-reduce(%p0), replica_groups=mesh['axis_0'=4,"
+      "'axis_1'=1,'axis_2'=2], device_ids=([2,4]T(1,0)) {'axis_0'}\n"
+      "  ROOT %b = f32[4]{0} all-reduce(%p0), replica_groups=mesh[x=4,y=2], "
+      "device_ids=(0,4,1,5,2,6,3,7) {x}"));
+  ASSERT_NE(module, nullptr);
+  for (std::string_view name : {"a", "b"}) {
+    const ReplicaGroups& groups = Find(*module, name).replica_groups;
+    EXPECT_EQ(groups.groups, (std::vector<std::vector<int64_t>>{
+                                 {0, 1, 2, 3}, {4, 5, 6, 7}}))
+        << name;
+    EXPECT_FALSE(groups.iota.has_value()) << name;
+  }
+  EXPECT_THAT(ParseError(Entry("  ROOT %a = f32[4]{0} all-reduce(%p0), "
+                               "replica_groups=mesh[x=4], device_ids=(0,1) "
+                               "{x}")),
+              HasSubstr("mesh device_ids has 2 entries, the mesh has 4"));
+}
+
 TEST(AttributeTest, RefusesIotaReplicaGroupsThatDoNotCoverTheDevices) {
   EXPECT_THAT(ParseError(Entry("  ROOT %a = f32[4]{0} all-reduce(%p0), "
                                "replica_groups=[2,3]<=[8]")),

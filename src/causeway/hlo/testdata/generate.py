@@ -99,3 +99,10 @@ def sm2(x):
 save("shard_map_2d", sm2, jnp.ones((16,16)))
 xs2 = jax.device_put(jnp.ones((8,16)), NamedSharding(mesh4, P("x",None)))
 save("reshard_transpose", lambda x: jax.lax.with_sharding_constraint(x.T @ x, NamedSharding(mesh4, P(None, "y"))), xs2)
+# Mesh-axes replica groups with a device order (`device_ids=([2,4]T(1,0))`).
+mesh24 = Mesh(np.array(jax.devices()[:8]).reshape(2,4), ("a","b"))
+def mesh_order(x):
+    y = jax.lax.with_sharding_constraint(x * 2, NamedSharding(mesh24, P("b", None)))
+    z = shard_map(lambda t: jax.lax.psum(t, "a"), mesh=mesh24, in_specs=P("a","b"), out_specs=P(None,"b"))(x)
+    return y.sum() + z.sum()
+save("mesh_device_ids", mesh_order, jax.device_put(jnp.ones((8,16)), NamedSharding(mesh24, P("a","b"))))
