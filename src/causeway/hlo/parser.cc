@@ -897,7 +897,6 @@ absl::Status Parser::ParseInstruction(
   CW_RETURN_IF_ERROR(Expect('='));
   CW_ASSIGN_OR_RETURN(inst->shape, ParseShapeAt(0));
   SkipSpace();
-  size_t opcode_pos = pos_;
   std::string_view opcode_name = PeekWord();
   if (opcode_name.empty()) return ExpectedError("opcode");
   pos_ += opcode_name.size();
@@ -934,7 +933,6 @@ absl::Status Parser::ParseInstruction(
   } else {
     CW_RETURN_IF_ERROR(ParseOperands(inst, *computation, *names));
   }
-  (void)opcode_pos;
   std::unordered_set<std::string> seen;
   std::vector<int> slots_filled;
   while (TryConsume(',')) {

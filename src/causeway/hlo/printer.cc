@@ -533,7 +533,10 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
     *diff = absl::StrCat("instruction '", a.name, "' vs '", b.name, "'");
     return false;
   }
-  if (a.opcode != b.opcode || a.opcode_name != b.opcode_name) {
+  // opcode_name only means something for unknown opcodes (built modules
+  // may leave it empty).
+  if (a.opcode != b.opcode ||
+      (a.opcode == Opcode::kUnknown && a.opcode_name != b.opcode_name)) {
     *diff = absl::StrCat("instruction '", a.name, "': opcode ",
                          AV(a.opcode_name), " vs ", AV(b.opcode_name));
     return false;
@@ -570,7 +573,6 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
       return false;
     }
   }
-  CW_COMPARE_FIELD(is_root, "is_root");
   CW_COMPARE_FIELD(parameter_number, "parameter number");
   if (a.literal.has_value() != b.literal.has_value() ||
       (a.literal.has_value() && !(*a.literal == *b.literal))) {
@@ -704,9 +706,11 @@ std::string PrintSharding(const Sharding& sharding) {
   return "{unknown}";
 }
 
-std::string PrintInstruction(const Instruction& inst) {
+namespace {
+
+std::string PrintInstructionLine(const Instruction& inst, bool is_root) {
   std::string out;
-  if (inst.is_root) out += "ROOT ";
+  if (is_root) out += "ROOT ";
   absl::StrAppend(&out, "%", inst.name, " = ", inst.shape.ToString(), " ");
   if (inst.opcode == Opcode::kUnknown) {
     out += inst.opcode_name;
@@ -727,6 +731,12 @@ std::string PrintInstruction(const Instruction& inst) {
   out += ")";
   AppendAttributes(inst, &out);
   return out;
+}
+
+}  // namespace
+
+std::string PrintInstruction(const Instruction& inst) {
+  return PrintInstructionLine(inst, inst.is_root);
 }
 
 std::string PrintModule(const Module& module) {
@@ -764,7 +774,11 @@ std::string PrintModule(const Module& module) {
                         : computation->root()->shape.ToString(false),
                     " {\n");
     for (const auto& instruction : computation->instructions()) {
-      absl::StrAppend(&out, "  ", PrintInstruction(*instruction), "\n");
+      absl::StrAppend(&out, "  ",
+                      PrintInstructionLine(*instruction,
+                                           instruction.get() ==
+                                               computation->root()),
+                      "\n");
     }
     out += "}";
     for (const auto& [name, value] : computation->raw_attributes()) {

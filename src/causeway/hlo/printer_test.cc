@@ -312,6 +312,47 @@ TEST(PrinterTest, PrintsOneInstructionWithoutIndentation) {
             "%a = f32[2] parameter(0)");
 }
 
+TEST(PrinterTest, RoundTripsAModuleBuiltInMemory) {
+  // Built the way a builder does: no opcode_name, root set on the
+  // computation only, no source positions.
+  Module module("built");
+  auto computation = std::make_unique<Computation>("main");
+  computation->set_is_entry(true);
+  auto param = std::make_unique<Instruction>();
+  param->name = "x";
+  param->opcode = Opcode::kParameter;
+  param->parameter_number = 0;
+  param->shape = Shape(PrimitiveType::kF32, {2, 3});
+  param->unique_id = module.NextInstructionId();
+  Instruction* x = computation->AddInstruction(std::move(param));
+  auto constant = std::make_unique<Instruction>();
+  constant->name = "c";
+  constant->opcode = Opcode::kConstant;
+  constant->shape = Shape(PrimitiveType::kF32, {2, 3});
+  constant->literal = Literal(constant->shape);
+  constant->literal->mutable_data<float>()[4] = -1.25f;
+  constant->unique_id = module.NextInstructionId();
+  Instruction* c = computation->AddInstruction(std::move(constant));
+  auto add = std::make_unique<Instruction>();
+  add->name = "sum";
+  add->opcode = Opcode::kAdd;
+  add->shape = Shape(PrimitiveType::kF32, {2, 3});
+  add->operands = {x, c};
+  add->unique_id = module.NextInstructionId();
+  computation->set_root(computation->AddInstruction(std::move(add)));
+  module.set_entry(module.AddComputation(std::move(computation)));
+
+  std::string printed = PrintModule(module);
+  EXPECT_THAT(printed,
+              HasSubstr("ROOT %sum = f32[2,3] add(%x, %c)"));
+  EXPECT_THAT(printed,
+              HasSubstr("%c = f32[2,3] constant({ {0, 0, 0}, {0, -1.25, 0} })"));
+  std::unique_ptr<Module> parsed = MustParse(printed);
+  ASSERT_NE(parsed, nullptr);
+  std::string diff;
+  EXPECT_TRUE(ModulesEqual(module, *parsed, &diff)) << diff;
+}
+
 TEST(ModulesEqualTest, ReportsTheFirstDifference) {
   std::string base =
       "HloModule m\nENTRY e {\n  a = f32[2]{0} parameter(0)\n"
