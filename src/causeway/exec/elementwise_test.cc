@@ -180,6 +180,21 @@ TEST(ElementwiseTest, HalfTranscendentalsComputeInF32AndRound) {
   EXPECT_THAT(Doubles(Unary(Opcode::kExp, half)), ElementsAre(2.71875, 1.6484375));
 }
 
+TEST(ElementwiseTest, HalfLogisticRoundsEachExpandedStepAsXla) {
+  // XLA expands logistic into exp, add and divide of the half type; each
+  // rounds. Expected values: JAX on XLA's CPU backend.
+  EXPECT_THAT(Doubles(Unary(Opcode::kLogistic, Vec(PrimitiveType::kBF16, std::vector<double>{-0.232421875}))),
+              ElementsAre(0.4453125));
+  EXPECT_THAT(Doubles(Unary(Opcode::kLogistic, Vec(PrimitiveType::kF16, std::vector<double>{-2.744140625}))),
+              ElementsAre(0.06036376953125));
+}
+
+TEST(ElementwiseTest, F16Expm1UsesXlasFormulaInHalfPrecision) {
+  // tanh(x/2) * (exp(x) + 1), each step rounded to f16 (JAX gives this).
+  EXPECT_THAT(Doubles(Unary(Opcode::kExpm1, Vec(PrimitiveType::kF16, std::vector<double>{0.323486328125}))),
+              ElementsAre(0.38232421875));
+}
+
 TEST(ElementwiseTest, DenormalsAreFlushedToZeroAsXlaDoes) {
   Literal a = Vec(PrimitiveType::kF32, std::vector<double>{1e-38, 3e-39});
   Literal b = Vec(PrimitiveType::kF32, std::vector<double>{0.5, 1.0});
