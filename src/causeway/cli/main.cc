@@ -95,6 +95,8 @@ np.load(path).view(ml_dtypes.bfloat16)).
                     output, in order), in XLA syntax, e.g.
                     '{devices=[4,2]<=[8]}' or '{replicated}'. Overrides the
                     ROOT's annotation. Tiles must divide the output evenly.
+                    From JAX, for an output x with out_sharding s:
+                    str(s._to_xla_hlo_sharding(x.ndim)).
   --collective-timeout SECONDS
                     How long a device waits for its peers in a collective
                     before failing (default 60).
