@@ -25,11 +25,18 @@ std::string Str(std::string_view s) { return std::string(s); }
 std::vector<std::vector<int64_t>> ExpandIota(
     const hlo::ReplicaGroups::Iota& iota) {
   int64_t total = 1;
-  for (int64_t d : iota.reshape_dims) total *= d;
+  for (int64_t d : iota.reshape_dims) {
+    if (d < 0 || (d > 0 && total > (int64_t{1} << 24) / d)) return {};
+    total *= d;
+  }
   std::vector<int64_t> perm = iota.transpose_perm;
   const int64_t rank = static_cast<int64_t>(iota.reshape_dims.size());
   if (perm.empty()) {
     for (int64_t i = 0; i < rank; ++i) perm.push_back(i);
+  }
+  if (static_cast<int64_t>(perm.size()) != rank) return {};
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= rank) return {};
   }
   // Transposed dims and the source strides they read.
   std::vector<int64_t> src_strides = hlo::RowMajorStrides(iota.reshape_dims);

@@ -40,14 +40,20 @@ std::vector<int64_t> IotaDevices(const ReplicaGroups::Iota& iota) {
   if (perm.empty()) {
     for (int64_t i = 0; i < rank; ++i) perm.push_back(i);
   }
+  if (static_cast<int64_t>(perm.size()) != rank) return {};
+  // Nonsense or absurdly large lists expand to nothing; the caller then
+  // reports that the device count does not fit.
+  int64_t total = 1;
+  for (int64_t d : iota.reshape_dims) {
+    if (d < 0 || (d > 0 && total > (int64_t{1} << 24) / d)) return {};
+    total *= d;
+  }
   std::vector<int64_t> src_strides = RowMajorStrides(iota.reshape_dims);
   std::vector<int64_t> dims(rank), strides(rank);
-  int64_t total = 1;
   for (int64_t i = 0; i < rank; ++i) {
     if (perm[i] < 0 || perm[i] >= rank) return {};
     dims[i] = iota.reshape_dims[perm[i]];
     strides[i] = src_strides[perm[i]];
-    total *= dims[i];
   }
   std::vector<int64_t> out;
   out.reserve(total);
@@ -178,9 +184,9 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
   }
   int64_t tile_count = 1;
   for (int64_t t : tile_dims) {
-    if (t < 1) {
+    if (t < 1 || t > num_partitions) {
       return absl::InvalidArgumentError(
-          absl::StrCat("sharding ", Describe(sharding), " has an empty tile dimension"));
+          absl::StrCat("sharding ", Describe(sharding), " has a tile dimension outside 1..", num_partitions));
     }
     tile_count *= t;
   }
