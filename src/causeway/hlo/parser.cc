@@ -2041,6 +2041,9 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
         return ErrorAt(ref_pos,
                        absl::StrCat("unknown mesh axis '", name, "'"));
       }
+      if (refs.size() >= static_cast<size_t>(kMaxRank)) {
+        return ErrorAt(ref_pos, "too many mesh axes in replica groups");
+      }
       AxisRef ref{static_cast<size_t>(it - names.begin())};
       if (TryConsume(':')) {
         CW_RETURN_IF_ERROR(Expect('('));
