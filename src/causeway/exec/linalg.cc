@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -132,8 +133,21 @@ void LiteralToAcc(const hlo::Literal& literal, std::span<const int64_t> perm,
                   Acc* dst) {
   hlo::VisitType(literal.shape().type(), [&](auto tag) {
     using E = decltype(tag);
-    PermuteConvert(DataPtr<E>(literal), literal.shape().dims(), perm, dst,
-                   [](E v) { return ElementToAcc<Acc>(v); });
+    if constexpr (std::is_same_v<E, Acc>) {
+      // Same type: a plain transpose, which CopyStrided tiles for the cache.
+      const std::vector<int64_t>& dims = literal.shape().dims();
+      std::vector<int64_t> src_strides = RowMajorStrides(dims);
+      std::vector<int64_t> permuted(perm.size()), strides(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) {
+        permuted[i] = dims[perm[i]];
+        strides[i] = src_strides[perm[i]];
+      }
+      CopyStrided(sizeof(Acc), permuted, DataPtr<E>(literal), strides, dst,
+                  RowMajorStrides(permuted));
+    } else {
+      PermuteConvert(DataPtr<E>(literal), literal.shape().dims(), perm, dst,
+                     [](E v) { return ElementToAcc<Acc>(v); });
+    }
   });
 }
 
@@ -428,8 +442,22 @@ absl::StatusOr<ConvGeometry> ComputeConvGeometry(const Instruction& instr,
   return g;
 }
 
+// Copies a short run of elements (often a handful of channels, where a
+// memmove call would cost more than the copy).
+template <typename Acc>
+inline void CopyChannels(const Acc* src, int64_t count, Acc* dst) {
+  if (count >= 64) {
+    std::memcpy(dst, src, count * sizeof(Acc));
+  } else {
+    for (int64_t i = 0; i < count; ++i) dst[i] = src[i];
+  }
+}
+
 // Convolution as im2col + GEMM. Input canonical: [N, S..., C]; kernel
-// canonical: [K..., I, O]; output canonical: [N/bgc, O..., Cout].
+// canonical: [K..., I, O]; output canonical: [N/bgc, O..., Cout]. Each GEMM
+// row is one (output batch, output position) pair, so one product covers
+// many batch elements (the weight gradient has few output positions and a
+// large window).
 template <typename Acc>
 void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
                        const Acc* input, const Acc* kernel, Acc* output) {
@@ -445,25 +473,30 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
   const int64_t groups = std::max(g.feature_groups, g.batch_groups);
   const int64_t cout_g = cout / groups;
   const int64_t patch = window_count * cin_g;
-  std::vector<int64_t> in_strides(d + 2);
-  {
-    std::vector<int64_t> in_dims = {g.input_batch};
-    in_dims.insert(in_dims.end(), g.input_spatial.begin(),
-                   g.input_spatial.end());
-    in_dims.push_back(in_c);
-    in_strides = RowMajorStrides(in_dims);
-  }
-  const int64_t out_batch_stride = positions * cout;
-  if (positions == 0 || cout == 0) return;
+  const int64_t total_rows = g.output_batch * positions;
+  std::vector<int64_t> in_dims = {g.input_batch};
+  in_dims.insert(in_dims.end(), g.input_spatial.begin(), g.input_spatial.end());
+  in_dims.push_back(in_c);
+  const std::vector<int64_t> in_strides = RowMajorStrides(in_dims);
+  if (total_rows == 0 || cout == 0) return;
   if (patch == 0) {
-    std::fill(output, output + g.output_batch * out_batch_stride, Acc{0});
+    std::fill(output, output + total_rows * cout, Acc{0});
     return;
   }
-  // Bound the im2col buffer (~16 MiB of Acc).
-  const int64_t max_rows =
-      std::max<int64_t>(1, (int64_t{16} << 20) / (patch * sizeof(Acc)));
-  const int64_t chunk_rows = std::min(positions, max_rows);
-  std::vector<Acc> columns(chunk_rows * patch);
+  // Rows per product: enough for an efficient GEMM, with the im2col
+  // buffer bounded (~2 MiB normally, up to 64 MiB for huge patches).
+  const int64_t patch_bytes = patch * static_cast<int64_t>(sizeof(Acc));
+  int64_t chunk_rows = std::max<int64_t>(
+      (int64_t{2} << 20) / patch_bytes,
+      std::min<int64_t>(256, (int64_t{64} << 20) / patch_bytes));
+  chunk_rows = std::clamp<int64_t>(chunk_rows, 1, total_rows);
+  std::unique_ptr<Acc[]> columns(new Acc[chunk_rows * patch]);
+  // The innermost window dim reads consecutive input positions when it
+  // is neither dilated nor reversed.
+  const hlo::WindowDimension inner = d > 0 ? instr.window[d - 1] : hlo::WindowDimension();
+  const bool inner_contiguous = d > 0 && inner.window_dilation == 1 &&
+                                inner.base_dilation == 1 && !inner.window_reversal;
+  const int64_t inner_stride = d > 0 ? in_strides[d] : 0;
 
   // Per spatial dim and window position: the offset in the dilated, padded
   // input relative to output position * stride.
@@ -476,66 +509,109 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
     }
   }
 
-  std::vector<int64_t> out_index(d), win_index(d), in_pos(d);
+  std::vector<int64_t> out_index(d), win_index(d);
   for (int64_t group = 0; group < groups; ++group) {
     const int64_t channel0 = g.feature_groups > 1 ? group * cin_g : 0;
     const int64_t out_c0 = group * cout_g;
+    const int64_t batch0 = g.batch_groups > 1 ? group * g.output_batch : 0;
     ConstRowMap<Acc> weights(kernel + out_c0, patch, cout_g,
                              Eigen::OuterStride<>(cout));
-    for (int64_t n = 0; n < g.output_batch; ++n) {
-      const int64_t in_n = g.batch_groups > 1 ? group * g.output_batch + n : n;
-      for (int64_t row0 = 0; row0 < positions; row0 += chunk_rows) {
-        const int64_t rows = std::min(chunk_rows, positions - row0);
-        // Output index of row0.
-        int64_t rem = row0;
-        for (int64_t i = d - 1; i >= 0; --i) {
-          out_index[i] = rem % g.output_spatial[i];
-          rem /= g.output_spatial[i];
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          Acc* col = columns.data() + r * patch;
-          std::fill(win_index.begin(), win_index.end(), 0);
-          do {
-            bool valid = true;
-            int64_t offset = in_n * in_strides[0] + channel0;
-            for (int64_t i = 0; i < d; ++i) {
-              const hlo::WindowDimension& w = instr.window[i];
-              int64_t x =
-                  out_index[i] * w.stride + window_offset[i][win_index[i]];
-              if (x < 0) {
-                valid = false;
-                break;
-              }
-              if (w.base_dilation > 1) {
-                if (x % w.base_dilation != 0) {
-                  valid = false;
-                  break;
-                }
-                x /= w.base_dilation;
-              }
-              if (x >= g.input_spatial[i]) {
-                valid = false;
-                break;
-              }
-              offset += x * in_strides[1 + i];
-            }
-            if (valid) {
-              std::copy(input + offset, input + offset + cin_g, col);
-            } else {
-              std::fill(col, col + cin_g, Acc{0});
-            }
-            col += cin_g;
-          } while (NextIndex(std::span<int64_t>(win_index), g.kernel_spatial));
-          NextIndex(std::span<int64_t>(out_index), g.output_spatial);
-        }
-        ConstRowMap<Acc> lhs(columns.data(), rows, patch,
-                             Eigen::OuterStride<>(patch));
-        RowMap<Acc> result(output + n * out_batch_stride + row0 * cout + out_c0,
-                           rows, cout_g, Eigen::OuterStride<>(cout));
-        result.noalias() = lhs * weights;
+    for (int64_t row0 = 0; row0 < total_rows; row0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, total_rows - row0);
+      // Batch element and output index of row0.
+      int64_t n = row0 / positions;
+      int64_t rem = row0 % positions;
+      for (int64_t i = d - 1; i >= 0; --i) {
+        out_index[i] = rem % g.output_spatial[i];
+        rem /= g.output_spatial[i];
       }
+      for (int64_t r = 0; r < rows; ++r) {
+        Acc* col = columns.get() + r * patch;
+        const int64_t batch_offset = (batch0 + n) * in_strides[0] + channel0;
+        // The outer window dims one position at a time; the innermost one
+        // as a run of consecutive input positions when it can be.
+        std::fill(win_index.begin(), win_index.end(), 0);
+        do {
+          bool valid = true;
+          int64_t offset = batch_offset;
+          for (int64_t i = 0; i + 1 < d; ++i) {
+            const hlo::WindowDimension& w = instr.window[i];
+            int64_t x = out_index[i] * w.stride + window_offset[i][win_index[i]];
+            if (x < 0 || x % w.base_dilation != 0 ||
+                x / w.base_dilation >= g.input_spatial[i]) {
+              valid = false;
+              break;
+            }
+            offset += x / w.base_dilation * in_strides[1 + i];
+          }
+          const int64_t inner_k = d > 0 ? g.kernel_spatial[d - 1] : 1;
+          if (!valid) {
+            std::fill(col, col + inner_k * cin_g, Acc{0});
+          } else if (d == 0) {
+            CopyChannels(input + offset, cin_g, col);
+          } else if (inner_contiguous) {
+            // Input positions base .. base + inner_k - 1.
+            const int64_t base = out_index[d - 1] * inner.stride - inner.padding_low;
+            const int64_t lo = std::clamp<int64_t>(-base, 0, inner_k);
+            const int64_t hi =
+                std::clamp<int64_t>(g.input_spatial[d - 1] - base, lo, inner_k);
+            std::fill(col, col + lo * cin_g, Acc{0});
+            if (cin_g == in_c) {  // Positions and channels are contiguous.
+              CopyChannels(input + offset + (base + lo) * inner_stride,
+                           (hi - lo) * cin_g, col + lo * cin_g);
+            } else {
+              for (int64_t k = lo; k < hi; ++k) {
+                CopyChannels(input + offset + (base + k) * inner_stride, cin_g,
+                             col + k * cin_g);
+              }
+            }
+            std::fill(col + hi * cin_g, col + inner_k * cin_g, Acc{0});
+          } else {
+            for (int64_t k = 0; k < inner_k; ++k) {
+              int64_t x = out_index[d - 1] * inner.stride + window_offset[d - 1][k];
+              if (x < 0 || x % inner.base_dilation != 0 ||
+                  x / inner.base_dilation >= g.input_spatial[d - 1]) {
+                std::fill(col + k * cin_g, col + (k + 1) * cin_g, Acc{0});
+              } else {
+                CopyChannels(input + offset + x / inner.base_dilation * inner_stride,
+                             cin_g, col + k * cin_g);
+              }
+            }
+          }
+          col += inner_k * cin_g;
+        } while (d > 1 && NextIndex(std::span<int64_t>(win_index.data(), d - 1),
+                                    std::span<const int64_t>(
+                                        g.kernel_spatial.data(), d - 1)));
+        if (!NextIndex(std::span<int64_t>(out_index), g.output_spatial)) ++n;
+      }
+      ConstRowMap<Acc> lhs(columns.get(), rows, patch,
+                           Eigen::OuterStride<>(patch));
+      RowMap<Acc> result(output + row0 * cout + out_c0, rows, cout_g,
+                         Eigen::OuterStride<>(cout));
+      result.noalias() = lhs * weights;
     }
   }
+}
+
+template <typename Acc>
+constexpr PrimitiveType kAccPrimitiveType =
+    std::is_same_v<Acc, float>
+        ? PrimitiveType::kF32
+        : (std::is_same_v<Acc, double> ? PrimitiveType::kF64
+                                       : PrimitiveType::kS64);
+
+// `literal` permuted by `perm` in Acc: in place when it already is, else
+// copied into `buffer`.
+template <typename Acc>
+const Acc* CanonicalOperand(const Literal& literal,
+                            const std::vector<int64_t>& perm,
+                            std::vector<Acc>& buffer) {
+  if (literal.shape().type() == kAccPrimitiveType<Acc> && IsIdentity(perm)) {
+    return DataPtr<Acc>(literal);
+  }
+  buffer.resize(literal.shape().ElementCount());
+  LiteralToAcc(literal, perm, buffer.data());
+  return buffer.data();
 }
 
 template <typename Acc>
@@ -553,18 +629,9 @@ absl::StatusOr<Literal> ConvolutionWithAcc(const Instruction& instr,
   std::vector<int64_t> k_perm(d.kernel_spatial_dimensions);
   k_perm.push_back(d.kernel_input_feature_dimension);
   k_perm.push_back(d.kernel_output_feature_dimension);
-
-  std::vector<Acc> in_buf(input.shape().ElementCount());
-  LiteralToAcc(input, in_perm, in_buf.data());
-  std::vector<Acc> k_buf(kernel.shape().ElementCount());
-  LiteralToAcc(kernel, k_perm, k_buf.data());
-
-  std::vector<int64_t> canonical_out = {g.output_batch};
-  canonical_out.insert(canonical_out.end(), g.output_spatial.begin(),
-                       g.output_spatial.end());
-  canonical_out.push_back(g.output_features);
-  std::vector<Acc> out_buf(instr.shape.ElementCount());
-  ConvolveCanonical(instr, g, in_buf.data(), k_buf.data(), out_buf.data());
+  std::vector<Acc> in_buf, k_buf;
+  const Acc* in = CanonicalOperand(input, in_perm, in_buf);
+  const Acc* k = CanonicalOperand(kernel, k_perm, k_buf);
 
   // Output dim j reads canonical dim out_perm[j].
   std::vector<int64_t> out_perm(sr + 2);
@@ -572,7 +639,17 @@ absl::StatusOr<Literal> ConvolutionWithAcc(const Instruction& instr,
   for (int64_t i = 0; i < sr; ++i) out_perm[d.output_spatial_dimensions[i]] = 1 + i;
   out_perm[d.output_feature_dimension] = sr + 1;
   Literal result(Shape(instr.shape.type(), instr.shape.dims()));
-  AccToLiteral(out_buf.data(), canonical_out, out_perm, result);
+  if (instr.shape.type() == kAccPrimitiveType<Acc> && IsIdentity(out_perm)) {
+    ConvolveCanonical(instr, g, in, k, MutableDataPtr<Acc>(result));
+    return result;
+  }
+  std::vector<int64_t> canonical_out = {g.output_batch};
+  canonical_out.insert(canonical_out.end(), g.output_spatial.begin(),
+                       g.output_spatial.end());
+  canonical_out.push_back(g.output_features);
+  std::unique_ptr<Acc[]> out_buf(new Acc[instr.shape.ElementCount()]);
+  ConvolveCanonical(instr, g, in, k, out_buf.get());
+  AccToLiteral(out_buf.get(), canonical_out, out_perm, result);
   return result;
 }
 
