@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -251,9 +252,14 @@ absl::StatusOr<Literal> EvalBroadcast(const Instruction& instr,
                                        "operand dim (operand ",
                                        DimsText(in_dims), ")"));
   }
+  if (map.empty()) {  // A scalar: fill.
+    Literal result(instr.shape);
+    if (instr.shape.ElementCount() > 0) FillWith(result, operand.untyped_data());
+    return result;
+  }
   const int64_t out_rank = instr.shape.rank();
   const std::vector<int64_t> in_strides = RowMajorStrides(in_dims);
-  std::vector<int64_t> src_strides(out_rank, 0);
+  absl::InlinedVector<int64_t, 8> src_strides(out_rank, 0);
   for (size_t i = 0; i < map.size(); ++i) {
     if (map[i] < 0 || map[i] >= out_rank || out_dims[map[i]] != in_dims[i] ||
         src_strides[map[i]] != 0) {
@@ -271,9 +277,15 @@ absl::StatusOr<Literal> EvalBroadcast(const Instruction& instr,
     return operand.WithShape(instr.shape);  // Only unit dims added.
   }
   Literal result(instr.shape);
+  absl::InlinedVector<int64_t, 8> out_strides(out_rank);
+  int64_t stride = 1;
+  for (int64_t i = out_rank - 1; i >= 0; --i) {
+    out_strides[i] = stride;
+    stride *= out_dims[i];
+  }
   CopyStrided(hlo::ByteWidth(instr.shape.type()), out_dims,
               operand.untyped_data(), src_strides, result.mutable_untyped_data(),
-              RowMajorStrides(out_dims));
+              out_strides);
   return result;
 }
 
