@@ -31,8 +31,7 @@ constexpr int64_t kMaxExpandedDevicesPerModule = int64_t{1} << 24;
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' ||
-         c == '$';
+         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' || c == '$';
 }
 
 bool IsNameStart(char c) { return IsNameChar(c) && c != '-'; }
@@ -80,8 +79,7 @@ bool InterpretsAttribute(Opcode op, std::string_view name) {
     return op == Opcode::kGather;
   }
   if (name == "update_window_dims" || name == "inserted_window_dims" ||
-      name == "scatter_dims_to_operand_dims" ||
-      name == "input_batching_dims" ||
+      name == "scatter_dims_to_operand_dims" || name == "input_batching_dims" ||
       name == "scatter_indices_batching_dims" || name == "unique_indices") {
     return op == Opcode::kScatter;
   }
@@ -357,10 +355,10 @@ class Parser {
   absl::Status ChargeExpansion(size_t pos, int64_t count) {
     expansion_budget_ -= count;
     if (expansion_budget_ < 0) {
-      return ErrorAt(pos, absl::StrCat(
-                              "replica groups and tile assignments of this "
-                              "module expand to more than ",
-                              kMaxExpandedDevicesPerModule, " device ids"));
+      return ErrorAt(pos,
+                     absl::StrCat("replica groups and tile assignments of this "
+                                  "module expand to more than ",
+                                  kMaxExpandedDevicesPerModule, " device ids"));
     }
     return absl::OkStatus();
   }
@@ -378,8 +376,7 @@ void Parser::SkipSpace() {
     } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '*') {
       size_t end = text_.find("*/", pos_ + 2);
       pos_ = end == std::string_view::npos ? text_.size() : end + 2;
-    } else if (c == '/' && pos_ + 1 < text_.size() &&
-               text_[pos_ + 1] == '/') {
+    } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
       size_t end = text_.find('\n', pos_);
       pos_ = end == std::string_view::npos ? text_.size() : end + 1;
     } else {
@@ -442,8 +439,8 @@ absl::StatusOr<int64_t> Parser::ParseNonNegativeInt(std::string_view what) {
   size_t start = pos_;
   CW_ASSIGN_OR_RETURN(int64_t value, ParseInt());
   if (value < 0) {
-    return ErrorAt(start, absl::StrCat(AV(what), " must not be negative, got ",
-                                       value));
+    return ErrorAt(
+        start, absl::StrCat(AV(what), " must not be negative, got ", value));
   }
   return value;
 }
@@ -523,9 +520,10 @@ absl::StatusOr<std::string> Parser::ScanRawValue(std::string_view attribute) {
       closers.push_back(')');
     } else if (c == '}' || c == ']' || c == ')') {
       if (closers.back() != c) {
-        return ErrorAt(i, absl::StrCat("expected '", std::string(1, closers.back()),
-                                       "', got '", std::string(1, c),
-                                       "' in attribute '", AV(attribute), "'"));
+        return ErrorAt(
+            i, absl::StrCat("expected '", std::string(1, closers.back()),
+                            "', got '", std::string(1, c), "' in attribute '",
+                            AV(attribute), "'"));
       }
       closers.pop_back();
     }
@@ -545,9 +543,9 @@ absl::StatusOr<std::string> Parser::ScanRawValue(std::string_view attribute) {
     --end;
   }
   if (end == start) {
-    return ErrorAt(start, absl::StrCat("expected a value for attribute '",
-                                       AV(attribute), "', got ",
-                                       DescribeNext()));
+    return ErrorAt(
+        start, absl::StrCat("expected a value for attribute '", AV(attribute),
+                            "', got ", DescribeNext()));
   }
   pos_ = end;
   return std::string(text_.substr(start, end - start));
@@ -637,14 +635,13 @@ absl::StatusOr<Shape> Parser::ParseShapeAt(int depth) {
       }
       CW_ASSIGN_OR_RETURN(int64_t dim, ParseInt());
       if (dim < 0) {
-        return ErrorAt(dim_pos,
-                       absl::StrCat("dimension size must not be negative, got ",
-                                    dim));
+        return ErrorAt(
+            dim_pos,
+            absl::StrCat("dimension size must not be negative, got ", dim));
       }
       if (dims.size() >= static_cast<size_t>(kMaxRank)) {
-        return ErrorAt(dim_pos,
-                       absl::StrCat("shape has more than ", kMaxRank,
-                                    " dimensions"));
+        return ErrorAt(dim_pos, absl::StrCat("shape has more than ", kMaxRank,
+                                             " dimensions"));
       }
       if (!MultiplyBounded(elements, dim, kMaxElementCount, &elements)) {
         return ErrorAt(start,
@@ -711,8 +708,7 @@ absl::Status Parser::ParseLayout(Shape* shape) {
   CW_RETURN_IF_ERROR(Expect('}'));
   if (!minor_to_major.empty()) {
     std::vector<bool> seen(static_cast<size_t>(shape->rank()), false);
-    bool valid =
-        static_cast<int64_t>(minor_to_major.size()) == shape->rank();
+    bool valid = static_cast<int64_t>(minor_to_major.size()) == shape->rank();
     for (int64_t d : minor_to_major) {
       if (!valid) break;
       if (d < 0 || d >= shape->rank() || seen[static_cast<size_t>(d)]) {
@@ -722,10 +718,10 @@ absl::Status Parser::ParseLayout(Shape* shape) {
       }
     }
     if (!valid) {
-      return ErrorAt(start,
-                     absl::StrCat("layout {", absl::StrJoin(minor_to_major, ","),
-                                  "} is not a permutation of the ",
-                                  shape->rank(), " dimensions"));
+      return ErrorAt(
+          start, absl::StrCat("layout {", absl::StrJoin(minor_to_major, ","),
+                              "} is not a permutation of the ", shape->rank(),
+                              " dimensions"));
     }
     shape->set_minor_to_major(std::move(minor_to_major));
   }
@@ -748,9 +744,9 @@ absl::Status Parser::ParseHeader() {
       size_t value_pos = pos_;
       CW_ASSIGN_OR_RETURN(int64_t value, ParseInt());
       if (value < 1) {
-        return ErrorAt(value_pos, absl::StrCat(attribute,
-                                               " must be at least 1, got ",
-                                               value));
+        return ErrorAt(
+            value_pos,
+            absl::StrCat(attribute, " must be at least 1, got ", value));
       }
       if (attribute == "num_partitions") {
         module_->set_num_partitions(value);
@@ -817,8 +813,8 @@ absl::Status Parser::ParseComputation() {
   size_t name_pos = pos_;
   CW_ASSIGN_OR_RETURN(std::string name, ParseName("computation name"));
   if (computations_.count(name) > 0) {
-    return ErrorAt(name_pos, absl::StrCat("duplicate computation name '%",
-                                          name, "'"));
+    return ErrorAt(name_pos,
+                   absl::StrCat("duplicate computation name '%", name, "'"));
   }
   if (Peek() == '(') CW_RETURN_IF_ERROR(ParseSignature());
   CW_RETURN_IF_ERROR(Expect('{'));
@@ -834,18 +830,18 @@ absl::Status Parser::ParseComputation() {
     Instruction* added = computation->instructions().back().get();
     if (added->is_root) {
       if (root != nullptr) {
-        return ErrorAt(start, absl::StrCat("computation '", name,
-                                           "' has more than one ROOT ('",
-                                           root->name, "' and '", added->name,
-                                           "')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("line ", added->line, ":", added->column,
+                         ": computation '", name, "' has more than one ROOT ('",
+                         root->name, "' and '", added->name, "')"));
       }
       root = added;
     }
   }
   CW_RETURN_IF_ERROR(Expect('}'));
   if (computation->instructions().empty()) {
-    return ErrorAt(start,
-                   absl::StrCat("computation '", name, "' has no instructions"));
+    return ErrorAt(
+        start, absl::StrCat("computation '", name, "' has no instructions"));
   }
   if (root == nullptr) {
     root = computation->instructions().back().get();
@@ -867,9 +863,9 @@ absl::Status Parser::ParseComputation() {
     computation->raw_attributes().emplace_back(attribute, std::move(value));
   }
   if (is_entry && module_->entry() != nullptr) {
-    return ErrorAt(start, absl::StrCat("more than one ENTRY computation ('",
-                                       module_->entry()->name(), "' and '",
-                                       name, "')"));
+    return ErrorAt(
+        start, absl::StrCat("more than one ENTRY computation ('",
+                            module_->entry()->name(), "' and '", name, "')"));
   }
   computations_[name] = module_->AddComputation(std::move(computation));
   return absl::OkStatus();
@@ -889,10 +885,9 @@ absl::Status Parser::ParseInstruction(
   size_t name_pos = pos_;
   CW_ASSIGN_OR_RETURN(inst->name, ParseName("instruction name"));
   if (names->count(inst->name) > 0) {
-    return ErrorAt(name_pos,
-                   absl::StrCat("duplicate instruction name '%", inst->name,
-                                "' in computation '", computation->name(),
-                                "'"));
+    return ErrorAt(
+        name_pos, absl::StrCat("duplicate instruction name '%", inst->name,
+                               "' in computation '", computation->name(), "'"));
   }
   CW_RETURN_IF_ERROR(Expect('='));
   CW_ASSIGN_OR_RETURN(inst->shape, ParseShapeAt(0));
@@ -915,10 +910,9 @@ absl::Status Parser::ParseInstruction(
     size_t number = static_cast<size_t>(inst->parameter_number);
     if (number < parameters_seen->size() &&
         (*parameters_seen)[number] != nullptr) {
-      return ErrorAt(number_pos,
-                     absl::StrCat("duplicate parameter(", number,
-                                  ") in computation '", computation->name(),
-                                  "'"));
+      return ErrorAt(number_pos, absl::StrCat("duplicate parameter(", number,
+                                              ") in computation '",
+                                              computation->name(), "'"));
     }
     if (parameters_seen->size() <= number) {
       parameters_seen->resize(number + 1, nullptr);
@@ -949,9 +943,9 @@ absl::Status Parser::ParseInstruction(
       } else if (inst->opcode == Opcode::kConditional) {
         missing = i == 0 ? "true_computation=" : "false_computation=";
       }
-      return ErrorAt(start, absl::StrCat(AV(inst->opcode_name), " '",
-                                         inst->name, "' is missing ",
-                                         AV(missing)));
+      return ErrorAt(start,
+                     absl::StrCat(AV(inst->opcode_name), " '", inst->name,
+                                  "' is missing ", AV(missing)));
     }
   }
   if ((inst->opcode == Opcode::kWhile ||
@@ -959,12 +953,11 @@ absl::Status Parser::ParseInstruction(
       slots_filled.size() < 2) {
     const bool is_while = inst->opcode == Opcode::kWhile;
     std::string_view missing =
-        slots_filled.empty() ? (is_while ? "condition= and body="
-                                         : "select= and scatter=")
-                             : (is_while ? "body=" : "scatter=");
-    return ErrorAt(start, absl::StrCat(AV(inst->opcode_name), " '",
-                                       inst->name, "' is missing ",
-                                       AV(missing)));
+        slots_filled.empty()
+            ? (is_while ? "condition= and body=" : "select= and scatter=")
+            : (is_while ? "body=" : "scatter=");
+    return ErrorAt(start, absl::StrCat(AV(inst->opcode_name), " '", inst->name,
+                                       "' is missing ", AV(missing)));
   }
   if (inst->opcode == Opcode::kConditional && seen.count("true_computation") &&
       !seen.count("false_computation")) {
@@ -989,10 +982,9 @@ absl::Status Parser::ParseOperands(
     CW_ASSIGN_OR_RETURN(std::string operand, ParseName("operand name"));
     auto it = names.find(operand);
     if (it == names.end()) {
-      return ErrorAt(operand_pos,
-                     absl::StrCat("unknown operand '%", operand,
-                                  "' in computation '", computation.name(),
-                                  "'"));
+      return ErrorAt(operand_pos, absl::StrCat("unknown operand '%", operand,
+                                               "' in computation '",
+                                               computation.name(), "'"));
     }
     inst->operands.push_back(it->second);
   } while (TryConsume(','));
@@ -1062,12 +1054,10 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
     size_t value_pos = pos_;
     std::string_view word = PeekWord();
     static constexpr std::pair<std::string_view, ComparisonDirection>
-        kDirections[] = {{"EQ", ComparisonDirection::kEq},
-                         {"NE", ComparisonDirection::kNe},
-                         {"LT", ComparisonDirection::kLt},
-                         {"LE", ComparisonDirection::kLe},
-                         {"GT", ComparisonDirection::kGt},
-                         {"GE", ComparisonDirection::kGe}};
+        kDirections[] = {
+            {"EQ", ComparisonDirection::kEq}, {"NE", ComparisonDirection::kNe},
+            {"LT", ComparisonDirection::kLt}, {"LE", ComparisonDirection::kLe},
+            {"GT", ComparisonDirection::kGt}, {"GE", ComparisonDirection::kGe}};
     bool found = false;
     for (const auto& [text, direction] : kDirections) {
       if (word == text) {
@@ -1076,10 +1066,9 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
       }
     }
     if (!found) {
-      return ErrorAt(value_pos,
-                     absl::StrCat("expected a comparison direction "
-                                  "(EQ, NE, LT, LE, GT, GE), got '",
-                                  AV(word), "'"));
+      return ErrorAt(value_pos, absl::StrCat("expected a comparison direction "
+                                             "(EQ, NE, LT, LE, GT, GE), got '",
+                                             AV(word), "'"));
     }
     pos_ += word.size();
   } else if (name == "type") {
@@ -1150,8 +1139,7 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
   } else if (name == "slice_sizes") {
     CW_ASSIGN_OR_RETURN(inst->gather_slice_sizes, ParseIntList());
   } else if (name == "index_vector_dim") {
-    CW_ASSIGN_OR_RETURN(int64_t dim,
-                        ParseNonNegativeInt("index_vector_dim"));
+    CW_ASSIGN_OR_RETURN(int64_t dim, ParseNonNegativeInt("index_vector_dim"));
     if (op == Opcode::kGather) {
       inst->gather_dimension_numbers.index_vector_dim = dim;
     } else {
@@ -1322,11 +1310,11 @@ absl::StatusOr<Literal> Parser::ParseLiteralAt(const Shape& shape,
         CW_RETURN_IF_ERROR(parsed.status());
         const Shape& written = *parsed;
         if (!written.Compatible(element_shape)) {
-          return ErrorAt(element_pos,
-                         absl::StrCat("constant '", name, "' element ", i,
-                                      " is written as ", written.ToString(),
-                                      " but the shape says ",
-                                      element_shape.ToString()));
+          return ErrorAt(
+              element_pos,
+              absl::StrCat("constant '", name, "' element ", i,
+                           " is written as ", written.ToString(),
+                           " but the shape says ", element_shape.ToString()));
         }
       }
       CW_ASSIGN_OR_RETURN(Literal element,
@@ -1367,9 +1355,9 @@ absl::Status Parser::ParseArrayLevel(const Shape& shape, size_t level,
   if (!TryConsume('}')) {
     do {
       if (count == expected) {
-        return ErrorHere(absl::StrCat(
-            "constant '", name, "' has more than ", expected,
-            " values in dimension ", level, " of shape ", shape.ToString()));
+        return ErrorHere(absl::StrCat("constant '", name, "' has more than ",
+                                      expected, " values in dimension ", level,
+                                      " of shape ", shape.ToString()));
       }
       if (innermost) {
         CW_RETURN_IF_ERROR(ParseScalarValue(shape.type(), bytes));
@@ -1381,10 +1369,10 @@ absl::Status Parser::ParseArrayLevel(const Shape& shape, size_t level,
     CW_RETURN_IF_ERROR(Expect('}'));
   }
   if (count != expected) {
-    return ErrorAt(start, absl::StrCat("constant '", name, "' has ", count,
-                                       " values in dimension ", level,
-                                       " but shape ", shape.ToString(),
-                                       " needs ", expected));
+    return ErrorAt(start,
+                   absl::StrCat("constant '", name, "' has ", count,
+                                " values in dimension ", level, " but shape ",
+                                shape.ToString(), " needs ", expected));
   }
   return absl::OkStatus();
 }
@@ -1399,9 +1387,8 @@ void AppendBytes(T value, std::vector<uint8_t>* bytes) {
 // `mantissa_bits` of mantissa and `exponent_mask` in place.
 uint64_t NanBits(bool negative, uint64_t payload, int total_bits,
                  int mantissa_bits) {
-  uint64_t exponent_mask = ((uint64_t{1} << (total_bits - 1 - mantissa_bits)) -
-                            1)
-                           << mantissa_bits;
+  uint64_t exponent_mask =
+      ((uint64_t{1} << (total_bits - 1 - mantissa_bits)) - 1) << mantissa_bits;
   uint64_t sign = negative ? uint64_t{1} << (total_bits - 1) : 0;
   return sign | exponent_mask | payload;
 }
@@ -1411,8 +1398,7 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
   SkipSpace();
   size_t start = pos_;
   size_t end = pos_;
-  while (end < text_.size() &&
-         (IsNameChar(text_[end]) || text_[end] == '+')) {
+  while (end < text_.size() && (IsNameChar(text_[end]) || text_[end] == '+')) {
     ++end;
   }
   std::string_view token = text_.substr(start, end - start);
@@ -1429,9 +1415,10 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
   }
   if (token.empty()) return ExpectedError("value");
   auto bad = [&](std::string_view why) {
-    return ErrorAt(start, absl::StrCat("invalid ", PrimitiveTypeName(type).data(),
-                                       " value '", AV(token), "'",
-                                       why.empty() ? "" : ": ", AV(why)));
+    return ErrorAt(
+        start,
+        absl::StrCat("invalid ", PrimitiveTypeName(type).data(), " value '",
+                     AV(token), "'", why.empty() ? "" : ": ", AV(why)));
   };
   if (type == PrimitiveType::kPred) {
     if (token == "true" || token == "1") {
@@ -1451,8 +1438,7 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
       negative = digits[0] == '-';
       digits.remove_prefix(1);
     }
-    if (digits.empty() ||
-        !std::all_of(digits.begin(), digits.end(), IsDigit)) {
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), IsDigit)) {
       return bad("expected an integer");
     }
     uint64_t magnitude = 0;
@@ -1467,10 +1453,18 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
                                                    : ~uint64_t{0};
       if (magnitude > max) return bad("out of range");
       switch (type) {
-        case PrimitiveType::kU8: AppendBytes(static_cast<uint8_t>(magnitude), bytes); break;
-        case PrimitiveType::kU16: AppendBytes(static_cast<uint16_t>(magnitude), bytes); break;
-        case PrimitiveType::kU32: AppendBytes(static_cast<uint32_t>(magnitude), bytes); break;
-        default: AppendBytes(magnitude, bytes); break;
+        case PrimitiveType::kU8:
+          AppendBytes(static_cast<uint8_t>(magnitude), bytes);
+          break;
+        case PrimitiveType::kU16:
+          AppendBytes(static_cast<uint16_t>(magnitude), bytes);
+          break;
+        case PrimitiveType::kU32:
+          AppendBytes(static_cast<uint32_t>(magnitude), bytes);
+          break;
+        default:
+          AppendBytes(magnitude, bytes);
+          break;
       }
     } else {
       int bits = static_cast<int>(ByteWidth(type)) * 8;
@@ -1480,10 +1474,18 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
       int64_t value = negative ? static_cast<int64_t>(0 - magnitude)
                                : static_cast<int64_t>(magnitude);
       switch (type) {
-        case PrimitiveType::kS8: AppendBytes(static_cast<int8_t>(value), bytes); break;
-        case PrimitiveType::kS16: AppendBytes(static_cast<int16_t>(value), bytes); break;
-        case PrimitiveType::kS32: AppendBytes(static_cast<int32_t>(value), bytes); break;
-        default: AppendBytes(value, bytes); break;
+        case PrimitiveType::kS8:
+          AppendBytes(static_cast<int8_t>(value), bytes);
+          break;
+        case PrimitiveType::kS16:
+          AppendBytes(static_cast<int16_t>(value), bytes);
+          break;
+        case PrimitiveType::kS32:
+          AppendBytes(static_cast<int32_t>(value), bytes);
+          break;
+        default:
+          AppendBytes(value, bytes);
+          break;
       }
     }
     pos_ = end;
@@ -1503,9 +1505,15 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
                                                      : 10;
   auto append_bits = [&](uint64_t bits) {
     switch (type) {
-      case PrimitiveType::kF64: AppendBytes(bits, bytes); break;
-      case PrimitiveType::kF32: AppendBytes(static_cast<uint32_t>(bits), bytes); break;
-      default: AppendBytes(static_cast<uint16_t>(bits), bytes); break;
+      case PrimitiveType::kF64:
+        AppendBytes(bits, bytes);
+        break;
+      case PrimitiveType::kF32:
+        AppendBytes(static_cast<uint32_t>(bits), bytes);
+        break;
+      default:
+        AppendBytes(static_cast<uint16_t>(bits), bytes);
+        break;
     }
   };
   if (body.substr(0, 3) == "nan") {
@@ -1527,8 +1535,8 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
     pos_ = end;
     return absl::OkStatus();
   }
-  if (body.empty() || !(IsDigit(body[0]) || body[0] == '.' ||
-                        body == "inf" || body == "infinity")) {
+  if (body.empty() || !(IsDigit(body[0]) || body[0] == '.' || body == "inf" ||
+                        body == "infinity")) {
     return bad("");
   }
   double as_double = 0;
@@ -1561,8 +1569,12 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
     as_float = -as_float;
   }
   switch (type) {
-    case PrimitiveType::kF64: AppendBytes(as_double, bytes); break;
-    case PrimitiveType::kF32: AppendBytes(as_float, bytes); break;
+    case PrimitiveType::kF64:
+      AppendBytes(as_double, bytes);
+      break;
+    case PrimitiveType::kF32:
+      AppendBytes(as_float, bytes);
+      break;
     case PrimitiveType::kBF16: {
       if (std::isfinite(as_float) &&
           !std::isfinite(static_cast<float>(BF16(as_float)))) {
@@ -1598,9 +1610,9 @@ bool SplitDims(std::string_view text, std::vector<std::vector<int64_t>>* out) {
   size_t start = 0;
   while (true) {
     size_t x = text.find('x', start);
-    std::string_view part = text.substr(start, x == std::string_view::npos
-                                                    ? std::string_view::npos
-                                                    : x - start);
+    std::string_view part =
+        text.substr(start, x == std::string_view::npos ? std::string_view::npos
+                                                       : x - start);
     std::vector<int64_t> numbers;
     size_t p = 0;
     while (true) {
@@ -1609,8 +1621,8 @@ bool SplitDims(std::string_view text, std::vector<std::vector<int64_t>>* out) {
           p, u == std::string_view::npos ? std::string_view::npos : u - p);
       if (!number.empty() && number[0] == '+') number.remove_prefix(1);
       int64_t value = 0;
-      auto result = std::from_chars(number.data(),
-                                    number.data() + number.size(), value);
+      auto result =
+          std::from_chars(number.data(), number.data() + number.size(), value);
       if (number.empty() || result.ec != std::errc() ||
           result.ptr != number.data() + number.size()) {
         return false;
@@ -1654,7 +1666,8 @@ absl::StatusOr<std::vector<PaddingDimension>> Parser::ParsePadding() {
   std::vector<PaddingDimension> padding;
   if (!SplitDims(text, &groups)) {
     return ErrorAt(start, absl::StrCat("expected padding like '0_0_0x1_1_0', "
-                                       "got '", AV(text), "'"));
+                                       "got '",
+                                       AV(text), "'"));
   }
   for (const auto& group : groups) {
     if (group.size() != 2 && group.size() != 3) {
@@ -1699,8 +1712,8 @@ absl::StatusOr<std::vector<WindowDimension>> Parser::ParseWindow() {
     std::string_view value = ScanChars(IsPaddingChar);
     std::vector<std::vector<int64_t>> groups;
     if (value.empty() || !SplitDims(value, &groups)) {
-      return ErrorAt(value_pos, absl::StrCat("bad window ", key, " '",
-                                             AV(value), "'"));
+      return ErrorAt(value_pos,
+                     absl::StrCat("bad window ", key, " '", AV(value), "'"));
     }
     for (const auto& group : groups) {
       if (group.size() != (key == "pad" ? 2u : 1u)) {
@@ -1725,8 +1738,7 @@ absl::StatusOr<std::vector<WindowDimension>> Parser::ParseWindow() {
   window.resize(rank);
   for (const auto& [key, groups] : fields) {
     if (groups.size() != rank) {
-      return ErrorAt(start, absl::StrCat("window ", key, " has ",
-                                         groups.size(),
+      return ErrorAt(start, absl::StrCat("window ", key, " has ", groups.size(),
                                          " dimensions but size has ", rank));
     }
     for (size_t i = 0; i < rank; ++i) {
@@ -1763,8 +1775,8 @@ absl::StatusOr<ConvolutionDimensionNumbers> Parser::ParseDimLabels() {
   size_t start = pos_;
   std::string_view text = ScanChars(IsDimLabelChar);
   auto bad = [&](std::string_view why) {
-    return ErrorAt(start, absl::StrCat("bad dim_labels '", AV(text), "': ",
-                                       AV(why)));
+    return ErrorAt(start,
+                   absl::StrCat("bad dim_labels '", AV(text), "': ", AV(why)));
   };
   size_t underscore = text.find('_');
   size_t arrow = text.find("->");
@@ -1875,11 +1887,10 @@ absl::StatusOr<ReplicaGroups::Iota> Parser::ParseIota(bool replica_groups) {
       }
     }
     if (!valid) {
-      return ErrorAt(perm_pos,
-                     absl::StrCat("T(", absl::StrJoin(iota.transpose_perm, ","),
-                                  ") is not a permutation of the ",
-                                  iota.reshape_dims.size(),
-                                  " iota dimensions"));
+      return ErrorAt(
+          perm_pos, absl::StrCat("T(", absl::StrJoin(iota.transpose_perm, ","),
+                                 ") is not a permutation of the ",
+                                 iota.reshape_dims.size(), " iota dimensions"));
     }
   }
   if (replica_groups) {
@@ -1889,8 +1900,8 @@ absl::StatusOr<ReplicaGroups::Iota> Parser::ParseIota(bool replica_groups) {
         product != total) {
       return ErrorAt(start,
                      absl::StrCat("replica groups [", iota.num_groups, ",",
-                                  iota.group_size, "] do not cover the ",
-                                  total, " devices of the iota"));
+                                  iota.group_size, "] do not cover the ", total,
+                                  " devices of the iota"));
     }
   }
   return iota;
@@ -1903,9 +1914,10 @@ absl::StatusOr<ReplicaGroups> Parser::ParseReplicaGroups() {
   char c = Peek();
   if (c == '[') {
     CW_ASSIGN_OR_RETURN(ReplicaGroups::Iota iota, ParseIota(true));
-    CW_RETURN_IF_ERROR(ChargeExpansion(
-        start, iota.num_groups * (iota.group_size + 4)));
-    std::vector<int64_t> ids = ExpandIota(iota.reshape_dims, iota.transpose_perm);
+    CW_RETURN_IF_ERROR(
+        ChargeExpansion(start, iota.num_groups * (iota.group_size + 4)));
+    std::vector<int64_t> ids =
+        ExpandIota(iota.reshape_dims, iota.transpose_perm);
     for (int64_t g = 0; g < iota.num_groups; ++g) {
       groups.groups.emplace_back(ids.begin() + g * iota.group_size,
                                  ids.begin() + (g + 1) * iota.group_size);
@@ -1996,15 +2008,16 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
           for (size_t i = 0; i < sorted.size(); ++i) {
             if (sorted.size() != dims.size() ||
                 sorted[i] != static_cast<int64_t>(i)) {
-              return ErrorAt(ids_pos, "mesh device_ids transpose is not a "
-                                      "permutation of its dimensions");
+              return ErrorAt(ids_pos,
+                             "mesh device_ids transpose is not a "
+                             "permutation of its dimensions");
             }
           }
         }
         if (count != total) {
-          return ErrorAt(ids_pos, absl::StrCat("mesh device_ids has ", count,
-                                               " entries, the mesh has ",
-                                               total));
+          return ErrorAt(ids_pos,
+                         absl::StrCat("mesh device_ids has ", count,
+                                      " entries, the mesh has ", total));
         }
         device_ids = ExpandIota(dims, perm);
       } else {
@@ -2015,9 +2028,9 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
       }
       CW_RETURN_IF_ERROR(Expect(')'));
       if (static_cast<int64_t>(device_ids.size()) != total) {
-        return ErrorAt(start, absl::StrCat("mesh device_ids has ",
-                                           device_ids.size(),
-                                           " entries, the mesh has ", total));
+        return ErrorAt(start,
+                       absl::StrCat("mesh device_ids has ", device_ids.size(),
+                                    " entries, the mesh has ", total));
       }
     } else {
       pos_ = save;
@@ -2038,8 +2051,7 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
       CW_ASSIGN_OR_RETURN(std::string name, parse_axis_name());
       auto it = std::find(names.begin(), names.end(), name);
       if (it == names.end()) {
-        return ErrorAt(ref_pos,
-                       absl::StrCat("unknown mesh axis '", name, "'"));
+        return ErrorAt(ref_pos, absl::StrCat("unknown mesh axis '", name, "'"));
       }
       if (refs.size() >= static_cast<size_t>(kMaxRank)) {
         return ErrorAt(ref_pos, "too many mesh axes in replica groups");
@@ -2051,8 +2063,7 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
         CW_RETURN_IF_ERROR(Expect(')'));
         CW_ASSIGN_OR_RETURN(ref.size, ParseInt());
         int64_t axis_size = sizes[ref.axis];
-        if (ref.pre_size < 1 || ref.size < 2 ||
-            axis_size % ref.pre_size != 0 ||
+        if (ref.pre_size < 1 || ref.size < 2 || axis_size % ref.pre_size != 0 ||
             (axis_size / ref.pre_size) % ref.size != 0) {
           return ErrorAt(ref_pos, absl::StrCat("sub-axis ", name, ":(",
                                                ref.pre_size, ")", ref.size,
@@ -2064,8 +2075,8 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
       for (const AxisRef& other : refs) {
         if (other.axis == ref.axis &&
             (other.pre_size == 0 || ref.pre_size == 0)) {
-          return ErrorAt(ref_pos, absl::StrCat("mesh axis '", name,
-                                               "' is grouped twice"));
+          return ErrorAt(
+              ref_pos, absl::StrCat("mesh axis '", name, "' is grouped twice"));
         }
       }
       refs.push_back(ref);
@@ -2122,8 +2133,7 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
     perm.push_back(d);
     group_size *= reshape_dims[static_cast<size_t>(d)];
   }
-  CW_RETURN_IF_ERROR(
-      ChargeExpansion(start, total + 4 * (total / group_size)));
+  CW_RETURN_IF_ERROR(ChargeExpansion(start, total + 4 * (total / group_size)));
   std::vector<int64_t> order = ExpandIota(reshape_dims, perm);
   ReplicaGroups groups;
   int64_t num_groups = total / group_size;
@@ -2161,8 +2171,9 @@ Parser::ParseSourceTargetPairs() {
     size_t pair_pos = pos_;
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> pair, ParseIntList());
     if (pair.size() != 2) {
-      return ErrorAt(pair_pos, "source_target_pairs entries must be "
-                               "{source,target}");
+      return ErrorAt(pair_pos,
+                     "source_target_pairs entries must be "
+                     "{source,target}");
     }
     pairs.emplace_back(pair[0], pair[1]);
   } while (TryConsume(','));
@@ -2234,10 +2245,10 @@ absl::StatusOr<Sharding> Parser::ParseShardingAt(int depth) {
       int64_t iota_total = 1;
       for (int64_t d : iota.reshape_dims) iota_total *= d;
       if (iota_total != total) {
-        return ErrorAt(devices_pos,
-                       absl::StrCat("iota device list has ", iota_total,
-                                    " devices but the tile assignment needs ",
-                                    total));
+        return ErrorAt(
+            devices_pos,
+            absl::StrCat("iota device list has ", iota_total,
+                         " devices but the tile assignment needs ", total));
       }
       CW_RETURN_IF_ERROR(ChargeExpansion(devices_pos, total));
       sharding.tile_devices =

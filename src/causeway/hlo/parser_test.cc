@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/hlo/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "causeway/hlo/printer.h"
 
 namespace causeway::hlo {
 namespace {
@@ -38,9 +38,9 @@ std::string ParseError(std::string_view text) {
 // A module whose entry holds `body` (instruction lines) after parameter p0.
 std::string Entry(std::string_view body,
                   std::string_view param_shape = "f32[4]{0}") {
-  return absl::StrCat("HloModule m\n\nENTRY %main {\n  %p0 = ",
-                      std::string(param_shape), " parameter(0)\n",
-                      std::string(body), "\n}\n");
+  return absl::StrCat(
+      "HloModule m\n\nENTRY %main {\n  %p0 = ", std::string(param_shape),
+      " parameter(0)\n", std::string(body), "\n}\n");
 }
 
 const Instruction& Find(const Module& module, std::string_view name) {
@@ -142,12 +142,11 @@ TEST(ParserTest, KeepsHeaderAttributesRawAndReadsPartitionCounts) {
   EXPECT_EQ(module->replica_count(), 2);
   EXPECT_THAT(
       module->raw_attributes(),
-      ElementsAre(
-          Pair("is_scheduled", "true"),
-          Pair("entry_computation_layout",
-               "{(f32[4]{0}, /*index=1*/s32[])->f32[4]{0}}"),
-          Pair("frontend_attributes",
-               "{xla.sdy.meshes={empty_mesh = #sdy.mesh<[]>}}")));
+      ElementsAre(Pair("is_scheduled", "true"),
+                  Pair("entry_computation_layout",
+                       "{(f32[4]{0}, /*index=1*/s32[])->f32[4]{0}}"),
+                  Pair("frontend_attributes",
+                       "{xla.sdy.meshes={empty_mesh = #sdy.mesh<[]>}}")));
 }
 
 TEST(ParserTest, KeepsStackFrameIndexAsOneRawBlock) {
@@ -225,9 +224,9 @@ ENTRY %main {
 }
 
 TEST(ParserTest, KeepsUnknownOpcodesWithTheirAttributesRaw) {
-  auto module = MustParse(Entry(
-      "  %s = (f32[4]{0}, u32[]) all-reduce-start(%p0), dimensions={0}, "
-      "to_apply=%nowhere, foo=bar"));
+  auto module = MustParse(
+      Entry("  %s = (f32[4]{0}, u32[]) all-reduce-start(%p0), dimensions={0}, "
+            "to_apply=%nowhere, foo=bar"));
   ASSERT_NE(module, nullptr);
   const Instruction& s = Find(*module, "s");
   EXPECT_EQ(s.opcode, Opcode::kUnknown);
@@ -263,11 +262,11 @@ TEST(ParserTest, KeepsUninterpretedAttributesExactly) {
 }
 
 TEST(ParserTest, KeepsDotPrecisionAndAlgorithmRaw) {
-  auto module = MustParse(Entry(
-      "  %d = f32[] dot(%p0, %p0), lhs_contracting_dims={0}, "
-      "rhs_contracting_dims={0}, operand_precision={highest,default}, "
-      "algorithm=dot_bf16_bf16_f32",
-      "f32[4]{0}"));
+  auto module = MustParse(
+      Entry("  %d = f32[] dot(%p0, %p0), lhs_contracting_dims={0}, "
+            "rhs_contracting_dims={0}, operand_precision={highest,default}, "
+            "algorithm=dot_bf16_bf16_f32",
+            "f32[4]{0}"));
   ASSERT_NE(module, nullptr);
   const Instruction& d = Find(*module, "d");
   EXPECT_THAT(d.raw_attributes,
@@ -277,9 +276,9 @@ TEST(ParserTest, KeepsDotPrecisionAndAlgorithmRaw) {
 }
 
 TEST(ParserTest, AcceptsAttributesSplitOverLines) {
-  auto module = MustParse(Entry(
-      "  %b = f32[2,4]{1,0} broadcast(%p0),\n      dimensions={1},\n"
-      "      metadata={op_name=\"b\"}"));
+  auto module = MustParse(
+      Entry("  %b = f32[2,4]{1,0} broadcast(%p0),\n      dimensions={1},\n"
+            "      metadata={op_name=\"b\"}"));
   ASSERT_NE(module, nullptr);
   EXPECT_THAT(Find(*module, "b").dimensions, ElementsAre(1));
 }
@@ -296,7 +295,8 @@ TEST(ParseShapeTest, ReadsArrayShapeWithLayout) {
 }
 
 TEST(ParseShapeTest, IgnoresTilesAndMemorySpaceInLayouts) {
-  absl::StatusOr<Shape> shape = ParseShape("bf16[8,128]{1,0:T(8,128)(2,1)S(1)}");
+  absl::StatusOr<Shape> shape =
+      ParseShape("bf16[8,128]{1,0:T(8,128)(2,1)S(1)}");
   ASSERT_TRUE(shape.ok()) << shape.status();
   EXPECT_THAT(shape->minor_to_major(), ElementsAre(1, 0));
   EXPECT_EQ(shape->ToString(), "bf16[8,128]{1,0}");
@@ -323,8 +323,9 @@ TEST(ParseShapeTest, RefusesUnsupportedElementTypesByName) {
   ASSERT_FALSE(shape.ok());
   EXPECT_EQ(shape.status().message(),
             "line 1:1: unsupported element type 'c64'");
-  EXPECT_THAT(std::string(ParseShape("(f32[], f8e4m3fn[2])").status().message()),
-              HasSubstr("line 1:9: unsupported element type 'f8e4m3fn'"));
+  EXPECT_THAT(
+      std::string(ParseShape("(f32[], f8e4m3fn[2])").status().message()),
+      HasSubstr("line 1:9: unsupported element type 'f8e4m3fn'"));
 }
 
 TEST(ParseShapeTest, RefusesShapesOfMoreThanTwoToTheFortyElements) {
@@ -400,8 +401,8 @@ ENTRY e {
 }
 
 TEST(ConstantTest, ReadsNestedArraysInRowMajorOrder) {
-  auto module = MustParse(Entry(
-      "  ROOT %c = s32[2,3]{0,1} constant({ { 1, 2, 3 }, {4,5,6} })"));
+  auto module = MustParse(
+      Entry("  ROOT %c = s32[2,3]{0,1} constant({ { 1, 2, 3 }, {4,5,6} })"));
   ASSERT_NE(module, nullptr);
   const Instruction& c = Find(*module, "c");
   ASSERT_TRUE(c.literal.has_value());
@@ -410,9 +411,9 @@ TEST(ConstantTest, ReadsNestedArraysInRowMajorOrder) {
 }
 
 TEST(ConstantTest, ReadsInfinitiesNansAndNegativeZero) {
-  auto module = MustParse(Entry(
-      "  ROOT %c = f32[6]{0} constant({inf, -inf, nan, -nan, -0, "
-      "nan(0x1234)})"));
+  auto module = MustParse(
+      Entry("  ROOT %c = f32[6]{0} constant({inf, -inf, nan, -nan, -0, "
+            "nan(0x1234)})"));
   ASSERT_NE(module, nullptr);
   std::vector<float> v = Values<float>(*Find(*module, "c").literal);
   EXPECT_EQ(v[0], std::numeric_limits<float>::infinity());
@@ -454,16 +455,16 @@ TEST(ConstantTest, ReadsTupleConstantsWithOrWithoutElementShapes) {
 }
 
 TEST(ConstantTest, ReadsEmptyArrays) {
-  auto module = MustParse(Entry(
-      "  %a = f32[0]{0} constant({})\n"
-      "  ROOT %b = f32[2,0]{1,0} constant({ {}, {} })"));
+  auto module =
+      MustParse(Entry("  %a = f32[0]{0} constant({})\n"
+                      "  ROOT %b = f32[2,0]{1,0} constant({ {}, {} })"));
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(Find(*module, "b").literal->shape().ElementCount(), 0);
 }
 
 TEST(ConstantTest, RefusesElidedConstantsWithInstructions) {
-  std::string error = ParseError(Entry(
-      "  ROOT %constant.2 = f32[2,3,4]{2,1,0} constant({...})"));
+  std::string error = ParseError(
+      Entry("  ROOT %constant.2 = f32[2,3,4]{2,1,0} constant({...})"));
   EXPECT_EQ(error,
             "line 5:49: constant 'constant.2' has its values elided ('{...}'); "
             "print the module with large constants "
@@ -507,7 +508,8 @@ TEST(ConstantTest, RefusesValuesOutOfRangeForTheirType) {
 // Attributes.
 
 TEST(AttributeTest, ReadsShapeManipulationAttributes) {
-  auto module = MustParse(Entry(R"(  %b = f32[3,4]{1,0} broadcast(%p0), dimensions={1}
+  auto module =
+      MustParse(Entry(R"(  %b = f32[3,4]{1,0} broadcast(%p0), dimensions={1}
   %s = f32[2]{0} slice(%p0), slice={[1:4:2]}
   %s2 = f32[2,2]{1,0} slice(%b), slice={[0:2], [1:3]}
   %i = s32[] parameter(1)
@@ -520,8 +522,7 @@ TEST(AttributeTest, ReadsShapeManipulationAttributes) {
   ROOT %g = f32[4]{0} get-tuple-element(%t), index=0)"));
   ASSERT_NE(module, nullptr);
   EXPECT_THAT(Find(*module, "b").dimensions, ElementsAre(1));
-  EXPECT_EQ(Find(*module, "s").slice,
-            (std::vector<SliceDimension>{{1, 4, 2}}));
+  EXPECT_EQ(Find(*module, "s").slice, (std::vector<SliceDimension>{{1, 4, 2}}));
   EXPECT_EQ(Find(*module, "s2").slice,
             (std::vector<SliceDimension>{{0, 2, 1}, {1, 3, 1}}));
   EXPECT_THAT(Find(*module, "d").dynamic_slice_sizes, ElementsAre(2));
@@ -534,10 +535,10 @@ TEST(AttributeTest, ReadsShapeManipulationAttributes) {
 }
 
 TEST(AttributeTest, ReadsCompareDirectionAndType) {
-  auto module = MustParse(Entry(
-      "  %a = pred[4]{0} compare(%p0, %p0), direction=GE\n"
-      "  ROOT %b = pred[4]{0} compare(%p0, %p0), direction=NE, "
-      "type=TOTALORDER"));
+  auto module =
+      MustParse(Entry("  %a = pred[4]{0} compare(%p0, %p0), direction=GE\n"
+                      "  ROOT %b = pred[4]{0} compare(%p0, %p0), direction=NE, "
+                      "type=TOTALORDER"));
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(Find(*module, "a").comparison_direction, ComparisonDirection::kGe);
   EXPECT_EQ(Find(*module, "a").comparison_type, ComparisonType::kDefault);
@@ -680,13 +681,13 @@ TEST(AttributeTest, ReadsRngAlgorithmAndReducePrecisionBits) {
   EXPECT_THAT(ParseError(Entry("  ROOT %p = f32[4]{0} reduce-precision(%p1), "
                                "exponent_bits=5, mantissa_bits=10")),
               HasSubstr("unknown operand '%p1'"));
-  auto module = MustParse(Entry(
-      "  %r = (u64[2]{0}, u32[4]{0}) rng-bit-generator(%p0), "
-      "algorithm=rng_philox\n"
-      "  %f = f32[4]{0} parameter(1)\n"
-      "  ROOT %p = f32[4]{0} reduce-precision(%f), exponent_bits=5, "
-      "mantissa_bits=10",
-      "u64[2]{0}"));
+  auto module = MustParse(
+      Entry("  %r = (u64[2]{0}, u32[4]{0}) rng-bit-generator(%p0), "
+            "algorithm=rng_philox\n"
+            "  %f = f32[4]{0} parameter(1)\n"
+            "  ROOT %p = f32[4]{0} reduce-precision(%f), exponent_bits=5, "
+            "mantissa_bits=10",
+            "u64[2]{0}"));
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(Find(*module, "r").rng_algorithm, RandomAlgorithm::kPhilox);
   EXPECT_EQ(Find(*module, "p").exponent_bits, 5);
@@ -771,8 +772,8 @@ TEST(AttributeTest, ReadsMeshReplicaGroupsWithDeviceOrder) {
   ASSERT_NE(module, nullptr);
   for (std::string_view name : {"a", "b"}) {
     const ReplicaGroups& groups = Find(*module, name).replica_groups;
-    EXPECT_EQ(groups.groups, (std::vector<std::vector<int64_t>>{
-                                 {0, 1, 2, 3}, {4, 5, 6, 7}}))
+    EXPECT_EQ(groups.groups,
+              (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}}))
         << name;
     EXPECT_FALSE(groups.iota.has_value()) << name;
   }
@@ -797,11 +798,12 @@ TEST(AttributeTest, RefusesIotaReplicaGroupsThatDoNotCoverTheDevices) {
 }
 
 TEST(AttributeTest, ReadsCollectivePermutePairsAndCustomCallTarget) {
-  auto module = MustParse(Entry(
-      "  %cp = f32[4]{0} collective-permute(%p0), channel_id=1, "
-      "source_target_pairs={{0,1},{1,2},{7,0}}\n"
-      "  ROOT %cc = f32[4]{0} custom-call(%cp), "
-      "custom_call_target=\"my\\\"target\", api_version=API_VERSION_TYPED_FFI"));
+  auto module = MustParse(
+      Entry("  %cp = f32[4]{0} collective-permute(%p0), channel_id=1, "
+            "source_target_pairs={{0,1},{1,2},{7,0}}\n"
+            "  ROOT %cc = f32[4]{0} custom-call(%cp), "
+            "custom_call_target=\"my\\\"target\", "
+            "api_version=API_VERSION_TYPED_FFI"));
   ASSERT_NE(module, nullptr);
   EXPECT_EQ(Find(*module, "cp").source_target_pairs,
             (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}, {7, 0}}));
@@ -854,8 +856,8 @@ TEST(ShardingTest, ExpandsIotaTileAssignments) {
 }
 
 TEST(ShardingTest, ReadsLastTileDimsSubgroups) {
-  absl::StatusOr<Sharding> s =
-      ParseSharding("{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}");
+  absl::StatusOr<Sharding> s = ParseSharding(
+      "{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_THAT(s->last_tile_dims, ElementsAre("manual", "replicated"));
   EXPECT_EQ(s->tile_devices.size(), 8u);
@@ -895,16 +897,18 @@ TEST(ShardingTest, RefusesDeviceCountsThatDoNotMatchTheTiles) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().message(),
             "line 1:15: tile assignment [2,2] needs 4 devices, got 3");
-  EXPECT_THAT(std::string(ParseSharding("{devices=[2,2]<=[8]}").status().message()),
-              HasSubstr("iota device list has 8 devices but the tile "
-                        "assignment needs 4"));
-  EXPECT_FALSE(ParseSharding("{devices=[1048576,1048576]<=[1099511627776]}").ok());
+  EXPECT_THAT(
+      std::string(ParseSharding("{devices=[2,2]<=[8]}").status().message()),
+      HasSubstr("iota device list has 8 devices but the tile "
+                "assignment needs 4"));
+  EXPECT_FALSE(
+      ParseSharding("{devices=[1048576,1048576]<=[1099511627776]}").ok());
 }
 
 TEST(ShardingTest, IsReadFromInstructions) {
-  auto module = MustParse(Entry(
-      "  ROOT %t = (f32[4]{0}, f32[4]{0}) tuple(%p0, %p0), "
-      "sharding={{devices=[2]<=[2]}, {replicated}}, metadata={}"));
+  auto module = MustParse(
+      Entry("  ROOT %t = (f32[4]{0}, f32[4]{0}) tuple(%p0, %p0), "
+            "sharding={{devices=[2]<=[2]}, {replicated}}, metadata={}"));
   ASSERT_NE(module, nullptr);
   const Instruction& t = Find(*module, "t");
   ASSERT_TRUE(t.sharding.has_value());
@@ -920,8 +924,7 @@ TEST(ErrorTest, ReportsExpectedAndGotWithPosition) {
             "line 4:1: expected ')', got '}'");
   EXPECT_EQ(ParseError("HloModul m"),
             "line 1:1: expected 'HloModule', got 'HloModul'");
-  EXPECT_EQ(ParseError(""),
-            "line 1:1: expected 'HloModule', got end of input");
+  EXPECT_EQ(ParseError(""), "line 1:1: expected 'HloModule', got end of input");
   EXPECT_EQ(ParseError("HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n"),
             "line 4:1: expected '}', got end of input");
   EXPECT_EQ(ParseError("HloModule m\nENTRY e {\n  a f32[] parameter(0)\n}"),
@@ -946,7 +949,8 @@ TEST(ErrorTest, RefusesDuplicateNames) {
 TEST(ErrorTest, RefusesStructuralMistakes) {
   EXPECT_THAT(ParseError("HloModule m\nENTRY e {\n ROOT a = f32[] "
                          "parameter(0)\n ROOT b = f32[] negate(a)\n}"),
-              HasSubstr("line 2:1: computation 'e' has more than one ROOT"));
+              HasSubstr("line 4:2: computation 'e' has more than one ROOT ('a' "
+                        "and 'b')"));
   EXPECT_THAT(ParseError("HloModule m\nENTRY e {\n}"),
               HasSubstr("line 2:1: computation 'e' has no instructions"));
   EXPECT_THAT(ParseError("HloModule m\nENTRY a {\n ROOT x = f32[] "
@@ -956,9 +960,10 @@ TEST(ErrorTest, RefusesStructuralMistakes) {
   EXPECT_THAT(ParseError("HloModule m\nENTRY e {\n ROOT x = f32[] "
                          "parameter(1)\n}"),
               HasSubstr("computation 'e' has no parameter(0)"));
-  EXPECT_THAT(ParseError("HloModule m\nENTRY e {\n x = f32[] parameter(0)\n"
-                         " ROOT y = f32[] parameter(0)\n}"),
-              HasSubstr("line 4:27: duplicate parameter(0) in computation 'e'"));
+  EXPECT_THAT(
+      ParseError("HloModule m\nENTRY e {\n x = f32[] parameter(0)\n"
+                 " ROOT y = f32[] parameter(0)\n}"),
+      HasSubstr("line 4:27: duplicate parameter(0) in computation 'e'"));
   EXPECT_THAT(ParseError("HloModule m"),
               HasSubstr("module has no computations"));
 }
@@ -998,7 +1003,8 @@ TEST(ErrorTest, RefusesDeeplyNestedAttributesWithoutCrashing) {
 TEST(ErrorTest, BoundsTheDeviceIdsAModuleMayExpandTo) {
   std::string body;
   for (int i = 0; i < 17; ++i) {
-    absl::StrAppend(&body, "  %g", i, " = f32[4]{0} all-gather(%p0), "
+    absl::StrAppend(&body, "  %g", i,
+                    " = f32[4]{0} all-gather(%p0), "
                     "replica_groups=[1,1048576]<=[1048576], dimensions={0}\n");
   }
   EXPECT_THAT(ParseError(Entry(body)),
@@ -1010,9 +1016,12 @@ TEST(ErrorTest, BoundsTheDeviceIdsAModuleMayExpandTo) {
 // Regression inputs found by the fuzzer: each must give a clean error.
 
 TEST(RegressionTest, FuzzerFindingsGiveCleanErrorsOrRoundTrip) {
-  std::filesystem::path dir =
-      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path()
-          .parent_path() / "tests" / "parser_regressions";
+  std::filesystem::path dir = std::filesystem::path(__FILE__)
+                                  .parent_path()
+                                  .parent_path()
+                                  .parent_path()
+                                  .parent_path() /
+                              "tests" / "parser_regressions";
   ASSERT_TRUE(std::filesystem::exists(dir)) << dir;
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

@@ -193,30 +193,30 @@ std::string WindowText(const std::vector<WindowDimension>& window) {
   };
   if (any([](const WindowDimension& d) { return d.stride != 1; })) {
     absl::StrAppend(&text, " stride=", join([](const WindowDimension& d) {
-                      return absl::StrCat(d.stride);
-                    }));
+      return absl::StrCat(d.stride);
+    }));
   }
   if (any([](const WindowDimension& d) {
         return d.padding_low != 0 || d.padding_high != 0;
       })) {
     absl::StrAppend(&text, " pad=", join([](const WindowDimension& d) {
-                      return absl::StrCat(d.padding_low, "_", d.padding_high);
-                    }));
+      return absl::StrCat(d.padding_low, "_", d.padding_high);
+    }));
   }
   if (any([](const WindowDimension& d) { return d.base_dilation != 1; })) {
     absl::StrAppend(&text, " lhs_dilate=", join([](const WindowDimension& d) {
-                      return absl::StrCat(d.base_dilation);
-                    }));
+      return absl::StrCat(d.base_dilation);
+    }));
   }
   if (any([](const WindowDimension& d) { return d.window_dilation != 1; })) {
     absl::StrAppend(&text, " rhs_dilate=", join([](const WindowDimension& d) {
-                      return absl::StrCat(d.window_dilation);
-                    }));
+      return absl::StrCat(d.window_dilation);
+    }));
   }
   if (any([](const WindowDimension& d) { return d.window_reversal; })) {
     absl::StrAppend(&text, " rhs_reversal=", join([](const WindowDimension& d) {
-                      return absl::StrCat(d.window_reversal ? 1 : 0);
-                    }));
+      return absl::StrCat(d.window_reversal ? 1 : 0);
+    }));
   }
   return text + "}";
 }
@@ -226,9 +226,9 @@ std::string PaddingText(const std::vector<PaddingDimension>& padding) {
   for (const PaddingDimension& dim : padding) interior |= dim.interior != 0;
   std::vector<std::string> parts;
   for (const PaddingDimension& dim : padding) {
-    parts.push_back(interior
-                        ? absl::StrCat(dim.low, "_", dim.high, "_", dim.interior)
-                        : absl::StrCat(dim.low, "_", dim.high));
+    parts.push_back(
+        interior ? absl::StrCat(dim.low, "_", dim.high, "_", dim.interior)
+                 : absl::StrCat(dim.low, "_", dim.high));
   }
   return absl::StrJoin(parts, "x");
 }
@@ -266,42 +266,60 @@ std::string DimLabelsText(const ConvolutionDimensionNumbers& n) {
 
 std::string_view DirectionText(ComparisonDirection direction) {
   switch (direction) {
-    case ComparisonDirection::kEq: return "EQ";
-    case ComparisonDirection::kNe: return "NE";
-    case ComparisonDirection::kLt: return "LT";
-    case ComparisonDirection::kLe: return "LE";
-    case ComparisonDirection::kGt: return "GT";
-    case ComparisonDirection::kGe: return "GE";
+    case ComparisonDirection::kEq:
+      return "EQ";
+    case ComparisonDirection::kNe:
+      return "NE";
+    case ComparisonDirection::kLt:
+      return "LT";
+    case ComparisonDirection::kLe:
+      return "LE";
+    case ComparisonDirection::kGt:
+      return "GT";
+    case ComparisonDirection::kGe:
+      return "GE";
   }
   return "EQ";
 }
 
 std::string_view ComparisonTypeText(ComparisonType type) {
   switch (type) {
-    case ComparisonType::kFloat: return "FLOAT";
-    case ComparisonType::kTotalOrder: return "TOTALORDER";
-    case ComparisonType::kSigned: return "SIGNED";
-    case ComparisonType::kUnsigned: return "UNSIGNED";
-    case ComparisonType::kDefault: return "";
+    case ComparisonType::kFloat:
+      return "FLOAT";
+    case ComparisonType::kTotalOrder:
+      return "TOTALORDER";
+    case ComparisonType::kSigned:
+      return "SIGNED";
+    case ComparisonType::kUnsigned:
+      return "UNSIGNED";
+    case ComparisonType::kDefault:
+      return "";
   }
   return "";
 }
 
 std::string_view FusionKindText(FusionKind kind) {
   switch (kind) {
-    case FusionKind::kLoop: return "kLoop";
-    case FusionKind::kInput: return "kInput";
-    case FusionKind::kOutput: return "kOutput";
-    case FusionKind::kCustom: return "kCustom";
+    case FusionKind::kLoop:
+      return "kLoop";
+    case FusionKind::kInput:
+      return "kInput";
+    case FusionKind::kOutput:
+      return "kOutput";
+    case FusionKind::kCustom:
+      return "kCustom";
   }
   return "kLoop";
 }
 
 std::string_view RngAlgorithmText(RandomAlgorithm algorithm) {
   switch (algorithm) {
-    case RandomAlgorithm::kDefault: return "rng_default";
-    case RandomAlgorithm::kThreeFry: return "rng_three_fry";
-    case RandomAlgorithm::kPhilox: return "rng_philox";
+    case RandomAlgorithm::kDefault:
+      return "rng_default";
+    case RandomAlgorithm::kThreeFry:
+      return "rng_three_fry";
+    case RandomAlgorithm::kPhilox:
+      return "rng_philox";
   }
   return "rng_default";
 }
@@ -334,7 +352,8 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       attr("dimensions", IntList(inst.dimensions));
       break;
     case Opcode::kAllToAll:
-      if (!inst.dimensions.empty()) attr("dimensions", IntList(inst.dimensions));
+      if (!inst.dimensions.empty())
+        attr("dimensions", IntList(inst.dimensions));
       break;
     default:
       break;
@@ -390,7 +409,8 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       break;
     case Opcode::kReduceWindow:
       attr("window", WindowText(inst.window));
-      if (!inst.called_computations.empty()) attr("to_apply", CalledAt(inst, 0));
+      if (!inst.called_computations.empty())
+        attr("to_apply", CalledAt(inst, 0));
       break;
     case Opcode::kSelectAndScatter:
       attr("window", WindowText(inst.window));
@@ -430,7 +450,8 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       attr("index_vector_dim", absl::StrCat(s.index_vector_dim));
       if (inst.indices_are_sorted) attr("indices_are_sorted", "true");
       if (inst.unique_indices) attr("unique_indices", "true");
-      if (!inst.called_computations.empty()) attr("to_apply", CalledAt(inst, 0));
+      if (!inst.called_computations.empty())
+        attr("to_apply", CalledAt(inst, 0));
       break;
     }
     case Opcode::kFusion:
@@ -510,11 +531,13 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
            absl::StrCat("{", absl::StrJoin(pairs, ","), "}"));
     }
   }
-  if (op == Opcode::kCall || op == Opcode::kReduce || op == Opcode::kAllReduce ||
-      op == Opcode::kReduceScatter || op == Opcode::kSort) {
+  if (op == Opcode::kCall || op == Opcode::kReduce ||
+      op == Opcode::kAllReduce || op == Opcode::kReduceScatter ||
+      op == Opcode::kSort) {
     if (!inst.called_computations.empty()) attr("to_apply", CalledAt(inst, 0));
   }
-  if (inst.sharding.has_value()) attr("sharding", PrintSharding(*inst.sharding));
+  if (inst.sharding.has_value())
+    attr("sharding", PrintSharding(*inst.sharding));
   for (const auto& [name, value] : inst.raw_attributes) attr(name, value);
 }
 
@@ -553,9 +576,9 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
   }
   for (size_t i = 0; i < a.operands.size(); ++i) {
     if (a.operands[i]->name != b.operands[i]->name) {
-      *diff = absl::StrCat("instruction '", a.name, "': operand ", i, " is '",
-                           a.operands[i]->name, "' vs '",
-                           b.operands[i]->name, "'");
+      *diff =
+          absl::StrCat("instruction '", a.name, "': operand ", i, " is '",
+                       a.operands[i]->name, "' vs '", b.operands[i]->name, "'");
       return false;
     }
   }
@@ -567,8 +590,8 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
   for (size_t i = 0; i < a.called_computations.size(); ++i) {
     if (ComputationName(a.called_computations[i]) !=
         ComputationName(b.called_computations[i])) {
-      *diff = absl::StrCat("instruction '", a.name, "': called computation ",
-                           i, " is ", ComputationName(a.called_computations[i]),
+      *diff = absl::StrCat("instruction '", a.name, "': called computation ", i,
+                           " is ", ComputationName(a.called_computations[i]),
                            " vs ", ComputationName(b.called_computations[i]));
       return false;
     }
@@ -611,10 +634,10 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
   CW_COMPARE_FIELD(source_target_pairs, "source_target_pairs");
   CW_COMPARE_FIELD(custom_call_target, "custom_call_target");
   if (a.sharding != b.sharding) {
-    *diff = absl::StrCat(
-        "instruction '", a.name, "': sharding ",
-        a.sharding ? PrintSharding(*a.sharding) : "(none)", " vs ",
-        b.sharding ? PrintSharding(*b.sharding) : "(none)");
+    *diff =
+        absl::StrCat("instruction '", a.name, "': sharding ",
+                     a.sharding ? PrintSharding(*a.sharding) : "(none)", " vs ",
+                     b.sharding ? PrintSharding(*b.sharding) : "(none)");
     return false;
   }
   CW_COMPARE_FIELD(raw_attributes, "raw attributes");
@@ -634,14 +657,13 @@ bool ComputationsEqual(const Computation& a, const Computation& b,
     return false;
   }
   if (a.raw_attributes() != b.raw_attributes()) {
-    *diff = absl::StrCat("computation '", a.name(),
-                         "': attributes differ");
+    *diff = absl::StrCat("computation '", a.name(), "': attributes differ");
     return false;
   }
   if (a.instructions().size() != b.instructions().size()) {
-    *diff = absl::StrCat("computation '", a.name(), "': ",
-                         a.instructions().size(), " instructions vs ",
-                         b.instructions().size());
+    *diff =
+        absl::StrCat("computation '", a.name(), "': ", a.instructions().size(),
+                     " instructions vs ", b.instructions().size());
     return false;
   }
   for (size_t i = 0; i < a.instructions().size(); ++i) {
@@ -677,9 +699,8 @@ std::string PrintSharding(const Sharding& sharding) {
     case Sharding::Kind::kMaximal:
       return absl::StrCat("{maximal device=", sharding.maximal_device, "}");
     case Sharding::Kind::kTiled: {
-      std::string text =
-          absl::StrCat("{devices=[", absl::StrJoin(sharding.tile_dims, ","),
-                       "]");
+      std::string text = absl::StrCat(
+          "{devices=[", absl::StrJoin(sharding.tile_dims, ","), "]");
       if (sharding.iota.has_value()) {
         text += IotaText(*sharding.iota);
       } else {
@@ -774,11 +795,11 @@ std::string PrintModule(const Module& module) {
                         : computation->root()->shape.ToString(false),
                     " {\n");
     for (const auto& instruction : computation->instructions()) {
-      absl::StrAppend(&out, "  ",
-                      PrintInstructionLine(*instruction,
-                                           instruction.get() ==
-                                               computation->root()),
-                      "\n");
+      absl::StrAppend(
+          &out, "  ",
+          PrintInstructionLine(*instruction,
+                               instruction.get() == computation->root()),
+          "\n");
     }
     out += "}";
     for (const auto& [name, value] : computation->raw_attributes()) {

@@ -25,7 +25,8 @@ std::string PrintLiteralValues(const Literal& literal);
 // computations by name, every attribute field, literals bit for bit, raw
 // attributes. Ignores unique ids and source positions. On mismatch fills
 // *diff (if non-null) with the first difference.
-bool ModulesEqual(const Module& a, const Module& b, std::string* diff = nullptr);
+bool ModulesEqual(const Module& a, const Module& b,
+                  std::string* diff = nullptr);
 
 }  // namespace causeway::hlo
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/hlo/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "causeway/hlo/parser.h"
 
 namespace causeway::hlo {
 namespace {
@@ -79,7 +79,8 @@ TEST(PrinterTest, ReprintsJaxOutputCloseToHowXlaPrintedIt) {
   }
 }
 
-constexpr std::string_view kEveryAttribute = R"(HloModule every_attribute, entry_computation_layout={(f32[4]{0})->f32[4]{0}}, num_partitions=4, replica_count=2
+constexpr std::string_view kEveryAttribute =
+    R"(HloModule every_attribute, entry_computation_layout={(f32[4]{0})->f32[4]{0}}, num_partitions=4, replica_count=2
 
 %add (a: f32[], b: f32[]) -> f32[] {
   %a = f32[] parameter(0)
@@ -204,10 +205,11 @@ TEST(PrinterTest, PrintsEveryInstructionOfAHandWrittenModuleAsWritten) {
 
 TEST(PrinterTest, PrintsConstantsInFullNeverElided) {
   std::string values;
-  for (int i = 0; i < 1000; ++i) absl::StrAppend(&values, i == 0 ? "" : ", ", i);
-  std::unique_ptr<Module> module = MustParse(absl::StrCat(
-      "HloModule m\nENTRY e {\n  ROOT c = s32[1000]{0} constant({", values,
-      "})\n}\n"));
+  for (int i = 0; i < 1000; ++i)
+    absl::StrAppend(&values, i == 0 ? "" : ", ", i);
+  std::unique_ptr<Module> module = MustParse(
+      absl::StrCat("HloModule m\nENTRY e {\n  ROOT c = s32[1000]{0} constant({",
+                   values, "})\n}\n"));
   ASSERT_NE(module, nullptr);
   std::string printed = PrintModule(*module);
   EXPECT_THAT(printed, HasSubstr(absl::StrCat("constant({", values, "})")));
@@ -216,10 +218,9 @@ TEST(PrinterTest, PrintsConstantsInFullNeverElided) {
 
 // Prints a literal into a module and parses it back.
 Literal ReparseLiteral(const Literal& literal) {
-  std::string text =
-      absl::StrCat("HloModule m\nENTRY e {\n  ROOT c = ",
-                   literal.shape().ToString(), " constant(",
-                   PrintLiteralValues(literal), ")\n}\n");
+  std::string text = absl::StrCat(
+      "HloModule m\nENTRY e {\n  ROOT c = ", literal.shape().ToString(),
+      " constant(", PrintLiteralValues(literal), ")\n}\n");
   std::unique_ptr<Module> module = MustParse(text);
   if (module == nullptr) return Literal();
   return *module->entry()->root()->literal;
@@ -343,10 +344,10 @@ TEST(PrinterTest, RoundTripsAModuleBuiltInMemory) {
   module.set_entry(module.AddComputation(std::move(computation)));
 
   std::string printed = PrintModule(module);
-  EXPECT_THAT(printed,
-              HasSubstr("ROOT %sum = f32[2,3] add(%x, %c)"));
-  EXPECT_THAT(printed,
-              HasSubstr("%c = f32[2,3] constant({ {0, 0, 0}, {0, -1.25, 0} })"));
+  EXPECT_THAT(printed, HasSubstr("ROOT %sum = f32[2,3] add(%x, %c)"));
+  EXPECT_THAT(
+      printed,
+      HasSubstr("%c = f32[2,3] constant({ {0, 0, 0}, {0, -1.25, 0} })"));
   std::unique_ptr<Module> parsed = MustParse(printed);
   ASSERT_NE(parsed, nullptr);
   std::string diff;
@@ -368,7 +369,8 @@ TEST(ModulesEqualTest, ReportsTheFirstDifference) {
   };
   for (const Case& c : std::vector<Case>{
            {"dimensions={0}", "dimensions={}", "instruction 'b': dimensions"},
-           {"add(a, b)", "add(b, a)", "instruction 'c': operand 0 is 'a' vs 'b'"},
+           {"add(a, b)", "add(b, a)",
+            "instruction 'c': operand 0 is 'a' vs 'b'"},
            {"f32[2]{0} add", "f32[2] add", "instruction 'c': shape"},
            {"add(a, b)", "multiply(a, b)", "opcode add vs multiply"},
            {"add(a, b)", "add(a, b), metadata={}", "raw attributes"},
