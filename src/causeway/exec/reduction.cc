@@ -185,6 +185,31 @@ void ReduceTyped(const ReduceLoops& loops, const E* in, E* out) {
   const int64_t inner_in = loops.in_stride.back();
   const int64_t inner_out = loops.out_stride.back();
   ForEachRun(loops, [&](int64_t i, int64_t o, int64_t n) {
+    if constexpr (!kIsHalf<E>) {
+      // A long contiguous run: independent partial results per lane, so
+      // the loop vectorizes (the order differs from a sequential sum only
+      // by rounding; f16/bf16 keep their per-step rounding below).
+      constexpr int64_t kLanes = 32;
+      if (loops.inner_reduced && inner_in == 1 && n >= 2 * kLanes) {
+        E lanes[kLanes];
+        for (int64_t k = 0; k < kLanes; ++k) lanes[k] = in[i + k];
+        int64_t j = kLanes;
+        for (; j + kLanes <= n; j += kLanes) {
+          for (int64_t k = 0; k < kLanes; ++k) {
+            lanes[k] = ApplyBinary<kOp>(lanes[k], in[i + j + k]);
+          }
+        }
+        for (int64_t width = kLanes / 2; width >= 1; width /= 2) {
+          for (int64_t k = 0; k < width; ++k) {
+            lanes[k] = ApplyBinary<kOp>(lanes[k], lanes[k + width]);
+          }
+        }
+        E acc = ApplyBinary<kOp>(out[o], lanes[0]);
+        for (; j < n; ++j) acc = ApplyBinary<kOp>(acc, in[i + j]);
+        out[o] = acc;
+        return;
+      }
+    }
     if (loops.inner_reduced) {
       E acc = out[o];
       for (int64_t j = 0; j < n; ++j) {

@@ -209,6 +209,41 @@ TEST_F(ReductionTest, TakesTheMaximumOverAMiddleDimension) {
   EXPECT_THAT(Values(*result), ElementsAreArray({2, 4, 5, 1, 4, 5, 1, 3}));
 }
 
+TEST_F(ReductionTest, SumsLongRowsExactly) {
+  const Instruction& reduce = Parse("x: f32[2,1000]", R"(
+  %x = f32[2,1000] parameter(0)
+  %zero = f32[] constant(0)
+  ROOT %r = f32[2] reduce(%x, %zero), dimensions={1}, to_apply=%add)");
+  Literal x{Shape(PrimitiveType::kF32, {2, 1000})};
+  for (int i = 0; i < 2000; ++i) x.mutable_data<float>()[i] = i % 7 + (i >= 1000 ? 1 : 0);
+  Literal init = Literal::Scalar(PrimitiveType::kF32, 0.5);
+  const Literal* operands[] = {&x, &init};
+  absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
+  ASSERT_TRUE(result.ok()) << result.status();
+  double row0 = 0.5, row1 = 0.5;
+  for (int i = 0; i < 1000; ++i) row0 += i % 7;
+  for (int i = 1000; i < 2000; ++i) row1 += i % 7 + 1;
+  EXPECT_THAT(Values(*result), ElementsAreArray({row0, row1}));
+}
+
+TEST_F(ReductionTest, PropagatesNanThroughALongMaxReduction) {
+  const Instruction& reduce = Parse("x: f32[300]", R"(
+  %x = f32[300] parameter(0)
+  %init = f32[] constant(-inf)
+  ROOT %r = f32[] reduce(%x, %init), dimensions={0}, to_apply=%max)");
+  Literal x{Shape(PrimitiveType::kF32, {300})};
+  for (int i = 0; i < 300; ++i) x.mutable_data<float>()[i] = i;
+  Literal init = Literal::Scalar(PrimitiveType::kF32, -INFINITY);
+  const Literal* operands[] = {&x, &init};
+  absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->data<float>()[0], 299.0f);
+  x.mutable_data<float>()[77] = std::numeric_limits<float>::quiet_NaN();
+  result = EvalReduce(reduce, operands, NoRunner());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(std::isnan(result->data<float>()[0]));
+}
+
 TEST_F(ReductionTest, RecognisesACommutedAdder) {
   const Instruction& reduce = Parse("x: f32[2,3,4]", R"(
   %x = f32[2,3,4] parameter(0)
