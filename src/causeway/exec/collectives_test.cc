@@ -263,6 +263,34 @@ TEST_F(CollectivesTest, AllGatherConcatenatesInGroupOrder) {
   EXPECT_THAT(Values(*results[3]), ElementsAre(1, 3, 11, 13));
 }
 
+TEST_F(CollectivesTest, AllGatherTupleFormGathersEachOperand) {
+  Instruction* ag = MakeCollective(Opcode::kAllGather);
+  ag->dimensions = {0};
+  auto results = RunOnDevices(2, [&](int64_t d) {
+    return collectives_.AllGather(
+        OpFor(ag, d, 2), {F32({1}, {float(d)}), F32({2}, {float(d), 5})});
+  });
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  ASSERT_EQ(results[1]->elements().size(), 2u);
+  EXPECT_THAT(Values(results[1]->elements()[0]), ElementsAre(0, 1));
+  EXPECT_THAT(Values(results[1]->elements()[1]), ElementsAre(0, 5, 1, 5));
+}
+
+TEST_F(CollectivesTest, ChannelLessPermuteMovesValuesBetweenReplicas) {
+  Instruction* cp = MakeCollective(Opcode::kCollectivePermute);
+  cp->channel_id.reset();
+  cp->source_target_pairs = {{0, 1}, {1, 0}};  // Replica ids.
+  // 2 replicas × 2 partitions: device = replica * 2 + partition.
+  auto results = RunOnDevices(4, [&](int64_t d) {
+    return collectives_.CollectivePermute(OpFor(cp, d, 2, 2),
+                                          F32({1}, {float(d)}));
+  });
+  EXPECT_THAT(Values(*results[0]), ElementsAre(2));
+  EXPECT_THAT(Values(*results[1]), ElementsAre(3));
+  EXPECT_THAT(Values(*results[2]), ElementsAre(0));
+  EXPECT_THAT(Values(*results[3]), ElementsAre(1));
+}
+
 TEST_F(CollectivesTest, ReduceScatterKeepsTheMembersBlock) {
   Instruction* rs = MakeCollective(Opcode::kReduceScatter);
   rs->dimensions = {0};
