@@ -60,8 +60,8 @@ fuzz: apt-deps
 	ninja -C $(BUILD)-fuzz -j$(JOBS) hlo_parser_fuzzer
 	mkdir -p fuzz-out/corpus
 	$(BUILD)-fuzz/bin/hlo_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) \
-	  -max_len=8192 -artifact_prefix=fuzz-out/ fuzz-out/corpus \
-	  src/causeway/hlo/testdata
+	  -max_len=4096 -dict=fuzz/hlo_parser.dict -artifact_prefix=fuzz-out/ \
+	  fuzz-out/corpus fuzz/hlo_parser_corpus
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-fuzz
