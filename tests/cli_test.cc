@@ -158,8 +158,8 @@ TEST_F(CliTest, StackedInputsGiveStackedOutputs) {
   const std::string program = WriteFile("p.hlo", kProgram);
   const std::string input =
       WriteArray("x.npy", F32({2, 3}, {1, 2, 3, 10, 20, 30}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input",
-                          input, "--output-dir", OutDir()});
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
+                          "--output-dir", OutDir()});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   Literal out0 = ReadOutput("out0.npy");
   EXPECT_EQ(out0.shape().dims(), (std::vector<int64_t>{2, 3}));
@@ -177,21 +177,21 @@ TEST_F(CliTest, GlobalInputsAreSplitAndOutputsAssembledByShardings) {
            "{replicated}", "--output-sharding", "{devices=[2]0,1}"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(Values(ReadOutput("out0.npy")), ElementsAre(12, 23, 34));
-  EXPECT_THAT(Values(ReadOutput("out1.npy")),
-              ElementsAre(1, 2, 3, 11, 21, 31));
+  EXPECT_THAT(Values(ReadOutput("out1.npy")), ElementsAre(1, 2, 3, 11, 21, 31));
 }
 
 TEST_F(CliTest, GlobalWithoutOutputShardingsSaysHowToGiveThem) {
   const std::string program = WriteFile("p.hlo", kProgram);
   const std::string input = WriteArray("x.npy", F32({6}, {1, 2, 3, 4, 5, 6}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input",
-                          input, "--output-dir", OutDir(), "--global"});
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
+                          "--output-dir", OutDir(), "--global"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("--output-sharding"));
 }
 
 TEST_F(CliTest, GlobalTakesUnannotatedScalarOutputsAsReplicated) {
-  const std::string program = WriteFile("p.hlo", R"(HloModule sum, num_partitions=2
+  const std::string program =
+      WriteFile("p.hlo", R"(HloModule sum, num_partitions=2
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -205,8 +205,8 @@ ENTRY main {
 }
 )");
   const std::string input = WriteArray("x.npy", F32({4}, {1, 2, 3, 4}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input",
-                          input, "--output-dir", OutDir(), "--global"});
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
+                          "--output-dir", OutDir(), "--global"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   Literal total = ReadOutput("out0.npy");
   EXPECT_EQ(total.shape().rank(), 0);
@@ -220,8 +220,8 @@ ENTRY main {
 }
 )");
   const std::string input = WriteArray("x.npy", F32({2}, {1, 2}));
-  CliResult result = Cli({"run", program, "--partitions", "1", "--input",
-                          input, "--output-dir", OutDir(), "--global"});
+  CliResult result = Cli({"run", program, "--partitions", "1", "--input", input,
+                          "--output-dir", OutDir(), "--global"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr("parameter 0 ('x') has no sharding= annotation"));
@@ -229,18 +229,20 @@ ENTRY main {
 
 TEST_F(CliTest, WrongInputShapeNamesTheParameter) {
   const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input = WriteArray("x.npy", F32({3, 2}, {1, 2, 3, 4, 5, 6}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input",
-                          input, "--output-dir", OutDir()});
+  const std::string input =
+      WriteArray("x.npy", F32({3, 2}, {1, 2, 3, 4, 5, 6}));
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
+                          "--output-dir", OutDir()});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.output, HasSubstr("parameter 0 ('x'): expected f32[2,3] "
-                                       "(2 partitions × f32[3]), got f32[3,2]"));
+  EXPECT_THAT(result.output,
+              HasSubstr("parameter 0 ('x'): expected f32[2,3] "
+                        "(2 partitions × f32[3]), got f32[3,2]"));
 }
 
 TEST_F(CliTest, WrongInputCountListsTheParameters) {
   const std::string program = WriteFile("p.hlo", kProgram);
-  CliResult result = Cli(
-      {"run", program, "--partitions", "2", "--output-dir", OutDir()});
+  CliResult result =
+      Cli({"run", program, "--partitions", "2", "--output-dir", OutDir()});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("takes 1 parameter ('x': f32[3])"));
 }
@@ -248,16 +250,17 @@ TEST_F(CliTest, WrongInputCountListsTheParameters) {
 TEST_F(CliTest, PartitionCountMismatchIsReported) {
   const std::string program = WriteFile("p.hlo", kProgram);
   const std::string input = WriteArray("x.npy", F32({4, 3}, {}));
-  CliResult result = Cli({"run", program, "--partitions", "4", "--input",
-                          input, "--output-dir", OutDir()});
+  CliResult result = Cli({"run", program, "--partitions", "4", "--input", input,
+                          "--output-dir", OutDir()});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("num_partitions=2"));
 }
 
 TEST_F(CliTest, ParseErrorsNameTheLine) {
-  const std::string program = WriteFile("p.hlo", "HloModule m\nENTRY e {\n  x = \n}\n");
-  CliResult result = Cli(
-      {"run", program, "--partitions", "1", "--output-dir", OutDir()});
+  const std::string program =
+      WriteFile("p.hlo", "HloModule m\nENTRY e {\n  x = \n}\n");
+  CliResult result =
+      Cli({"run", program, "--partitions", "1", "--output-dir", OutDir()});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("p.hlo: line 4:1:"));
 }
@@ -269,10 +272,12 @@ TEST_F(CliTest, MissingOptionsAreUsageErrors) {
 }
 
 TEST_F(CliTest, RunsACorpusProgramLikeJax) {
-  const fs::path corpus = fs::path(CAUSEWAY_CORPUS_DIR) / "shard_map_collectives_4";
-  std::vector<std::string> args = {"run", (corpus / "program.hlo").string(),
-                                   "--partitions", "4", "--output-dir",
-                                   OutDir()};
+  const fs::path corpus =
+      fs::path(CAUSEWAY_CORPUS_DIR) / "shard_map_collectives_4";
+  std::vector<std::string> args = {
+      "run",          (corpus / "program.hlo").string(),
+      "--partitions", "4",
+      "--output-dir", OutDir()};
   for (int i = 0; fs::exists(corpus / ("in" + std::to_string(i) + ".npy"));
        ++i) {
     args.push_back("--input");

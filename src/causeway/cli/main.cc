@@ -39,7 +39,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-constexpr char kMainHelp[] = R"(causeway: a single-controller runtime for XLA HLO programs.
+constexpr char kMainHelp[] =
+    R"(causeway: a single-controller runtime for XLA HLO programs.
 
 Usage:
   causeway <command> [options]
@@ -167,8 +168,8 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
       if (!absl::SimpleAtoi(*value, &flags.partitions) ||
           flags.partitions < 1 || flags.partitions > 4096) {
         return UsageError{absl::StrCat(
-            "--partitions must be a whole number from 1 to 4096, got '",
-            *value, "'")};
+            "--partitions must be a whole number from 1 to 4096, got '", *value,
+            "'")};
       }
       have_partitions = true;
     } else if (arg == "--input") {
@@ -218,8 +219,8 @@ std::string ShapeText(const Shape& shape) { return shape.ToString(false); }
 std::string DescribeParameters(const hlo::Computation& entry) {
   std::vector<std::string> parts;
   for (const hlo::Instruction* parameter : entry.parameters()) {
-    parts.push_back(absl::StrCat("'", parameter->name, "': ",
-                                 ShapeText(parameter->shape)));
+    parts.push_back(
+        absl::StrCat("'", parameter->name, "': ", ShapeText(parameter->shape)));
   }
   return absl::StrJoin(parts, ", ");
 }
@@ -247,12 +248,12 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
   const hlo::Computation& entry = *module.entry();
   const int64_t n = flags.partitions;
   if (static_cast<int64_t>(flags.inputs.size()) != entry.parameter_count()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the program takes ", entry.parameter_count(), " parameter",
-        entry.parameter_count() == 1 ? "" : "s", " (",
-        DescribeParameters(entry), ") but ", flags.inputs.size(),
-        " --input file", flags.inputs.size() == 1 ? " was" : "s were",
-        " given"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the program takes ", entry.parameter_count(),
+                     " parameter", entry.parameter_count() == 1 ? "" : "s",
+                     " (", DescribeParameters(entry), ") but ",
+                     flags.inputs.size(), " --input file",
+                     flags.inputs.size() == 1 ? " was" : "s were", " given"));
   }
   std::vector<std::vector<Literal>> args(n);
   for (int64_t i = 0; i < entry.parameter_count(); ++i) {
@@ -261,9 +262,9 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
     CW_ASSIGN_OR_RETURN(Literal value, hlo::ReadNpy(path));
     const Shape& shard = parameter.shape;
     if (!shard.IsArray()) {
-      return absl::UnimplementedError(absl::StrCat(
-          ParameterName(parameter), " is ", ShapeText(shard),
-          "; only array parameters can be read from .npy files"));
+      return absl::UnimplementedError(
+          absl::StrCat(ParameterName(parameter), " is ", ShapeText(shard),
+                       "; only array parameters can be read from .npy files"));
     }
     std::vector<Literal> parts;
     if (flags.global) {
@@ -274,10 +275,10 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
             "'; pass stacked per-partition inputs without --global"));
       }
       if (value.shape().type() != shard.type()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, " for ", ParameterName(parameter), ": expected ",
-            std::string(hlo::PrimitiveTypeName(shard.type())), " values, got ",
-            ShapeText(value.shape())));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " for ", ParameterName(parameter), ": expected ",
+                         std::string(hlo::PrimitiveTypeName(shard.type())),
+                         " values, got ", ShapeText(value.shape())));
       }
       absl::StatusOr<Shape> expected =
           hlo::ShardShape(*parameter.sharding, value.shape(), n);
@@ -286,8 +287,9 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
             path, " for ", ParameterName(parameter), ": a global ",
             ShapeText(value.shape()), " does not shard into the ",
             ShapeText(shard), " the program expects",
-            expected.ok() ? absl::StrCat(" (it gives ", ShapeText(*expected), ")")
-                          : absl::StrCat(": ", expected.status().message())));
+            expected.ok()
+                ? absl::StrCat(" (it gives ", ShapeText(*expected), ")")
+                : absl::StrCat(": ", expected.status().message())));
       }
       CW_ASSIGN_OR_RETURN(parts,
                           hlo::SplitGlobal(value, *parameter.sharding, n));
@@ -320,16 +322,16 @@ absl::StatusOr<std::vector<Sharding>> OutputShardings(
     if (flags.output_shardings.size() != output_count) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the program has ", output_count, " output",
-          output_count == 1 ? "" : "s", " but ",
-          flags.output_shardings.size(), " --output-sharding given"));
+          output_count == 1 ? "" : "s", " but ", flags.output_shardings.size(),
+          " --output-sharding given"));
     }
     for (size_t i = 0; i < output_count; ++i) {
       absl::StatusOr<Sharding> sharding =
           hlo::ParseSharding(flags.output_shardings[i]);
       if (!sharding.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--output-sharding '", flags.output_shardings[i],
-            "' for output ", i, ": ", sharding.status().message()));
+            "--output-sharding '", flags.output_shardings[i], "' for output ",
+            i, ": ", sharding.status().message()));
       }
       shardings.push_back(*std::move(sharding));
     }
@@ -337,8 +339,7 @@ absl::StatusOr<std::vector<Sharding>> OutputShardings(
   }
   const hlo::Instruction& root = *module.entry()->root();
   if (root.sharding.has_value()) {
-    if (root.shape.IsTuple() &&
-        root.sharding->kind == Sharding::Kind::kTuple) {
+    if (root.shape.IsTuple() && root.sharding->kind == Sharding::Kind::kTuple) {
       shardings = root.sharding->tuple_elements;
     } else if (root.shape.IsTuple()) {
       shardings.assign(output_count, *root.sharding);  // Same for all.
@@ -346,9 +347,9 @@ absl::StatusOr<std::vector<Sharding>> OutputShardings(
       shardings.push_back(*root.sharding);
     }
     if (shardings.size() != output_count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the ROOT's sharding has ", shardings.size(), " elements for ",
-          output_count, " outputs"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ROOT's sharding has ", shardings.size(),
+                       " elements for ", output_count, " outputs"));
     }
     return shardings;
   }
@@ -366,7 +367,8 @@ absl::StatusOr<std::vector<Sharding>> OutputShardings(
         "--global needs the output shardings, and the ROOT '", root.name,
         "' (line ", root.line,
         ") carries no sharding= annotation (compiled JAX text does not print "
-        "them); give one --output-sharding per output (", output_count,
+        "them); give one --output-sharding per output (",
+        output_count,
         " in all), e.g. --output-sharding '{replicated}' or "
         "'{devices=[4,1]<=[4]}', or run without --global. Outputs needing "
         "one: ",
@@ -401,18 +403,18 @@ absl::Status RunProgram(const RunFlags& flags) {
   CW_ASSIGN_OR_RETURN(std::string text, ReadTextFile(flags.program_path));
   absl::StatusOr<std::unique_ptr<hlo::Module>> parsed = hlo::ParseModule(text);
   if (!parsed.ok()) {
-    return absl::Status(parsed.status().code(),
-                        absl::StrCat(flags.program_path, ": ",
-                                     parsed.status().message()));
+    return absl::Status(
+        parsed.status().code(),
+        absl::StrCat(flags.program_path, ": ", parsed.status().message()));
   }
   exec::SpmdProgram::Options options;
   options.collective_timeout = absl::Seconds(flags.collective_timeout_s);
   absl::StatusOr<std::unique_ptr<exec::SpmdProgram>> program =
       exec::SpmdProgram::Create(*std::move(parsed), flags.partitions, options);
   if (!program.ok()) {
-    return absl::Status(program.status().code(),
-                        absl::StrCat(flags.program_path, ": ",
-                                     program.status().message()));
+    return absl::Status(
+        program.status().code(),
+        absl::StrCat(flags.program_path, ": ", program.status().message()));
   }
   const hlo::Module& module = (*program)->module();
   CW_ASSIGN_OR_RETURN(std::vector<std::vector<Literal>> args,
@@ -424,22 +426,21 @@ absl::Status RunProgram(const RunFlags& flags) {
   const size_t output_count = outputs[0].size();
   for (size_t i = 0; i < output_count; ++i) {
     if (!outputs[0][i].shape().IsArray()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "output ", i, " is ", ShapeText(outputs[0][i].shape()),
-          "; only arrays can be written as .npy"));
+      return absl::UnimplementedError(
+          absl::StrCat("output ", i, " is ", ShapeText(outputs[0][i].shape()),
+                       "; only arrays can be written as .npy"));
     }
   }
   std::vector<Sharding> shardings;
   if (flags.global) {
-    CW_ASSIGN_OR_RETURN(shardings,
-                        OutputShardings(flags, module, outputs[0]));
+    CW_ASSIGN_OR_RETURN(shardings, OutputShardings(flags, module, outputs[0]));
   }
   std::error_code error;
   std::filesystem::create_directories(flags.output_dir, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrCat(
-        flags.output_dir, ": cannot create the output directory: ",
-        error.message()));
+        flags.output_dir,
+        ": cannot create the output directory: ", error.message()));
   }
   for (size_t i = 0; i < output_count; ++i) {
     Literal value;
@@ -451,22 +452,22 @@ absl::Status RunProgram(const RunFlags& flags) {
       absl::StatusOr<Shape> global_shape = hlo::GlobalShapeFromShard(
           shardings[i], shards[0].shape(), flags.partitions);
       if (!global_shape.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "output ", i, ": ", global_shape.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("output ", i, ": ", global_shape.status().message()));
       }
       absl::StatusOr<Literal> assembled =
           hlo::AssembleGlobal(shards, shardings[i], *global_shape);
       if (!assembled.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "output ", i, ": ", assembled.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("output ", i, ": ", assembled.status().message()));
       }
       value = *std::move(assembled);
     } else {
       CW_ASSIGN_OR_RETURN(value, Stack(outputs, i));
     }
-    const std::string path =
-        (std::filesystem::path(flags.output_dir) / absl::StrCat("out", i, ".npy"))
-            .string();
+    const std::string path = (std::filesystem::path(flags.output_dir) /
+                              absl::StrCat("out", i, ".npy"))
+                                 .string();
     CW_RETURN_IF_ERROR(hlo::WriteNpy(path, value));
     std::printf("%s: %s\n", path.c_str(), ShapeText(value.shape()).c_str());
   }
@@ -509,8 +510,8 @@ int Main(int argc, char** argv) {
   if (command == "run") {
     return RunCommand(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s",
-               command.c_str(), kMainHelp);
+  std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),
+               kMainHelp);
   return kExitUsage;
 }
 

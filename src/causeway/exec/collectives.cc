@@ -85,8 +85,16 @@ bool HasGlobalDeviceIdsFlag(Opcode opcode) {
          opcode == Opcode::kReduceScatter;
 }
 
-enum class ReducerKind { kAdd, kMultiply, kMaximum, kMinimum, kAnd, kOr,
-                         kXor, kGeneric };
+enum class ReducerKind {
+  kAdd,
+  kMultiply,
+  kMaximum,
+  kMinimum,
+  kAnd,
+  kOr,
+  kXor,
+  kGeneric
+};
 
 ReducerKind ClassifyReducer(const hlo::Computation* computation) {
   if (computation == nullptr || computation->parameter_count() != 2) {
@@ -108,14 +116,22 @@ ReducerKind ClassifyReducer(const hlo::Computation* computation) {
     return ReducerKind::kGeneric;
   }
   switch (root->opcode) {
-    case Opcode::kAdd: return ReducerKind::kAdd;
-    case Opcode::kMultiply: return ReducerKind::kMultiply;
-    case Opcode::kMaximum: return ReducerKind::kMaximum;
-    case Opcode::kMinimum: return ReducerKind::kMinimum;
-    case Opcode::kAnd: return ReducerKind::kAnd;
-    case Opcode::kOr: return ReducerKind::kOr;
-    case Opcode::kXor: return ReducerKind::kXor;
-    default: return ReducerKind::kGeneric;
+    case Opcode::kAdd:
+      return ReducerKind::kAdd;
+    case Opcode::kMultiply:
+      return ReducerKind::kMultiply;
+    case Opcode::kMaximum:
+      return ReducerKind::kMaximum;
+    case Opcode::kMinimum:
+      return ReducerKind::kMinimum;
+    case Opcode::kAnd:
+      return ReducerKind::kAnd;
+    case Opcode::kOr:
+      return ReducerKind::kOr;
+    case Opcode::kXor:
+      return ReducerKind::kXor;
+    default:
+      return ReducerKind::kGeneric;
   }
 }
 
@@ -182,14 +198,15 @@ void ReduceTyped(std::span<const Literal* const> inputs, Literal& out) {
   } else {
     for (size_t k = 1; k < inputs.size(); ++k) {
       const T* src = inputs[k]->data<T>().data();
-      for (int64_t i = 0; i < n; ++i) dst[i] = Combine<kKind, T>(dst[i], src[i]);
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = Combine<kKind, T>(dst[i], src[i]);
     }
   }
 }
 
 template <typename T>
-absl::Status ReduceFast(ReducerKind kind, std::span<const Literal* const> inputs,
-                        Literal& out) {
+absl::Status ReduceFast(ReducerKind kind,
+                        std::span<const Literal* const> inputs, Literal& out) {
   const bool bitwise = kind == ReducerKind::kAnd || kind == ReducerKind::kOr ||
                        kind == ReducerKind::kXor;
   if (bitwise && (std::is_floating_point_v<T> || kIsHalf<T>)) {
@@ -197,7 +214,9 @@ absl::Status ReduceFast(ReducerKind kind, std::span<const Literal* const> inputs
         "a bitwise reducer on a floating-point value");
   }
   switch (kind) {
-    case ReducerKind::kAdd: ReduceTyped<ReducerKind::kAdd, T>(inputs, out); break;
+    case ReducerKind::kAdd:
+      ReduceTyped<ReducerKind::kAdd, T>(inputs, out);
+      break;
     case ReducerKind::kMultiply:
       ReduceTyped<ReducerKind::kMultiply, T>(inputs, out);
       break;
@@ -207,10 +226,17 @@ absl::Status ReduceFast(ReducerKind kind, std::span<const Literal* const> inputs
     case ReducerKind::kMinimum:
       ReduceTyped<ReducerKind::kMinimum, T>(inputs, out);
       break;
-    case ReducerKind::kAnd: ReduceTyped<ReducerKind::kAnd, T>(inputs, out); break;
-    case ReducerKind::kOr: ReduceTyped<ReducerKind::kOr, T>(inputs, out); break;
-    case ReducerKind::kXor: ReduceTyped<ReducerKind::kXor, T>(inputs, out); break;
-    case ReducerKind::kGeneric: break;
+    case ReducerKind::kAnd:
+      ReduceTyped<ReducerKind::kAnd, T>(inputs, out);
+      break;
+    case ReducerKind::kOr:
+      ReduceTyped<ReducerKind::kOr, T>(inputs, out);
+      break;
+    case ReducerKind::kXor:
+      ReduceTyped<ReducerKind::kXor, T>(inputs, out);
+      break;
+    case ReducerKind::kGeneric:
+      break;
   }
   return absl::OkStatus();
 }
@@ -224,11 +250,11 @@ absl::Status ReduceGeneric(const CollectiveOp& op,
         absl::StrCat(DescribeCollective(op), " has no to_apply reducer"));
   }
   const ComputationRunner missing_runner =
-      [&](const hlo::Computation& computation, std::span<const Literal>)
-      -> absl::StatusOr<Literal> {
-    return absl::FailedPreconditionError(absl::StrCat(
-        DescribeCollective(op), ": reducer '", computation.name(),
-        "' needs a computation runner, and none was given"));
+      [&](const hlo::Computation& computation,
+          std::span<const Literal>) -> absl::StatusOr<Literal> {
+    return absl::FailedPreconditionError(
+        absl::StrCat(DescribeCollective(op), ": reducer '", computation.name(),
+                     "' needs a computation runner, and none was given"));
   };
   const bool has_runner =
       op.run_computation != nullptr && static_cast<bool>(*op.run_computation);
@@ -339,18 +365,20 @@ absl::StatusOr<std::vector<int64_t>> GroupOf(const CollectiveOp& op) {
       }
     }
     if (ids.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          DescribeCollective(op), ": id ", my_id,
-          " is in none of the replica_groups"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeCollective(op), ": id ", my_id,
+                       " is in none of the replica_groups"));
     }
   }
   std::vector<int64_t> devices;
   switch (mode) {
     case CollectiveGroupMode::kCrossReplica:
-      for (int64_t r : ids) devices.push_back(r * num_partitions + op.partition_id);
+      for (int64_t r : ids)
+        devices.push_back(r * num_partitions + op.partition_id);
       break;
     case CollectiveGroupMode::kCrossPartition:
-      for (int64_t p : ids) devices.push_back(op.replica_id * num_partitions + p);
+      for (int64_t p : ids)
+        devices.push_back(op.replica_id * num_partitions + p);
       break;
     case CollectiveGroupMode::kCrossReplicaAndPartition:
       for (int64_t r : ids) {
@@ -381,16 +409,17 @@ absl::StatusOr<PermutePeers> PermutePeersOf(const CollectiveOp& op) {
   PermutePeers peers;
   for (const auto& [source, target] : op.instruction->source_target_pairs) {
     if (source < 0 || source >= id_count || target < 0 || target >= id_count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          DescribeCollective(op), ": source_target_pairs name {", source, ",",
-          target, "}, but there are only ", id_count,
-          cross_partition ? " partitions" : " replicas"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeCollective(op), ": source_target_pairs name {",
+                       source, ",", target, "}, but there are only ", id_count,
+                       cross_partition ? " partitions" : " replicas"));
     }
     if (target == my_id) {
       if (peers.source != -1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            DescribeCollective(op), ": ", cross_partition ? "partition " : "replica ",
-            my_id, " is the target of more than one source"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(DescribeCollective(op), ": ",
+                         cross_partition ? "partition " : "replica ", my_id,
+                         " is the target of more than one source"));
       }
       peers.source = device_of(source);
     }
@@ -442,9 +471,9 @@ absl::StatusOr<Literal> ConcatenateAlong(std::span<const Literal* const> parts,
   }
   const Shape& first = parts[0]->shape();
   if (!first.IsArray() || dimension < 0 || dimension >= first.rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot concatenate ", first.ToString(false), " along dimension ",
-        dimension));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot concatenate ", first.ToString(false),
+                     " along dimension ", dimension));
   }
   std::vector<int64_t> dims = first.dims();
   int64_t total = 0;
@@ -455,9 +484,9 @@ absl::StatusOr<Literal> ConcatenateAlong(std::span<const Literal* const> parts,
       if (d != dimension && s.dim(d) != first.dim(d)) same = false;
     }
     if (!same) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot concatenate ", first.ToString(false), " and ",
-          s.ToString(false), " along dimension ", dimension));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot concatenate ", first.ToString(false), " and ",
+                       s.ToString(false), " along dimension ", dimension));
     }
     total += s.dim(dimension);
   }
@@ -473,9 +502,9 @@ absl::StatusOr<Literal> ConcatenateAlong(std::span<const Literal* const> parts,
     for (const Literal* part : parts) {
       const int64_t chunk = part->shape().dim(dimension) * inner_bytes;
       if (chunk == 0) continue;
-      std::memcpy(dst,
-                  static_cast<const std::byte*>(part->untyped_data()) + o * chunk,
-                  static_cast<size_t>(chunk));
+      std::memcpy(
+          dst, static_cast<const std::byte*>(part->untyped_data()) + o * chunk,
+          static_cast<size_t>(chunk));
       dst += chunk;
     }
   }
@@ -488,9 +517,9 @@ absl::StatusOr<Literal> BlockAlong(const Literal& value, int64_t dimension,
   if (!shape.IsArray() || dimension < 0 || dimension >= shape.rank() ||
       count <= 0 || index < 0 || index >= count ||
       shape.dim(dimension) % count != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot split ", shape.ToString(false), " into ", count,
-        " equal blocks along dimension ", dimension));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split ", shape.ToString(false), " into ", count,
+                     " equal blocks along dimension ", dimension));
   }
   std::vector<int64_t> dims = shape.dims();
   dims[dimension] /= count;

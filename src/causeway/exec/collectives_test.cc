@@ -121,8 +121,8 @@ class CollectivesTest : public ::testing::Test {
 TEST_F(CollectivesTest, AllReduceSumsOverEveryPartition) {
   Instruction* ar = MakeCollective(Opcode::kAllReduce);
   auto results = RunOnDevices(4, [&](int64_t d) {
-    return collectives_.AllReduce(
-        OpFor(ar, d, 4), {F32({2}, {float(d), 10.0f * float(d)})});
+    return collectives_.AllReduce(OpFor(ar, d, 4),
+                                  {F32({2}, {float(d), 10.0f * float(d)})});
   });
   for (auto& result : results) {
     ASSERT_TRUE(result.ok()) << result.status();
@@ -147,9 +147,10 @@ TEST_F(CollectivesTest, AllReduceTupleFormReducesEachOperandIndependently) {
 TEST_F(CollectivesTest, AllReduceWithIotaGroupsReducesWithinEachGroup) {
   Instruction* ar = MakeCollective(Opcode::kAllReduce);
   // [2,2]<=[2,2]T(1,0): groups {0,2} and {1,3}.
-  ar->replica_groups.iota = hlo::ReplicaGroups::Iota{
-      .num_groups = 2, .group_size = 2, .reshape_dims = {2, 2},
-      .transpose_perm = {1, 0}};
+  ar->replica_groups.iota = hlo::ReplicaGroups::Iota{.num_groups = 2,
+                                                     .group_size = 2,
+                                                     .reshape_dims = {2, 2},
+                                                     .transpose_perm = {1, 0}};
   auto results = RunOnDevices(4, [&](int64_t d) {
     return collectives_.AllReduce(OpFor(ar, d, 4), {F32({1}, {float(1 << d)})});
   });
@@ -182,7 +183,7 @@ TEST_F(CollectivesTest, ChannelWithoutGlobalIdsSpansPartitionsOfEachReplica) {
     return collectives_.AllReduce(OpFor(ar, d, 2, 2),
                                   {F32({1}, {float(1 << d)})});
   });
-  EXPECT_THAT(Values(*results[0]), ElementsAre(3.0f));   // devices 0, 1
+  EXPECT_THAT(Values(*results[0]), ElementsAre(3.0f));  // devices 0, 1
   EXPECT_THAT(Values(*results[1]), ElementsAre(3.0f));
   EXPECT_THAT(Values(*results[2]), ElementsAre(12.0f));  // devices 2, 3
   EXPECT_THAT(Values(*results[3]), ElementsAre(12.0f));
@@ -207,8 +208,8 @@ TEST_F(CollectivesTest, MaximumReducerPropagatesNan) {
       MakeReducer("max", Opcode::kMaximum, PrimitiveType::kF32)};
   const float nan = std::numeric_limits<float>::quiet_NaN();
   auto results = RunOnDevices(2, [&](int64_t d) {
-    return collectives_.AllReduce(
-        OpFor(ar, d, 2), {F32({2}, {d == 0 ? nan : 1.0f, float(d)})});
+    return collectives_.AllReduce(OpFor(ar, d, 2),
+                                  {F32({2}, {d == 0 ? nan : 1.0f, float(d)})});
   });
   EXPECT_TRUE(std::isnan(Values(*results[1])[0]));
   EXPECT_EQ(Values(*results[1])[1], 1.0f);
@@ -231,9 +232,9 @@ TEST_F(CollectivesTest, NonstandardReducersApplyLeftToRightInGroupOrder) {
   Instruction* ar = MakeCollective(Opcode::kAllReduce);
   ar->called_computations = {
       MakeReducer("sub", Opcode::kSubtract, PrimitiveType::kF32)};
-  ComputationRunner runner = [](const hlo::Computation& computation,
-                                std::span<const Literal> args)
-      -> absl::StatusOr<Literal> {
+  ComputationRunner runner =
+      [](const hlo::Computation& computation,
+         std::span<const Literal> args) -> absl::StatusOr<Literal> {
     EXPECT_EQ(computation.name(), "sub");
     return Literal::Scalar(PrimitiveType::kF32,
                            args[0].data<float>()[0] - args[1].data<float>()[0]);
@@ -254,8 +255,8 @@ TEST_F(CollectivesTest, AllGatherConcatenatesInGroupOrder) {
   ag->dimensions = {1};
   ag->replica_groups.groups = {{2, 0}, {1, 3}};
   auto results = RunOnDevices(4, [&](int64_t d) {
-    return collectives_.AllGather(
-        OpFor(ag, d, 4), {F32({2, 1}, {float(d), float(10 + d)})});
+    return collectives_.AllGather(OpFor(ag, d, 4),
+                                  {F32({2, 1}, {float(d), float(10 + d)})});
   });
   ASSERT_TRUE(results[0].ok()) << results[0].status();
   EXPECT_EQ(results[0]->shape().dims(), (std::vector<int64_t>{2, 2}));
@@ -295,8 +296,8 @@ TEST_F(CollectivesTest, ReduceScatterKeepsTheMembersBlock) {
   Instruction* rs = MakeCollective(Opcode::kReduceScatter);
   rs->dimensions = {0};
   auto results = RunOnDevices(2, [&](int64_t d) {
-    return collectives_.ReduceScatter(
-        OpFor(rs, d, 2), {F32({4}, {1, 2, 3, float(4 + d)})});
+    return collectives_.ReduceScatter(OpFor(rs, d, 2),
+                                      {F32({4}, {1, 2, 3, float(4 + d)})});
   });
   EXPECT_THAT(Values(*results[0]), ElementsAre(2, 4));
   EXPECT_THAT(Values(*results[1]), ElementsAre(6, 9));
@@ -319,7 +320,8 @@ TEST_F(CollectivesTest, AllToAllTupleFormReturnsWhatEachMemberSentMe) {
   Instruction* a2a = MakeCollective(Opcode::kAllToAll);
   auto results = RunOnDevices(3, [&](int64_t d) {
     std::vector<Literal> operands;
-    for (int j = 0; j < 3; ++j) operands.push_back(F32({1}, {float(10 * d + j)}));
+    for (int j = 0; j < 3; ++j)
+      operands.push_back(F32({1}, {float(10 * d + j)}));
     return collectives_.AllToAll(OpFor(a2a, d, 3), std::move(operands));
   });
   ASSERT_TRUE(results[1].ok()) << results[1].status();

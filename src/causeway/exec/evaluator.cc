@@ -337,7 +337,9 @@ class Frame {
     }
     return *values_[slot];
   }
-  Literal* Mutable(int32_t slot) { return owns(slot) ? &owned_[slot] : nullptr; }
+  Literal* Mutable(int32_t slot) {
+    return owns(slot) ? &owned_[slot] : nullptr;
+  }
   Argument Pass(int32_t slot, bool movable) {
     return {values_[slot], movable && owns(slot) ? &owned_[slot] : nullptr};
   }
@@ -442,8 +444,8 @@ absl::StatusOr<Literal> RunConditional(const Plan& plan, const PlanStep& step,
   int32_t branch = 0;
   if (shape.type() == PrimitiveType::kPred) {
     if (branches != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a pred conditional needs 2 branches, has ", branches));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a pred conditional needs 2 branches, has ", branches));
     }
     branch = selector.data<bool>()[0] ? 0 : 1;
   } else {
@@ -470,9 +472,9 @@ absl::StatusOr<Literal> RunWhile(const Plan& plan, const PlanStep& step,
     if (!keep_going.shape().IsArray() ||
         keep_going.shape().type() != PrimitiveType::kPred ||
         keep_going.shape().ElementCount() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("while condition returned ",
-                       keep_going.shape().ToString(false), ", expected pred[]"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "while condition returned ", keep_going.shape().ToString(false),
+          ", expected pred[]"));
     }
     if (!keep_going.data<bool>()[0]) break;
     const Argument given{&loop_state, &loop_state};
@@ -654,11 +656,10 @@ absl::StatusOr<Literal> RunPlan(const Plan& plan,
         return Annotate(result.status(), *step.instruction, computation);
       }
       if (!ShapesAgree(step.instruction->shape, result->shape())) {
-        return absl::InternalError(
-            absl::StrCat(Where(*step.instruction, computation), ": produced ",
-                         result->shape().ToString(false),
-                         ", the instruction declares ",
-                         step.instruction->shape.ToString(false)));
+        return absl::InternalError(absl::StrCat(
+            Where(*step.instruction, computation), ": produced ",
+            result->shape().ToString(false), ", the instruction declares ",
+            step.instruction->shape.ToString(false)));
       }
       frame.Set(step.result, *std::move(result));
     }

@@ -59,7 +59,8 @@ ENTRY main {
   b = f32[3] parameter(1)
   sum = f32[3] add(a, b)
   ROOT product = f32[3] multiply(sum, b)
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({3}, {1, 2, 3}), F32({3}, {10, 20, 30})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(110, 440, 990));
@@ -72,7 +73,8 @@ ENTRY main {
   p0 = f32[8,4] parameter(0)
   p1 = f32[4,8] parameter(1)
   ROOT d = f32[8,8] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-})").ok());
+})")
+                  .ok());
   auto result = Run({Literal(Shape(PrimitiveType::kF32, {8, 4})),
                      Literal(Shape(PrimitiveType::kF32, {8, 4}))});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
@@ -85,7 +87,8 @@ TEST_F(EvaluatorTest, RefusesTheWrongNumberOfArguments) {
 HloModule m
 ENTRY main {
   ROOT p0 = f32[2] parameter(0)
-})").ok());
+})")
+                  .ok());
   auto result = Run({});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(result.status().message(), HasSubstr("takes 1 arguments, got 0"));
@@ -101,7 +104,8 @@ ENTRY main {
   x = f32[1] get-tuple-element(t), index=1
   y = f32[2] get-tuple-element(t), index=0
   ROOT r = (f32[1], f32[2], (f32[2], f32[1])) tuple(x, y, t)
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {1, 2}), F32({1}, {3})});
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->elements().size(), 3u);
@@ -127,7 +131,8 @@ ENTRY main {
   b = f32[2] parameter(1)
   f = f32[2] fusion(a, b), kind=kLoop, calls=fused
   ROOT c = f32[2] call(f), to_apply=callee
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {5, 7}), F32({2}, {1, 2})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(-4, -5));
@@ -150,7 +155,8 @@ ENTRY main {
   i = f32[2] call(n), to_apply=identity
   f = f32[2] fusion(i, i), kind=kLoop, calls=fused
   ROOT t = (f32[2], f32[2]) tuple(f, a)
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {1, 2})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(result->elements()[0]), ElementsAre(-2, -4));
@@ -164,7 +170,8 @@ ENTRY main {
   a = f32[2] parameter(0)
   c = f32[2] constant({7, 8})
   ROOT t = (f32[2], f32[2]) tuple(a, c)
-})").ok());
+})")
+                  .ok());
   for (int run = 0; run < 2; ++run) {
     auto result = Run({F32({2}, {1, 2})});
     ASSERT_TRUE(result.ok()) << result.status();
@@ -197,7 +204,8 @@ ENTRY main {
   init = (s32[], f32[2]) tuple(zero, x)
   w = (s32[], f32[2]) while(init), condition=cond, body=body
   ROOT out = f32[2] get-tuple-element(w), index=1
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {1, 3})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(1024, 3072));
@@ -221,16 +229,16 @@ ENTRY main {
 
 TEST_F(EvaluatorTest, PredConditionalTakesTheTrueBranch) {
   ASSERT_TRUE(Load(kPredConditional).ok());
-  auto result = Run({Literal::Scalar(PrimitiveType::kPred, true),
-                     F32({2}, {1, 2})});
+  auto result =
+      Run({Literal::Scalar(PrimitiveType::kPred, true), F32({2}, {1, 2})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(-1, -2));
 }
 
 TEST_F(EvaluatorTest, PredConditionalTakesTheFalseBranch) {
   ASSERT_TRUE(Load(kPredConditional).ok());
-  auto result = Run({Literal::Scalar(PrimitiveType::kPred, false),
-                     F32({2}, {1, 2})});
+  auto result =
+      Run({Literal::Scalar(PrimitiveType::kPred, false), F32({2}, {1, 2})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(2, 4));
 }
@@ -280,7 +288,8 @@ ENTRY main {
   p = u32[] partition-id()
   r = u32[] replica-id()
   ROOT t = (u32[], u32[]) tuple(p, r)
-})").ok());
+})")
+                  .ok());
   auto result = Run({}, RunContext{.partition_id = 3, .replica_id = 0});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->elements()[0].data<uint32_t>()[0], 3u);
@@ -296,7 +305,8 @@ ENTRY main {
   t = (f32[2], token[]) tuple(x, tok)
   b = (f32[2], token[]) opt-barrier(t)
   ROOT y = f32[2] get-tuple-element(b), index=0
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {4, 5})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(4, 5));
@@ -313,7 +323,8 @@ add {
 ENTRY main {
   x = f32[2] parameter(0)
   ROOT r = f32[2] all-reduce(x), replica_groups={}, to_apply=add
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {1, 2})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAre(1, 2));
@@ -330,7 +341,8 @@ add {
 ENTRY main {
   x = f32[2] parameter(0)
   ROOT ar.7 = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {1, 2})});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(result.status().message(),
@@ -353,7 +365,8 @@ inner {
 ENTRY main {
   x = f32[2] parameter(0)
   ROOT c = f32[2] call(x), to_apply=inner
-})").ok());
+})")
+                  .ok());
   auto result = Run({F32({2}, {1, 2})});
   EXPECT_THAT(result.status().message(),
               HasSubstr("in instruction 'c' (line 14) of computation 'main': "
@@ -382,14 +395,15 @@ ENTRY main {
   pf = f32[] convert(p)
   b = f32[4] broadcast(pf), dimensions={}
   ROOT y = f32[4] add(x, b)
-})").ok());
+})")
+                  .ok());
   std::vector<absl::StatusOr<Literal>> results(8);
   std::vector<std::thread> threads;
   for (int64_t p = 0; p < 8; ++p) {
     threads.emplace_back([&, p] {
       for (int i = 0; i < 100; ++i) {
-        results[p] = Run({F32({4}, {1, 2, 3, 4})},
-                         RunContext{.partition_id = p});
+        results[p] =
+            Run({F32({4}, {1, 2, 3, 4})}, RunContext{.partition_id = p});
       }
     });
   }

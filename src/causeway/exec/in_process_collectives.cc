@@ -45,8 +45,8 @@ std::string DescribeDevices(const CollectiveOp& op,
   return absl::StrCat("devices ", absl::StrJoin(names, ", "));
 }
 
-absl::Status CheckOperandCounts(const CollectiveOp& op,
-                                const std::vector<std::vector<Literal>>& inputs) {
+absl::Status CheckOperandCounts(
+    const CollectiveOp& op, const std::vector<std::vector<Literal>>& inputs) {
   for (const auto& member_inputs : inputs) {
     if (member_inputs.size() != inputs[0].size()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -74,8 +74,9 @@ Literal PackResult(std::vector<Literal> values) {
 absl::StatusOr<int64_t> CollectiveDimension(const CollectiveOp& op) {
   const auto& dims = op.instruction->dimensions;
   if (dims.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DescribeCollective(op), " needs exactly one dimension in dimensions={}"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op),
+                     " needs exactly one dimension in dimensions={}"));
   }
   return dims[0];
 }
@@ -128,8 +129,8 @@ absl::StatusOr<Literal> InProcessCollectives::Exchange(
     if (!cancelled_.ok()) {
       return absl::Status(
           cancelled_.code(),
-          absl::StrCat(DescribeCollective(op), " was cancelled: ",
-                       cancelled_.message()));
+          absl::StrCat(DescribeCollective(op),
+                       " was cancelled: ", cancelled_.message()));
     }
     std::shared_ptr<Rendezvous>& slot = pending_[key];
     if (slot == nullptr) slot = std::make_shared<Rendezvous>(group);
@@ -141,15 +142,14 @@ absl::StatusOr<Literal> InProcessCollectives::Exchange(
           absl::StrJoin(group, ","), "})"));
     }
     if (rendezvous->arrived[my_index]) {
-      return absl::InternalError(absl::StrCat(
-          DescribeCollective(op), ": ", DescribeDevices(op, {me}),
-          " arrived twice for ", op.key.ToString()));
+      return absl::InternalError(
+          absl::StrCat(DescribeCollective(op), ": ", DescribeDevices(op, {me}),
+                       " arrived twice for ", op.key.ToString()));
     }
     rendezvous->arrived[my_index] = true;
     rendezvous->inputs[my_index] = std::move(inputs);
     ++rendezvous->arrived_count;
-    last = rendezvous->arrived_count ==
-               static_cast<int64_t>(group.size()) &&
+    last = rendezvous->arrived_count == static_cast<int64_t>(group.size()) &&
            !rendezvous->done;
   }
 
@@ -278,14 +278,18 @@ absl::StatusOr<Literal> InProcessCollectives::AllToAll(
   const int64_t count = static_cast<int64_t>(group.size());
   const bool array_form = !op.instruction->dimensions.empty();
   if (array_form && operands.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DescribeCollective(op), ": the array form (dimensions={...}) takes "
-        "one operand, got ", operands.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op),
+                     ": the array form (dimensions={...}) takes "
+                     "one operand, got ",
+                     operands.size()));
   }
   if (!array_form && static_cast<int64_t>(operands.size()) != count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DescribeCollective(op), ": the tuple form takes one operand per group "
-        "member (", count, "), got ", operands.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op),
+                     ": the tuple form takes one operand per group "
+                     "member (",
+                     count, "), got ", operands.size()));
   }
   int64_t dimension = 0;
   if (array_form) {
@@ -293,8 +297,8 @@ absl::StatusOr<Literal> InProcessCollectives::AllToAll(
   }
   return Exchange(
       op, group, std::move(operands),
-      [&op, count, dimension, array_form](
-          const std::vector<std::vector<Literal>>& inputs)
+      [&op, count, dimension,
+       array_form](const std::vector<std::vector<Literal>>& inputs)
           -> absl::StatusOr<std::vector<Literal>> {
         CW_RETURN_IF_ERROR(CheckOperandCounts(op, inputs));
         std::vector<Literal> outputs;
@@ -314,7 +318,8 @@ absl::StatusOr<Literal> InProcessCollectives::AllToAll(
             outputs.push_back(std::move(value));
           } else {
             std::vector<Literal> received;
-            for (int64_t i = 0; i < count; ++i) received.push_back(inputs[i][m]);
+            for (int64_t i = 0; i < count; ++i)
+              received.push_back(inputs[i][m]);
             outputs.push_back(Literal::MakeTuple(std::move(received)));
           }
         }

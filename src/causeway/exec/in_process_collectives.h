@@ -41,8 +41,8 @@ class InProcessCollectives : public Collectives {
       const CollectiveOp& op, std::vector<hlo::Literal> operands) override;
   absl::StatusOr<hlo::Literal> AllToAll(
       const CollectiveOp& op, std::vector<hlo::Literal> operands) override;
-  absl::StatusOr<hlo::Literal> CollectivePermute(
-      const CollectiveOp& op, hlo::Literal operand) override;
+  absl::StatusOr<hlo::Literal> CollectivePermute(const CollectiveOp& op,
+                                                 hlo::Literal operand) override;
 
   // Fails every waiting and every later call with `status` (which must not
   // be OK) until Reset(). Used when one device of a run fails, so that its
@@ -57,23 +57,23 @@ class InProcessCollectives : public Collectives {
   struct RendezvousKey {
     CollectiveInstanceKey instance;
     int64_t group_leader = 0;
-    friend bool operator==(const RendezvousKey&, const RendezvousKey&) =
-        default;
+    friend bool operator==(const RendezvousKey&,
+                           const RendezvousKey&) = default;
   };
   struct RendezvousKeyHash {
     size_t operator()(const RendezvousKey& key) const {
       uint64_t h = key.instance.run_id * 0x9E3779B97F4A7C15ull;
       h ^= static_cast<uint64_t>(key.instance.instruction_id) + (h << 6);
-      h ^= static_cast<uint64_t>(key.instance.execution_count) * 0xBF58476D1CE4E5B9ull;
+      h ^= static_cast<uint64_t>(key.instance.execution_count) *
+           0xBF58476D1CE4E5B9ull;
       h ^= static_cast<uint64_t>(key.group_leader) + (h >> 3);
       return static_cast<size_t>(h);
     }
   };
   // Computes every member's result from every member's inputs (in group
   // order). Runs on the last member to arrive, without the lock held.
-  using CombineFn =
-      std::function<absl::StatusOr<std::vector<hlo::Literal>>(
-          const std::vector<std::vector<hlo::Literal>>& inputs)>;
+  using CombineFn = std::function<absl::StatusOr<std::vector<hlo::Literal>>(
+      const std::vector<std::vector<hlo::Literal>>& inputs)>;
 
   // Deposits `inputs` for the caller and returns its result.
   absl::StatusOr<hlo::Literal> Exchange(const CollectiveOp& op,

@@ -26,8 +26,8 @@ bool HasCollectives(const hlo::Module& module) {
 }
 
 absl::Status Prefix(int64_t partition, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("partition ", partition,
-                                                  ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat("partition ", partition, ": ",
+                                                  status.message()));
 }
 
 }  // namespace
@@ -56,20 +56,20 @@ absl::StatusOr<std::unique_ptr<SpmdProgram>> SpmdProgram::Create(
   }
   if (module->replica_count() != 1) {
     return absl::UnimplementedError(absl::StrCat(
-        "module '", module->name(), "' has replica_count=",
-        module->replica_count(),
+        "module '", module->name(),
+        "' has replica_count=", module->replica_count(),
         "; only programs of one replica (JAX's jit) can run here"));
   }
   if (module->num_partitions() != num_partitions) {
     const bool independent_copies =
         module->num_partitions() == 1 && !HasCollectives(*module);
     if (!independent_copies) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "module '", module->name(), "' was compiled for ",
-          module->num_partitions(), " partition",
-          module->num_partitions() == 1 ? "" : "s", " (num_partitions=",
-          module->num_partitions(), ") but is asked to run on ",
-          num_partitions));
+      return absl::InvalidArgumentError(
+          absl::StrCat("module '", module->name(), "' was compiled for ",
+                       module->num_partitions(), " partition",
+                       module->num_partitions() == 1 ? "" : "s",
+                       " (num_partitions=", module->num_partitions(),
+                       ") but is asked to run on ", num_partitions));
     }
   }
   CW_RETURN_IF_ERROR(hlo::VerifyModule(*module));
@@ -88,8 +88,7 @@ SpmdProgram::SpmdProgram(std::unique_ptr<hlo::Module> module,
       collectives_(InProcessCollectives::Options{
           .timeout = options.collective_timeout}) {
   for (int64_t p = 0; p < num_partitions_; ++p) {
-    devices_.push_back(
-        std::make_unique<ThreadPool>(absl::StrCat("cpu", p), 1));
+    devices_.push_back(std::make_unique<ThreadPool>(absl::StrCat("cpu", p), 1));
   }
 }
 
@@ -101,9 +100,9 @@ SpmdProgram::~SpmdProgram() {
 absl::StatusOr<std::vector<std::vector<Literal>>> SpmdProgram::Run(
     std::vector<std::vector<Literal>> per_partition_args) {
   if (static_cast<int64_t>(per_partition_args.size()) != num_partitions_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected arguments for ", num_partitions_, " partitions, got ",
-        per_partition_args.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected arguments for ", num_partitions_,
+                     " partitions, got ", per_partition_args.size()));
   }
   absl::MutexLock run_lock(&run_mu_);
   const uint64_t run_id = next_run_id_++;

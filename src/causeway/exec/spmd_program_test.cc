@@ -104,7 +104,8 @@ ENTRY main {
   w = (s32[], f32[]) while(init), condition=cond, body=body
   ROOT r = f32[] get-tuple-element(w), index=1
 }
-)", 3);
+)",
+                                   3);
   ASSERT_TRUE(program.ok()) << program.status();
   auto outputs =
       (*program)->Run(SameArgs(3, Literal::Scalar(PrimitiveType::kF32, 1)));
@@ -147,7 +148,8 @@ ENTRY main {
   x = f32[2] parameter(0)
   ROOT y = f32[2] negate(x)
 }
-)", 3);
+)",
+                                   3);
   ASSERT_TRUE(program.ok()) << program.status();
   auto outputs = (*program)->Run(SameArgs(3, F32({2}, {1, 2})));
   ASSERT_TRUE(outputs.ok()) << outputs.status();
@@ -169,7 +171,8 @@ ENTRY main {
   x = f32[2] parameter(0)
   ROOT y = f32[2] custom-call(x), custom_call_target="Sharding"
 }
-)", 1);
+)",
+                                   1);
   EXPECT_EQ(program.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(program.status().message(), HasSubstr("line 5"));
   EXPECT_THAT(program.status().message(), HasSubstr("Sharding"));

@@ -27,16 +27,24 @@ struct DescrEntry {
 };
 // What we write, first for each type; extra spellings we accept after.
 constexpr DescrEntry kDescrs[] = {
-    {"|b1", PrimitiveType::kPred}, {"|i1", PrimitiveType::kS8},
-    {"<i2", PrimitiveType::kS16},  {"<i4", PrimitiveType::kS32},
-    {"<i8", PrimitiveType::kS64},  {"|u1", PrimitiveType::kU8},
-    {"<u2", PrimitiveType::kU16},  {"<u4", PrimitiveType::kU32},
-    {"<u8", PrimitiveType::kU64},  {"<f2", PrimitiveType::kF16},
-    {"<f4", PrimitiveType::kF32},  {"<f8", PrimitiveType::kF64},
+    {"|b1", PrimitiveType::kPred},
+    {"|i1", PrimitiveType::kS8},
+    {"<i2", PrimitiveType::kS16},
+    {"<i4", PrimitiveType::kS32},
+    {"<i8", PrimitiveType::kS64},
+    {"|u1", PrimitiveType::kU8},
+    {"<u2", PrimitiveType::kU16},
+    {"<u4", PrimitiveType::kU32},
+    {"<u8", PrimitiveType::kU64},
+    {"<f2", PrimitiveType::kF16},
+    {"<f4", PrimitiveType::kF32},
+    {"<f8", PrimitiveType::kF64},
     {"<V2", PrimitiveType::kBF16},
     // Accepted spellings numpy may also produce.
-    {"<b1", PrimitiveType::kPred}, {"<i1", PrimitiveType::kS8},
-    {"<u1", PrimitiveType::kU8},   {"|V2", PrimitiveType::kBF16},
+    {"<b1", PrimitiveType::kPred},
+    {"<i1", PrimitiveType::kS8},
+    {"<u1", PrimitiveType::kU8},
+    {"|V2", PrimitiveType::kBF16},
     {"=b1", PrimitiveType::kPred},
 };
 
@@ -201,8 +209,9 @@ absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
     header_len = ReadLittleEndian(bytes, 8, 4);
     header_offset = 12;
   } else {
-    return Malformed(name, absl::StrCat("unsupported format version ", major,
-                                        ".", static_cast<int>(static_cast<uint8_t>(bytes[7]))));
+    return Malformed(
+        name, absl::StrCat("unsupported format version ", major, ".",
+                           static_cast<int>(static_cast<uint8_t>(bytes[7]))));
   }
   if (header_len > static_cast<size_t>(kMaxNpyHeaderBytes)) {
     return Malformed(name, absl::StrCat("header of ", header_len,
@@ -214,7 +223,8 @@ absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
   }
   HeaderParser parser(bytes.substr(header_offset, header_len));
   absl::StatusOr<HeaderParser::Header> header = parser.Parse();
-  if (!header.ok()) return Malformed(name, std::string(header.status().message()));
+  if (!header.ok())
+    return Malformed(name, std::string(header.status().message()));
   if (!header->descr || !header->fortran_order || !header->shape) {
     return Malformed(name,
                      "the header lacks one of 'descr', 'fortran_order', "
@@ -251,10 +261,10 @@ absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
   const int64_t expected = elements * ByteWidth(*type);
   const int64_t actual = static_cast<int64_t>(bytes.size() - data_offset);
   if (actual != expected) {
-    return Malformed(name, absl::StrCat(
-                               "shape (", absl::StrJoin(dims, ", "), ") of ",
-                               *header->descr, " needs ", expected,
-                               " data bytes, the file has ", actual));
+    return Malformed(name,
+                     absl::StrCat("shape (", absl::StrJoin(dims, ", "), ") of ",
+                                  *header->descr, " needs ", expected,
+                                  " data bytes, the file has ", actual));
   }
   Literal literal(Shape(*type, dims));
   if (expected > 0) {
@@ -278,11 +288,11 @@ absl::StatusOr<std::string> SerializeNpy(const Literal& literal) {
   CW_ASSIGN_OR_RETURN(std::string descr, NpyDescr(shape.type()));
   std::string dims;
   for (int64_t d : shape.dims()) absl::StrAppend(&dims, d, ", ");
-  if (shape.rank() > 1) dims.resize(dims.size() - 2);  // (2, 3)
+  if (shape.rank() > 1) dims.resize(dims.size() - 2);   // (2, 3)
   if (shape.rank() == 1) dims.resize(dims.size() - 1);  // (3,)
-  std::string dict = absl::StrCat("{'descr': '", descr,
-                                  "', 'fortran_order': False, 'shape': (",
-                                  dims, "), }");
+  std::string dict =
+      absl::StrCat("{'descr': '", descr,
+                   "', 'fortran_order': False, 'shape': (", dims, "), }");
   // Pad with spaces and a newline so the data starts 64-byte aligned.
   size_t prefix = kMagicSize + 2 + 2;
   int major = 1;

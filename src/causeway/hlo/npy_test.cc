@@ -84,9 +84,9 @@ TEST(NpyTest, BfloatIsWrittenAsV2) {
 TEST(NpyTest, ReadsANumpyWrittenBfloatArray) {
   // np.save of np.array([1, -2], ml_dtypes.bfloat16).
   const char data[] = {'\x80', '\x3f', '\x00', '\xc0'};
-  auto literal = ParseNpy(NumpyFile(
-      "{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }",
-      std::string_view(data, 4)));
+  auto literal = ParseNpy(
+      NumpyFile("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }",
+                std::string_view(data, 4)));
   ASSERT_TRUE(literal.ok()) << literal.status();
   EXPECT_EQ(literal->shape().type(), PrimitiveType::kBF16);
   EXPECT_EQ(literal->GetAsDouble(0), 1.0);
@@ -95,9 +95,9 @@ TEST(NpyTest, ReadsANumpyWrittenBfloatArray) {
 
 TEST(NpyTest, ReadsAScalar) {
   int32_t value = -7;
-  auto literal = ParseNpy(NumpyFile(
-      "{'descr': '<i4', 'fortran_order': False, 'shape': (), }",
-      std::string_view(reinterpret_cast<const char*>(&value), 4)));
+  auto literal = ParseNpy(
+      NumpyFile("{'descr': '<i4', 'fortran_order': False, 'shape': (), }",
+                std::string_view(reinterpret_cast<const char*>(&value), 4)));
   ASSERT_TRUE(literal.ok()) << literal.status();
   EXPECT_EQ(literal->shape().rank(), 0);
   EXPECT_EQ(literal->data<int32_t>()[0], -7);

@@ -13,21 +13,23 @@ namespace {
 
 std::string Describe(const Sharding& sharding) {
   switch (sharding.kind) {
-    case Sharding::Kind::kReplicated: return "{replicated}";
+    case Sharding::Kind::kReplicated:
+      return "{replicated}";
     case Sharding::Kind::kMaximal:
       return absl::StrCat("{maximal device=", sharding.maximal_device, "}");
-    case Sharding::Kind::kManual: return "{manual}";
+    case Sharding::Kind::kManual:
+      return "{manual}";
     case Sharding::Kind::kTuple:
       return absl::StrCat("tuple sharding of ", sharding.tuple_elements.size(),
                           " elements");
-    case Sharding::Kind::kUnknown: return sharding.unknown_text;
+    case Sharding::Kind::kUnknown:
+      return sharding.unknown_text;
     case Sharding::Kind::kTiled:
-      return absl::StrCat("{devices=[", absl::StrJoin(sharding.tile_dims, ","),
-                          "]", absl::StrJoin(sharding.tile_devices, ","),
-                          sharding.last_tile_dim_replicate
-                              ? " last_tile_dim_replicate"
-                              : "",
-                          "}");
+      return absl::StrCat(
+          "{devices=[", absl::StrJoin(sharding.tile_dims, ","), "]",
+          absl::StrJoin(sharding.tile_devices, ","),
+          sharding.last_tile_dim_replicate ? " last_tile_dim_replicate" : "",
+          "}");
   }
   return "sharding";
 }
@@ -107,18 +109,18 @@ void CopyBlock(const std::byte* src, const std::vector<int64_t>& src_dims,
 
 absl::Status CheckArray(const Shape& shape, const Sharding& sharding) {
   if (!shape.IsArray()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sharding ", Describe(sharding), " applies to an array, not to ",
-        shape.ToString(false)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sharding ", Describe(sharding),
+                     " applies to an array, not to ", shape.ToString(false)));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
-    const Sharding& sharding, const Shape& global_shape,
-    int64_t num_partitions) {
+absl::StatusOr<std::vector<ShardRegion>> ShardRegions(const Sharding& sharding,
+                                                      const Shape& global_shape,
+                                                      int64_t num_partitions) {
   CW_RETURN_IF_ERROR(CheckArray(global_shape, sharding));
   if (num_partitions < 1) {
     return absl::InvalidArgumentError(
@@ -134,9 +136,9 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
       if (sharding.kind == Sharding::Kind::kMaximal) {
         primary = sharding.maximal_device;
         if (primary < 0 || primary >= num_partitions) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              Describe(sharding), " names device ", primary, ", but there are ",
-              num_partitions, " partitions"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(Describe(sharding), " names device ", primary,
+                           ", but there are ", num_partitions, " partitions"));
         }
       }
       for (int64_t p = 0; p < num_partitions; ++p) {
@@ -151,12 +153,12 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
       return absl::UnimplementedError(
           "a {manual} sharding has no global layout to split or assemble");
     case Sharding::Kind::kTuple:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a tuple sharding does not apply to the array ",
-          global_shape.ToString(false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a tuple sharding does not apply to the array ",
+                       global_shape.ToString(false)));
     case Sharding::Kind::kUnknown:
-      return absl::UnimplementedError(
-          absl::StrCat("sharding ", sharding.unknown_text, " is not supported"));
+      return absl::UnimplementedError(absl::StrCat(
+          "sharding ", sharding.unknown_text, " is not supported"));
   }
 
   const std::vector<int64_t>& tile_dims = sharding.tile_dims;
@@ -164,19 +166,20 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
   int64_t expected_extra = sharding.last_tile_dim_replicate ? 1 : 0;
   for (const std::string& kind : sharding.last_tile_dims) {
     if (kind != "replicated") {
-      return absl::UnimplementedError(absl::StrCat(
-          "sharding with last_tile_dims={", absl::StrJoin(sharding.last_tile_dims, ", "),
-          "} is not supported (only replicated subgroups)"));
+      return absl::UnimplementedError(
+          absl::StrCat("sharding with last_tile_dims={",
+                       absl::StrJoin(sharding.last_tile_dims, ", "),
+                       "} is not supported (only replicated subgroups)"));
     }
   }
   if (!sharding.last_tile_dims.empty()) {
     expected_extra = static_cast<int64_t>(sharding.last_tile_dims.size());
   }
   if (extra != expected_extra) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sharding ", Describe(sharding), " has ", tile_dims.size(),
-        " tile dimensions; an array of rank ", rank, " needs ",
-        rank + expected_extra));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sharding ", Describe(sharding), " has ", tile_dims.size(),
+                     " tile dimensions; an array of rank ", rank, " needs ",
+                     rank + expected_extra));
   }
   std::vector<int64_t> devices = sharding.tile_devices;
   if (devices.empty() && sharding.iota.has_value()) {
@@ -186,7 +189,8 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
   for (int64_t t : tile_dims) {
     if (t < 1 || t > num_partitions) {
       return absl::InvalidArgumentError(
-          absl::StrCat("sharding ", Describe(sharding), " has a tile dimension outside 1..", num_partitions));
+          absl::StrCat("sharding ", Describe(sharding),
+                       " has a tile dimension outside 1..", num_partitions));
     }
     tile_count *= t;
   }
@@ -221,8 +225,8 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
     region.valid.resize(rank);
     for (int64_t i = 0; i < rank; ++i) {
       region.offsets[i] = std::min(index[i] * shard_dims[i], global[i]);
-      region.valid[i] = std::clamp<int64_t>(global[i] - region.offsets[i], 0,
-                                            shard_dims[i]);
+      region.valid[i] =
+          std::clamp<int64_t>(global[i] - region.offsets[i], 0, shard_dims[i]);
     }
     region.primary = true;
     for (size_t i = rank; i < tile_dims.size(); ++i) {
@@ -242,16 +246,15 @@ absl::StatusOr<Shape> ShardShape(const Sharding& sharding,
   if (sharding.kind == Sharding::Kind::kTuple || global_shape.IsTuple()) {
     if (sharding.kind != Sharding::Kind::kTuple || !global_shape.IsTuple() ||
         sharding.tuple_elements.size() != global_shape.tuple_shapes().size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " does not fit ",
-          global_shape.ToString(false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharding ", Describe(sharding), " does not fit ",
+                       global_shape.ToString(false)));
     }
     std::vector<Shape> elements;
     for (size_t i = 0; i < sharding.tuple_elements.size(); ++i) {
-      CW_ASSIGN_OR_RETURN(Shape element,
-                          ShardShape(sharding.tuple_elements[i],
-                                     global_shape.tuple_shape(i),
-                                     num_partitions));
+      CW_ASSIGN_OR_RETURN(Shape element, ShardShape(sharding.tuple_elements[i],
+                                                    global_shape.tuple_shape(i),
+                                                    num_partitions));
       elements.push_back(std::move(element));
     }
     return Shape::Tuple(std::move(elements));
@@ -267,16 +270,16 @@ absl::StatusOr<Shape> GlobalShapeFromShard(const Sharding& sharding,
   if (sharding.kind == Sharding::Kind::kTuple || shard_shape.IsTuple()) {
     if (sharding.kind != Sharding::Kind::kTuple || !shard_shape.IsTuple() ||
         sharding.tuple_elements.size() != shard_shape.tuple_shapes().size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " does not fit ",
-          shard_shape.ToString(false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharding ", Describe(sharding), " does not fit ",
+                       shard_shape.ToString(false)));
     }
     std::vector<Shape> elements;
     for (size_t i = 0; i < sharding.tuple_elements.size(); ++i) {
-      CW_ASSIGN_OR_RETURN(Shape element,
-                          GlobalShapeFromShard(sharding.tuple_elements[i],
-                                               shard_shape.tuple_shape(i),
-                                               num_partitions));
+      CW_ASSIGN_OR_RETURN(
+          Shape element,
+          GlobalShapeFromShard(sharding.tuple_elements[i],
+                               shard_shape.tuple_shape(i), num_partitions));
       elements.push_back(std::move(element));
     }
     return Shape::Tuple(std::move(elements));
@@ -285,9 +288,9 @@ absl::StatusOr<Shape> GlobalShapeFromShard(const Sharding& sharding,
   std::vector<int64_t> dims = shard_shape.dims();
   if (sharding.kind == Sharding::Kind::kTiled) {
     if (sharding.tile_dims.size() < dims.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " does not fit ",
-          shard_shape.ToString(false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharding ", Describe(sharding), " does not fit ",
+                       shard_shape.ToString(false)));
     }
     for (size_t i = 0; i < dims.size(); ++i) dims[i] *= sharding.tile_dims[i];
   }
@@ -304,9 +307,9 @@ absl::StatusOr<std::vector<Literal>> SplitGlobal(const Literal& global,
   if (sharding.kind == Sharding::Kind::kTuple || shape.IsTuple()) {
     if (sharding.kind != Sharding::Kind::kTuple || !shape.IsTuple() ||
         sharding.tuple_elements.size() != global.elements().size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " does not fit ",
-          shape.ToString(false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharding ", Describe(sharding), " does not fit ",
+                       shape.ToString(false)));
     }
     std::vector<std::vector<Literal>> per_partition(num_partitions);
     for (size_t i = 0; i < global.elements().size(); ++i) {
@@ -354,9 +357,9 @@ absl::StatusOr<Literal> AssembleGlobal(std::span<const Literal> shards,
   if (sharding.kind == Sharding::Kind::kTuple || global_shape.IsTuple()) {
     if (sharding.kind != Sharding::Kind::kTuple || !global_shape.IsTuple() ||
         sharding.tuple_elements.size() != global_shape.tuple_shapes().size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " does not fit ",
-          global_shape.ToString(false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharding ", Describe(sharding), " does not fit ",
+                       global_shape.ToString(false)));
     }
     std::vector<Literal> elements;
     for (size_t i = 0; i < sharding.tuple_elements.size(); ++i) {
@@ -384,8 +387,7 @@ absl::StatusOr<Literal> AssembleGlobal(std::span<const Literal> shards,
         s.dims() != regions[p].dims) {
       return absl::InvalidArgumentError(absl::StrCat(
           "partition ", p, " holds ", s.ToString(false), "; sharding ",
-          Describe(sharding), " of ", global_shape.ToString(false),
-          " needs ",
+          Describe(sharding), " of ", global_shape.ToString(false), " needs ",
           Shape(global_shape.type(), regions[p].dims).ToString(false)));
     }
   }

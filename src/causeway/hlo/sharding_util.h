@@ -39,9 +39,9 @@ struct ShardRegion {
 
 // One region per partition, for an array `global_shape`. InvalidArgument
 // when the sharding does not fit the shape or the partition count.
-absl::StatusOr<std::vector<ShardRegion>> ShardRegions(
-    const Sharding& sharding, const Shape& global_shape,
-    int64_t num_partitions);
+absl::StatusOr<std::vector<ShardRegion>> ShardRegions(const Sharding& sharding,
+                                                      const Shape& global_shape,
+                                                      int64_t num_partitions);
 
 // The shape every partition holds (the parameter shape of the partitioned
 // program). Tuple shardings apply element by element to tuple shapes.

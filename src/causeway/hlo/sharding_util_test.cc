@@ -99,7 +99,8 @@ TEST(ShardingUtilTest, IotaDeviceListWithTransposeIsExpanded) {
   // JAX's {devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}: devices
   // 0,2,4,6 hold rows 0-1 and 1,3,5,7 rows 2-3.
   Sharding sharding = Tiled({2, 1, 4}, {}, true);
-  sharding.iota = ReplicaGroups::Iota{.num_groups = 0, .group_size = 0,
+  sharding.iota = ReplicaGroups::Iota{.num_groups = 0,
+                                      .group_size = 0,
                                       .reshape_dims = {4, 2},
                                       .transpose_perm = {1, 0}};
   auto shards = SplitGlobal(Iota({4, 1}), sharding, 8);
@@ -148,8 +149,8 @@ TEST(ShardingUtilTest, TileCountMustMatchPartitions) {
 
 TEST(ShardingUtilTest, WrongShardShapeOnAssemblyNamesThePartition) {
   std::vector<Literal> shards = {Iota({2}), Iota({3})};
-  auto assembled =
-      AssembleGlobal(shards, Tiled({2}, {0, 1}), Shape(PrimitiveType::kF32, {4}));
+  auto assembled = AssembleGlobal(shards, Tiled({2}, {0, 1}),
+                                  Shape(PrimitiveType::kF32, {4}));
   EXPECT_EQ(assembled.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(assembled.status().message(), HasSubstr("partition 1"));
 }
