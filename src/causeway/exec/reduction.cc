@@ -301,38 +301,165 @@ absl::StatusOr<WindowGeometry> ComputeWindowGeometry(
   return g;
 }
 
-// Calls fn(input_offset) for the window positions of output `out_index`
-// that fall on input elements, in row-major window order.
-template <typename Fn>
-void ForEachWindowElement(const Instruction& instr, const WindowGeometry& g,
-                          std::span<const int64_t> in_strides,
-                          std::span<const int64_t> out_index,
-                          std::vector<int64_t>& window_index, Fn&& fn) {
-  const size_t rank = g.in_dims.size();
-  for (int64_t d : g.window_dims) {
-    if (d == 0) return;
+// Walks the outputs of a windowed op in row-major order and, for each, the
+// input offsets its window covers, in row-major window order, skipping
+// padding and base-dilation holes. Per-dim offset lists are rebuilt only
+// for the dims whose output coordinate changed.
+class WindowWalker {
+ public:
+  // `g` must have at least one output.
+  WindowWalker(const Instruction& instr, const WindowGeometry& g)
+      : instr_(instr),
+        g_(g),
+        in_strides_(RowMajorStrides(g.in_dims)),
+        out_index_(g.out_dims.size(), 0) {
+    Rebuild(0);
   }
-  std::fill(window_index.begin(), window_index.end(), 0);
-  do {
-    int64_t offset = 0;
-    bool valid = true;
-    for (size_t i = 0; i < rank; ++i) {
-      const hlo::WindowDimension& w = instr.window[i];
-      int64_t x = out_index[i] * w.stride +
-                  window_index[i] * w.window_dilation - w.padding_low;
-      if (x < 0 || x % w.base_dilation != 0) {
-        valid = false;
-        break;
-      }
-      x /= w.base_dilation;
-      if (x >= g.in_dims[i]) {
-        valid = false;
-        break;
-      }
-      offset += x * in_strides[i];
+
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (int64_t a : prefix_) {
+      for (int64_t b : last_) fn(a + b);
     }
-    if (valid) fn(offset);
-  } while (NextIndex(std::span<int64_t>(window_index), g.window_dims));
+  }
+
+  // Moves to the last output of the current innermost row (the next call
+  // to Next starts the following row).
+  void SkipToRowEnd() {
+    if (!out_index_.empty()) out_index_.back() = g_.out_dims.back() - 1;
+  }
+
+  // Advances to the next output; false after the last one.
+  bool Next() {
+    const int64_t rank = static_cast<int64_t>(out_index_.size());
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      if (++out_index_[i] < g_.out_dims[i]) {
+        Rebuild(i);
+        return true;
+      }
+      out_index_[i] = 0;
+    }
+    return false;
+  }
+
+ private:
+  // Offsets along dim `d` for the current output coordinate.
+  void DimOffsets(int64_t d, std::vector<int64_t>& list) const {
+    list.clear();
+    const hlo::WindowDimension& w = instr_.window[d];
+    const int64_t base = out_index_[d] * w.stride - w.padding_low;
+    for (int64_t k = 0; k < g_.window_dims[d]; ++k) {
+      const int64_t x = base + k * w.window_dilation;
+      if (x < 0 || x % w.base_dilation != 0) continue;
+      const int64_t i = x / w.base_dilation;
+      if (i >= g_.in_dims[d]) continue;
+      list.push_back(i * in_strides_[d]);
+    }
+  }
+
+  void Rebuild(int64_t changed_from) {
+    const int64_t rank = static_cast<int64_t>(out_index_.size());
+    if (rank == 0) {
+      prefix_ = {0};
+      last_ = {0};
+      return;
+    }
+    DimOffsets(rank - 1, last_);
+    if (changed_from < rank - 1 || prefix_.empty()) {
+      prefix_ = {0};
+      for (int64_t d = 0; d + 1 < rank; ++d) {
+        DimOffsets(d, scratch_);
+        std::vector<int64_t> next;
+        next.reserve(prefix_.size() * scratch_.size());
+        for (int64_t a : prefix_) {
+          for (int64_t b : scratch_) next.push_back(a + b);
+        }
+        prefix_ = std::move(next);
+      }
+    }
+  }
+
+  const Instruction& instr_;
+  const WindowGeometry& g_;
+  std::vector<int64_t> in_strides_;
+  std::vector<int64_t> out_index_;
+  std::vector<int64_t> prefix_, last_, scratch_;
+};
+
+bool IsTrivialWindowDim(const hlo::WindowDimension& w) {
+  return w.size == 1 && w.stride == 1 && w.padding_low == 0 &&
+         w.padding_high == 0 && w.base_dilation == 1 && w.window_dilation == 1;
+}
+
+// The dim of a prefix scan (cumsum, cumprod, cummax: a window over a whole
+// dim, padded below by its size - 1, every other dim trivial), or -1.
+int64_t ScanDim(const Instruction& instr, const WindowGeometry& g) {
+  int64_t scan = -1;
+  for (size_t d = 0; d < g.in_dims.size(); ++d) {
+    const hlo::WindowDimension& w = instr.window[d];
+    if (IsTrivialWindowDim(w)) continue;
+    if (scan >= 0 || w.stride != 1 || w.base_dilation != 1 ||
+        w.window_dilation != 1 || w.padding_high != 0 ||
+        w.padding_low != w.size - 1 || w.size < g.in_dims[d]) {
+      return -1;
+    }
+    scan = static_cast<int64_t>(d);
+  }
+  return scan;
+}
+
+// reduce-window with a typed reducer. `out` holds the init value.
+template <typename E, Opcode kOp>
+void ReduceWindowTyped(const Instruction& instr, const WindowGeometry& g,
+                       const E* in, E* out) {
+  const int64_t rank = static_cast<int64_t>(g.in_dims.size());
+  const int64_t scan = ScanDim(instr, g);
+  if (scan >= 0) {
+    // out[i] = init op in[0] op ... op in[i]: a running fold, in the same
+    // order as the window walk.
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < scan; ++d) outer *= g.in_dims[d];
+    for (int64_t d = scan + 1; d < rank; ++d) inner *= g.in_dims[d];
+    const int64_t length = g.in_dims[scan];
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t base = o * length * inner + i;
+        E acc = out[base];
+        for (int64_t j = 0; j < length; ++j) {
+          acc = ApplyBinaryElement<kOp>(acc, in[base + j * inner]);
+          out[base + j * inner] = acc;
+        }
+      }
+    }
+    return;
+  }
+  WindowWalker walker(instr, g);
+  if (rank > 0 && IsTrivialWindowDim(instr.window[rank - 1])) {
+    // Whole innermost rows at a time (pooling over spatial dims with the
+    // channels innermost): vectorizable.
+    const int64_t row = g.out_dims[rank - 1];
+    int64_t o = 0;
+    do {
+      E* acc = out + o;
+      walker.ForEach([&](int64_t offset) {
+        const E* x = in + offset;
+        for (int64_t c = 0; c < row; ++c) {
+          acc[c] = ApplyBinaryElement<kOp>(acc[c], x[c]);
+        }
+      });
+      o += row;
+      walker.SkipToRowEnd();
+    } while (walker.Next());
+    return;
+  }
+  int64_t o = 0;
+  do {
+    E acc = out[o];
+    walker.ForEach([&](int64_t offset) {
+      acc = ApplyBinaryElement<kOp>(acc, in[offset]);
+    });
+    out[o++] = acc;
+  } while (walker.Next());
 }
 
 // ---------------------------------------------------------------------------
@@ -516,9 +643,6 @@ absl::StatusOr<Literal> EvalReduceWindow(
     }
   }
   const size_t n = v.inputs.size();
-  const std::vector<int64_t> in_strides = RowMajorStrides(g.in_dims);
-  std::vector<int64_t> out_index(g.out_dims.size(), 0);
-  std::vector<int64_t> window_index(g.window_dims.size(), 0);
   std::vector<Literal> results;
   for (size_t i = 0; i < n; ++i) {
     results.push_back(FilledWith(result_shapes[i], *v.inits[i]));
@@ -532,18 +656,8 @@ absl::StatusOr<Literal> EvalReduceWindow(
     bool done = hlo::VisitType(v.types[0], [&](auto tag) {
       using E = decltype(tag);
       return WithTypedReducer<E>(*binary, [&](auto op) {
-        constexpr Opcode kOp = decltype(op)::value;
-        const E* in = DataPtr<E>(*v.inputs[0]);
-        E* out = MutableDataPtr<E>(results[0]);
-        int64_t o = 0;
-        do {
-          E acc = out[o];
-          ForEachWindowElement(instr, g, in_strides, out_index, window_index,
-                               [&](int64_t offset) {
-                                 acc = ApplyBinaryElement<kOp>(acc, in[offset]);
-                               });
-          out[o++] = acc;
-        } while (NextIndex(std::span<int64_t>(out_index), g.out_dims));
+        ReduceWindowTyped<E, decltype(op)::value>(
+            instr, g, DataPtr<E>(*v.inputs[0]), MutableDataPtr<E>(results[0]));
       });
     });
     if (done) return PackResults(std::move(results), false);
@@ -562,10 +676,10 @@ absl::StatusOr<Literal> EvalReduceWindow(
   std::vector<uint64_t> args(2 * n), acc(n);
   absl::Status status;
   int64_t o = 0;
+  WindowWalker walker(instr, g);
   do {
     for (size_t k = 0; k < n; ++k) acc[k] = LoadBits(out[k], widths[k], o);
-    ForEachWindowElement(
-        instr, g, in_strides, out_index, window_index, [&](int64_t offset) {
+    walker.ForEach([&](int64_t offset) {
           if (!status.ok()) return;
           for (size_t k = 0; k < n; ++k) {
             args[k] = acc[k];
@@ -576,7 +690,7 @@ absl::StatusOr<Literal> EvalReduceWindow(
     CW_RETURN_IF_ERROR(status);
     for (size_t k = 0; k < n; ++k) StoreBits(out[k], widths[k], o, acc[k]);
     ++o;
-  } while (NextIndex(std::span<int64_t>(out_index), g.out_dims));
+  } while (walker.Next());
   return PackResults(std::move(results), instr.shape.IsTuple());
 }
 
@@ -622,17 +736,74 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
   const void* src = source.untyped_data();
   void* out = result.mutable_untyped_data();
   if (source.shape().ElementCount() == 0) return result;
-  const std::vector<int64_t> in_strides = RowMajorStrides(g.in_dims);
-  std::vector<int64_t> out_index(g.out_dims.size(), 0);
-  std::vector<int64_t> window_index(g.window_dims.size(), 0);
+
+  // Typed loop for `select = compare(p0, p1)` and a binary scatter (the
+  // max-pool gradient: GE and add).
+  const hlo::Computation& select_c = *instr.called_computations[0];
+  const hlo::Instruction* select_root = select_c.root();
+  std::optional<Opcode> scatter_op = MatchBinaryReducer(*instr.called_computations[1]);
+  if (scatter_op.has_value() && select_root->opcode == Opcode::kCompare &&
+      select_root->operand(0) == select_c.parameter(0) &&
+      select_root->operand(1) == select_c.parameter(1) &&
+      type != PrimitiveType::kPred) {
+    const hlo::ComparisonDirection direction = select_root->comparison_direction;
+    const hlo::ComparisonType comparison = select_root->comparison_type;
+    bool done = hlo::VisitType(type, [&](auto tag) {
+      using E = decltype(tag);
+      return WithTypedReducer<E>(*scatter_op, [&](auto op) {
+        const E* x = DataPtr<E>(operand);
+        const E* source_data = DataPtr<E>(source);
+        E* acc = MutableDataPtr<E>(result);
+        const bool total = comparison == hlo::ComparisonType::kTotalOrder ||
+                           !hlo::IsFloating(type) ||
+                           comparison == hlo::ComparisonType::kSigned ||
+                           comparison == hlo::ComparisonType::kUnsigned;
+        // keep(a, b): the select computation's verdict.
+        auto keep = [&](E a, E b) {
+          if (total) {
+            return CompareBits(type, comparison, direction, ToBits(a), ToBits(b));
+          }
+          const auto ca = ToCompute(a), cb = ToCompute(b);
+          switch (direction) {
+            case hlo::ComparisonDirection::kGe: return ca >= cb;
+            case hlo::ComparisonDirection::kGt: return ca > cb;
+            case hlo::ComparisonDirection::kLe: return ca <= cb;
+            case hlo::ComparisonDirection::kLt: return ca < cb;
+            case hlo::ComparisonDirection::kEq: return ca == cb;
+            case hlo::ComparisonDirection::kNe: return ca != cb;
+          }
+          return false;
+        };
+        WindowWalker walker(instr, g);
+        int64_t s = 0;
+        do {
+          int64_t selected = -1;
+          E best{};
+          walker.ForEach([&](int64_t offset) {
+            if (selected < 0 || !keep(best, x[offset])) {
+              selected = offset;
+              best = x[offset];
+            }
+          });
+          if (selected >= 0) {
+            acc[selected] = ApplyBinaryElement<decltype(op)::value>(
+                acc[selected], source_data[s]);
+          }
+          ++s;
+        } while (walker.Next());
+      });
+    });
+    if (done) return result;
+  }
+
   absl::Status status;
   uint64_t args[2], verdict, combined;
   int64_t s = 0;
+  WindowWalker walker(instr, g);
   do {
     int64_t selected = -1;
     uint64_t selected_bits = 0;
-    ForEachWindowElement(
-        instr, g, in_strides, out_index, window_index, [&](int64_t offset) {
+    walker.ForEach([&](int64_t offset) {
           if (!status.ok()) return;
           const uint64_t current = LoadBits(in, width, offset);
           if (selected < 0) {
@@ -656,7 +827,7 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
       StoreBits(out, width, selected, combined);
     }
     ++s;
-  } while (NextIndex(std::span<int64_t>(out_index), g.out_dims));
+  } while (walker.Next());
   return result;
 }
 

@@ -80,6 +80,11 @@ constexpr char kComputations[] = R"(
   %b = f32[] parameter(1)
   ROOT %c = pred[] compare(%a, %b), direction=GE
 }
+%le_swapped (a: f32[], b: f32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = pred[] compare(%b, %a), direction=LE
+}
 %sub_then_abs (a: s32[], b: s32[]) -> s32[] {
   %a = s32[] parameter(0)
   %b = s32[] parameter(1)
@@ -424,6 +429,26 @@ TEST_F(ReductionTest, ScattersTheMaxPoolGradientToTheFirstMaximum) {
   %s = f32[1,3,3,1] parameter(1)
   %zero = f32[] constant(0)
   ROOT %r = f32[1,5,5,1] select-and-scatter(%x, %s, %zero), window={size=1x2x2x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, select=%ge, scatter=%add)");
+  Literal x = Fill(PrimitiveType::kF32, {1, 5, 5, 1}, 4);
+  Literal source{Shape(PrimitiveType::kF32, {1, 3, 3, 1})};
+  for (int i = 0; i < 9; ++i) source.mutable_data<float>()[i] = i;
+  Literal zero = Literal::Scalar(PrimitiveType::kF32, 0);
+  absl::StatusOr<Literal> result =
+      EvalSelectAndScatter(sas, x, source, zero, NoRunner());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result),
+              ElementsAreArray({0, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 0,
+                                0, 0, 3, 0, 0, 4, 5, 0, 6, 7, 0, 8}));
+}
+
+TEST_F(ReductionTest, SelectsThroughAGeneralSelectComputation) {
+  // compare(b, a), LE is GE written the other way round: same result as
+  // the typed path, through the scalar interpreter.
+  const Instruction& sas = Parse("x: f32[1,5,5,1], s: f32[1,3,3,1]", R"(
+  %x = f32[1,5,5,1] parameter(0)
+  %s = f32[1,3,3,1] parameter(1)
+  %zero = f32[] constant(0)
+  ROOT %r = f32[1,5,5,1] select-and-scatter(%x, %s, %zero), window={size=1x2x2x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, select=%le_swapped, scatter=%add)");
   Literal x = Fill(PrimitiveType::kF32, {1, 5, 5, 1}, 4);
   Literal source{Shape(PrimitiveType::kF32, {1, 3, 3, 1})};
   for (int i = 0; i < 9; ++i) source.mutable_data<float>()[i] = i;
