@@ -1,0 +1,56 @@
+#include "causeway/client/array.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/client/internal.h"
+
+namespace causeway::client {
+
+Array::Array(std::shared_ptr<internal::ArrayState> state)
+    : state_(std::move(state)) {}
+
+ArrayHandle Array::handle() const { return state_->handle; }
+const hlo::Shape& Array::shape() const { return state_->shape; }
+const Sharding& Array::sharding() const { return state_->sharding; }
+const Slice& Array::slice() const { return state_->slice; }
+
+Future<> Array::Ready() const {
+  if (absl::Status usable = state_->CheckUsable(0); !usable.ok()) {
+    return MakeErrorFuture(usable);
+  }
+  Future<> ready = state_->session->channel().ArrayReady(state_->handle);
+  if (!state_->uploaded.has_value()) return ready;
+  // A refused upload is the array's error, whatever the head says of it.
+  return JoinFutures({*state_->uploaded, ready});
+}
+
+Future<hlo::Literal> Array::ToHost() const {
+  if (absl::Status usable = state_->CheckUsable(0); !usable.ok()) {
+    return MakeErrorFuture<hlo::Literal>(usable);
+  }
+  if (state_->uploaded.has_value()) {
+    if (state_->uploaded->IsReady() && !state_->uploaded->Await().ok()) {
+      return MakeErrorFuture<hlo::Literal>(state_->uploaded->Await());
+    }
+  }
+  return state_->session->channel().Fetch(state_->handle);
+}
+
+void Array::Delete() const {
+  if (state_->deleted.exchange(true)) return;
+  if (state_->abandoned.load() || state_->pending_trace.load() != 0) return;
+  state_->session->DropArray(state_->handle);
+}
+
+bool Array::IsDeleted() const { return state_->deleted.load(); }
+
+std::string Array::ToString() const {
+  if (state_ == nullptr) return "array (invalid)";
+  return absl::StrCat("array ", state_->handle.value(), " ",
+                      state_->shape.ToString(false),
+                      state_->sharding.ToString(), " on slice ",
+                      state_->slice.handle().value());
+}
+
+}  // namespace causeway::client

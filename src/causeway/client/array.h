@@ -1,0 +1,64 @@
+// An Array: a logical tensor (global shape, dtype) sharded over a slice. It
+// is a future: it exists, and can be passed to Execute, Copy and program
+// traces, before its data does. Errors live inside arrays: an array whose
+// producer failed (or whose input failed, transitively) holds that error,
+// and Ready() / ToHost() return it, naming the program and the op.
+//
+// A copyable handle to shared state. When the last handle is dropped the
+// array is deleted on the devices (work already queued that reads it still
+// runs). Thread-safe.
+#ifndef CAUSEWAY_CLIENT_ARRAY_H_
+#define CAUSEWAY_CLIENT_ARRAY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "causeway/base/future.h"
+#include "causeway/base/ids.h"
+#include "causeway/client/sharding.h"
+#include "causeway/client/slice.h"
+#include "causeway/hlo/literal.h"
+#include "causeway/hlo/shape.h"
+
+namespace causeway::client {
+
+namespace internal {
+struct ArrayState;
+}  // namespace internal
+
+class Array {
+ public:
+  Array() = default;  // Invalid; only assignment and valid() may be used.
+  explicit Array(std::shared_ptr<internal::ArrayState> state);
+
+  bool valid() const { return state_ != nullptr; }
+  ArrayHandle handle() const;
+  // The global (logical) shape.
+  const hlo::Shape& shape() const;
+  hlo::PrimitiveType dtype() const { return shape().type(); }
+  const Sharding& sharding() const;
+  const Slice& slice() const;
+
+  // Resolves when every shard of the array holds its data, or with the
+  // array's error. Never blocks.
+  Future<> Ready() const;
+  // The global value, assembled from the shards on the host.
+  Future<hlo::Literal> ToHost() const;
+  // Frees the array's buffers once queued work that reads it is done.
+  // Later uses of this array fail with FailedPrecondition. Idempotent.
+  void Delete() const;
+  bool IsDeleted() const;
+
+  // "array 12 f32[2]{devices=[2]<=[2]} on slice 3".
+  std::string ToString() const;
+
+  const std::shared_ptr<internal::ArrayState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<internal::ArrayState> state_;
+};
+
+}  // namespace causeway::client
+
+#endif  // CAUSEWAY_CLIENT_ARRAY_H_
