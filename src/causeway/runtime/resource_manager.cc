@@ -227,17 +227,16 @@ ResourceManager::ChoosePlacementLocked(IslandId island, int64_t count,
   std::vector<std::vector<DeviceId>> hosts;
   int64_t eligible = 0;
   for (HostId host : topology_->HostsOfIsland(island)) {
-    std::vector<DeviceId> devices;
+    // (load, device): exclusive slices see load 0 everywhere.
+    std::vector<std::pair<int64_t, DeviceId>> loaded;
     for (DeviceId device : topology_->DevicesOfHost(host)) {
-      if (EligibleLocked(device, shared)) devices.push_back(device);
+      if (!EligibleLocked(device, shared)) continue;
+      loaded.emplace_back(shared ? devices_[device.value()].shared_users : 0,
+                          device);
     }
-    if (shared) {
-      std::stable_sort(devices.begin(), devices.end(),
-                       [this](DeviceId a, DeviceId b) {
-                         return devices_[a.value()].shared_users <
-                                devices_[b.value()].shared_users;
-                       });
-    }
+    std::sort(loaded.begin(), loaded.end());
+    std::vector<DeviceId> devices;
+    for (const auto& [load, device] : loaded) devices.push_back(device);
     eligible += static_cast<int64_t>(devices.size());
     hosts.push_back(std::move(devices));
   }

@@ -366,6 +366,20 @@ TEST_F(ResourceManagerTest, SliceBreaksWithoutSparesAndIsRepairedFirst) {
   EXPECT_EQ(newcomer.grant.Await()->devices, Ids({3}));
 }
 
+TEST_F(ResourceManagerTest, HigherPrioritySlicesGetTheSparesFirst) {
+  Build(Topology::Uniform(1, 2, 2, 1024));
+  SliceGrant low = Grant(Request(1, 1));
+  SliceRequest urgent = Request(1, 2);
+  urgent.priority = 5;
+  SliceGrant high = Grant(urgent);
+  Grant(Request(1, 3));
+  ASSERT_EQ(low.devices, Ids({0}));
+  ASSERT_EQ(high.devices, Ids({1}));
+  ASSERT_TRUE(manager_->MarkHostDead(HostId(0)).ok());  // One spare: 3.
+  EXPECT_EQ(manager_->GetSlice(high.id)->devices, Ids({3}));
+  EXPECT_EQ(manager_->GetSlice(low.id)->state, SliceState::kBroken);
+}
+
 TEST_F(ResourceManagerTest, RevivedDeviceRepairsABrokenSlice) {
   Build(Topology::Uniform(1, 1, 2, 1024));
   SliceGrant grant = Grant(Request(2));
