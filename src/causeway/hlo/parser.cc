@@ -1277,9 +1277,12 @@ absl::Status Parser::CheckNotElided(const std::string& name) {
           start,
           absl::StrCat("constant '", name,
                        "' has its values elided ('{...}'); print the module "
-                       "with large constants "
-                       "(XLA_FLAGS=--xla_dump_large_constants=true or "
-                       "print_large_constants)"));
+                       "with large constants: from JAX, "
+                       "compiled.runtime_executable().hlo_modules()[0]"
+                       ".to_string(opts) with "
+                       "opts.print_large_constants = True (as_text() "
+                       "elides them); in XLA dumps, "
+                       "--xla_dump_large_constants=true"));
     }
   }
   return absl::OkStatus();

@@ -467,9 +467,10 @@ TEST(ConstantTest, RefusesElidedConstantsWithInstructions) {
       Entry("  ROOT %constant.2 = f32[2,3,4]{2,1,0} constant({...})"));
   EXPECT_EQ(error,
             "line 5:49: constant 'constant.2' has its values elided ('{...}'); "
-            "print the module with large constants "
-            "(XLA_FLAGS=--xla_dump_large_constants=true or "
-            "print_large_constants)");
+            "print the module with large constants: from JAX, "
+            "compiled.runtime_executable().hlo_modules()[0].to_string(opts) "
+            "with opts.print_large_constants = True (as_text() elides them); "
+            "in XLA dumps, --xla_dump_large_constants=true");
 }
 
 TEST(ConstantTest, RefusesWrongValueCounts) {
