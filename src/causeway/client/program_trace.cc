@@ -39,6 +39,7 @@ absl::StatusOr<std::vector<Array>> ProgramTrace::Execute(
   CW_ASSIGN_OR_RETURN(std::vector<Array> outputs,
                       internal::AppendExecute(*executable.state(), args, id_,
                                               &graph_.ops, &outputs_));
+  inputs_.insert(inputs_.end(), args.begin(), args.end());
   outputs_.insert(outputs_.end(), outputs.begin(), outputs.end());
   return outputs;
 }
@@ -49,6 +50,7 @@ absl::StatusOr<Array> ProgramTrace::Copy(const Array& array, const Slice& slice,
   CW_ASSIGN_OR_RETURN(Array copy, internal::AppendCopy(session_, array, slice,
                                                        sharding, id_,
                                                        &graph_.ops));
+  inputs_.push_back(array);
   outputs_.push_back(copy);
   return copy;
 }
@@ -74,6 +76,7 @@ absl::Status ProgramTrace::Submit() {
   // deleted when the client drops them.
   for (const Array& array : outputs_) array.state()->pending_trace.store(0);
   outputs_.clear();  // Arrays the client dropped are deleted now.
+  inputs_.clear();
   return absl::OkStatus();
 }
 

@@ -71,6 +71,9 @@ class ProgramTrace {
   // Every array the trace made, kept alive until Submit so that none is
   // deleted before the head knows it.
   std::vector<Array> outputs_;
+  // Arrays from outside the trace that its ops read, kept alive until
+  // Submit so that the client does not delete them before the ops are sent.
+  std::vector<Array> inputs_;
   bool submitted_ = false;
 };
 

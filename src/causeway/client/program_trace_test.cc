@@ -131,6 +131,18 @@ TEST_F(ProgramTraceTest, IntermediatesTheClientDroppedAreDeletedAfterSubmit) {
   EXPECT_THAT(Values(*v.ToHost().Await()), ElementsAre(16, 32));
 }
 
+TEST_F(ProgramTraceTest, InputsTheClientDropsBeforeSubmitStayAlive) {
+  ProgramTrace trace(*session_);
+  Array x = *session_->FromHost(Vector({3, 4}), slice_,
+                                *Sharding::TiledByDims({2}));
+  Array y = (*trace.Execute(double_, {x}))[0];
+  x = Array();  // The trace still reads it.
+  EXPECT_EQ(Count("Delete(1)"), 0);
+  ASSERT_TRUE(trace.Submit().ok());
+  EXPECT_EQ(Count("Delete(1)"), 1);  // Sent after the graph.
+  EXPECT_THAT(Values(*y.ToHost().Await()), ElementsAre(6, 8));
+}
+
 TEST_F(ProgramTraceTest, AFailedRecordingLeavesTheTraceUnchanged) {
   ProgramTrace trace(*session_);
   ASSERT_TRUE(trace.Execute(double_, {x_}).ok());
