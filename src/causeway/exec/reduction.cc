@@ -266,6 +266,80 @@ Literal FilledWith(const Shape& shape, const Literal& init) {
   return out;
 }
 
+// column[i] = element (base[i] + add) of an array of `width`-byte elements.
+void GatherColumn(const void* data, int64_t width, const int64_t* base,
+                  int64_t add, int64_t count, uint64_t* column) {
+  auto gather = [&](auto tag) {
+    using U = decltype(tag);
+    const U* typed = static_cast<const U*>(data) + add;
+    for (int64_t i = 0; i < count; ++i) column[i] = typed[base[i]];
+  };
+  switch (width) {
+    case 1: gather(uint8_t{}); break;
+    case 2: gather(uint16_t{}); break;
+    case 4: gather(uint32_t{}); break;
+    default: gather(uint64_t{}); break;
+  }
+}
+
+// reduce with a compiled reducer that is not a single binary op (argmax,
+// variadic reducers): runs ScalarComputation::kBatch output elements
+// through each reduction step at once. `out` holds the init values.
+void ReduceBatched(const ScalarComputation& program,
+                   const std::vector<int64_t>& dims,
+                   const std::vector<bool>& reduced,
+                   const std::vector<int64_t>& widths,
+                   const std::vector<const void*>& in,
+                   const std::vector<void*>& out) {
+  constexpr int64_t kBatch = ScalarComputation::kBatch;
+  const size_t n = in.size();
+  const std::vector<int64_t> strides = RowMajorStrides(dims);
+  std::vector<int64_t> kept_dims, kept_strides, red_dims, red_strides;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    (reduced[d] ? red_dims : kept_dims).push_back(dims[d]);
+    (reduced[d] ? red_strides : kept_strides).push_back(strides[d]);
+  }
+  std::vector<int64_t> red_offsets;
+  ForEachIndex(red_dims, [&](std::span<const int64_t> index) {
+    red_offsets.push_back(LinearIndex(index, red_strides));
+  });
+  int64_t out_count = 1;
+  for (int64_t d : kept_dims) out_count *= d;
+  std::vector<uint64_t> frame = program.NewBatchFrame();
+  std::vector<int64_t> base(kBatch);
+  std::vector<int64_t> kept_index(kept_dims.size(), 0);
+  for (int64_t o0 = 0; o0 < out_count; o0 += kBatch) {
+    const int64_t count = std::min(kBatch, out_count - o0);
+    for (int64_t i = 0; i < count; ++i) {
+      base[i] = LinearIndex(kept_index, kept_strides);
+      NextIndex(std::span<int64_t>(kept_index), kept_dims);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      uint64_t* acc = frame.data() + k * kBatch;
+      for (int64_t i = 0; i < count; ++i) {
+        acc[i] = LoadBits(out[k], widths[k], o0 + i);
+      }
+    }
+    for (int64_t r : red_offsets) {
+      for (size_t k = 0; k < n; ++k) {
+        GatherColumn(in[k], widths[k], base.data(), r, count,
+                     frame.data() + (n + k) * kBatch);
+      }
+      program.RunBatch(frame, count);
+      for (size_t k = 0; k < n; ++k) {
+        const uint64_t* result = program.ResultColumn(frame, k);
+        std::copy(result, result + count, frame.data() + k * kBatch);
+      }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t* acc = frame.data() + k * kBatch;
+      for (int64_t i = 0; i < count; ++i) {
+        StoreBits(out[k], widths[k], o0 + i, acc[i]);
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // reduce-window geometry
 
@@ -605,6 +679,10 @@ absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
     widths[i] = hlo::ByteWidth(v.types[i]);
     in[i] = v.inputs[i]->untyped_data();
     out[i] = results[i].mutable_untyped_data();
+  }
+  if (f.program() != nullptr && result_shapes[0].ElementCount() >= 8) {
+    ReduceBatched(*f.program(), dims, reduced, widths, in, out);
+    return PackResults(std::move(results), instr.shape.IsTuple());
   }
   std::vector<uint64_t> args(2 * n), acc(n);
   absl::Status status;

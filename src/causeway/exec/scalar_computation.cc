@@ -19,6 +19,7 @@ using hlo::Opcode;
 using hlo::PrimitiveType;
 using Op = ScalarComputation::Op;
 using OpFn = void (*)(const Op&, uint64_t*);
+using BatchFn = void (*)(const Op&, uint64_t*, int64_t);
 
 bool IsScalarArray(const hlo::Shape& shape) {
   return shape.IsArray() && shape.rank() == 0;
@@ -30,22 +31,50 @@ int64_t SignExtend(uint64_t bits, int64_t width) {
   return static_cast<int64_t>(bits << shift) >> shift;
 }
 
-template <typename E, Opcode kOp>
-void BinaryOp(const Op& op, uint64_t* s) {
-  s[op.out] = ToBits(
-      ApplyBinaryElement<kOp>(BitsTo<E>(s[op.a]), BitsTo<E>(s[op.b])));
+// Each op kind is a kernel K with `K::Apply(op, a, b, c)` on raw bits;
+// ScalarWrap / BatchWrap run it on one value or on columns of values.
+template <typename K>
+void ScalarWrap(const Op& op, uint64_t* s) {
+  s[op.out] = K::Apply(op, s[op.a], s[op.b], s[op.c]);
 }
 
+template <typename K>
+void BatchWrap(const Op& op, uint64_t* frame, int64_t count) {
+  constexpr int64_t w = ScalarComputation::kBatch;
+  uint64_t* out = frame + op.out * w;
+  const uint64_t* a = frame + op.a * w;
+  const uint64_t* b = frame + op.b * w;
+  const uint64_t* c = frame + op.c * w;
+  for (int64_t i = 0; i < count; ++i) out[i] = K::Apply(op, a[i], b[i], c[i]);
+}
+
+struct OpFns {
+  OpFn fn = nullptr;
+  BatchFn batch = nullptr;
+};
+
+template <typename K>
+OpFns Fns() {
+  return {&ScalarWrap<K>, &BatchWrap<K>};
+}
+
+template <typename E, Opcode kOp>
+struct BinaryK {
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t b, uint64_t) {
+    return ToBits(ApplyBinaryElement<kOp>(BitsTo<E>(a), BitsTo<E>(b)));
+  }
+};
+
 template <typename E>
-OpFn BinaryFn(Opcode opcode) {
+OpFns BinaryFn(Opcode opcode) {
   using C = ComputeType<E>;
   switch (opcode) {
 #define CW_BINARY_CASE(k)                                  \
   case Opcode::k:                                          \
     if constexpr (kBinarySupported<Opcode::k, C>) {        \
-      return &BinaryOp<E, Opcode::k>;                      \
+      return Fns<BinaryK<E, Opcode::k>>();                 \
     } else {                                               \
-      return nullptr;                                      \
+      return {};                                           \
     }
     CW_BINARY_CASE(kAdd)
     CW_BINARY_CASE(kSubtract)
@@ -64,7 +93,7 @@ OpFn BinaryFn(Opcode opcode) {
     CW_BINARY_CASE(kShiftRightArithmetic)
 #undef CW_BINARY_CASE
     default:
-      return nullptr;
+      return {};
   }
 }
 
@@ -123,26 +152,29 @@ C ApplyUnary(C x) {
 }
 
 template <typename E, Opcode kOp>
-void UnaryOp(const Op& op, uint64_t* s) {
-  s[op.out] =
-      ToBits(FromCompute<E>(ApplyUnary<kOp>(ToCompute(BitsTo<E>(s[op.a])))));
-}
+struct UnaryK {
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t, uint64_t) {
+    return ToBits(FromCompute<E>(ApplyUnary<kOp>(ToCompute(BitsTo<E>(a)))));
+  }
+};
 
 template <typename E>
-void IsFiniteOp(const Op& op, uint64_t* s) {
-  s[op.out] = std::isfinite(ToCompute(BitsTo<E>(s[op.a]))) ? 1 : 0;
-}
+struct IsFiniteK {
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t, uint64_t) {
+    return std::isfinite(ToCompute(BitsTo<E>(a))) ? 1 : 0;
+  }
+};
 
 template <typename E>
-OpFn UnaryFn(Opcode opcode) {
+OpFns UnaryFn(Opcode opcode) {
   using C = ComputeType<E>;
   switch (opcode) {
 #define CW_UNARY_CASE(k)                            \
   case Opcode::k:                                   \
     if constexpr (kUnarySupported<Opcode::k, C>) {  \
-      return &UnaryOp<E, Opcode::k>;                \
+      return Fns<UnaryK<E, Opcode::k>>();           \
     } else {                                        \
-      return nullptr;                               \
+      return {};                                    \
     }
     CW_UNARY_CASE(kNegate)
     CW_UNARY_CASE(kAbs)
@@ -164,34 +196,110 @@ OpFn UnaryFn(Opcode opcode) {
     CW_UNARY_CASE(kCos)
 #undef CW_UNARY_CASE
     default:
-      return nullptr;
+      return {};
   }
 }
 
-void CompareOp(const Op& op, uint64_t* s) {
-  s[op.out] = CompareBits(op.operand_type, op.comparison, op.direction,
-                          s[op.a], s[op.b])
-                  ? 1
-                  : 0;
+// How a compare orders its operands, resolved at compile time.
+enum class CompareMode { kIeee, kTotalOrder, kSigned, kUnsigned };
+
+template <ComparisonDirection kDir, typename T>
+inline bool Ordered(T a, T b) {
+  if constexpr (kDir == ComparisonDirection::kEq) return a == b;
+  if constexpr (kDir == ComparisonDirection::kNe) return a != b;
+  if constexpr (kDir == ComparisonDirection::kLt) return a < b;
+  if constexpr (kDir == ComparisonDirection::kLe) return a <= b;
+  if constexpr (kDir == ComparisonDirection::kGt) return a > b;
+  if constexpr (kDir == ComparisonDirection::kGe) return a >= b;
+  return false;
 }
 
-void SelectOp(const Op& op, uint64_t* s) {
-  s[op.out] = (s[op.a] & 1) ? s[op.b] : s[op.c];
+template <typename E, CompareMode kMode, ComparisonDirection kDir>
+struct CompareK {
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t b, uint64_t) {
+    constexpr int64_t kWidth = sizeof(E);
+    if constexpr (kMode == CompareMode::kIeee) {
+      if constexpr (kIsFloat<E>) {
+        return Ordered<kDir>(ToCompute(BitsTo<E>(a)), ToCompute(BitsTo<E>(b)));
+      } else {
+        return false;
+      }
+    } else if constexpr (kMode == CompareMode::kTotalOrder) {
+      int64_t x = SignExtend(a, kWidth), y = SignExtend(b, kWidth);
+      constexpr int64_t kFlip =
+          static_cast<int64_t>((uint64_t{1} << (kWidth * 8 - 1)) - 1);
+      if (x < 0) x ^= kFlip;
+      if (y < 0) y ^= kFlip;
+      return Ordered<kDir>(x, y);
+    } else if constexpr (kMode == CompareMode::kSigned) {
+      return Ordered<kDir>(SignExtend(a, kWidth), SignExtend(b, kWidth));
+    } else {
+      return Ordered<kDir>(a, b);
+    }
+  }
+};
+
+template <typename E, CompareMode kMode>
+OpFns CompareFnsFor(ComparisonDirection direction) {
+  switch (direction) {
+    case ComparisonDirection::kEq: return Fns<CompareK<E, kMode, ComparisonDirection::kEq>>();
+    case ComparisonDirection::kNe: return Fns<CompareK<E, kMode, ComparisonDirection::kNe>>();
+    case ComparisonDirection::kLt: return Fns<CompareK<E, kMode, ComparisonDirection::kLt>>();
+    case ComparisonDirection::kLe: return Fns<CompareK<E, kMode, ComparisonDirection::kLe>>();
+    case ComparisonDirection::kGt: return Fns<CompareK<E, kMode, ComparisonDirection::kGt>>();
+    case ComparisonDirection::kGe: return Fns<CompareK<E, kMode, ComparisonDirection::kGe>>();
+  }
+  return {};
 }
 
-void MoveOp(const Op& op, uint64_t* s) { s[op.out] = s[op.a]; }
+// The same choice CompareBits makes, as a typed kernel.
+OpFns CompareFns(PrimitiveType element, ComparisonType type,
+                 ComparisonDirection direction) {
+  return hlo::VisitType(element, [&](auto tag) -> OpFns {
+    using E = decltype(tag);
+    if (hlo::IsFloating(element) && type != ComparisonType::kSigned &&
+        type != ComparisonType::kUnsigned) {
+      if (type == ComparisonType::kTotalOrder) {
+        return CompareFnsFor<E, CompareMode::kTotalOrder>(direction);
+      }
+      return CompareFnsFor<E, CompareMode::kIeee>(direction);
+    }
+    const bool as_signed =
+        type == ComparisonType::kSigned ||
+        (type != ComparisonType::kUnsigned &&
+         (hlo::IsSignedInteger(element) || hlo::IsFloating(element)));
+    return as_signed ? CompareFnsFor<E, CompareMode::kSigned>(direction)
+                     : CompareFnsFor<E, CompareMode::kUnsigned>(direction);
+  });
+}
+
+struct SelectK {
+  static uint64_t Apply(const Op&, uint64_t p, uint64_t t, uint64_t f) {
+    return (p & 1) ? t : f;
+  }
+};
+
+struct MoveK {
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t, uint64_t) {
+    return a;
+  }
+};
 
 template <typename E>
-void ClampOp(const Op& op, uint64_t* s) {
-  E low = BitsTo<E>(s[op.a]), x = BitsTo<E>(s[op.b]), high = BitsTo<E>(s[op.c]);
-  s[op.out] = ToBits(ApplyBinaryElement<Opcode::kMinimum>(
-      ApplyBinaryElement<Opcode::kMaximum>(x, low), high));
-}
+struct ClampK {
+  static uint64_t Apply(const Op&, uint64_t lo, uint64_t x, uint64_t hi) {
+    return ToBits(ApplyBinaryElement<Opcode::kMinimum>(
+        ApplyBinaryElement<Opcode::kMaximum>(BitsTo<E>(x), BitsTo<E>(lo)),
+        BitsTo<E>(hi)));
+  }
+};
 
 template <typename To, typename From>
-void ConvertOp(const Op& op, uint64_t* s) {
-  s[op.out] = ToBits(ConvertElement<To>(BitsTo<From>(s[op.a])));
-}
+struct ConvertK {
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t, uint64_t) {
+    return ToBits(ConvertElement<To>(BitsTo<From>(a)));
+  }
+};
 
 template <typename Order>
 bool Apply(ComparisonDirection direction, const Order& a, const Order& b) {
@@ -335,6 +443,7 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
     }
     const PrimitiveType type = instr->shape.type();
     Op op;
+    OpFns fns;
     auto operand_slot = [&](int64_t i) { return slot.at(instr->operand(i)); };
     auto operand_type = [&](int64_t i) {
       return instr->operand(i)->shape.type();
@@ -352,31 +461,32 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
     }
     if (hlo::IsElementwiseBinary(instr->opcode) && arity == 2) {
       if (operand_type(0) != type || operand_type(1) != type) return std::nullopt;
-      op.fn = hlo::VisitType(type, [&](auto tag) { return BinaryFn<decltype(tag)>(instr->opcode); });
+      fns = hlo::VisitType(type, [&](auto tag) { return BinaryFn<decltype(tag)>(instr->opcode); });
       op.a = operand_slot(0);
       op.b = operand_slot(1);
     } else if (instr->opcode == Opcode::kIsFinite && arity == 1) {
       if (type != PrimitiveType::kPred || !hlo::IsFloating(operand_type(0))) {
         return std::nullopt;
       }
-      op.fn = hlo::VisitType(operand_type(0), [&](auto tag) -> OpFn {
+      fns = hlo::VisitType(operand_type(0), [&](auto tag) -> OpFns {
         using E = decltype(tag);
         if constexpr (kIsFloat<E>) {
-          return &IsFiniteOp<E>;
+          return Fns<IsFiniteK<E>>();
         } else {
-          return nullptr;
+          return {};
         }
       });
       op.a = operand_slot(0);
     } else if (hlo::IsElementwiseUnary(instr->opcode) && arity == 1) {
       if (operand_type(0) != type) return std::nullopt;
-      op.fn = hlo::VisitType(type, [&](auto tag) { return UnaryFn<decltype(tag)>(instr->opcode); });
+      fns = hlo::VisitType(type, [&](auto tag) { return UnaryFn<decltype(tag)>(instr->opcode); });
       op.a = operand_slot(0);
     } else if (instr->opcode == Opcode::kCompare && arity == 2) {
       if (type != PrimitiveType::kPred || operand_type(0) != operand_type(1)) {
         return std::nullopt;
       }
-      op.fn = &CompareOp;
+      fns = CompareFns(operand_type(0), instr->comparison_type,
+                       instr->comparison_direction);
       op.a = operand_slot(0);
       op.b = operand_slot(1);
       op.operand_type = operand_type(0);
@@ -387,7 +497,7 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
           operand_type(2) != type) {
         return std::nullopt;
       }
-      op.fn = &SelectOp;
+      fns = Fns<SelectK>();
       op.a = operand_slot(0);
       op.b = operand_slot(1);
       op.c = operand_slot(2);
@@ -396,21 +506,21 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
           operand_type(2) != type) {
         return std::nullopt;
       }
-      op.fn = hlo::VisitType(type, [&](auto tag) -> OpFn {
+      fns = hlo::VisitType(type, [&](auto tag) -> OpFns {
         using E = decltype(tag);
         if constexpr (std::is_same_v<E, bool>) {
-          return nullptr;
+          return {};
         } else {
-          return &ClampOp<E>;
+          return Fns<ClampK<E>>();
         }
       });
       op.a = operand_slot(0);
       op.b = operand_slot(1);
       op.c = operand_slot(2);
     } else if (instr->opcode == Opcode::kConvert && arity == 1) {
-      op.fn = hlo::VisitType(type, [&](auto to_tag) {
-        return hlo::VisitType(operand_type(0), [&](auto from_tag) -> OpFn {
-          return &ConvertOp<decltype(to_tag), decltype(from_tag)>;
+      fns = hlo::VisitType(type, [&](auto to_tag) {
+        return hlo::VisitType(operand_type(0), [&](auto from_tag) -> OpFns {
+          return Fns<ConvertK<decltype(to_tag), decltype(from_tag)>>();
         });
       });
       op.a = operand_slot(0);
@@ -423,12 +533,14 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
           (type == PrimitiveType::kPred) != (operand_type(0) == PrimitiveType::kPred)) {
         return std::nullopt;
       }
-      op.fn = &MoveOp;
+      fns = Fns<MoveK>();
       op.a = operand_slot(0);
     } else {
       return std::nullopt;
     }
-    if (op.fn == nullptr) return std::nullopt;
+    if (fns.fn == nullptr) return std::nullopt;
+    op.fn = fns.fn;
+    op.batch_fn = fns.batch;
     op.out = new_slot(instr);
     program.ops_.push_back(op);
   }

@@ -18,6 +18,7 @@
 #ifndef CAUSEWAY_EXEC_SCALAR_COMPUTATION_H_
 #define CAUSEWAY_EXEC_SCALAR_COMPUTATION_H_
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -52,14 +53,23 @@ template <typename T>
 inline uint64_t ToBits(T value) {
   return std::bit_cast<UnsignedOfSize<sizeof(T)>>(value);
 }
-// Element `i` of an array whose elements are `width` bytes wide.
+// Element `i` of an array whose elements are `width` bytes wide (1, 2, 4
+// or 8; arrays are 64-byte aligned, so typed access is aligned).
 inline uint64_t LoadBits(const void* data, int64_t width, int64_t i) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, static_cast<const char*>(data) + i * width, width);
-  return bits;
+  switch (width) {
+    case 1: return static_cast<const uint8_t*>(data)[i];
+    case 2: return static_cast<const uint16_t*>(data)[i];
+    case 4: return static_cast<const uint32_t*>(data)[i];
+    default: return static_cast<const uint64_t*>(data)[i];
+  }
 }
 inline void StoreBits(void* data, int64_t width, int64_t i, uint64_t bits) {
-  std::memcpy(static_cast<char*>(data) + i * width, &bits, width);
+  switch (width) {
+    case 1: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(bits); break;
+    case 2: static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(bits); break;
+    case 4: static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(bits); break;
+    default: static_cast<uint64_t*>(data)[i] = bits; break;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -242,8 +252,30 @@ class ScalarComputation {
     return frame[result_slots_[0]];
   }
 
+  // Batched runs: slot i's values live in frame[i * kBatch, (i + 1) *
+  // kBatch); parameter i is slot i. Up to kBatch independent argument
+  // sets run at once, which amortises the dispatch per op.
+  static constexpr int64_t kBatch = 128;
+  std::vector<uint64_t> NewBatchFrame() const {
+    std::vector<uint64_t> frame(initial_frame_.size() * kBatch);
+    for (size_t i = 0; i < initial_frame_.size(); ++i) {
+      std::fill(frame.begin() + i * kBatch, frame.begin() + (i + 1) * kBatch,
+                initial_frame_[i]);
+    }
+    return frame;
+  }
+  // Runs on the first `count` (<= kBatch) lanes of every parameter column.
+  void RunBatch(std::span<uint64_t> frame, int64_t count) const {
+    for (const Op& op : ops_) op.batch_fn(op, frame.data(), count);
+  }
+  // The column holding result i after RunBatch.
+  const uint64_t* ResultColumn(std::span<const uint64_t> frame, int64_t i) const {
+    return frame.data() + result_slots_[i] * kBatch;
+  }
+
   struct Op {
     void (*fn)(const Op&, uint64_t*) = nullptr;
+    void (*batch_fn)(const Op&, uint64_t*, int64_t) = nullptr;
     int32_t out = 0, a = 0, b = 0, c = 0;
     hlo::ComparisonDirection direction = hlo::ComparisonDirection::kEq;
     hlo::ComparisonType comparison = hlo::ComparisonType::kDefault;
@@ -272,6 +304,10 @@ class ScalarFunction {
                  const ComputationRunner& runner);
 
   bool compiled() const { return compiled_.has_value(); }
+  // The compiled program, or null when calls go through the runner.
+  const ScalarComputation* program() const {
+    return compiled_.has_value() ? &*compiled_ : nullptr;
+  }
   // Parameter / result types as declared by the computation.
   hlo::PrimitiveType parameter_type(int64_t i) const {
     return parameter_types_[i];
