@@ -53,6 +53,33 @@ struct LoadProgramRequest {
   std::string hlo_text;
 };
 
+// Where one piece of a receive comes from.
+struct PieceOrigin {
+  DeviceId device;
+  HostId host;
+  std::string description;  // For the status view.
+};
+
+// A box inside a buffer (offsets and sizes per dimension).
+struct Box {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> dims;
+};
+
+// Reserve `buffer` on `device` and fill it from pieces pushed by other
+// devices through the data plane (and zeros for `zero_fill`, the padding of
+// an uneven shard).
+struct ReceiveSpec {
+  DeviceId device;
+  BufferId buffer;
+  hlo::Shape shape;
+  // One entry per piece that will arrive.
+  std::vector<PieceOrigin> pieces;
+  std::vector<Box> zero_fill;
+  // A single piece that is the whole buffer (no copy on arrival).
+  bool whole = false;
+};
+
 // An input of a launch on one device.
 struct LaunchInput {
   BufferId buffer;
@@ -84,35 +111,15 @@ struct LaunchOp {
   // The hosts of every device of the launch (collective peers): if one of
   // them dies, the launch fails with DATA_LOSS everywhere.
   std::vector<HostId> participant_hosts;
+  // Staging buffers on this device that transfers fill for this launch's
+  // inputs (an argument on another device list or sharding). Reserved right
+  // before the outputs, so a device's memory is taken in launch order.
+  std::vector<ReceiveSpec> staging;
   std::vector<LaunchInput> inputs;
   std::vector<LaunchOutput> outputs;  // The root, a tuple flattened.
-};
-
-// Where one piece of a receive comes from.
-struct PieceOrigin {
-  DeviceId device;
-  HostId host;
-  std::string description;  // For the status view.
-};
-
-// A box inside a buffer (offsets and sizes per dimension).
-struct Box {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> dims;
-};
-
-// Reserve `buffer` on `device` and fill it from pieces pushed by other
-// devices through the data plane (and zeros for `zero_fill`, the padding of
-// an uneven shard).
-struct ReceiveSpec {
-  DeviceId device;
-  BufferId buffer;
-  hlo::Shape shape;
-  // One entry per piece that will arrive.
-  std::vector<PieceOrigin> pieces;
-  std::vector<Box> zero_fill;
-  // A single piece that is the whole buffer (no copy on arrival).
-  bool whole = false;
+  // Not OK: the launch must not run (a device of it was lost before it was
+  // sent); its outputs fail with this status, in order.
+  absl::Status abandoned;
 };
 
 // When `source` (on `device`) is ready, push the box `region` of it to
@@ -132,11 +139,13 @@ struct SendSpec {
 };
 
 // One dispatch message. The worker handles `receives` first (so launches
-// can read them), then `launches` in order, then `sends`.
+// can read them), then `launches` in order, then `sends`, then `releases`
+// (the head's references to buffers of deleted arrays).
 struct WorkerBatch {
   std::vector<ReceiveSpec> receives;
   std::vector<LaunchOp> launches;
   std::vector<SendSpec> sends;
+  std::vector<DeviceBuffer> releases;
 };
 
 // Host data into a buffer (one shard of an uploaded array).

@@ -80,8 +80,12 @@ void Device::Enqueue(LaunchOp op, std::shared_ptr<const LoadedProgram> program,
   }
   launch->output_reservations.reserve(spec.outputs.size());
   for (const LaunchOutput& output : spec.outputs) {
+    // Reserve's reference is the owner's (the head's array); the launch
+    // holds one more until it has written the buffer, so deleting the
+    // array early cannot pull the buffer from under it.
     launch->output_reservations.push_back(
         store_.Reserve(output.buffer, output.shape));
+    store_.AddRef(output.buffer).IgnoreError();
   }
   if (!launch->error.ok()) {
     // Known to fail: its dependants need not wait for its turn.
@@ -126,7 +130,16 @@ void Device::RunFront(QueuedLaunch& launch) {
   };
   if (status.ok()) status = AwaitInputs(launch);
   if (status.ok()) status = abandoned();
-  if (status.ok()) status = AwaitOutputs(launch);
+  if (status.ok()) {
+    status = AwaitOutputs(launch);
+    if (!status.ok()) {
+      status = absl::Status(
+          status.code(),
+          absl::StrCat("program '", launch.op.program_name, "' (seq ",
+                       launch.op.seq, ") on device ", id().value(),
+                       ": cannot reserve its outputs: ", status.message()));
+    }
+  }
   if (status.ok()) status = abandoned();
   std::vector<hlo::Literal> outputs;
   if (status.ok()) {
@@ -273,6 +286,9 @@ void Device::Finish(QueuedLaunch& launch, absl::Status status,
     } else {
       store_.Fail(op.outputs[i].buffer, status).IgnoreError();
     }
+  }
+  for (const LaunchOutput& output : op.outputs) {
+    store_.Release(output.buffer).IgnoreError();
   }
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     if (launch.input_referenced[i]) {

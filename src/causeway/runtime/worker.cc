@@ -142,6 +142,11 @@ void Worker::Dispatch(WorkerBatch batch) {
   for (const ReceiveSpec& receive : batch.receives) SetUpReceive(receive);
   for (LaunchOp& launch : batch.launches) EnqueueLaunch(std::move(launch));
   for (SendSpec& send : batch.sends) ArmSend(std::move(send));
+  for (const DeviceBuffer& release : batch.releases) {
+    if (Device* device = FindDevice(release.device)) {
+      device->store().Release(release.buffer).IgnoreError();
+    }
+  }
   Exit();
 }
 
@@ -254,14 +259,17 @@ void Worker::EnqueueLaunch(LaunchOp op) {
                   << options_.host << ", which does not have it";
     return;
   }
+  for (const ReceiveSpec& receive : op.staging) SetUpReceive(receive);
   std::shared_ptr<const LoadedProgram> program;
-  absl::Status error;
+  absl::Status error = op.abandoned;
   {
     absl::MutexLock lock(&mu_);
     auto it = programs_.find(op.program);
     if (it != programs_.end()) program = it->second;
   }
-  if (program == nullptr) {
+  if (!error.ok()) {
+    // Abandoned by the head.
+  } else if (program == nullptr) {
     error = absl::FailedPreconditionError(
         absl::StrCat("program '", op.program_name, "' is not loaded on host ",
                      options_.host.value()));

@@ -46,6 +46,9 @@ struct SliceRequest {
   std::optional<IslandId> island;    // Empty: any island.
   std::optional<int> priority;       // Empty: the session's.
   bool allow_smaller = false;        // May shrink on failure remap.
+  // Time-share devices with other shared slices instead of owning them:
+  // the island scheduler interleaves their launches in gang order.
+  bool shared = false;
 };
 
 // What a granted slice currently maps to. Changes (generation+1) when the

@@ -1,0 +1,256 @@
+// The head: the single controller. It serves client sessions (what
+// transport::SessionChannel carries), grants slices through the resource
+// manager, compiles programs once (parse + verify, cached by fingerprint)
+// and loads them onto the workers of a slice when it is granted, dispatches
+// executions and copies (dispatcher.h) in every island's gang order, keeps
+// the table of every session's arrays, and handles host failure. It talks to
+// workers only through ControlChannels; data never passes through it except
+// PutArray and Fetch, which are copies to and from the client by definition.
+// See docs/dispatch.md and docs/failure.md.
+//
+// Arrays: the client mints handles; the head maps each (session, handle) to
+// an internal handle, unique across sessions, that names the array's
+// buffers on the workers. An array whose op could not even be dispatched
+// (unknown handle, wrong shape, ...) is an error array: it has no buffers,
+// and every op that uses it yields error arrays too. Errors found while
+// running live in the buffers and flow the same way on the workers.
+//
+// Thread-safe. Futures resolve on the head's callback threads or on worker
+// threads; attach continuations with an executor of your own.
+#ifndef CAUSEWAY_RUNTIME_HEAD_H_
+#define CAUSEWAY_RUNTIME_HEAD_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "causeway/base/executor.h"
+#include "causeway/base/future.h"
+#include "causeway/base/ids.h"
+#include "causeway/hlo/literal.h"
+#include "causeway/runtime/control_channel.h"
+#include "causeway/runtime/dispatcher.h"
+#include "causeway/runtime/events.h"
+#include "causeway/runtime/resource_manager.h"
+#include "causeway/runtime/topology.h"
+#include "causeway/transport/session_channel.h"
+
+namespace causeway::runtime {
+
+class IslandSequencer;
+
+struct HeadOptions {
+  std::shared_ptr<const Topology> topology;  // Required.
+  // One channel per host, indexed by host id. Not owned; they must outlive
+  // the head.
+  std::vector<ControlChannel*> workers;
+  EventSink* events = nullptr;  // Null: NullEventSink(). Not owned.
+  // Health: every interval the head pings each live worker; one that does
+  // not answer OK within the timeout is declared dead (docs/failure.md).
+  // A zero interval turns the checker off (MarkHostDead still works).
+  absl::Duration heartbeat_interval = absl::Milliseconds(100);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Launches in flight per island before the scheduler holds back more.
+  int64_t max_inflight_launches_per_island = 1 << 20;
+};
+
+class Head final : public WorkerListener {
+ public:
+  static absl::StatusOr<std::unique_ptr<Head>> Create(HeadOptions options);
+  ~Head() override;  // Shutdown().
+
+  Head(const Head&) = delete;
+  Head& operator=(const Head&) = delete;
+
+  const Topology& topology() const { return *options_.topology; }
+
+  // --- The session service (transport/session_channel.h). ---
+  SessionId OpenSession(const transport::OpenSessionRequest& request);
+  Future<> CloseSession(SessionId session);
+  Future<transport::SliceInfo> RequestSlice(SessionId session,
+                                            transport::SliceRequest request);
+  Future<transport::SliceInfo> GetSlice(SessionId session, SliceHandle slice);
+  Future<> ReleaseSlice(SessionId session, SliceHandle slice);
+  Future<transport::CompileInfo> Compile(SessionId session,
+                                         transport::CompileRequest request);
+  Future<> PutArray(SessionId session, transport::ArraySpec spec,
+                    hlo::Literal global);
+  void Execute(SessionId session, transport::ExecuteOp op);
+  void Copy(SessionId session, transport::CopyOp op);
+  void Submit(SessionId session, transport::ProgramGraph graph);
+  Future<> ArrayReady(SessionId session, ArrayHandle array);
+  Future<hlo::Literal> Fetch(SessionId session, ArrayHandle array);
+  void Delete(SessionId session, std::vector<ArrayHandle> arrays);
+  Future<transport::StatusReport> GetStatus();
+  Future<std::string> GetTrace();
+
+  // --- Health and failure (docs/failure.md). ---
+  // Declares `host` dead: its devices leave the pool, every array with a
+  // shard there becomes DATA_LOSS, ops that need it fail, slices on it are
+  // remapped and their executables reloaded. Idempotent.
+  void MarkHostDead(HostId host, const std::string& reason);
+  bool IsHostAlive(HostId host) const;
+  // Waits until `host` is declared dead and its failure handled (arrays
+  // failed, slices remapped); DeadlineExceeded if not by `deadline`.
+  absl::Status AwaitHostDead(HostId host, absl::Time deadline);
+  // One round of heartbeats now (what the checker does every interval).
+  void CheckHealthNow();
+
+  // Worker notices.
+  void OnOpDone(const OpDone& done) override;
+
+  // Stops the health checker and fails later requests with Unavailable.
+  // Idempotent.
+  void Shutdown();
+
+ private:
+  struct CompiledProgram;
+  struct ArrayState;
+  struct ArrayRecord;
+  struct SliceRecord;
+  struct Executable;
+  struct Deferred;
+  struct Session;
+  struct PreparedLaunch;
+
+  explicit Head(HeadOptions options);
+
+  // Sessions.
+  Session* FindSessionLocked(SessionId session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `run` now, or queues it behind earlier deferred work of the session
+  // while `blocked()` says a slice it needs is not granted yet; `cancel`
+  // resolves whatever `run` would have if the session ends first.
+  void RunOrDeferLocked(Session& session, std::function<bool()> blocked,
+                        std::function<void()> run,
+                        std::function<void(absl::Status)> cancel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DrainDeferredLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SliceBlockedLocked(Session& session, SliceHandle slice)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ExecutableBlockedLocked(Session& session, ExecutableHandle executable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Slices.
+  absl::StatusOr<transport::SliceInfo> OnSliceGranted(
+      SessionId session, SliceHandle handle, const SliceGrant& grant);
+  void OnSliceEvent(const SliceEvent& event);
+  void LoadExecutablesLocked(Session& session, const SliceRecord& slice)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoadProgramLocked(const CompiledProgram& program,
+                         const std::vector<DeviceId>& devices)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static transport::SliceInfo InfoOf(const SliceRecord& slice);
+
+  // Compile cache.
+  absl::StatusOr<std::shared_ptr<const CompiledProgram>> GetOrCompile(
+      const std::string& hlo_text);
+
+  // Arrays.
+  ArrayHandle NewInternalHandle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<ArrayRecord> AddArrayLocked(
+      Session& session, const transport::ArraySpec& spec,
+      ArrayPlacement placement, absl::Status error, std::string producer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddErrorArraysLocked(Session& session,
+                            const std::vector<transport::ArraySpec>& specs,
+                            const absl::Status& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeleteArrayLocked(Session& session, ArrayHandle handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the array's buffers back once nothing queued at the head still
+  // needs them.
+  void MaybeReleaseBuffersLocked(ArrayRecord& record, DispatchBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatch_mu_);
+  // Runs `callback` once the array's buffers exist on their workers.
+  void WhenPlacedLocked(ArrayRecord& record, std::function<void()> callback)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Dispatch (dispatcher.h).
+  void ExecuteLocked(Session& session, const transport::ExecuteOp& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CopyLocked(Session& session, const transport::CopyOp& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckNewHandlesLocked(Session& session,
+                                     const std::vector<transport::ArraySpec>& specs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens a dispatch batch (if none is open) for the duration of `body`:
+  // every launch released meanwhile, on any thread, joins it; it is sent,
+  // one message per worker, when the outermost call returns. Holding mu_
+  // keeps dispatches from overlapping.
+  void Batched(const std::function<void()>& body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The open batch, or `*local` (which the caller then sends).
+  DispatchBatch& BatchLocked(DispatchBatch* local)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatch_mu_);
+  void SendIfLocalLocked(DispatchBatch& batch, DispatchBatch* local)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatch_mu_);
+  void ReleaseLaunch(const std::shared_ptr<PreparedLaunch>& launch,
+                     uint64_t seq) ABSL_LOCKS_EXCLUDED(dispatch_mu_);
+  void LaunchFinished(IslandId island, uint64_t seq);
+
+  // Status.
+  transport::StatusReport BuildStatus(
+      const std::vector<absl::StatusOr<WorkerStatus>>& workers);
+
+  void HealthLoop();
+
+  const HeadOptions options_;
+  EventSink* const events_;
+  std::unique_ptr<ResourceManager> resources_;
+  std::vector<std::unique_ptr<IslandSequencer>> sequencers_;  // By island.
+  std::unique_ptr<ThreadPool> callbacks_;
+
+  // Sessions, slices, executables, arrays. Order: mu_ before dispatch_mu_
+  // before inflight_mu_; none is held while calling the resource manager or
+  // a sequencer's Finished.
+  mutable absl::Mutex mu_;
+  std::map<SessionId, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<SliceId, std::pair<SessionId, SliceHandle>> slices_by_id_
+      ABSL_GUARDED_BY(mu_);
+  int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_internal_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  std::set<HostId> dead_hosts_ ABSL_GUARDED_BY(mu_);
+  // Dead hosts whose failure handling (remaps included) is complete.
+  std::set<HostId> handled_dead_hosts_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex compile_mu_;
+  std::map<uint64_t, std::weak_ptr<const CompiledProgram>> compiled_
+      ABSL_GUARDED_BY(compile_mu_);
+
+  // Sending to workers, in order.
+  absl::Mutex dispatch_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  DispatchBatch batch_storage_ ABSL_GUARDED_BY(dispatch_mu_);
+  DispatchBatch* open_batch_ ABSL_GUARDED_BY(dispatch_mu_) = nullptr;
+  int open_depth_ ABSL_GUARDED_BY(dispatch_mu_) = 0;
+  std::vector<ControlChannel*> live_workers_ ABSL_GUARDED_BY(dispatch_mu_);
+  std::set<HostId> dead_for_dispatch_ ABSL_GUARDED_BY(dispatch_mu_);
+  uint64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
+
+  // Launches sent and not finished on every device: (island, seq) -> the
+  // devices still running it.
+  absl::Mutex inflight_mu_ ABSL_ACQUIRED_AFTER(dispatch_mu_);
+  std::map<std::pair<IslandId, uint64_t>, std::set<DeviceId>> inflight_
+      ABSL_GUARDED_BY(inflight_mu_);
+
+  // Health checker.
+  absl::Mutex health_mu_;
+  bool health_stop_ ABSL_GUARDED_BY(health_mu_) = false;
+  std::thread health_thread_;
+};
+
+}  // namespace causeway::runtime
+
+#endif  // CAUSEWAY_RUNTIME_HEAD_H_
