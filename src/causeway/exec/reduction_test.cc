@@ -300,6 +300,29 @@ TEST_F(ReductionTest, ComputesAVariadicArgmax) {
   EXPECT_THAT(Values(result->elements()[0]), ElementsAreArray({4, 5, 4, 5}));
 }
 
+TEST_F(ReductionTest, ComputesAnArgmaxOverManyRowsInBatches) {
+  const Instruction& reduce = Parse("x: f32[20,7], i: s32[20,7]", R"(
+  %x = f32[20,7] parameter(0)
+  %i = s32[20,7] parameter(1)
+  %init = f32[] constant(-inf)
+  %izero = s32[] constant(0)
+  ROOT %r = (f32[20], s32[20]) reduce(%x, %i, %init, %izero), dimensions={1}, to_apply=%argmax)");
+  Literal x = Fill(PrimitiveType::kF32, {20, 7}, 3);
+  Literal iota{Shape(PrimitiveType::kS32, {20, 7})};
+  for (int i = 0; i < 140; ++i) iota.mutable_data<int32_t>()[i] = i % 7;
+  Literal init = Literal::Scalar(PrimitiveType::kF32, -INFINITY);
+  Literal izero = Literal::Scalar(PrimitiveType::kS32, 0);
+  const Literal* operands[] = {&x, &iota, &init, &izero};
+  absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(result->elements()[1]),
+              ElementsAreArray({1, 5, 1, 2, 6, 2, 3, 2, 0, 4,
+                                0, 1, 5, 1, 2, 6, 2, 3, 2, 0}));
+  EXPECT_THAT(Values(result->elements()[0]),
+              ElementsAreArray({5, 5, 4, 5, 5, 4, 5, 3, 5, 5,
+                                4, 5, 5, 4, 5, 5, 4, 5, 3, 5}));
+}
+
 TEST_F(ReductionTest, RunsANonAssociativeReducerInRowMajorOrder) {
   const Instruction& reduce = Parse("x: s32[2,3]", R"(
   %x = s32[2,3] parameter(0)
