@@ -16,7 +16,7 @@
 #include "causeway/hlo/printer.h"
 #include "causeway/hlo/sharding_util.h"
 #include "causeway/hlo/verifier.h"
-#include "causeway/runtime/island_sequencer.h"
+#include "causeway/runtime/island_scheduler.h"
 
 namespace causeway::runtime {
 
@@ -214,8 +214,11 @@ Head::Head(HeadOptions options)
                                          : &NullEventSink()) {
   resources_ = std::make_unique<ResourceManager>(options_.topology);
   for (int64_t i = 0; i < options_.topology->num_islands(); ++i) {
-    sequencers_.push_back(std::make_unique<IslandSequencer>(
-        IslandId(i), options_.max_inflight_launches_per_island));
+    IslandScheduler::Options scheduler;
+    scheduler.max_in_flight =
+        std::max<int64_t>(1, options_.max_inflight_launches_per_island);
+    scheduler.name = absl::StrCat("island ", i);
+    schedulers_.push_back(std::make_unique<IslandScheduler>(scheduler));
   }
   callbacks_ = std::make_unique<ThreadPool>("head-cb", 2);
   {
@@ -231,7 +234,8 @@ Head::Head(HeadOptions options)
 
 Head::~Head() {
   Shutdown();
-  callbacks_.reset();  // Drains continuations before the state goes.
+  schedulers_.clear();  // Drops queued launches while the state is whole.
+  callbacks_.reset();   // Drains continuations before the state goes.
   resources_.reset();
 }
 
@@ -278,7 +282,14 @@ SessionId Head::OpenSession(const transport::OpenSessionRequest& request) {
     session->priority = request.priority;
     sessions_.emplace(id, std::move(session));
   }
-  for (auto& sequencer : sequencers_) sequencer->AddSession(id, weight);
+  for (auto& scheduler : schedulers_) {
+    absl::Status set = scheduler->SetWeight(
+        id, std::clamp(weight, IslandScheduler::kMinWeight,
+                       IslandScheduler::kMaxWeight));
+    if (!set.ok()) {
+      CW_LOG(WARNING) << "session weight: " << set;
+    }
+  }
   return id;
 }
 
@@ -304,7 +315,7 @@ Future<> Head::CloseSession(SessionId session_id) {
     sessions_.erase(session_id);
   }
   resources_->ReleaseSession(session_id);
-  for (auto& sequencer : sequencers_) sequencer->RemoveSession(session_id);
+  for (auto& scheduler : schedulers_) scheduler->RemoveSession(session_id);
   return MakeReadyFuture();
 }
 
@@ -1374,9 +1385,45 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
     absl::MutexLock lock(&dispatch_mu_);
     for (const auto& state : launch->used) ++state->pending_uses;
   }
-  sequencers_[slice.island.value()]->Submit(
-      session.id, slice.devices,
-      [this, launch](uint64_t seq) { ReleaseLaunch(launch, seq); });
+  Launch scheduled;
+  scheduled.session = session.id;
+  scheduled.devices = slice.devices;
+  scheduled.release = [this, launch](uint64_t seq) {
+    ReleaseLaunch(launch, seq);
+  };
+  scheduled.on_drop = [this, launch](absl::Status) { DropLaunch(launch); };
+  absl::Status submitted = schedulers_[slice.island.value()]->Submit(
+      std::move(scheduled));
+  if (!submitted.ok()) {
+    // Never sent: the outputs are errors without buffers.
+    for (const auto& record : output_records) {
+      record->error = WithContext(submitted, absl::StrCat("program '", name, "'"));
+    }
+    DropLaunch(launch);
+    for (const auto& record : output_records) record->state = nullptr;
+  }
+}
+
+void Head::DropLaunch(const std::shared_ptr<PreparedLaunch>& launch) {
+  absl::MutexLock lock(&dispatch_mu_);
+  DispatchBatch local;
+  DispatchBatch& batch = BatchLocked(&local);
+  for (const auto& state : launch->used) {
+    --state->pending_uses;
+    if (state->deleted && state->released && state->pending_uses == 0 &&
+        !state->buffers_released) {
+      state->buffers_released = true;
+      for (const auto& [host, buffer] : state->buffers) {
+        batch.AddRelease(host, buffer);
+      }
+    }
+  }
+  for (const auto& state : launch->outputs) {
+    state->buffers_released = true;  // They were never created.
+    for (auto& callback : state->on_released) batch.AfterSend(std::move(callback));
+    state->on_released.clear();
+  }
+  SendIfLocalLocked(batch, &local);
 }
 
 void Head::ReleaseLaunch(const std::shared_ptr<PreparedLaunch>& launch,
@@ -1517,7 +1564,10 @@ void Head::CopyLocked(Session& session, const transport::CopyOp& op) {
 }
 
 void Head::LaunchFinished(IslandId island, uint64_t seq) {
-  sequencers_[island.value()]->Finished(seq);
+  absl::Status completed = schedulers_[island.value()]->OnLaunchComplete(seq);
+  if (!completed.ok()) {
+    CW_LOG(WARNING) << "launch complete: " << completed;
+  }
 }
 
 void Head::OnOpDone(const OpDone& done) {

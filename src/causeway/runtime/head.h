@@ -48,7 +48,7 @@
 
 namespace causeway::runtime {
 
-class IslandSequencer;
+class IslandScheduler;
 
 struct HeadOptions {
   std::shared_ptr<const Topology> topology;  // Required.
@@ -61,8 +61,9 @@ struct HeadOptions {
   // A zero interval turns the checker off (MarkHostDead still works).
   absl::Duration heartbeat_interval = absl::Milliseconds(100);
   absl::Duration heartbeat_timeout = absl::Seconds(5);
-  // Launches in flight per island before the scheduler holds back more.
-  int64_t max_inflight_launches_per_island = 1 << 20;
+  // Launches released and not finished per island before the island
+  // scheduler holds back more (its fair-share order then decides).
+  int64_t max_inflight_launches_per_island = 64;
 };
 
 class Head final : public WorkerListener {
@@ -198,6 +199,9 @@ class Head final : public WorkerListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatch_mu_);
   void ReleaseLaunch(const std::shared_ptr<PreparedLaunch>& launch,
                      uint64_t seq) ABSL_LOCKS_EXCLUDED(dispatch_mu_);
+  // The scheduler dropped a launch it never released (its session ended).
+  void DropLaunch(const std::shared_ptr<PreparedLaunch>& launch)
+      ABSL_LOCKS_EXCLUDED(dispatch_mu_);
   void LaunchFinished(IslandId island, uint64_t seq);
 
   // Status.
@@ -209,12 +213,12 @@ class Head final : public WorkerListener {
   const HeadOptions options_;
   EventSink* const events_;
   std::unique_ptr<ResourceManager> resources_;
-  std::vector<std::unique_ptr<IslandSequencer>> sequencers_;  // By island.
+  std::vector<std::unique_ptr<IslandScheduler>> schedulers_;  // By island.
   std::unique_ptr<ThreadPool> callbacks_;
 
   // Sessions, slices, executables, arrays. Order: mu_ before dispatch_mu_
   // before inflight_mu_; none is held while calling the resource manager or
-  // a sequencer's Finished.
+  // an island scheduler.
   mutable absl::Mutex mu_;
   std::map<SessionId, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<SliceId, std::pair<SessionId, SliceHandle>> slices_by_id_

@@ -46,7 +46,8 @@ struct LocalClusterOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(2);
   // How long a device waits in a collective for its peers.
   absl::Duration collective_timeout = absl::Seconds(60);
-  int64_t max_inflight_launches_per_island = 1 << 20;
+  // The island schedulers' window (launches released, not finished).
+  int64_t max_inflight_launches_per_island = 64;
 };
 
 class LocalCluster {

@@ -455,7 +455,7 @@ TEST(LocalClusterTest, StatusShowsAQueuedOpWaitingForAnInputAndWhere) {
   auto report = cluster->Status();
   ASSERT_TRUE(report.ok());
   EXPECT_THAT(report->text,
-              HasSubstr("queued 'plus_one' seq 1 partition 0 [status] waits "
+              HasSubstr("queued 'plus_one' seq 0 partition 0 [status] waits "
                         "for array"));
   EXPECT_THAT(report->text, HasSubstr("output 0 of 'times_two') from device "
                                       "0 (host 0)"));
