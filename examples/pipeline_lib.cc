@@ -432,6 +432,14 @@ absl::StatusOr<MlpParameters> PipelineTrainer::Parameters() {
   return params;
 }
 
+absl::Status PipelineTrainer::WaitForParameters() {
+  for (Stage& stage : stages_) {
+    CW_RETURN_IF_ERROR(stage.w.Ready().Await());
+    CW_RETURN_IF_ERROR(stage.b.Ready().Await());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PipelineTrainer::RunStageAlone(int64_t stage_index) {
   if (stage_index < 0 || stage_index >= num_stages()) {
     return absl::InvalidArgumentError(

@@ -94,6 +94,9 @@ class PipelineTrainer {
 
   // The current parameters, fetched from the devices.
   absl::StatusOr<MlpParameters> Parameters();
+  // Waits until every stage's parameters are updated by the steps
+  // submitted so far (the end of the last step on every stage).
+  absl::Status WaitForParameters();
 
   // Runs stage `stage`'s share of one step alone (forward and backward of
   // every micro-batch on its slice, inputs already on the slice) and

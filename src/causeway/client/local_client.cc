@@ -1,0 +1,15 @@
+#include "causeway/client/local_client.h"
+
+#include <memory>
+
+namespace causeway::client {
+
+std::unique_ptr<Client> ConnectLocal(runtime::LocalCluster& cluster) {
+  return Client::Create(
+      [&cluster]() -> absl::StatusOr<std::unique_ptr<transport::SessionChannel>> {
+        return cluster.Connect();
+      },
+      std::make_shared<const runtime::Topology>(cluster.topology()));
+}
+
+}  // namespace causeway::client
