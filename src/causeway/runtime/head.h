@@ -68,6 +68,8 @@ struct HeadOptions {
 
 class Head final : public WorkerListener {
  public:
+  // Also turns off abseil's debug-mode Mutex deadlock detector for the
+  // process (see head.cc: it dominated dispatch profiles).
   static absl::StatusOr<std::unique_ptr<Head>> Create(HeadOptions options);
   ~Head() override;  // Shutdown().
 
