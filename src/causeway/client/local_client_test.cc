@@ -1,0 +1,151 @@
+// The client API against the real runtime (a LocalCluster): errors flowing
+// through arrays, host failure and recovery, status and traces.
+#include "causeway/client/local_client.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "causeway/client/test_programs.h"
+#include "causeway/runtime/local_cluster.h"
+#include "causeway/runtime/trace_recorder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using hlo::Literal;
+using hlo::PrimitiveType;
+using hlo::Shape;
+
+Literal Vector(std::vector<float> values) {
+  Literal literal(
+      Shape(PrimitiveType::kF32, {static_cast<int64_t>(values.size())}));
+  std::copy(values.begin(), values.end(), literal.mutable_data<float>().begin());
+  return literal;
+}
+
+std::vector<float> Values(const Literal& literal) {
+  std::span<const float> data = literal.data<float>();
+  return {data.begin(), data.end()};
+}
+
+class LocalClientTest : public ::testing::Test {
+ protected:
+  void Start(runtime::LocalClusterOptions options) {
+    recorder_ = std::make_shared<runtime::TraceRecorder>();
+    options.event_sink = recorder_;
+    absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
+        runtime::LocalCluster::Create(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    client_ = ConnectLocal(*cluster_);
+    absl::StatusOr<Session> session = client_->OpenSession({.name = "test"});
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = std::make_unique<Session>(*std::move(session));
+  }
+
+  Executable Compile(const std::string& text, const Slice& slice) {
+    absl::StatusOr<Executable> exe = session_->Compile(text, slice);
+    CW_CHECK(exe.ok()) << exe.status();
+    return *exe;
+  }
+
+  std::shared_ptr<runtime::TraceRecorder> recorder_;
+  std::unique_ptr<runtime::LocalCluster> cluster_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<Session> session_;
+};
+
+TEST_F(LocalClientTest, TheClientListsTheClustersDevicesAndIslands) {
+  Start({.islands = 2, .hosts_per_island = 1, .devices_per_host = 3});
+  EXPECT_EQ(client_->num_islands(), 2);
+  std::vector<runtime::DeviceInfo> devices = client_->devices();
+  ASSERT_EQ(devices.size(), 6u);
+  EXPECT_EQ(devices[4].island, IslandId(1));
+  EXPECT_EQ(devices[4].kind, "cpu");
+}
+
+TEST_F(LocalClientTest, AnErrorNamesTheProgramAndFlowsOnlyToDependants) {
+  // 12 bytes per device: an f32[4] shard (16 bytes) can never fit.
+  Start({.devices_per_host = 2, .memory_per_device = 12});
+  Slice slice = *session_->CreateSlice(2);
+  Executable twice = Compile(
+      testing::ElementwiseProgram("twice", "multiply", 2, 2), slice);
+  Executable widen = Compile(R"(
+HloModule widen, num_partitions=2
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
+  s = f32[] reshape(x)
+  ROOT y = f32[4] broadcast(s), dimensions={}, sharding={devices=[2]<=[2]}
+}
+)",
+                             slice);
+  Array x = *session_->FromHost(Vector({1, 2}), slice,
+                                *Sharding::TiledByDims({2}));
+  Array wide = (*widen.Execute({x}))[0];
+  absl::StatusOr<Literal> failed = wide.ToHost().Await();
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(failed.status().message(), HasSubstr("program 'widen'"));
+  // The error flows into what is computed from the failed array ...
+  Array copied = *session_->Reshard(wide, Sharding::Replicated());
+  EXPECT_EQ(copied.Ready().Await().code(),
+            absl::StatusCode::kResourceExhausted);
+  // ... and nowhere else.
+  EXPECT_THAT(Values(*(*twice.Execute({x}))[0].ToHost().Await()),
+              ElementsAre(2, 4));
+}
+
+TEST_F(LocalClientTest, AfterAHostStopsTheClientRestoresAndGoesOn) {
+  Start({.islands = 1, .hosts_per_island = 2, .devices_per_host = 2});
+  Slice slice = *session_->CreateSlice(2);
+  transport::SliceInfo before = *slice.Ready().Await();
+  Executable twice = Compile(
+      testing::ElementwiseProgram("twice", "multiply", 2, 2), slice);
+  const Sharding split = *Sharding::TiledByDims({2});
+  Array x = *session_->FromHost(Vector({1, 2}), slice, split);
+  ASSERT_TRUE((*twice.Execute({x}))[0].Ready().Await().ok());
+
+  const HostId lost = cluster_->topology().HostOf(before.devices[0]);
+  ASSERT_TRUE(cluster_->StopHost(lost).ok());
+  EXPECT_EQ(x.ToHost().Await().status().code(), absl::StatusCode::kDataLoss);
+  absl::StatusOr<transport::SliceInfo> after = slice.Info().Await();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GT(after->generation, before.generation);
+  // Same slice, same executable: upload from the client's snapshot again.
+  Array restored = *session_->FromHost(Vector({1, 2}), slice, split);
+  EXPECT_THAT(Values(*(*twice.Execute({restored}))[0].ToHost().Await()),
+              ElementsAre(2, 4));
+}
+
+TEST_F(LocalClientTest, StatusAndTraceShowTheSessionsPrograms) {
+  Start({.islands = 2, .hosts_per_island = 1, .devices_per_host = 2});
+  Slice a = *session_->CreateSlice(2, {}, IslandId(0));
+  Slice b = *session_->CreateSlice(2, {}, IslandId(1));
+  Executable twice =
+      Compile(testing::ElementwiseProgram("twice", "multiply", 2, 2), a);
+  Executable plus_one =
+      Compile(testing::ElementwiseProgram("plus_one", "add", 1, 2), b);
+  Array x = *session_->FromHost(Vector({1, 2}), a, *Sharding::TiledByDims({2}));
+  ProgramTrace trace(*session_);
+  Array y = (*trace.Execute(twice, {x}))[0];
+  Array z = (*trace.Execute(plus_one, {y}))[0];  // Crosses islands.
+  ASSERT_TRUE(trace.Submit().ok());
+  EXPECT_THAT(Values(*z.ToHost().Await()), ElementsAre(3, 5));
+
+  absl::StatusOr<transport::StatusReport> status = session_->Status().Await();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_THAT(status->text, HasSubstr("'test'"));
+  absl::StatusOr<std::string> json = session_->Trace().Await();
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"name\":\"twice\""));
+  EXPECT_THAT(*json, HasSubstr("\"name\":\"plus_one\""));
+  EXPECT_THAT(*json, HasSubstr("\"cat\":\"transfer\""));
+}
+
+}  // namespace
+}  // namespace causeway::client
