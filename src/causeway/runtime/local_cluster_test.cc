@@ -1,7 +1,9 @@
 #include "causeway/runtime/local_cluster.h"
 
 #include <atomic>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,8 +12,10 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "causeway/hlo/npy.h"
 #include "causeway/hlo/parser.h"
 #include "causeway/hlo/sharding_util.h"
+#include "causeway/runtime/data_plane.h"
 
 namespace causeway::runtime {
 namespace {
@@ -183,6 +187,10 @@ class TestClient {
     return op.destination.handle;
   }
 
+  const transport::CompileInfo& info(ExecutableHandle executable) const {
+    return programs_.at(executable).info;
+  }
+
   absl::StatusOr<Literal> Fetch(ArrayHandle array) {
     return channel_->Fetch(array).AwaitFor(absl::Seconds(30));
   }
@@ -220,6 +228,83 @@ TEST(LocalClusterTest, ExecutesAProgramOnATwoDeviceSliceAndFetchesIt) {
   auto value = client.Fetch(y);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_THAT(Values(*value), ElementsAre(3, -6));
+}
+
+// tests/corpus (docs/corpus.md): a JAX-compiled program, its inputs and
+// JAX's outputs, each stacked by partition.
+std::string CorpusDir(const std::string& name) {
+  std::string here = __FILE__;  // .../src/causeway/runtime/this file
+  return here.substr(0, here.rfind("/src/causeway/")) + "/tests/corpus/" +
+         name + "/";
+}
+
+// The global value of a stacked array (leading axis: partition) whose
+// partitions hold `sharding`'s shards.
+Literal Unstack(const Literal& stacked, const hlo::Sharding& sharding) {
+  const int64_t partitions = stacked.shape().dim(0);
+  std::vector<int64_t> shard_dims(stacked.shape().dims().begin() + 1,
+                                  stacked.shape().dims().end());
+  std::vector<Literal> shards;
+  for (int64_t p = 0; p < partitions; ++p) {
+    std::vector<int64_t> offsets(stacked.shape().rank(), 0);
+    offsets[0] = p;
+    std::vector<int64_t> dims = stacked.shape().dims();
+    dims[0] = 1;
+    auto piece = ExtractPiece(stacked, offsets, dims);
+    CW_CHECK(piece.ok()) << piece.status();
+    shards.push_back(
+        piece->WithShape(Shape(stacked.shape().type(), shard_dims)));
+  }
+  auto global = hlo::GlobalShapeFromShard(
+      sharding, Shape(stacked.shape().type(), shard_dims), partitions);
+  CW_CHECK(global.ok()) << global.status();
+  auto value = hlo::AssembleGlobal(shards, sharding, *global);
+  CW_CHECK(value.ok()) << value.status();
+  return *value;
+}
+
+TEST(LocalClusterTest, AJaxCompiledTrainingStepGivesJaxsResults) {
+  const std::string dir = CorpusDir("mlp_dp2");
+  std::ifstream file(dir + "program.hlo");
+  ASSERT_TRUE(file.good()) << dir;
+  std::stringstream text;
+  text << file.rdbuf();
+  auto cluster = MakeCluster({.devices_per_host = 2});
+  TestClient client(*cluster, "jax");
+  transport::SliceInfo slice = client.Slice(2);
+  auto step = client.Compile(text.str(), slice.handle, 2);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const transport::CompileInfo* info = &client.info(*step);
+  std::vector<ArrayHandle> arguments;
+  for (size_t i = 0; i < info->parameter_shapes.size(); ++i) {
+    auto stacked = hlo::ReadNpy(dir + "in" + std::to_string(i) + ".npy");
+    ASSERT_TRUE(stacked.ok()) << stacked.status();
+    const hlo::Sharding& sharding = info->parameter_shardings[i];
+    transport::ArraySpec spec{ArrayHandle(5000 + i), {}, sharding,
+                              slice.handle};
+    Literal global = Unstack(*stacked, sharding);
+    spec.global_shape = global.shape();
+    client.channel().PutArray(spec, std::move(global));
+    arguments.push_back(spec.handle);
+  }
+  std::vector<ArrayHandle> outputs = client.Execute(*step, arguments);
+  ASSERT_EQ(outputs.size(), info->output_shapes.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto expected_stacked =
+        hlo::ReadNpy(dir + "out" + std::to_string(i) + ".npy");
+    ASSERT_TRUE(expected_stacked.ok()) << expected_stacked.status();
+    Literal expected =
+        Unstack(*expected_stacked, info->output_shardings[i]);
+    auto actual = client.Fetch(outputs[i]);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ASSERT_TRUE(actual->shape().Compatible(expected.shape()))
+        << actual->shape().ToString() << " vs " << expected.shape().ToString();
+    for (int64_t e = 0; e < expected.shape().ElementCount(); ++e) {
+      const double want = expected.GetAsDouble(e);
+      EXPECT_NEAR(actual->GetAsDouble(e), want, 1e-4 + 1e-4 * std::abs(want))
+          << "output " << i << " element " << e;
+    }
+  }
 }
 
 TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsMoveDataWorkerToWorker) {
