@@ -7,9 +7,12 @@
 //   fused      one HLO module of 128 unrolled steps (XLA-style fusion of
 //              the whole loop), counted as 128 programs per run.
 //
-// Baseline, same run: the executor alone (exec::SpmdProgram on the same
-// devices count, the same one-step module, no runtime) — the runtime's
-// overhead per chained program is its time minus this.
+// Baselines, same run, the same one-step module and device count, no
+// runtime: "executor alone" is exec::SpmdProgram::Run per program (the
+// caller hands every run to the device threads and waits for it);
+// "executor streamed" is one thread per device calling Evaluator::Run back
+// to back (the executor's time with no dispatch at all). The runtime's
+// overhead per chained program is its time minus each of them.
 //
 //   dispatch_bench [--devices=1,2,4,8] [--programs=4096] [--repeats=3]
 //
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -31,7 +35,10 @@
 #include "causeway/base/status.h"
 #include "causeway/client/client.h"
 #include "causeway/client/local_client.h"
+#include "causeway/exec/evaluator.h"
+#include "causeway/exec/in_process_collectives.h"
 #include "causeway/exec/spmd_program.h"
+#include "causeway/hlo/parser.h"
 #include "causeway/runtime/local_cluster.h"
 
 namespace causeway {
@@ -104,6 +111,47 @@ absl::StatusOr<Result> Executor(int64_t devices, int64_t programs) {
   absl::Time start = absl::Now();
   CW_RETURN_IF_ERROR(run(programs));
   return Result{"executor alone", devices, programs,
+                absl::ToDoubleSeconds(absl::Now() - start)};
+}
+
+// The executor streamed: one thread per device runs the one-step module
+// back to back (Evaluator::Run with in-process collectives), with nobody
+// dispatching: the least a runtime could cost per program.
+absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs) {
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
+                      hlo::ParseModule(StepsProgram(devices, 1)));
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<exec::Evaluator> evaluator,
+                      exec::Evaluator::Create(*module));
+  exec::InProcessCollectives collectives;
+  auto run = [&](int64_t n, uint64_t first_run) -> absl::Status {
+    std::vector<absl::Status> statuses(devices);
+    std::vector<std::thread> threads;
+    for (int64_t p = 0; p < devices; ++p) {
+      threads.emplace_back([&, p] {
+        hlo::Literal x = hlo::Literal::Scalar(hlo::PrimitiveType::kF32, 0.0f);
+        for (int64_t i = 0; i < n; ++i) {
+          exec::RunContext context;
+          context.partition_id = p;
+          context.run_id = first_run + i;
+          context.collectives = &collectives;
+          absl::StatusOr<hlo::Literal> y =
+              evaluator->Run(std::span<const hlo::Literal>(&x, 1), context);
+          if (!y.ok()) {
+            statuses[p] = y.status();
+            return;
+          }
+          x = *std::move(y);
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& status : statuses) CW_RETURN_IF_ERROR(status);
+    return absl::OkStatus();
+  };
+  CW_RETURN_IF_ERROR(run(programs / 10, 1));  // Warm up.
+  absl::Time start = absl::Now();
+  CW_RETURN_IF_ERROR(run(programs, 1 + programs));
+  return Result{"executor streamed", devices, programs,
                 absl::ToDoubleSeconds(absl::Now() - start)};
 }
 
@@ -214,14 +262,18 @@ int Main(int argc, char** argv) {
     std::vector<Result> best;
     for (int64_t r = 0; r < repeats; ++r) {
       absl::StatusOr<Result> executor = Executor(devices, programs);
+      absl::StatusOr<Result> streamed = ExecutorStreamed(devices, programs);
       absl::StatusOr<std::vector<Result>> runtime = Runtime(devices, programs);
-      if (!executor.ok() || !runtime.ok()) {
-        std::fprintf(stderr, "%d devices: %s %s\n", static_cast<int>(devices),
+      if (!executor.ok() || !streamed.ok() || !runtime.ok()) {
+        std::fprintf(stderr, "%d devices: %s %s %s\n",
+                     static_cast<int>(devices),
                      executor.status().ToString().c_str(),
+                     streamed.status().ToString().c_str(),
                      runtime.status().ToString().c_str());
         return 1;
       }
       std::vector<Result> all = *runtime;
+      all.insert(all.begin(), *streamed);
       all.insert(all.begin(), *executor);
       if (best.empty()) {
         best = all;
@@ -242,27 +294,36 @@ int Main(int argc, char** argv) {
       table.push_back(result);
     }
     const Result& executor = best[0];
-    const Result& chained = best[2];
+    const Result& streamed = best[1];
+    const Result& chained = best[3];
     std::printf(
         "{\"bench\":\"dispatch_overhead\",\"devices\":%lld,"
-        "\"chained_us_per_program\":%.2f,\"executor_us_per_program\":%.2f,"
-        "\"runtime_overhead_us_per_program\":%.2f}\n",
+        "\"chained_us_per_program\":%.2f,"
+        "\"executor_alone_us_per_program\":%.2f,"
+        "\"executor_streamed_us_per_program\":%.2f,"
+        "\"overhead_vs_executor_alone_us\":%.2f,"
+        "\"overhead_vs_executor_streamed_us\":%.2f}\n",
         static_cast<long long>(devices), chained.micros_per_program(),
-        executor.micros_per_program(),
-        chained.micros_per_program() - executor.micros_per_program());
+        executor.micros_per_program(), streamed.micros_per_program(),
+        chained.micros_per_program() - executor.micros_per_program(),
+        chained.micros_per_program() - streamed.micros_per_program());
     std::fflush(stdout);
   }
-  std::printf("\n| devices | executor alone | op-by-op | chained (128) | fused "
-              "(128) | overhead/chained program |\n|---|---|---|---|---|---|\n");
-  for (size_t i = 0; i + 3 < table.size() + 0 && i < table.size(); i += 4) {
-    std::printf("| %lld | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.1f us |\n",
-                static_cast<long long>(table[i].devices),
-                table[i].programs_per_second(),
-                table[i + 1].programs_per_second(),
-                table[i + 2].programs_per_second(),
-                table[i + 3].programs_per_second(),
-                table[i + 2].micros_per_program() -
-                    table[i].micros_per_program());
+  std::printf(
+      "\n| devices | executor alone (SpmdProgram::Run) | executor streamed | "
+      "op-by-op | chained (128) | fused (128) | overhead per chained program "
+      "vs alone / vs streamed |\n|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i + 4 < table.size(); i += 5) {
+    std::printf(
+        "| %lld | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.1f / %.1f us "
+        "|\n",
+        static_cast<long long>(table[i].devices),
+        table[i].programs_per_second(), table[i + 1].programs_per_second(),
+        table[i + 2].programs_per_second(), table[i + 3].programs_per_second(),
+        table[i + 4].programs_per_second(),
+        table[i + 3].micros_per_program() - table[i].micros_per_program(),
+        table[i + 3].micros_per_program() -
+            table[i + 1].micros_per_program());
   }
   return 0;
 }
