@@ -113,7 +113,10 @@ struct Head::ArrayState {
   int64_t pending_uses = 0;
   // Sends from this array planned before it was released.
   std::vector<std::pair<HostId, SendSpec>> pending_sends;
-  std::vector<std::function<void()>> on_released;
+  // Waiters for the buffers to exist (OK), or for the news that they never
+  // will (`dropped`).
+  std::vector<std::function<void(absl::Status)>> on_released;
+  absl::Status dropped;
   std::vector<std::pair<HostId, DeviceBuffer>> buffers;
 };
 
@@ -240,8 +243,19 @@ Head::Head(HeadOptions options)
 
 Head::~Head() {
   Shutdown();
-  schedulers_.clear();  // Drops queued launches while the state is whole.
-  callbacks_.reset();   // Drains continuations before the state goes.
+  // Drop queued launches while everything they touch still exists, then
+  // drain the continuations.
+  std::vector<SessionId> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) sessions.push_back(id);
+  }
+  for (SessionId session : sessions) {
+    for (auto& scheduler : schedulers_) scheduler->RemoveSession(session);
+    // Queued slice requests fail now; their continuations run on callbacks_.
+    resources_->ReleaseSession(session);
+  }
+  callbacks_.reset();
   resources_.reset();
 }
 
@@ -844,15 +858,18 @@ void Head::MaybeReleaseBuffersLocked(ArrayRecord& record,
 }
 
 void Head::WhenPlacedLocked(ArrayRecord& record,
-                            std::function<void()> callback) {
+                            std::function<void(absl::Status)> callback) {
   absl::MutexLock lock(&dispatch_mu_);
   ArrayState& state = *record.state;
-  if (!state.released) {
+  if (!state.dropped.ok()) {
+    callback(state.dropped);
+  } else if (!state.released) {
     state.on_released.push_back(std::move(callback));
   } else if (open_batch_ != nullptr) {
-    open_batch_->AfterSend(std::move(callback));
+    open_batch_->AfterSend(
+        [callback = std::move(callback)] { callback(absl::OkStatus()); });
   } else {
-    callback();
+    callback(absl::OkStatus());
   }
 }
 
@@ -961,7 +978,11 @@ Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
       shared->Set(record->error);
       return;
     }
-    WhenPlacedLocked(*record, [this, record, shared] {
+    WhenPlacedLocked(*record, [this, record, shared](absl::Status placed) {
+      if (!placed.ok()) {
+        shared->Set(placed);
+        return;
+      }
       std::map<HostId, std::vector<DeviceBuffer>> by_host;
       for (const auto& [host, buffer] : record->state->buffers) {
         by_host[host].push_back(buffer);
@@ -1012,7 +1033,12 @@ Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
       return;
     }
     WhenPlacedLocked(*record, [this, record, shared,
-                               regions = *std::move(regions)] {
+                               regions = *std::move(regions)](
+                                  absl::Status placed) {
+      if (!placed.ok()) {
+        shared->Set(placed);
+        return;
+      }
       // Only the primary replica of each tile travels.
       std::vector<Future<hlo::Literal>> shards;
       std::vector<int64_t> fetched;
@@ -1434,9 +1460,10 @@ void Head::DropLaunch(const std::shared_ptr<PreparedLaunch>& launch) {
       batch.AddSend(host, std::move(send));
     }
     state->pending_sends.clear();
-    for (auto& callback : state->on_released) {
-      batch.AfterSend(std::move(callback));
-    }
+    state->dropped = absl::CancelledError(absl::StrCat(
+        "program '", launch->program,
+        "' was never run (its session ended before its turn)"));
+    for (auto& callback : state->on_released) callback(state->dropped);
     state->on_released.clear();
   }
   SendIfLocalLocked(batch, &local);
@@ -1481,7 +1508,8 @@ void Head::ReleaseLaunch(const std::shared_ptr<PreparedLaunch>& launch,
       }
       state->pending_sends.clear();
       for (auto& callback : state->on_released) {
-        batch.AfterSend(std::move(callback));
+        batch.AfterSend(
+            [callback = std::move(callback)] { callback(absl::OkStatus()); });
       }
       state->on_released.clear();
     }

@@ -176,8 +176,10 @@ class Head final : public WorkerListener {
   // needs them.
   void MaybeReleaseBuffersLocked(ArrayRecord& record, DispatchBatch& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatch_mu_);
-  // Runs `callback` once the array's buffers exist on their workers.
-  void WhenPlacedLocked(ArrayRecord& record, std::function<void()> callback)
+  // Runs `callback(OK)` once the array's buffers exist on their workers, or
+  // `callback(error)` if they never will.
+  void WhenPlacedLocked(ArrayRecord& record,
+                        std::function<void(absl::Status)> callback)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Dispatch (dispatcher.h).
