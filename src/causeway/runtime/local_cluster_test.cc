@@ -592,6 +592,32 @@ TEST(LocalClusterTest, AStoppedHostLosesItsArraysAndItsSliceMovesOn) {
   EXPECT_THAT(Values(*untouched), ElementsAre(10, 12));
 }
 
+TEST(LocalClusterTest, AnOpWaitingForDataFromAStoppedHostFailsWithDataLoss) {
+  auto cluster = MakeCluster(
+      {.islands = 2, .devices_per_host = 2, .memory_per_device = 8});
+  TestClient client(*cluster, "waiting");
+  transport::SliceInfo a = client.Slice(2, IslandId(0));
+  transport::SliceInfo b = client.Slice(2, IslandId(1));
+  auto twice = client.Compile(kTimesTwo, a.handle, 2);
+  auto plus_one = client.Compile(kPlusOne, b.handle, 2);
+  ASSERT_TRUE(twice.ok() && plus_one.ok());
+  ArrayHandle x = client.Put(a.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
+  ArrayHandle blocker =
+      client.Put(a.handle, F32({2}, {0, 0}), "{devices=[2]<=[2]}");
+  ASSERT_TRUE(client.Ready(blocker).ok());
+  // twice waits for memory on host 0; plus_one on host 1 waits for it.
+  ArrayHandle z = client.Execute(*plus_one, {client.Execute(*twice, {x})[0]})[0];
+  ArrayHandle w = client.Put(b.handle, F32({2}, {7, 8}), "{devices=[2]<=[2]}");
+  ASSERT_TRUE(cluster->StopHost(HostId(0)).ok());
+  absl::Status lost = client.Ready(z);
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
+  EXPECT_THAT(lost.message(), HasSubstr("host 0"));
+  // Work on the healthy island goes on.
+  auto value = client.Fetch(client.Execute(*plus_one, {w})[0]);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(8, 9));
+}
+
 TEST(LocalClusterTest, TheThirdSessionWaitsForDevicesUntilAnotherCloses) {
   auto cluster = MakeCluster({.devices_per_host = 4});
   auto first = std::make_unique<TestClient>(*cluster, "first");
