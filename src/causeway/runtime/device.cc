@@ -23,6 +23,7 @@ std::string DescribeInput(const LaunchInput& input) {
 
 Device::Device(Options options)
     : options_(std::move(options)),
+      recording_(options_.events != &NullEventSink()),
       store_(options_.info.id, options_.info.memory_bytes) {
   CW_CHECK(options_.events != nullptr);
   CW_CHECK(options_.collectives != nullptr);
@@ -93,7 +94,7 @@ void Device::Enqueue(LaunchOp op, std::shared_ptr<const LoadedProgram> program,
       store_.Fail(output.buffer, launch->error).IgnoreError();
     }
   }
-  options_.events->OpEnqueued(MakeOpEvent(spec));
+  if (recording_) options_.events->OpEnqueued(MakeOpEvent(spec));
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
   queue_.push_back(std::move(launch));
@@ -222,7 +223,7 @@ absl::Status Device::Execute(QueuedLaunch& launch,
     absl::MutexLock lock(&mu_);
     front_state_ = FrontState::kRunning;
   }
-  options_.events->OpStarted(MakeOpEvent(op));
+  if (recording_) options_.events->OpStarted(MakeOpEvent(op));
   std::vector<hlo::Literal> arguments;
   arguments.reserve(launch.input_values.size());
   for (const Future<hlo::Literal>& value : launch.input_values) {
@@ -304,7 +305,7 @@ void Device::Finish(QueuedLaunch& launch, absl::Status status,
     absl::MutexLock lock(&mu_);
     stopping = stopping_;
   }
-  options_.events->OpFinished(MakeOpEvent(op), status);
+  if (recording_) options_.events->OpFinished(MakeOpEvent(op), status);
   if (!stopping && options_.listener != nullptr) {
     options_.listener->OnOpDone(OpDone{.host = options_.info.host,
                                        .device = id(),

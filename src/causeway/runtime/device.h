@@ -111,6 +111,8 @@ class Device {
   OpStatus MakeOpStatus(const QueuedLaunch& launch) const;
 
   const Options options_;
+  // False for the null sink: events are not even built then.
+  const bool recording_;
   ObjectStore store_;
 
   mutable absl::Mutex mu_;

@@ -1330,11 +1330,12 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
     if (!same.ok()) return fail(WithContext(same.status(), what));
     launch->used.push_back(record.state);
     if (*same) {
+      const std::string source =
+          absl::StrCat("array ", op.arguments[a].value(), " (",
+                       record.producer, ") on this device");
       for (int64_t i = 0; i < n; ++i) {
-        inputs[i].push_back(LaunchInput{
-            BufferId{record.internal, i}, false,
-            absl::StrCat("array ", op.arguments[a].value(), " (",
-                         record.producer, ") on this device")});
+        inputs[i].push_back(
+            LaunchInput{BufferId{record.internal, i}, false, source});
       }
       continue;
     }
