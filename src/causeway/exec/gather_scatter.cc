@@ -7,6 +7,7 @@
 // CPU backend does).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
@@ -53,12 +54,31 @@ bool ValidDims(std::span<const int64_t> dims, int64_t rank, bool sorted) {
 
 // The start indices viewed as a batch of index vectors.
 struct IndexBatch {
-  const Literal* indices = nullptr;
+  const void* data = nullptr;
+  PrimitiveType type = PrimitiveType::kS32;
   std::vector<int64_t> batch_dims;     // Indices dims other than the vector dim.
   std::vector<int64_t> batch_extents;  // Their sizes.
   std::vector<int64_t> batch_strides;  // Their strides in the indices array.
   int64_t vector_size = 1;
   int64_t vector_stride = 0;
+
+  // Index element `i` (u64 values above INT64_MAX saturate).
+  int64_t Read(int64_t i) const {
+    switch (type) {
+      case PrimitiveType::kS8: return static_cast<const int8_t*>(data)[i];
+      case PrimitiveType::kS16: return static_cast<const int16_t*>(data)[i];
+      case PrimitiveType::kS32: return static_cast<const int32_t*>(data)[i];
+      case PrimitiveType::kS64: return static_cast<const int64_t*>(data)[i];
+      case PrimitiveType::kU8: return static_cast<const uint8_t*>(data)[i];
+      case PrimitiveType::kU16: return static_cast<const uint16_t*>(data)[i];
+      case PrimitiveType::kU32: return static_cast<const uint32_t*>(data)[i];
+      default: {
+        const uint64_t v = static_cast<const uint64_t*>(data)[i];
+        return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                    : static_cast<int64_t>(v);
+      }
+    }
+  }
 
   // Position (among batch_dims) of indices dim `d`, or -1.
   int64_t BatchPosition(int64_t d) const {
@@ -84,7 +104,8 @@ absl::StatusOr<IndexBatch> MakeIndexBatch(const Instruction& instr,
                                        shape.ToString()));
   }
   IndexBatch batch;
-  batch.indices = &indices;
+  batch.data = indices.untyped_data();
+  batch.type = shape.type();
   std::vector<int64_t> strides = RowMajorStrides(shape.dims());
   for (int64_t d = 0; d < rank; ++d) {
     if (d == index_vector_dim) {
@@ -107,22 +128,85 @@ struct StartMapping {
   std::vector<int64_t> batch_positions;      // ... and their batch positions.
 };
 
-void ComputeStart(const IndexBatch& batch, const StartMapping& mapping,
-                  std::span<const int64_t> batch_index, int64_t rank,
-                  std::vector<int64_t>& start) {
-  std::fill(start.begin(), start.end(), 0);
-  int64_t base = 0;
-  for (size_t i = 0; i < batch_index.size(); ++i) {
-    base += batch_index[i] * batch.batch_strides[i];
+// Walks the batch of index vectors in row-major order and gives, for each,
+// the operand offset of its window start and the matching offset in a
+// second array (the gather result / the scatter updates). Gather clamps
+// each start so the window fits; scatter drops windows that do not fit.
+class StartWalker {
+ public:
+  StartWalker(const IndexBatch& batch, const StartMapping& mapping,
+              std::span<const int64_t> operand_dims,
+              std::span<const int64_t> window,
+              std::vector<int64_t> other_strides, bool clamp)
+      : batch_(batch), other_strides_(std::move(other_strides)), clamp_(clamp) {
+    const std::vector<int64_t> strides = RowMajorStrides(operand_dims);
+    for (int64_t d : mapping.index_map) {
+      index_strides_.push_back(strides[d]);
+      index_limits_.push_back(operand_dims[d] - window[d]);
+    }
+    for (size_t i = 0; i < mapping.operand_batch_dims.size(); ++i) {
+      const int64_t d = mapping.operand_batch_dims[i];
+      batching_positions_.push_back(mapping.batch_positions[i]);
+      batching_strides_.push_back(strides[d]);
+      batching_limits_.push_back(operand_dims[d] - window[d]);
+    }
   }
-  for (size_t k = 0; k < mapping.index_map.size(); ++k) {
-    start[mapping.index_map[k]] = ReadIndexElement(
-        *batch.indices, base + static_cast<int64_t>(k) * batch.vector_stride);
+
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    const std::vector<int64_t>& extents = batch_.batch_extents;
+    const int64_t nb = static_cast<int64_t>(extents.size());
+    int64_t count = 1;
+    for (int64_t e : extents) count *= e;
+    std::vector<int64_t> index(nb, 0);
+    int64_t index_offset = 0, other_offset = 0;
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t offset = 0;
+      bool fits = true;
+      for (size_t k = 0; k < index_strides_.size(); ++k) {
+        int64_t v = batch_.Read(index_offset + static_cast<int64_t>(k) *
+                                                   batch_.vector_stride);
+        if (v < 0 || v > index_limits_[k]) {
+          if (!clamp_) {
+            fits = false;
+            break;
+          }
+          v = std::clamp<int64_t>(v, 0, index_limits_[k]);
+        }
+        offset += v * index_strides_[k];
+      }
+      for (size_t i = 0; fits && i < batching_strides_.size(); ++i) {
+        int64_t v = index[batching_positions_[i]];
+        if (v > batching_limits_[i]) {
+          if (!clamp_) {
+            fits = false;
+            break;
+          }
+          v = batching_limits_[i];
+        }
+        offset += v * batching_strides_[i];
+      }
+      if (fits) fn(offset, other_offset);
+      for (int64_t j = nb - 1; j >= 0; --j) {
+        if (++index[j] < extents[j]) {
+          index_offset += batch_.batch_strides[j];
+          other_offset += other_strides_[j];
+          break;
+        }
+        index_offset -= (extents[j] - 1) * batch_.batch_strides[j];
+        other_offset -= (extents[j] - 1) * other_strides_[j];
+        index[j] = 0;
+      }
+    }
   }
-  for (size_t i = 0; i < mapping.operand_batch_dims.size(); ++i) {
-    start[mapping.operand_batch_dims[i]] = batch_index[mapping.batch_positions[i]];
-  }
-}
+
+ private:
+  const IndexBatch& batch_;
+  std::vector<int64_t> other_strides_;
+  bool clamp_;
+  std::vector<int64_t> index_strides_, index_limits_;
+  std::vector<int64_t> batching_positions_, batching_strides_, batching_limits_;
+};
 
 absl::Status MakeStartMapping(const Instruction& instr, const IndexBatch& batch,
                               int64_t operand_rank,
@@ -182,6 +266,18 @@ void ForEachWindow(std::span<const int64_t> extents,
     }
     for (int64_t j = 0; j < inner; ++j) fn(a + j * sa, b + j * sb);
   } while (NextIndex(std::span<int64_t>(index), outer));
+}
+
+// True when `dims` with `strides` cover one contiguous row-major block.
+bool IsContiguousBlock(std::span<const int64_t> dims,
+                       std::span<const int64_t> strides) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 1; i >= 0; --i) {
+    if (dims[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= dims[i];
+  }
+  return true;
 }
 
 // How a scatter combines values, when it has a typed loop.
@@ -298,21 +394,26 @@ absl::StatusOr<Literal> EvalGather(const Instruction& instr,
   }
   const char* src = static_cast<const char*>(operand.untyped_data());
   char* dst = static_cast<char*>(result.mutable_untyped_data());
-  std::vector<int64_t> batch_index(batch.batch_dims.size(), 0);
-  std::vector<int64_t> start(rank, 0);
-  do {
-    ComputeStart(batch, mapping, batch_index, rank, start);
-    int64_t src_offset = 0, dst_offset = 0;
-    for (int64_t d = 0; d < rank; ++d) {
-      start[d] = std::clamp<int64_t>(start[d], 0, os.dim(d) - slice_sizes[d]);
-      src_offset += start[d] * in_strides[d];
+  // Most gathers copy one element or one contiguous run per index.
+  int64_t slice_elements = 1;
+  for (int64_t size : copy_dims) slice_elements *= size;
+  const bool contiguous = IsContiguousBlock(copy_dims, src_strides) &&
+                          IsContiguousBlock(copy_dims, dst_strides);
+  std::vector<int64_t> dst_batch_strides;
+  for (int64_t d : out_batch_dims) dst_batch_strides.push_back(out_strides[d]);
+  StartWalker walker(batch, mapping, os.dims(), slice_sizes,
+                     std::move(dst_batch_strides), /*clamp=*/true);
+  walker.ForEach([&](int64_t src_offset, int64_t dst_offset) {
+    if (slice_elements == 1) {
+      StoreBits(dst, width, dst_offset, LoadBits(src, width, src_offset));
+    } else if (contiguous) {
+      std::memcpy(dst + dst_offset * width, src + src_offset * width,
+                  slice_elements * width);
+    } else {
+      CopyStrided(width, copy_dims, src + src_offset * width, src_strides,
+                  dst + dst_offset * width, dst_strides);
     }
-    for (size_t i = 0; i < out_batch_dims.size(); ++i) {
-      dst_offset += batch_index[i] * out_strides[out_batch_dims[i]];
-    }
-    CopyStrided(width, copy_dims, src + src_offset * width, src_strides,
-                dst + dst_offset * width, dst_strides);
-  } while (NextIndex(std::span<int64_t>(batch_index), batch.batch_extents));
+  });
   return result;
 }
 
@@ -483,45 +584,31 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
   }
   std::vector<uint64_t> args(2 * n), combined(n);
   absl::Status status;
-  std::vector<int64_t> batch_index(batch.batch_dims.size(), 0);
-  std::vector<int64_t> start(rank, 0);
-  do {
-    ComputeStart(batch, mapping, batch_index, rank, start);
-    bool in_bounds = true;
-    int64_t out_base = 0;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (start[d] < 0 || start[d] > os.dim(d) - window_size[d]) {
-        in_bounds = false;
-        break;
-      }
-      out_base += start[d] * in_strides[d];
+  std::vector<int64_t> up_batch_strides;
+  for (int64_t d : update_scatter_dims) up_batch_strides.push_back(up_strides[d]);
+  StartWalker walker(batch, mapping, os.dims(), window_size,
+                     std::move(up_batch_strides), /*clamp=*/false);
+  walker.ForEach([&](int64_t out_base, int64_t up_base) {
+    if (!status.ok()) return;
+    if (combiner != Combiner::kNone && combine_typed(out_base, up_base)) return;
+    if (!f.has_value()) {
+      f.emplace(*combiner_computation, run);
+      combiner = Combiner::kNone;
     }
-    if (in_bounds) {
-      int64_t up_base = 0;
-      for (size_t i = 0; i < update_scatter_dims.size(); ++i) {
-        up_base += batch_index[i] * up_strides[update_scatter_dims[i]];
-      }
-      if (combiner == Combiner::kNone || !combine_typed(out_base, up_base)) {
-        if (!f.has_value()) {
-          f.emplace(*combiner_computation, run);
-          combiner = Combiner::kNone;
-        }
-        ForEachWindow(extents, out_window_strides, up_window_strides, out_base,
-                      up_base, [&](int64_t o, int64_t u) {
-                        if (!status.ok()) return;
-                        for (size_t i = 0; i < n; ++i) {
-                          args[i] = LoadBits(out[i], widths[i], o);
-                          args[n + i] = LoadBits(up[i], widths[i], u);
-                        }
-                        status = f->Call(args, combined);
-                        for (size_t i = 0; i < n; ++i) {
-                          StoreBits(out[i], widths[i], o, combined[i]);
-                        }
-                      });
-        CW_RETURN_IF_ERROR(status);
-      }
-    }
-  } while (NextIndex(std::span<int64_t>(batch_index), batch.batch_extents));
+    ForEachWindow(extents, out_window_strides, up_window_strides, out_base,
+                  up_base, [&](int64_t o, int64_t u) {
+                    if (!status.ok()) return;
+                    for (size_t i = 0; i < n; ++i) {
+                      args[i] = LoadBits(out[i], widths[i], o);
+                      args[n + i] = LoadBits(up[i], widths[i], u);
+                    }
+                    status = f->Call(args, combined);
+                    for (size_t i = 0; i < n; ++i) {
+                      StoreBits(out[i], widths[i], o, combined[i]);
+                    }
+                  });
+  });
+  CW_RETURN_IF_ERROR(status);
   if (n == 1) return std::move(results[0]);
   return Literal::MakeTuple(std::move(results));
 }

@@ -199,6 +199,21 @@ TEST_F(GatherScatterTest, SkipsNegativeStarts) {
   EXPECT_EQ(*result, x);
 }
 
+TEST_F(GatherScatterTest, ScattersWithBatchingDims) {
+  const Instruction& scatter = Parse("y: f32[2,4], i: s32[2,1], u: f32[2]", R"(
+  %y = f32[2,4] parameter(0)
+  %i = s32[2,1] parameter(1)
+  %u = f32[2] parameter(2)
+  ROOT %s = f32[2,4] scatter(%y, %i, %u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, index_vector_dim=1, input_batching_dims={0}, scatter_indices_batching_dims={0}, to_apply=%add)");
+  Literal y = Fill({2, 4}, 2);  // {-3, 4, 0, -4, 3, -1, -5, 2}
+  Literal i = Array<int32_t>(PrimitiveType::kS32, {2, 1}, {3, 1});
+  Literal u = Array<float>(PrimitiveType::kF32, {2}, {10, 20});
+  const Literal* operands[] = {&y, &i, &u};
+  absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAreArray({-3, 4, 0, 6, 3, 19, -5, 2}));
+}
+
 TEST_F(GatherScatterTest, ScattersSeveralArraysWithOneCombiner) {
   const Instruction& scatter = Parse(
       "x: f32[4], n: s32[4], i: s32[3], u: f32[3], m: s32[3]", R"(
