@@ -288,6 +288,7 @@ Combiner MatchCombiner(const hlo::Computation& c, std::optional<Opcode>& op) {
   if (op.has_value()) return Combiner::kBinary;
   const hlo::Instruction* root = c.root();
   if (c.parameter_count() == 2 && root != nullptr &&
+      c.parameter(0) != nullptr && c.parameter(1) != nullptr &&
       root->opcode == Opcode::kParameter && root->shape.IsArray() &&
       root->shape.rank() == 0 &&
       c.parameter(0)->shape.type() == c.parameter(1)->shape.type()) {

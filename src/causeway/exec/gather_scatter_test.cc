@@ -250,5 +250,29 @@ TEST_F(GatherScatterTest, RejectsUpdatesThatDoNotMatchTheIndices) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(GatherScatterTest, RejectsAnIndexVectorDimOutOfRange) {
+  const Instruction& gather = Parse("x: f32[5,3], i: s32[3,1]", R"(
+  %x = f32[5,3] parameter(0)
+  %i = s32[3,1] parameter(1)
+  ROOT %g = f32[3,3] gather(%x, %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3})");
+  Instruction bad = gather;
+  bad.gather_dimension_numbers.index_vector_dim = 5;
+  Literal x = Fill({5, 3}, 1);
+  Literal i = Array<int32_t>(PrimitiveType::kS32, {3, 1}, {0, 1, 2});
+  EXPECT_EQ(EvalGather(bad, x, i).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(GatherScatterTest, RejectsFloatIndices) {
+  const Instruction& gather = Parse("x: f32[5,3], i: s32[3,1]", R"(
+  %x = f32[5,3] parameter(0)
+  %i = s32[3,1] parameter(1)
+  ROOT %g = f32[3,3] gather(%x, %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3})");
+  Literal x = Fill({5, 3}, 1);
+  Literal i = Fill({3, 1}, 0);
+  EXPECT_EQ(EvalGather(gather, x, i).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace causeway::exec

@@ -364,5 +364,20 @@ TEST(ConvolutionTest, RejectsAnOutputShapeThatDoesNotMatchTheWindow) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ConvolutionTest, RejectsFeatureCountsThatDoNotMatchTheKernel) {
+  Instruction conv = ConvInstr(Shape(PrimitiveType::kF32, {1, 3, 3, 2}),
+                               "b01f_01io->b01f", {{2, 1, 0, 0}, {2, 1, 0, 0}});
+  EXPECT_EQ(Conv(conv, {1, 4, 4, 3}, {2, 2, 2, 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ConvolutionTest, RejectsDimLabelsThatRepeatADimension) {
+  Instruction conv = ConvInstr(Shape(PrimitiveType::kF32, {1, 3, 3, 1}),
+                               "b01f_01io->b01f", {{2, 1, 0, 0}, {2, 1, 0, 0}});
+  conv.convolution_dimension_numbers.input_feature_dimension = 0;
+  EXPECT_EQ(Conv(conv, {1, 4, 4, 1}, {2, 2, 1, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace causeway::exec

@@ -820,7 +820,10 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
   const hlo::Computation& select_c = *instr.called_computations[0];
   const hlo::Instruction* select_root = select_c.root();
   std::optional<Opcode> scatter_op = MatchBinaryReducer(*instr.called_computations[1]);
-  if (scatter_op.has_value() && select_root->opcode == Opcode::kCompare &&
+  if (scatter_op.has_value() && select_root != nullptr &&
+      select_c.parameter_count() == 2 &&
+      select_root->opcode == Opcode::kCompare &&
+      select_root->operand_count() == 2 &&
       select_root->operand(0) == select_c.parameter(0) &&
       select_root->operand(1) == select_c.parameter(1) &&
       type != PrimitiveType::kPred) {
@@ -967,7 +970,8 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
   if (key_order.has_value()) {
     bool params_ok = comparator->parameter_count() == static_cast<int64_t>(2 * n);
     for (int64_t i = 0; params_ok && i < comparator->parameter_count(); ++i) {
-      params_ok = comparator->parameter(i)->shape.IsArray() &&
+      params_ok = comparator->parameter(i) != nullptr &&
+                  comparator->parameter(i)->shape.IsArray() &&
                   comparator->parameter(i)->shape.rank() == 0 &&
                   comparator->parameter(i)->shape.type() == param_types[i];
     }

@@ -370,7 +370,8 @@ std::optional<Opcode> MatchBinaryReducer(const hlo::Computation& c) {
   }
   const Instruction* p0 = c.parameter(0);
   const Instruction* p1 = c.parameter(1);
-  if (root->operand_count() != 2 || !IsScalarArray(root->shape) ||
+  if (p0 == nullptr || p1 == nullptr || root->operand_count() != 2 ||
+      !IsScalarArray(root->shape) ||
       !IsScalarArray(p0->shape) || !IsScalarArray(p1->shape) ||
       p0->shape.type() != root->shape.type() ||
       p1->shape.type() != root->shape.type()) {
