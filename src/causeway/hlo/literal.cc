@@ -9,11 +9,11 @@
 namespace causeway::hlo {
 
 struct Literal::Storage {
-  explicit Storage(int64_t bytes)
+  explicit Storage(int64_t bytes, bool zero_fill = true)
       : size(bytes),
         data(static_cast<std::byte*>(::operator new(
             static_cast<size_t>(bytes > 0 ? bytes : 1), std::align_val_t(64)))) {
-    std::memset(data, 0, static_cast<size_t>(size));
+    if (zero_fill) std::memset(data, 0, static_cast<size_t>(size));
   }
   ~Storage() { ::operator delete(data, std::align_val_t(64)); }
   Storage(const Storage&) = delete;
@@ -31,6 +31,20 @@ Literal::Literal(Shape shape) : shape_(std::move(shape)) {
   } else if (shape_.IsArray()) {
     storage_ = std::make_shared<Storage>(shape_.ByteSize());
   }
+}
+
+Literal Literal::Uninitialized(Shape shape) {
+  Literal literal;
+  literal.shape_ = std::move(shape);
+  if (literal.shape_.IsTuple()) {
+    for (const Shape& element : literal.shape_.tuple_shapes()) {
+      literal.elements_.push_back(Uninitialized(element));
+    }
+  } else if (literal.shape_.IsArray()) {
+    literal.storage_ = std::make_shared<Storage>(literal.shape_.ByteSize(),
+                                                 /*zero_fill=*/false);
+  }
+  return literal;
 }
 
 Literal Literal::MakeTuple(std::vector<Literal> elements) {
@@ -51,7 +65,7 @@ const void* Literal::untyped_data() const {
 void* Literal::mutable_untyped_data() {
   CW_CHECK(storage_ != nullptr) << "not an array: " << shape_.ToString();
   if (storage_.use_count() > 1) {
-    auto copy = std::make_shared<Storage>(storage_->size);
+    auto copy = std::make_shared<Storage>(storage_->size, /*zero_fill=*/false);
     std::memcpy(copy->data, storage_->data, static_cast<size_t>(storage_->size));
     storage_ = std::move(copy);
   }

@@ -24,6 +24,10 @@ class Literal {
   Literal() = default;
   // A zero-filled value of `shape` (tuples hold zero-filled elements).
   explicit Literal(Shape shape);
+  // A value of `shape` whose array bytes are left uninitialised (tuple
+  // elements too): for kernels that write every element before anything
+  // reads it, saving the zero fill.
+  static Literal Uninitialized(Shape shape);
   static Literal MakeTuple(std::vector<Literal> elements);
   // A scalar of a C++ type that maps to an HLO type.
   template <typename T>
