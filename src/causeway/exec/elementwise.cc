@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
+#include "causeway/exec/elementwise.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
 
@@ -664,95 +665,64 @@ void SelectBits(const bool* p, const U* a, const U* b, U* out, int64_t n) {
 
 }  // namespace
 
-absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
-                                  const Literal& operand) {
-  ScopedFlushDenormals flush_denormals;
-  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
-  const PrimitiveType type = operand.shape().type();
-  const int64_t n = instr.shape.ElementCount();
+// ---------------------------------------------------------------------------
+// Element loops (elementwise.h).
+
+absl::Status UnaryElements(const Instruction& instr, PrimitiveType type,
+                           const void* in, void* out, int64_t n) {
   if (instr.opcode == Opcode::kIsFinite) {
-    if (instr.shape.type() != PrimitiveType::kPred || !IsFloating(type)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          OpName(instr), " maps a float array to pred; got ",
-          operand.shape().ToString(false), " -> ", instr.shape.ToString(false)));
-    }
-    CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
-    Literal result(instr.shape);
-    bool* out = MutableDataPtr<bool>(result);
-    hlo::VisitType(type, [&](auto tag) {
+    bool* result = static_cast<bool*>(out);
+    return hlo::VisitType(type, [&](auto tag) -> absl::Status {
       using T = decltype(tag);
       if constexpr (kIsFloat<T>) {
-        const T* in = DataPtr<T>(operand);
-        for (int64_t i = 0; i < n; ++i) out[i] = std::isfinite(ToCompute(in[i]));
+        const T* x = static_cast<const T*>(in);
+        for (int64_t i = 0; i < n; ++i) result[i] = std::isfinite(ToCompute(x[i]));
+        return absl::OkStatus();
+      } else {
+        return Unsupported(instr, type);
       }
     });
-    return result;
   }
-  CW_RETURN_IF_ERROR(CheckOperand(instr, operand, instr.shape.type(), "operand"));
-  Literal result(instr.shape);
-  absl::Status status = hlo::VisitType(type, [&](auto tag) -> absl::Status {
+  return hlo::VisitType(type, [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    const T* in = DataPtr<T>(operand);
-    T* out = MutableDataPtr<T>(result);
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
     if constexpr (kIsFloat<T>) {
-      return UnaryFloat<T>(instr, in, out, n);
+      return UnaryFloat<T>(instr, x, y, n);
     } else if constexpr (std::is_same_v<T, bool>) {
-      return UnaryPred(instr, in, out, n);
+      return UnaryPred(instr, x, y, n);
     } else {
-      return UnaryInt<T>(instr, in, out, n);
+      return UnaryInt<T>(instr, x, y, n);
     }
   });
-  CW_RETURN_IF_ERROR(status);
-  return result;
 }
 
-absl::StatusOr<Literal> EvalBinary(const Instruction& instr, const Literal& lhs,
-                                   const Literal& rhs) {
-  ScopedFlushDenormals flush_denormals;
-  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
-  const PrimitiveType type = instr.shape.type();
-  CW_RETURN_IF_ERROR(CheckOperand(instr, lhs, type, "lhs"));
-  CW_RETURN_IF_ERROR(CheckOperand(instr, rhs, type, "rhs"));
-  const int64_t n = instr.shape.ElementCount();
-  Literal result(instr.shape);
-  absl::Status status = hlo::VisitType(type, [&](auto tag) -> absl::Status {
+absl::Status BinaryElements(const Instruction& instr, const void* lhs,
+                            const void* rhs, void* out, int64_t n) {
+  return hlo::VisitType(instr.shape.type(), [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    const T* a = DataPtr<T>(lhs);
-    const T* b = DataPtr<T>(rhs);
-    T* out = MutableDataPtr<T>(result);
+    const T* a = static_cast<const T*>(lhs);
+    const T* b = static_cast<const T*>(rhs);
+    T* y = static_cast<T*>(out);
     if constexpr (kIsFloat<T>) {
-      return BinaryFloat<T>(instr, a, b, out, n);
+      return BinaryFloat<T>(instr, a, b, y, n);
     } else if constexpr (std::is_same_v<T, bool>) {
-      return BinaryPred(instr, a, b, out, n);
+      return BinaryPred(instr, a, b, y, n);
     } else {
-      return BinaryInt<T>(instr, a, b, out, n);
+      return BinaryInt<T>(instr, a, b, y, n);
     }
   });
-  CW_RETURN_IF_ERROR(status);
-  return result;
 }
 
-absl::StatusOr<Literal> EvalCompare(const Instruction& instr,
-                                    const Literal& lhs, const Literal& rhs) {
-  ScopedFlushDenormals flush_denormals;
-  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
-  const PrimitiveType type = lhs.shape().type();
-  if (instr.shape.type() != PrimitiveType::kPred) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(OpName(instr), " must produce pred, not ",
-                     instr.shape.ToString(false)));
-  }
-  CW_RETURN_IF_ERROR(CheckOperand(instr, lhs, type, "lhs"));
-  CW_RETURN_IF_ERROR(CheckOperand(instr, rhs, type, "rhs"));
-  const int64_t n = instr.shape.ElementCount();
+absl::Status CompareElements(const Instruction& instr, PrimitiveType type,
+                             const void* lhs, const void* rhs, bool* out,
+                             int64_t n) {
   const ComparisonType ctype = instr.comparison_type;
   const ComparisonDirection direction = instr.comparison_direction;
-  Literal result(instr.shape);
-  bool* out = MutableDataPtr<bool>(result);
-  absl::Status status = hlo::VisitType(type, [&](auto tag) -> absl::Status {
+  return hlo::VisitType(type, [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    const T* a = DataPtr<T>(lhs);
-    const T* b = DataPtr<T>(rhs);
+    const T* a = static_cast<const T*>(lhs);
+    const T* b = static_cast<const T*>(rhs);
     if constexpr (kIsFloat<T>) {
       if (ctype == ComparisonType::kTotalOrder) {
         CompareLoop(direction, a, b, out, n,
@@ -784,7 +754,130 @@ absl::StatusOr<Literal> EvalCompare(const Instruction& instr,
     }
     return absl::OkStatus();
   });
-  CW_RETURN_IF_ERROR(status);
+}
+
+absl::Status SelectElements(int64_t byte_width, const bool* pred,
+                            const void* on_true, const void* on_false,
+                            void* out, int64_t n) {
+  // Selection moves bits: dispatch on the element width only.
+  auto select = [&](auto tag) {
+    using U = decltype(tag);
+    SelectBits<U>(pred, static_cast<const U*>(on_true),
+                  static_cast<const U*>(on_false), static_cast<U*>(out), n);
+  };
+  switch (byte_width) {
+    case 1: select(uint8_t{}); break;
+    case 2: select(uint16_t{}); break;
+    case 4: select(uint32_t{}); break;
+    case 8: select(uint64_t{}); break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("select of ", byte_width, "-byte elements"));
+  }
+  return absl::OkStatus();
+}
+
+void ClampElements(PrimitiveType type, const void* lo, int64_t lo_step,
+                   const void* x, const void* hi, int64_t hi_step, void* out,
+                   int64_t n) {
+  hlo::VisitType(type, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      ClampLoop(static_cast<const T*>(lo), lo_step, static_cast<const T*>(x),
+                static_cast<const T*>(hi), hi_step, static_cast<T*>(out), n);
+    }
+  });
+}
+
+void ConvertElements(PrimitiveType from, PrimitiveType to, const void* in,
+                     void* out, int64_t n) {
+  hlo::VisitType(from, [&](auto from_tag) {
+    using From = decltype(from_tag);
+    const From* x = static_cast<const From*>(in);
+    hlo::VisitType(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      To* y = static_cast<To*>(out);
+      for (int64_t i = 0; i < n; ++i) y[i] = ConvertElement<To, From>(x[i]);
+    });
+  });
+}
+
+void ReducePrecisionElements(const Instruction& instr, const void* in,
+                             void* out, int64_t n) {
+  hlo::VisitType(instr.shape.type(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      const int exponent_bits = static_cast<int>(
+          std::min<int64_t>(instr.exponent_bits, FloatFormat<T>::kExponentBits));
+      const int mantissa_bits = static_cast<int>(
+          std::min<int64_t>(instr.mantissa_bits, FloatFormat<T>::kMantissaBits));
+      const T* x = static_cast<const T*>(in);
+      T* y = static_cast<T*>(out);
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = ReducePrecisionElement(x[i], exponent_bits, mantissa_bits);
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Kernels.
+
+absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
+                                  const Literal& operand) {
+  ScopedFlushDenormals flush_denormals;
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = operand.shape().type();
+  if (instr.opcode == Opcode::kIsFinite) {
+    if (instr.shape.type() != PrimitiveType::kPred || !IsFloating(type)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpName(instr), " maps a float array to pred; got ",
+          operand.shape().ToString(false), " -> ", instr.shape.ToString(false)));
+    }
+    CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
+  } else {
+    CW_RETURN_IF_ERROR(
+        CheckOperand(instr, operand, instr.shape.type(), "operand"));
+  }
+  Literal result = Literal::Uninitialized(instr.shape);
+  CW_RETURN_IF_ERROR(UnaryElements(instr, type, operand.untyped_data(),
+                                   result.mutable_untyped_data(),
+                                   instr.shape.ElementCount()));
+  return result;
+}
+
+absl::StatusOr<Literal> EvalBinary(const Instruction& instr, const Literal& lhs,
+                                   const Literal& rhs) {
+  ScopedFlushDenormals flush_denormals;
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = instr.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(instr, lhs, type, "lhs"));
+  CW_RETURN_IF_ERROR(CheckOperand(instr, rhs, type, "rhs"));
+  Literal result = Literal::Uninitialized(instr.shape);
+  CW_RETURN_IF_ERROR(BinaryElements(instr, lhs.untyped_data(),
+                                    rhs.untyped_data(),
+                                    result.mutable_untyped_data(),
+                                    instr.shape.ElementCount()));
+  return result;
+}
+
+absl::StatusOr<Literal> EvalCompare(const Instruction& instr,
+                                    const Literal& lhs, const Literal& rhs) {
+  ScopedFlushDenormals flush_denormals;
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType type = lhs.shape().type();
+  if (instr.shape.type() != PrimitiveType::kPred) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(instr), " must produce pred, not ",
+                     instr.shape.ToString(false)));
+  }
+  CW_RETURN_IF_ERROR(CheckOperand(instr, lhs, type, "lhs"));
+  CW_RETURN_IF_ERROR(CheckOperand(instr, rhs, type, "rhs"));
+  Literal result = Literal::Uninitialized(instr.shape);
+  CW_RETURN_IF_ERROR(CompareElements(instr, type, lhs.untyped_data(),
+                                     rhs.untyped_data(),
+                                     MutableDataPtr<bool>(result),
+                                     instr.shape.ElementCount()));
   return result;
 }
 
@@ -805,23 +898,15 @@ absl::StatusOr<Literal> EvalSelect(const Instruction& instr,
     const bool choice = DataPtr<bool>(pred)[0];
     return (choice ? on_true : on_false).WithShape(instr.shape);
   }
-  const int64_t n = instr.shape.ElementCount();
-  Literal result(instr.shape);
-  const bool* p = DataPtr<bool>(pred);
-  // Selection moves bits: dispatch on the element width only.
-  auto select = [&](auto tag) {
-    using U = decltype(tag);
-    SelectBits<U>(p, static_cast<const U*>(on_true.untyped_data()),
-                  static_cast<const U*>(on_false.untyped_data()),
-                  static_cast<U*>(result.mutable_untyped_data()), n);
-  };
-  switch (hlo::ByteWidth(type)) {
-    case 1: select(uint8_t{}); break;
-    case 2: select(uint16_t{}); break;
-    case 4: select(uint32_t{}); break;
-    case 8: select(uint64_t{}); break;
-    default: return Unsupported(instr, type);
+  const int64_t width = hlo::ByteWidth(type);
+  if (width != 1 && width != 2 && width != 4 && width != 8) {
+    return Unsupported(instr, type);
   }
+  Literal result = Literal::Uninitialized(instr.shape);
+  CW_RETURN_IF_ERROR(SelectElements(
+      width, DataPtr<bool>(pred), on_true.untyped_data(),
+      on_false.untyped_data(), result.mutable_untyped_data(),
+      instr.shape.ElementCount()));
   return result;
 }
 
@@ -841,17 +926,12 @@ absl::StatusOr<Literal> EvalClamp(const Instruction& instr, const Literal& min,
     }
   }
   if (type == PrimitiveType::kPred) return Unsupported(instr, type);
-  const int64_t n = instr.shape.ElementCount();
   const int64_t lo_step = min.shape().rank() == 0 ? 0 : 1;
   const int64_t hi_step = max.shape().rank() == 0 ? 0 : 1;
-  Literal result(instr.shape);
-  hlo::VisitType(type, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, bool>) {
-      ClampLoop(DataPtr<T>(min), lo_step, DataPtr<T>(operand), DataPtr<T>(max),
-                hi_step, MutableDataPtr<T>(result), n);
-    }
-  });
+  Literal result = Literal::Uninitialized(instr.shape);
+  ClampElements(type, min.untyped_data(), lo_step, operand.untyped_data(),
+                max.untyped_data(), hi_step, result.mutable_untyped_data(),
+                instr.shape.ElementCount());
   return result;
 }
 
@@ -864,17 +944,9 @@ absl::StatusOr<Literal> EvalConvert(const Instruction& instr,
   CW_RETURN_IF_ERROR(CheckOperand(instr, operand, from, "operand"));
   if (!hlo::IsArrayType(from)) return Unsupported(instr, from);
   if (from == to) return operand.WithShape(instr.shape);
-  const int64_t n = instr.shape.ElementCount();
-  Literal result(instr.shape);
-  hlo::VisitType(from, [&](auto from_tag) {
-    using From = decltype(from_tag);
-    const From* in = DataPtr<From>(operand);
-    hlo::VisitType(to, [&](auto to_tag) {
-      using To = decltype(to_tag);
-      To* out = MutableDataPtr<To>(result);
-      for (int64_t i = 0; i < n; ++i) out[i] = ConvertElement<To, From>(in[i]);
-    });
-  });
+  Literal result = Literal::Uninitialized(instr.shape);
+  ConvertElements(from, to, operand.untyped_data(),
+                  result.mutable_untyped_data(), instr.shape.ElementCount());
   return result;
 }
 
@@ -908,6 +980,7 @@ absl::StatusOr<Literal> EvalBitcastConvert(const Instruction& instr,
   return operand.WithShape(out);
 }
 
+
 absl::StatusOr<Literal> EvalReducePrecision(const Instruction& instr,
                                             const Literal& operand) {
   CW_RETURN_IF_ERROR(CheckArrayResult(instr));
@@ -919,22 +992,10 @@ absl::StatusOr<Literal> EvalReducePrecision(const Instruction& instr,
         OpName(instr), " needs exponent_bits >= 1 and mantissa_bits >= 0; got ",
         instr.exponent_bits, " and ", instr.mantissa_bits));
   }
-  const int64_t n = instr.shape.ElementCount();
-  Literal result(instr.shape);
-  hlo::VisitType(type, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      const int exponent_bits = static_cast<int>(
-          std::min<int64_t>(instr.exponent_bits, FloatFormat<T>::kExponentBits));
-      const int mantissa_bits = static_cast<int>(
-          std::min<int64_t>(instr.mantissa_bits, FloatFormat<T>::kMantissaBits));
-      const T* in = DataPtr<T>(operand);
-      T* out = MutableDataPtr<T>(result);
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = ReducePrecisionElement(in[i], exponent_bits, mantissa_bits);
-      }
-    }
-  });
+  Literal result = Literal::Uninitialized(instr.shape);
+  ReducePrecisionElements(instr, operand.untyped_data(),
+                          result.mutable_untyped_data(),
+                          instr.shape.ElementCount());
   return result;
 }
 

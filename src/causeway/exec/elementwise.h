@@ -1,0 +1,60 @@
+// The typed element loops behind the elementwise kernels (EvalUnary,
+// EvalBinary, EvalCompare, EvalSelect, EvalClamp, EvalConvert,
+// EvalReducePrecision), over `n` contiguous elements of raw buffers. The
+// fused loop evaluator (fused_loop.h) runs them chunk by chunk, so a fused
+// computation computes exactly the bits the op-by-op kernels compute.
+//
+// No shape checks: callers have checked the operand types and dims against
+// `instr` as the Eval* kernels do. Denormal flushing is the caller's job
+// (hold a ScopedFlushDenormals, as the kernels do). Pure functions;
+// thread-safe.
+#ifndef CAUSEWAY_EXEC_ELEMENTWISE_H_
+#define CAUSEWAY_EXEC_ELEMENTWISE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "causeway/hlo/ir.h"
+#include "causeway/hlo/shape.h"
+
+namespace causeway::exec {
+
+// instr.opcode is an elementwise unary op (is-finite included). `type` is
+// the operand's element type; `out` has instr.shape's element type.
+absl::Status UnaryElements(const hlo::Instruction& instr,
+                           hlo::PrimitiveType type, const void* in, void* out,
+                           int64_t n);
+
+// instr.opcode is an elementwise binary op on instr.shape.type().
+absl::Status BinaryElements(const hlo::Instruction& instr, const void* lhs,
+                            const void* rhs, void* out, int64_t n);
+
+// compare with instr's direction and comparison type on operands of `type`.
+absl::Status CompareElements(const hlo::Instruction& instr,
+                             hlo::PrimitiveType type, const void* lhs,
+                             const void* rhs, bool* out, int64_t n);
+
+// out[i] = pred[i] ? on_true[i] : on_false[i], elements `byte_width` wide
+// (1, 2, 4 or 8).
+absl::Status SelectElements(int64_t byte_width, const bool* pred,
+                            const void* on_true, const void* on_false,
+                            void* out, int64_t n);
+
+// out[i] = min(max(x[i], lo[i * lo_step]), hi[i * hi_step]) with XLA's
+// NaN rules; `type` is not pred.
+void ClampElements(hlo::PrimitiveType type, const void* lo, int64_t lo_step,
+                   const void* x, const void* hi, int64_t hi_step, void* out,
+                   int64_t n);
+
+// XLA's convert from `from` to `to` (different types).
+void ConvertElements(hlo::PrimitiveType from, hlo::PrimitiveType to,
+                     const void* in, void* out, int64_t n);
+
+// reduce-precision with instr's exponent_bits and mantissa_bits (checked:
+// >= 1 and >= 0) on floats of instr.shape.type().
+void ReducePrecisionElements(const hlo::Instruction& instr, const void* in,
+                             void* out, int64_t n);
+
+}  // namespace causeway::exec
+
+#endif  // CAUSEWAY_EXEC_ELEMENTWISE_H_
