@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
+#include "causeway/exec/fused_loop.h"
 #include "causeway/exec/in_process_collectives.h"
 #include "causeway/exec/kernels.h"
 
@@ -74,6 +76,9 @@ struct ExecutionPlan::Computation {
   std::vector<int32_t> parameter_slots;  // By parameter number.
   int32_t root_slot = kNoSlot;
   int32_t slot_count = 0;
+  // A fusion body compiled to chunked loops (fused_loop.h), when it can
+  // be; fusion steps then run it instead of the op-by-op plan.
+  std::unique_ptr<FusedLoop> fused;
 };
 
 namespace {
@@ -524,7 +529,17 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
       }
       return tuple.elements()[instr.tuple_index];
     }
-    case Opcode::kFusion:
+    case Opcode::kFusion: {
+      const Plan& body = *plan.called[step.called_begin];
+      if (body.fused != nullptr) {
+        const auto arguments = operand_pointers();
+        if (body.fused->CanRun(arguments)) {
+          return body.fused->Run(arguments, state.runner);
+        }
+      }
+      const Arguments arguments = PassOperands(frame, plan, step);
+      return RunPlan(body, arguments, state);
+    }
     case Opcode::kCall: {
       const Arguments arguments = PassOperands(frame, plan, step);
       return RunPlan(*plan.called[step.called_begin], arguments, state);
@@ -792,6 +807,22 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       cp.steps.push_back(step);
       ++step_index;
     }
+  }
+  // Fusion bodies that the fused loop evaluator can run (the others run
+  // op by op).
+  std::unordered_set<const hlo::Computation*> fusion_bodies;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      if (instruction->opcode == Opcode::kFusion) {
+        fusion_bodies.insert(instruction->called_computations[0]);
+      }
+    }
+  }
+  for (auto& computation_plan : plan->plans) {
+    if (!fusion_bodies.count(computation_plan->computation)) continue;
+    absl::StatusOr<std::unique_ptr<FusedLoop>> fused =
+        FusedLoop::Compile(*computation_plan->computation);
+    if (fused.ok()) computation_plan->fused = *std::move(fused);
   }
   return std::unique_ptr<Evaluator>(new Evaluator(module, std::move(plan)));
 }

@@ -1,0 +1,446 @@
+#include "causeway/exec/fused_loop.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "causeway/exec/evaluator.h"
+#include "causeway/exec/kernel_util.h"
+#include "causeway/hlo/parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::exec {
+namespace {
+
+using hlo::Literal;
+using hlo::PrimitiveType;
+using hlo::Shape;
+using ::testing::HasSubstr;
+
+// Deterministic values with the awkward cases mixed in: NaN, ±inf, -0 and
+// denormals for floats, 0, -1 and the minimum for integers.
+Literal Random(const Shape& shape, uint32_t seed) {
+  Literal literal(shape);
+  uint32_t state = seed * 2654435761u + 12345u;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  const int64_t n = shape.ElementCount();
+  hlo::VisitType(shape.type(), [&](auto tag) {
+    using T = decltype(tag);
+    T* data = MutableDataPtr<T>(literal);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t r = next();
+      if constexpr (std::is_same_v<T, bool>) {
+        data[i] = (r & 1) != 0;
+      } else if constexpr (kIsFloat<T>) {
+        static constexpr float kSpecial[] = {
+            std::numeric_limits<float>::quiet_NaN(),
+            std::numeric_limits<float>::infinity(),
+            -std::numeric_limits<float>::infinity(),
+            -0.0f,
+            1e-40f,
+            -3e-39f};
+        float value = static_cast<float>(r % 20001) / 2500.0f - 4.0f;
+        if (r % 97 < 6) value = kSpecial[r % 97];
+        data[i] = FromCompute<T>(static_cast<ComputeType<T>>(value));
+      } else {
+        T value = static_cast<T>(static_cast<int64_t>(r % 101) - 50);
+        if (r % 89 == 0) value = std::numeric_limits<T>::min();
+        if (r % 83 == 0) value = static_cast<T>(-1);
+        data[i] = value;
+      }
+    }
+  });
+  return literal;
+}
+
+class FusedLoopTest : public ::testing::Test {
+ protected:
+  // Parses `text`, whose ENTRY is the body under test, and compiles the
+  // entry computation as a fused loop.
+  void Load(std::string_view text) {
+    auto module = hlo::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.status();
+    module_ = *std::move(module);
+    auto fused = FusedLoop::Compile(*module_->entry());
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    fused_ = *std::move(fused);
+  }
+
+  std::vector<Literal> RandomArguments(uint32_t seed) {
+    std::vector<Literal> args;
+    for (const hlo::Instruction* parameter : module_->entry()->parameters()) {
+      args.push_back(Random(parameter->shape, seed + args.size()));
+    }
+    return args;
+  }
+
+  absl::StatusOr<Literal> RunFused(const std::vector<Literal>& args) {
+    std::vector<const Literal*> pointers;
+    for (const Literal& arg : args) pointers.push_back(&arg);
+    EXPECT_TRUE(fused_->CanRun(pointers));
+    const ComputationRunner runner =
+        [](const hlo::Computation& computation,
+           std::span<const Literal>) -> absl::StatusOr<Literal> {
+      return absl::InternalError("no runner in this test");
+    };
+    return fused_->Run(pointers, runner);
+  }
+
+  absl::StatusOr<Literal> RunOpByOp(const std::vector<Literal>& args) {
+    auto evaluator = Evaluator::Create(*module_);
+    if (!evaluator.ok()) return evaluator.status();
+    return (*evaluator)->Run(args, RunContext{});
+  }
+
+  // Runs the body op by op (the evaluator) and fused on the same random
+  // arguments and expects the same bits; returns the fused result.
+  Literal ExpectSameAsOpByOp(std::string_view text, uint32_t seed = 1) {
+    Load(text);
+    if (fused_ == nullptr) return Literal();
+    const std::vector<Literal> args = RandomArguments(seed);
+    absl::StatusOr<Literal> want = RunOpByOp(args);
+    absl::StatusOr<Literal> got = RunFused(args);
+    EXPECT_TRUE(want.ok()) << want.status();
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!want.ok() || !got.ok()) return Literal();
+    EXPECT_TRUE(*want == *got)
+        << "op by op: " << want->ToString() << "\nfused: " << got->ToString();
+    return *std::move(got);
+  }
+
+  std::unique_ptr<hlo::Module> module_;
+  std::unique_ptr<FusedLoop> fused_;
+};
+
+TEST_F(FusedLoopTest, ScalarRowAndColumnBroadcastsMatchOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[16,40] parameter(0)
+  row = f32[40] parameter(1)
+  column = f32[16] parameter(2)
+  half = f32[] constant(0.5)
+  halves = f32[16,40] broadcast(half), dimensions={}
+  scaled = f32[16,40] multiply(x, halves)
+  rows = f32[16,40] broadcast(row), dimensions={1}
+  columns = f32[16,40] broadcast(column), dimensions={0}
+  sum = f32[16,40] add(scaled, rows)
+  ROOT difference = f32[16,40] subtract(sum, columns)
+})");
+  EXPECT_EQ(fused_->loop_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);
+}
+
+TEST_F(FusedLoopTest, InnerBroadcastsAndTransposesMatchOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[2,3,5,7] parameter(0)
+  y = f32[3,7] parameter(1)
+  z = f32[7,5,3,2] parameter(2)
+  ys = f32[2,3,5,7] broadcast(y), dimensions={1,3}
+  zt = f32[2,3,5,7] transpose(z), dimensions={3,2,1,0}
+  product = f32[2,3,5,7] multiply(x, ys)
+  ROOT sum = f32[2,3,5,7] add(product, zt)
+})");
+}
+
+TEST_F(FusedLoopTest, SlicesBitcastsAndCopiesMatchOpByOp) {
+  // The attention head split of a transformer: slice a projection, view it
+  // as heads, transpose.
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  qkv = f32[16,96]{1,0} parameter(0)
+  b = f32[2,8,96]{2,1,0} bitcast(qkv)
+  v = f32[2,8,32]{2,1,0} slice(b), slice={[0:2], [0:8], [64:96]}
+  heads = f32[2,8,4,8]{3,2,1,0} bitcast(v)
+  t = f32[2,4,8,8]{2,1,3,0} transpose(heads), dimensions={0,2,3,1}
+  c = f32[2,4,8,8]{3,2,1,0} copy(t)
+  ROOT e = f32[2,4,8,8]{3,2,1,0} exponential(c)
+})");
+}
+
+TEST_F(FusedLoopTest, ManyChunksWithATailMatchOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[3001] parameter(0)
+  y = f32[3001] parameter(1)
+  e = f32[3001] exponential(x)
+  t = f32[3001] tanh(y)
+  l = f32[3001] logistic(x)
+  g = f32[3001] log(e)
+  r = f32[3001] erf(t)
+  m = f32[3001] exponential-minus-one(l)
+  p = f32[3001] log-plus-one(r)
+  q = f32[3001] rsqrt(g)
+  s = f32[3001] sqrt(m)
+  a = f32[3001] add(p, q)
+  b = f32[3001] divide(a, s)
+  c = f32[3001] maximum(b, x)
+  ROOT d = f32[3001] minimum(c, y)
+})");
+}
+
+TEST_F(FusedLoopTest, HalfPrecisionRoundsPerOpAsOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  a = bf16[1030] parameter(0)
+  b = f16[1030] parameter(1)
+  la = bf16[1030] logistic(a)
+  ea = bf16[1030] exponential(a)
+  sa = bf16[1030] multiply(la, ea)
+  eb = f16[1030] exponential-minus-one(b)
+  wb = f32[1030] convert(eb)
+  wa = f32[1030] convert(sa)
+  sum = f32[1030] add(wa, wb)
+  ROOT narrow = bf16[1030] convert(sum)
+})");
+}
+
+TEST_F(FusedLoopTest, IntegerEdgeCasesMatchOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  a = s32[700] parameter(0)
+  b = s32[700] parameter(1)
+  c = u8[700] parameter(2)
+  q = s32[700] divide(a, b)
+  r = s32[700] remainder(a, b)
+  s = s32[700] shift-left(q, b)
+  t = s32[700] shift-right-arithmetic(r, b)
+  u = s32[700] add(s, t)
+  w = u8[700] convert(u)
+  x = u8[700] multiply(w, c)
+  ROOT y = s32[700] convert(x)
+})");
+}
+
+TEST_F(FusedLoopTest, CompareSelectAndClampMatchOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[9,70] parameter(0)
+  y = f32[9,70] parameter(1)
+  choose = pred[] parameter(2)
+  lo = f32[] parameter(3)
+  hi = f32[9,70] parameter(4)
+  lt = pred[9,70] compare(x, y), direction=LT
+  total = pred[9,70] compare(x, y), direction=GE, type=TOTALORDER
+  picked = f32[9,70] select(lt, x, y)
+  either = f32[9,70] select(choose, picked, x)
+  clamped = f32[9,70] clamp(lo, either, hi)
+  finite = pred[9,70] is-finite(clamped)
+  both = pred[9,70] and(finite, total)
+  zero = f32[] constant(0)
+  zeros = f32[9,70] broadcast(zero), dimensions={}
+  ROOT result = f32[9,70] select(both, clamped, zeros)
+})");
+}
+
+TEST_F(FusedLoopTest, FloatToIntegerConversionSaturatesAsOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[600] parameter(0)
+  big = f32[] constant(3e9)
+  bigs = f32[600] broadcast(big), dimensions={}
+  y = f32[600] multiply(x, bigs)
+  i = s32[600] convert(y)
+  ROOT u = u16[600] convert(i)
+})");
+}
+
+TEST_F(FusedLoopTest, TrailingReduceRunsItsKernelOnTheFusedInput) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY body {
+  x = f32[2,8,32] parameter(0)
+  pos = f32[8,32] parameter(1)
+  ps = f32[2,8,32] broadcast(pos), dimensions={1,2}
+  sum = f32[2,8,32] add(x, ps)
+  sq = f32[2,8,32] multiply(sum, sum)
+  zero = f32[] constant(0)
+  ROOT r = f32[2,8] reduce(sq, zero), dimensions={2}, to_apply=add
+})");
+  EXPECT_EQ(fused_->loop_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 1);
+}
+
+TEST_F(FusedLoopTest, ValueReadByTwoLoopsIsComputedOnce) {
+  // `centered` feeds the reduce (a kernel) and the output loop: it is kept
+  // whole, and `x - mean` is not computed twice.
+  ExpectSameAsOpByOp(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY body {
+  x = f32[4,64] parameter(0)
+  mean = f32[4] parameter(1)
+  means = f32[4,64] broadcast(mean), dimensions={0}
+  centered = f32[4,64] subtract(x, means)
+  sq = f32[4,64] multiply(centered, centered)
+  zero = f32[] constant(0)
+  var = f32[4] reduce(sq, zero), dimensions={1}, to_apply=add
+  vars = f32[4,64] broadcast(var), dimensions={0}
+  ROOT normed = f32[4,64] divide(centered, vars)
+})");
+  // centered, sq (read by the reduce), normed.
+  EXPECT_EQ(fused_->loop_count(), 3);
+  EXPECT_EQ(fused_->kernel_count(), 1);
+}
+
+TEST_F(FusedLoopTest, TupleRootGivesEveryOutput) {
+  const Literal result = ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[100] parameter(0)
+  y = f32[100] parameter(1)
+  s = f32[100] add(x, y)
+  p = f32[100] multiply(s, y)
+  ROOT t = (f32[100], f32[100]) tuple(s, p)
+})");
+  ASSERT_TRUE(result.shape().IsTuple());
+  EXPECT_EQ(result.elements().size(), 2u);
+}
+
+TEST_F(FusedLoopTest, ConstantMaskIsFoldedAtCompile) {
+  // The causal mask of attention: iota >= iota, broadcast over heads.
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  rows = s32[8,8] iota(), iota_dimension=0
+  cols = s32[8,8] iota(), iota_dimension=1
+  causal = pred[8,8] compare(rows, cols), direction=GE
+  mask = pred[2,4,8,8] broadcast(causal), dimensions={2,3}
+  scores = f32[2,4,8,8] parameter(0)
+  low = f32[] constant(-1e9)
+  lows = f32[2,4,8,8] broadcast(low), dimensions={}
+  ROOT masked = f32[2,4,8,8] select(mask, scores, lows)
+})");
+  EXPECT_EQ(fused_->loop_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);  // No iota or compare at run time.
+}
+
+TEST_F(FusedLoopTest, ScalarBodyMatchesOpByOp) {
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  step = s32[] parameter(0)
+  f = f32[] convert(step)
+  one = f32[] constant(1)
+  b = f32[] constant(0.9)
+  pw = f32[] power(b, f)
+  ROOT d = f32[] subtract(one, pw)
+})");
+}
+
+TEST_F(FusedLoopTest, RootBitcastOfAParameterSharesItsStorage) {
+  Load(R"(
+HloModule m
+ENTRY body {
+  x = s32[2,8]{1,0} parameter(0)
+  ROOT b = s32[16,1]{1,0} bitcast(x)
+})");
+  const std::vector<Literal> args = RandomArguments(3);
+  absl::StatusOr<Literal> result = RunFused(args);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->shape().dims(), (std::vector<int64_t>{16, 1}));
+  EXPECT_EQ(result->untyped_data(), args[0].untyped_data());
+}
+
+TEST_F(FusedLoopTest, ErrorsNameTheInstructionInsideTheLoop) {
+  Load(R"(
+HloModule m
+ENTRY body {
+  x = pred[40] parameter(0)
+  y = pred[40] parameter(1)
+  a = pred[40] and(x, y)
+  ROOT bad = pred[40] negate(a)
+})");
+  const std::vector<Literal> args = RandomArguments(4);
+  absl::StatusOr<Literal> want = RunOpByOp(args);
+  absl::StatusOr<Literal> got = RunFused(args);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), want.status().code());
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("in instruction 'bad' (line 7) of computation 'body'"));
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("does not accept element type pred"));
+}
+
+TEST_F(FusedLoopTest, CompileLeavesControlFlowToTheEvaluator) {
+  auto module = hlo::ParseModule(R"(
+HloModule m
+cond {
+  p = s32[] parameter(0)
+  ten = s32[] constant(10)
+  ROOT lt = pred[] compare(p, ten), direction=LT
+}
+step {
+  p = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(p, one)
+}
+ENTRY body {
+  x = s32[] parameter(0)
+  ROOT w = s32[] while(x), condition=cond, body=step
+})");
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto fused = FusedLoop::Compile(*(*module)->entry());
+  EXPECT_EQ(fused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(fused.status().message(), HasSubstr("'w'"));
+}
+
+TEST_F(FusedLoopTest, CanRunRefusesArgumentsOfOtherShapes) {
+  Load(R"(
+HloModule m
+ENTRY body {
+  x = f32[4,8] parameter(0)
+  ROOT y = f32[4,8] negate(x)
+})");
+  const Literal wrong_dims(Shape(PrimitiveType::kF32, {8, 4}));
+  const Literal wrong_type(Shape(PrimitiveType::kS32, {4, 8}));
+  const Literal right(Shape(PrimitiveType::kF32, {4, 8}));
+  const Literal* args[] = {&wrong_dims};
+  EXPECT_FALSE(fused_->CanRun(args));
+  args[0] = &wrong_type;
+  EXPECT_FALSE(fused_->CanRun(args));
+  args[0] = &right;
+  EXPECT_TRUE(fused_->CanRun(args));
+}
+
+TEST_F(FusedLoopTest, CanRunRefusesAColumnMajorArgumentThatABitcastReads) {
+  Load(R"(
+HloModule m
+ENTRY body {
+  x = f32[4,8]{1,0} parameter(0)
+  ROOT b = f32[32]{0} bitcast(x)
+})");
+  Shape column_major(PrimitiveType::kF32, {4, 8});
+  column_major.set_minor_to_major({0, 1});
+  const Literal arg(column_major);
+  const Literal* args[] = {&arg};
+  EXPECT_FALSE(fused_->CanRun(args));
+}
+
+}  // namespace
+}  // namespace causeway::exec
