@@ -472,6 +472,18 @@ struct FusedLoop::Program {
   // Parameters a bitcast reinterprets in place: their argument must be
   // row-major too.
   std::vector<int64_t> layout_checked_parameters;
+  // What CanRun compares: each parameter's type and dims (arrays), or its
+  // shape (tuples).
+  struct ParameterSpec {
+    const Shape* shape = nullptr;
+    bool is_array = false;
+    PrimitiveType type = PrimitiveType::kInvalid;
+    absl::InlinedVector<int64_t, 6> dims;
+  };
+  std::vector<ParameterSpec> parameters;
+  // Nodes whose values exist before the first stage.
+  std::vector<int32_t> parameter_nodes;
+  std::vector<int32_t> constant_nodes;
 };
 
 FusedLoop::FusedLoop(std::unique_ptr<Program> program)
@@ -510,6 +522,24 @@ class Compiler {
     }
     AssignLoops();
     BuildStages();
+    for (const Instruction* parameter : computation_.parameters()) {
+      Program::ParameterSpec spec;
+      spec.shape = &parameter->shape;
+      spec.is_array = parameter->shape.IsArray();
+      spec.type = parameter->shape.type();
+      if (spec.is_array) {
+        spec.dims.assign(parameter->shape.dims().begin(),
+                         parameter->shape.dims().end());
+      }
+      p_.parameters.push_back(std::move(spec));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (p_.kinds[i] == NodeKind::kParameter) {
+        p_.parameter_nodes.push_back(static_cast<int32_t>(i));
+      } else if (p_.kinds[i] == NodeKind::kConstant) {
+        p_.constant_nodes.push_back(static_cast<int32_t>(i));
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -1071,12 +1101,18 @@ absl::StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Compile(
 }
 
 bool FusedLoop::CanRun(std::span<const Literal* const> arguments) const {
-  const hlo::Computation& computation = *program_->computation;
-  if (static_cast<int64_t>(arguments.size()) != computation.parameter_count()) {
-    return false;
-  }
+  const auto& parameters = program_->parameters;
+  if (arguments.size() != parameters.size()) return false;
   for (size_t i = 0; i < arguments.size(); ++i) {
-    if (!ShapesAgree(computation.parameter(i)->shape, arguments[i]->shape())) {
+    const Program::ParameterSpec& spec = parameters[i];
+    const Shape& shape = arguments[i]->shape();
+    if (!spec.is_array) {
+      if (!ShapesAgree(*spec.shape, shape)) return false;
+      continue;
+    }
+    const std::vector<int64_t>& dims = shape.dims();
+    if (shape.type() != spec.type || dims.size() != spec.dims.size() ||
+        !std::equal(dims.begin(), dims.end(), spec.dims.begin())) {
       return false;
     }
   }
@@ -1088,15 +1124,13 @@ bool FusedLoop::CanRun(std::span<const Literal* const> arguments) const {
 
 namespace {
 
-// Runs one loop: `values` holds every full value computed so far (by
-// node), `out` receives the root's elements.
-// On failure, `failed` names the op whose kernel loop refused.
-absl::Status RunLoop(const Loop& loop, std::span<const Literal* const> values,
+// Runs one loop: `data` holds the elements of every full value computed
+// so far (by node), `out` receives the root's elements. On failure,
+// `failed` names the op whose kernel loop refused.
+absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
                      std::byte* out, std::byte* scratch,
                      const LoopOp** failed) {
-  auto full = [&](const ChunkSource& s) {
-    return static_cast<const std::byte*>(values[s.value]->untyped_data());
-  };
+  auto full = [&](const ChunkSource& s) { return data[s.value]; };
   auto slot = [&](int32_t index) {
     return scratch + static_cast<int64_t>(index) * loop.slot_bytes;
   };
@@ -1175,15 +1209,20 @@ absl::StatusOr<Literal> FusedLoop::Run(
   const hlo::Computation& computation = *p.computation;
   ScopedFlushDenormals flush_denormals;
   const size_t n = p.nodes.size();
+  // The full values by node, and their elements (arrays only).
   absl::InlinedVector<const Literal*, 32> values(n, nullptr);
-  absl::InlinedVector<Literal, 8> owned(p.owned_count);
-  for (size_t i = 0; i < n; ++i) {
-    if (p.kinds[i] == NodeKind::kParameter) {
-      values[i] = arguments[p.nodes[i]->parameter_number];
-    } else if (p.kinds[i] == NodeKind::kConstant) {
-      values[i] = p.constants[i];
+  absl::InlinedVector<const std::byte*, 32> data(n, nullptr);
+  auto set = [&](int32_t node, const Literal* value) {
+    values[node] = value;
+    if (value->shape().IsArray()) {
+      data[node] = static_cast<const std::byte*>(value->untyped_data());
     }
+  };
+  absl::InlinedVector<Literal, 8> owned(p.owned_count);
+  for (int32_t node : p.parameter_nodes) {
+    set(node, arguments[p.nodes[node]->parameter_number]);
   }
+  for (int32_t node : p.constant_nodes) set(node, p.constants[node]);
   Scratch scratch(p.scratch_bytes);
   for (const Stage& stage : p.stages) {
     if (stage.is_loop) {
@@ -1193,13 +1232,13 @@ absl::StatusOr<Literal> FusedLoop::Run(
       result = Literal::Uninitialized(root.shape);
       const LoopOp* failed = nullptr;
       absl::Status status = RunLoop(
-          loop, values, static_cast<std::byte*>(result.mutable_untyped_data()),
+          loop, data, static_cast<std::byte*>(result.mutable_untyped_data()),
           scratch.data(), &failed);
       if (!status.ok()) {
         return Annotate(status, failed != nullptr ? *failed->instr : root,
                         computation);
       }
-      values[loop.root] = &result;
+      set(loop.root, &result);
       continue;
     }
     const int32_t node = stage.index;
@@ -1226,7 +1265,7 @@ absl::StatusOr<Literal> FusedLoop::Run(
     }
     Literal& slot = owned[p.owned_index[node]];
     slot = *std::move(result);
-    values[node] = &slot;
+    set(node, &slot);
   }
   const int32_t root = p.root;
   switch (p.kinds[root]) {
