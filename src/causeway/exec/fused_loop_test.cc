@@ -442,5 +442,93 @@ ENTRY body {
   EXPECT_FALSE(fused_->CanRun(args));
 }
 
+// The evaluator runs fusions through FusedLoop; turning every fusion into a
+// call makes it run their bodies op by op instead.
+class FusedFusionInEvaluatorTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<Literal> Evaluate(std::string_view text,
+                                   const std::vector<Literal>& args,
+                                   bool fusions_as_calls) {
+    auto module = hlo::ParseModule(text);
+    if (!module.ok()) return module.status();
+    for (const auto& computation : (*module)->computations()) {
+      for (const auto& instruction : computation->instructions()) {
+        if (fusions_as_calls && instruction->opcode == hlo::Opcode::kFusion) {
+          instruction->opcode = hlo::Opcode::kCall;
+        }
+      }
+    }
+    modules_.push_back(*std::move(module));
+    auto evaluator = Evaluator::Create(*modules_.back());
+    if (!evaluator.ok()) return evaluator.status();
+    return (*evaluator)->Run(args, RunContext{});
+  }
+
+  std::vector<std::unique_ptr<hlo::Module>> modules_;
+};
+
+TEST_F(FusedFusionInEvaluatorTest, ReducerThatRunsAFusionMatchesOpByOp) {
+  // The reduce's reducer is not a plain add, so the kernel calls back into
+  // the evaluator, which runs the reducer's own fusion (a nested fused run
+  // on the same thread) while the outer fused run holds its scratch.
+  constexpr std::string_view kText = R"(
+HloModule m
+scaled_add_body {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  k = f32[] constant(0.5)
+  ROOT r = f32[] multiply(s, k)
+}
+scaled_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT f = f32[] fusion(a, b), kind=kLoop, calls=scaled_add_body
+}
+body {
+  x = f32[6,300] parameter(0)
+  y = f32[300] parameter(1)
+  ys = f32[6,300] broadcast(y), dimensions={1}
+  p = f32[6,300] multiply(x, ys)
+  zero = f32[] constant(0)
+  ROOT r = f32[6] reduce(p, zero), dimensions={1}, to_apply=scaled_add
+}
+ENTRY main {
+  x = f32[6,300] parameter(0)
+  y = f32[300] parameter(1)
+  ROOT f = f32[6] fusion(x, y), kind=kLoop, calls=body
+})";
+  const std::vector<Literal> args = {
+      Random(Shape(PrimitiveType::kF32, {6, 300}), 7),
+      Random(Shape(PrimitiveType::kF32, {300}), 8)};
+  auto fused = Evaluate(kText, args, /*fusions_as_calls=*/false);
+  auto op_by_op = Evaluate(kText, args, /*fusions_as_calls=*/true);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(op_by_op.ok()) << op_by_op.status();
+  EXPECT_TRUE(*fused == *op_by_op) << fused->ToString() << "\n"
+                                   << op_by_op->ToString();
+}
+
+TEST_F(FusedFusionInEvaluatorTest,
+       MismatchedOperandsRunOpByOpAndReportTheError) {
+  // The body declares f32[4] but receives f32[2,2]: CanRun refuses, and the
+  // op-by-op kernel names the problem.
+  auto result = Evaluate(R"(
+HloModule m
+body {
+  p = f32[4] parameter(0)
+  ROOT n = f32[4] negate(p)
+}
+ENTRY main {
+  x = f32[2,2] parameter(0)
+  ROOT f = f32[4] fusion(x), kind=kLoop, calls=body
+})",
+                         {Random(Shape(PrimitiveType::kF32, {2, 2}), 9)},
+                         /*fusions_as_calls=*/false);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("in instruction 'n' (line 5) of computation 'body'"));
+}
+
 }  // namespace
 }  // namespace causeway::exec
