@@ -1207,7 +1207,6 @@ absl::StatusOr<Literal> FusedLoop::Run(
     const ComputationRunner& runner) const {
   const Program& p = *program_;
   const hlo::Computation& computation = *p.computation;
-  ScopedFlushDenormals flush_denormals;
   const size_t n = p.nodes.size();
   // The full values by node, and their elements (arrays only).
   absl::InlinedVector<const Literal*, 32> values(n, nullptr);
@@ -1231,6 +1230,10 @@ absl::StatusOr<Literal> FusedLoop::Run(
       Literal& result = owned[p.owned_index[loop.root]];
       result = Literal::Uninitialized(root.shape);
       const LoopOp* failed = nullptr;
+      // As the elementwise kernels do (select and reduce-precision only
+      // move bits, so flushing does not change them); kernel stages below
+      // run in the caller's mode, as op by op.
+      ScopedFlushDenormals flush_denormals;
       absl::Status status = RunLoop(
           loop, data, static_cast<std::byte*>(result.mutable_untyped_data()),
           scratch.data(), &failed);

@@ -410,6 +410,32 @@ ENTRY body {
   EXPECT_THAT(fused.status().message(), HasSubstr("'w'"));
 }
 
+TEST_F(FusedLoopTest, KernelsRunInTheCallersFloatingPointMode) {
+  // Only the elementwise kernels flush denormals: a dot of denormal inputs
+  // inside a fusion must not see them as zeros.
+  Load(R"(
+HloModule m
+ENTRY body {
+  a = f32[1,4] parameter(0)
+  b = f32[4,1] parameter(1)
+  d = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT e = f32[1,1] add(d, d)
+})");
+  std::vector<Literal> args;
+  args.emplace_back(Shape(PrimitiveType::kF32, {1, 4}));
+  args.emplace_back(Shape(PrimitiveType::kF32, {4, 1}));
+  for (int i = 0; i < 4; ++i) {
+    args[0].mutable_data<float>()[i] = 1e-39f;
+    args[1].mutable_data<float>()[i] = 1e20f;
+  }
+  absl::StatusOr<Literal> want = RunOpByOp(args);
+  absl::StatusOr<Literal> got = RunFused(args);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_GT(got->data<float>()[0], 0.0f);
+  EXPECT_TRUE(*want == *got) << want->ToString() << " vs " << got->ToString();
+}
+
 TEST_F(FusedLoopTest, CanRunRefusesArgumentsOfOtherShapes) {
   Load(R"(
 HloModule m
