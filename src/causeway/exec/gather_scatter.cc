@@ -56,7 +56,7 @@ bool ValidDims(std::span<const int64_t> dims, int64_t rank, bool sorted) {
 struct IndexBatch {
   const void* data = nullptr;
   PrimitiveType type = PrimitiveType::kS32;
-  std::vector<int64_t> batch_dims;     // Indices dims other than the vector dim.
+  std::vector<int64_t> batch_dims;  // Indices dims other than the vector dim.
   std::vector<int64_t> batch_extents;  // Their sizes.
   std::vector<int64_t> batch_strides;  // Their strides in the indices array.
   int64_t vector_size = 1;
@@ -65,13 +65,20 @@ struct IndexBatch {
   // Index element `i` (u64 values above INT64_MAX saturate).
   int64_t Read(int64_t i) const {
     switch (type) {
-      case PrimitiveType::kS8: return static_cast<const int8_t*>(data)[i];
-      case PrimitiveType::kS16: return static_cast<const int16_t*>(data)[i];
-      case PrimitiveType::kS32: return static_cast<const int32_t*>(data)[i];
-      case PrimitiveType::kS64: return static_cast<const int64_t*>(data)[i];
-      case PrimitiveType::kU8: return static_cast<const uint8_t*>(data)[i];
-      case PrimitiveType::kU16: return static_cast<const uint16_t*>(data)[i];
-      case PrimitiveType::kU32: return static_cast<const uint32_t*>(data)[i];
+      case PrimitiveType::kS8:
+        return static_cast<const int8_t*>(data)[i];
+      case PrimitiveType::kS16:
+        return static_cast<const int16_t*>(data)[i];
+      case PrimitiveType::kS32:
+        return static_cast<const int32_t*>(data)[i];
+      case PrimitiveType::kS64:
+        return static_cast<const int64_t*>(data)[i];
+      case PrimitiveType::kU8:
+        return static_cast<const uint8_t*>(data)[i];
+      case PrimitiveType::kU16:
+        return static_cast<const uint16_t*>(data)[i];
+      case PrimitiveType::kU32:
+        return static_cast<const uint32_t*>(data)[i];
       default: {
         const uint64_t v = static_cast<const uint64_t*>(data)[i];
         return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
@@ -99,9 +106,9 @@ absl::StatusOr<IndexBatch> MakeIndexBatch(const Instruction& instr,
   }
   const int64_t rank = shape.rank();
   if (index_vector_dim < 0 || index_vector_dim > rank) {
-    return Invalid(instr, absl::StrCat("index_vector_dim ", index_vector_dim,
-                                       " is out of range for indices ",
-                                       shape.ToString()));
+    return Invalid(
+        instr, absl::StrCat("index_vector_dim ", index_vector_dim,
+                            " is out of range for indices ", shape.ToString()));
   }
   IndexBatch batch;
   batch.data = indices.untyped_data();
@@ -123,9 +130,9 @@ absl::StatusOr<IndexBatch> MakeIndexBatch(const Instruction& instr,
 // Operand start positions for one batch element: index vector entries land
 // on `index_map` dims, batching dims take the batch coordinate.
 struct StartMapping {
-  std::vector<int64_t> index_map;            // Vector entry k -> operand dim.
-  std::vector<int64_t> operand_batch_dims;   // Operand dims ...
-  std::vector<int64_t> batch_positions;      // ... and their batch positions.
+  std::vector<int64_t> index_map;           // Vector entry k -> operand dim.
+  std::vector<int64_t> operand_batch_dims;  // Operand dims ...
+  std::vector<int64_t> batch_positions;     // ... and their batch positions.
 };
 
 // Walks the batch of index vectors in row-major order and gives, for each,
@@ -164,8 +171,8 @@ class StartWalker {
       int64_t offset = 0;
       bool fits = true;
       for (size_t k = 0; k < index_strides_.size(); ++k) {
-        int64_t v = batch_.Read(index_offset + static_cast<int64_t>(k) *
-                                                   batch_.vector_stride);
+        int64_t v = batch_.Read(index_offset +
+                                static_cast<int64_t>(k) * batch_.vector_stride);
         if (v < 0 || v > index_limits_[k]) {
           if (!clamp_) {
             fits = false;
@@ -230,9 +237,9 @@ absl::Status MakeStartMapping(const Instruction& instr, const IndexBatch& batch,
   for (size_t i = 0; i < indices_batching.size(); ++i) {
     int64_t position = batch.BatchPosition(indices_batching[i]);
     if (position < 0 || Contains(index_map, operand_batching[i])) {
-      return Invalid(instr, absl::StrCat("indices batching dim ",
-                                         indices_batching[i],
-                                         " is not a batch dim of the indices"));
+      return Invalid(instr,
+                     absl::StrCat("indices batching dim ", indices_batching[i],
+                                  " is not a batch dim of the indices"));
     }
     mapping.batch_positions.push_back(position);
   }
@@ -324,8 +331,9 @@ absl::StatusOr<Literal> EvalGather(const Instruction& instr,
   const int64_t rank = os.rank();
   const std::vector<int64_t>& slice_sizes = instr.gather_slice_sizes;
   if (static_cast<int64_t>(slice_sizes.size()) != rank) {
-    return Invalid(instr, absl::StrCat("slice_sizes ", DimsToString(slice_sizes),
-                                       " do not match operand ", os.ToString()));
+    return Invalid(instr,
+                   absl::StrCat("slice_sizes ", DimsToString(slice_sizes),
+                                " do not match operand ", os.ToString()));
   }
   for (int64_t d = 0; d < rank; ++d) {
     if (slice_sizes[d] < 0 || slice_sizes[d] > os.dim(d)) {
@@ -334,8 +342,8 @@ absl::StatusOr<Literal> EvalGather(const Instruction& instr,
                                          " of size ", os.dim(d)));
     }
   }
-  CW_ASSIGN_OR_RETURN(IndexBatch batch,
-                      MakeIndexBatch(instr, start_indices, dn.index_vector_dim));
+  CW_ASSIGN_OR_RETURN(IndexBatch batch, MakeIndexBatch(instr, start_indices,
+                                                       dn.index_vector_dim));
   StartMapping mapping;
   CW_RETURN_IF_ERROR(MakeStartMapping(instr, batch, rank, dn.start_index_map,
                                       dn.operand_batching_dims,
@@ -357,9 +365,10 @@ absl::StatusOr<Literal> EvalGather(const Instruction& instr,
   const int64_t out_rank = instr.shape.rank();
   if (window_dims.size() != dn.offset_dims.size() ||
       !ValidDims(dn.offset_dims, out_rank, true)) {
-    return Invalid(instr, absl::StrCat("offset_dims ", DimsToString(dn.offset_dims),
-                                       " do not match the ", window_dims.size(),
-                                       " slice dims kept in the output"));
+    return Invalid(instr,
+                   absl::StrCat("offset_dims ", DimsToString(dn.offset_dims),
+                                " do not match the ", window_dims.size(),
+                                " slice dims kept in the output"));
   }
   std::vector<int64_t> out_batch_dims;
   for (int64_t d = 0; d < out_rank; ++d) {
@@ -424,7 +433,8 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
   const hlo::ScatterDimensionNumbers& dn = instr.scatter_dimension_numbers;
   if (operands.size() < 3 || operands.size() % 2 != 1) {
     return Invalid(instr, absl::StrCat("needs N inputs, indices and N updates, "
-                                       "got ", operands.size(), " operands"));
+                                       "got ",
+                                       operands.size(), " operands"));
   }
   const size_t n = operands.size() / 2;
   const hlo::Computation* combiner_computation = instr.to_apply();
@@ -434,8 +444,9 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
   const Literal& indices = *operands[n];
   const Shape& os = operands[0]->shape();
   const Shape& us = operands[n + 1]->shape();
-  std::vector<Shape> result_shapes =
-      instr.shape.IsTuple() ? instr.shape.tuple_shapes() : std::vector<Shape>{instr.shape};
+  std::vector<Shape> result_shapes = instr.shape.IsTuple()
+                                         ? instr.shape.tuple_shapes()
+                                         : std::vector<Shape>{instr.shape};
   if (result_shapes.size() != n || (n > 1) != instr.shape.IsTuple()) {
     return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
                                        " does not have ", n, " arrays"));
@@ -446,7 +457,8 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
     const Shape& update = operands[n + 1 + i]->shape();
     if (!input.IsArray() || !update.IsArray() || input.dims() != os.dims() ||
         update.dims() != us.dims() || update.type() != input.type() ||
-        !result_shapes[i].IsArray() || result_shapes[i].type() != input.type() ||
+        !result_shapes[i].IsArray() ||
+        result_shapes[i].type() != input.type() ||
         result_shapes[i].dims() != input.dims()) {
       return Invalid(instr, absl::StrCat("input ", i, " ", input.ToString(),
                                          " and update ", update.ToString(),
@@ -464,8 +476,9 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
       dn.input_batching_dims, dn.scatter_indices_batching_dims, mapping));
   if (!ValidDims(dn.inserted_window_dims, rank, false) ||
       !ValidDims(dn.update_window_dims, us.rank(), true)) {
-    return Invalid(instr, "inserted_window_dims or update_window_dims are "
-                          "not dims of the operand / updates");
+    return Invalid(instr,
+                   "inserted_window_dims or update_window_dims are "
+                   "not dims of the operand / updates");
   }
   std::vector<int64_t> operand_window_dims;
   for (int64_t d = 0; d < rank; ++d) {
@@ -475,11 +488,11 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
     }
   }
   if (operand_window_dims.size() != dn.update_window_dims.size()) {
-    return Invalid(instr, absl::StrCat("update_window_dims ",
-                                       DimsToString(dn.update_window_dims),
-                                       " do not match the ",
-                                       operand_window_dims.size(),
-                                       " window dims of the operand"));
+    return Invalid(
+        instr,
+        absl::StrCat("update_window_dims ", DimsToString(dn.update_window_dims),
+                     " do not match the ", operand_window_dims.size(),
+                     " window dims of the operand"));
   }
   std::vector<int64_t> update_scatter_dims;
   for (int64_t d = 0; d < us.rank(); ++d) {
@@ -526,8 +539,8 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
   }
 
   std::optional<Opcode> binary;
-  Combiner combiner = n == 1 ? MatchCombiner(*combiner_computation, binary)
-                             : Combiner::kNone;
+  Combiner combiner =
+      n == 1 ? MatchCombiner(*combiner_computation, binary) : Combiner::kNone;
   if (combiner != Combiner::kNone &&
       combiner_computation->root()->shape.type() != types[0]) {
     combiner = Combiner::kNone;
@@ -553,14 +566,14 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
       if (combiner == Combiner::kKeep) return true;
       using C = ComputeType<E>;
       switch (*binary) {
-#define CW_COMBINE_CASE(k)                                                   \
-  case Opcode::k:                                                            \
-    if constexpr (kBinarySupported<Opcode::k, C>) {                          \
-      CombineTyped<E, Opcode::k>(out, up, extents, out_window_strides,       \
-                                 up_window_strides, out_base, up_base);      \
-      return true;                                                           \
-    } else {                                                                 \
-      return false;                                                          \
+#define CW_COMBINE_CASE(k)                                              \
+  case Opcode::k:                                                       \
+    if constexpr (kBinarySupported<Opcode::k, C>) {                     \
+      CombineTyped<E, Opcode::k>(out, up, extents, out_window_strides,  \
+                                 up_window_strides, out_base, up_base); \
+      return true;                                                      \
+    } else {                                                            \
+      return false;                                                     \
     }
         CW_COMBINE_CASE(kAdd)
         CW_COMBINE_CASE(kMultiply)
@@ -586,7 +599,8 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
   std::vector<uint64_t> args(2 * n), combined(n);
   absl::Status status;
   std::vector<int64_t> up_batch_strides;
-  for (int64_t d : update_scatter_dims) up_batch_strides.push_back(up_strides[d]);
+  for (int64_t d : update_scatter_dims)
+    up_batch_strides.push_back(up_strides[d]);
   StartWalker walker(batch, mapping, os.dims(), window_size,
                      std::move(up_batch_strides), /*clamp=*/false);
   walker.ForEach([&](int64_t out_base, int64_t up_base) {

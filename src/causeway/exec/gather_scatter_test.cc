@@ -99,8 +99,8 @@ TEST_F(GatherScatterTest, GathersRowBlocksAndClampsStartsThatDoNotFit) {
   absl::StatusOr<Literal> result = EvalGather(gather, x, i);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result),
-              ElementsAreArray({4, 0, -4, 3, -1, -5, -4, 3, -1, -5, 2, -2, 4,
-                                0, -4, 3, -1, -5}));
+              ElementsAreArray({4, 0, -4, 3, -1, -5, -4, 3, -1, -5, 2, -2, 4, 0,
+                                -4, 3, -1, -5}));
 }
 
 TEST_F(GatherScatterTest, TreatsAnIndexVectorDimEqualToTheRankAsImplicit) {
@@ -112,7 +112,8 @@ TEST_F(GatherScatterTest, TreatsAnIndexVectorDimEqualToTheRankAsImplicit) {
   Literal i = Array<int64_t>(PrimitiveType::kS64, {3}, {2, 0, 2});
   absl::StatusOr<Literal> result = EvalGather(gather, x, i);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({5, 1, -3, -4, 3, -1, 5, 1, -3}));
+  EXPECT_THAT(Values(*result),
+              ElementsAreArray({5, 1, -3, -4, 3, -1, 5, 1, -3}));
 }
 
 TEST_F(GatherScatterTest, ReadsIndexVectorsAlongALeadingDim) {
@@ -151,14 +152,16 @@ TEST_F(GatherScatterTest, RejectsASliceLargerThanTheOperand) {
 }
 
 TEST_F(GatherScatterTest, AddsDuplicateUpdates) {
-  const Instruction& scatter = Parse("x: f32[5,3], i: s32[3,1], u: f32[3,3]", R"(
+  const Instruction& scatter =
+      Parse("x: f32[5,3], i: s32[3,1], u: f32[3,3]", R"(
   %x = f32[5,3] parameter(0)
   %i = s32[3,1] parameter(1)
   %u = f32[3,3] parameter(2)
   ROOT %s = f32[5,3] scatter(%x, %i, %u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add)");
   Literal x = Fill({5, 3}, 1);
   Literal i = Array<int32_t>(PrimitiveType::kS32, {3, 1}, {4, 0, 4});
-  Literal u = Array<float>(PrimitiveType::kF32, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Literal u =
+      Array<float>(PrimitiveType::kF32, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   const Literal* operands[] = {&x, &i, &u};
   absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
@@ -168,7 +171,8 @@ TEST_F(GatherScatterTest, AddsDuplicateUpdates) {
 }
 
 TEST_F(GatherScatterTest, SkipsWindowsThatDoNotFitAndOverwritesTheRest) {
-  const Instruction& scatter = Parse("x: f32[5,3], i: s32[2,1], u: f32[2,2,3]", R"(
+  const Instruction& scatter =
+      Parse("x: f32[5,3], i: s32[2,1], u: f32[2,2,3]", R"(
   %x = f32[5,3] parameter(0)
   %i = s32[2,1] parameter(1)
   %u = f32[2,2,3] parameter(2)
@@ -185,7 +189,8 @@ TEST_F(GatherScatterTest, SkipsWindowsThatDoNotFitAndOverwritesTheRest) {
 }
 
 TEST_F(GatherScatterTest, SkipsNegativeStarts) {
-  const Instruction& scatter = Parse("x: f32[5,3], i: s32[1,1], u: f32[1,3]", R"(
+  const Instruction& scatter =
+      Parse("x: f32[5,3], i: s32[1,1], u: f32[1,3]", R"(
   %x = f32[5,3] parameter(0)
   %i = s32[1,1] parameter(1)
   %u = f32[1,3] parameter(2)
@@ -215,8 +220,8 @@ TEST_F(GatherScatterTest, ScattersWithBatchingDims) {
 }
 
 TEST_F(GatherScatterTest, ScattersSeveralArraysWithOneCombiner) {
-  const Instruction& scatter = Parse(
-      "x: f32[4], n: s32[4], i: s32[3], u: f32[3], m: s32[3]", R"(
+  const Instruction& scatter =
+      Parse("x: f32[4], n: s32[4], i: s32[3], u: f32[3], m: s32[3]", R"(
   %x = f32[4] parameter(0)
   %n = s32[4] parameter(1)
   %i = s32[3] parameter(2)
@@ -232,12 +237,14 @@ TEST_F(GatherScatterTest, ScattersSeveralArraysWithOneCombiner) {
   absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->elements().size(), 2u);
-  EXPECT_THAT(Values(result->elements()[0]), ElementsAreArray({2.0, 0.0, 4.5, 0.0}));
+  EXPECT_THAT(Values(result->elements()[0]),
+              ElementsAreArray({2.0, 0.0, 4.5, 0.0}));
   EXPECT_THAT(Values(result->elements()[1]), ElementsAreArray({1, 0, 2, 0}));
 }
 
 TEST_F(GatherScatterTest, RejectsUpdatesThatDoNotMatchTheIndices) {
-  const Instruction& scatter = Parse("x: f32[5,3], i: s32[3,1], u: f32[3,3]", R"(
+  const Instruction& scatter =
+      Parse("x: f32[5,3], i: s32[3,1], u: f32[3,3]", R"(
   %x = f32[5,3] parameter(0)
   %i = s32[3,1] parameter(1)
   %u = f32[3,3] parameter(2)

@@ -40,7 +40,8 @@ template <typename Acc>
 using ConstRowMap =
     Eigen::Map<const RowMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
 template <typename Acc>
-using RowMap = Eigen::Map<RowMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
+using RowMap =
+    Eigen::Map<RowMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 std::string DimsToString(std::span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
@@ -94,8 +95,7 @@ inline E AccToElement(Acc value) {
 // with `convert`.
 template <typename Src, typename Dst, typename Convert>
 void PermuteConvert(const Src* src, std::span<const int64_t> src_dims,
-                    std::span<const int64_t> perm, Dst* dst,
-                    Convert convert) {
+                    std::span<const int64_t> perm, Dst* dst, Convert convert) {
   const int64_t rank = static_cast<int64_t>(perm.size());
   std::vector<int64_t> src_strides = RowMajorStrides(src_dims);
   std::vector<int64_t> dims(rank), strides(rank);
@@ -179,6 +179,8 @@ void TuneEigenBlocking() {
   }();
   (void)tuned;
 }
+// ... and once at load time, before any thread can be inside a product.
+[[maybe_unused]] const bool kEigenTunedAtLoad = (TuneEigenBlocking(), true);
 
 bool IsIdentity(std::span<const int64_t> perm) {
   for (size_t i = 0; i < perm.size(); ++i) {
@@ -192,10 +194,9 @@ absl::Status CheckDims(std::span<const int64_t> dims, int64_t rank,
   std::vector<bool> seen(rank, false);
   for (int64_t d : dims) {
     if (d < 0 || d >= rank || seen[d]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dot: ", what, " ", DimsToString(dims),
-                       " are not distinct dimensions of a rank-", rank,
-                       " operand"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dot: ", what, " ", DimsToString(dims),
+          " are not distinct dimensions of a rank-", rank, " operand"));
     }
     seen[d] = true;
   }
@@ -229,11 +230,11 @@ DotOperand<Acc> PrepareDotOperand(const hlo::Literal& literal,
   cols_first.insert(cols_first.end(), col_dims.begin(), col_dims.end());
   cols_first.insert(cols_first.end(), row_dims.begin(), row_dims.end());
   rows_first.insert(rows_first.end(), col_dims.begin(), col_dims.end());
-  constexpr PrimitiveType kAccType = std::is_same_v<Acc, float>
-                                         ? PrimitiveType::kF32
-                                         : (std::is_same_v<Acc, double>
-                                                ? PrimitiveType::kF64
-                                                : PrimitiveType::kS64);
+  constexpr PrimitiveType kAccType =
+      std::is_same_v<Acc, float>
+          ? PrimitiveType::kF32
+          : (std::is_same_v<Acc, double> ? PrimitiveType::kF64
+                                         : PrimitiveType::kS64);
   if (literal.shape().type() == kAccType) {
     if (IsIdentity(rows_first)) {
       operand.data = DataPtr<Acc>(literal);
@@ -284,8 +285,8 @@ void BatchedMatmul(const DotOperand<Acc>& lhs, const DotOperand<Acc>& rhs,
 }
 
 template <typename Acc>
-absl::StatusOr<Literal> DotWithAcc(const Instruction& instr,
-                                   const Literal& lhs, const Literal& rhs,
+absl::StatusOr<Literal> DotWithAcc(const Instruction& instr, const Literal& lhs,
+                                   const Literal& rhs,
                                    std::span<const int64_t> lhs_free,
                                    std::span<const int64_t> rhs_free,
                                    int64_t batch, int64_t m, int64_t k,
@@ -296,8 +297,7 @@ absl::StatusOr<Literal> DotWithAcc(const Instruction& instr,
   DotOperand<Acc> b = PrepareDotOperand<Acc>(
       rhs, dnums.rhs_batch_dims, dnums.rhs_contracting_dims, rhs_free);
   Literal result(Shape(instr.shape.type(), instr.shape.dims()));
-  if (instr.shape.type() == PrimitiveType::kF32 &&
-      std::is_same_v<Acc, float>) {
+  if (instr.shape.type() == PrimitiveType::kF32 && std::is_same_v<Acc, float>) {
     BatchedMatmul(a, b, batch, m, k, n, MutableDataPtr<Acc>(result));
     return result;
   }
@@ -355,8 +355,8 @@ absl::StatusOr<ConvGeometry> ComputeConvGeometry(const Instruction& instr,
                             instr.shape.ToString()));
   }
   if (static_cast<int64_t>(instr.window.size()) != g.spatial_rank) {
-    return bad(absl::StrCat("window has ", instr.window.size(),
-                            " dims for ", g.spatial_rank, " spatial dims"));
+    return bad(absl::StrCat("window has ", instr.window.size(), " dims for ",
+                            g.spatial_rank, " spatial dims"));
   }
   auto check_perm = [&](int64_t a, int64_t b, const std::vector<int64_t>& s,
                         const char* what) -> absl::Status {
@@ -496,9 +496,11 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
   std::unique_ptr<Acc[]> columns(new Acc[chunk_rows * patch]);
   // The innermost window dim reads consecutive input positions when it
   // is neither dilated nor reversed.
-  const hlo::WindowDimension inner = d > 0 ? instr.window[d - 1] : hlo::WindowDimension();
+  const hlo::WindowDimension inner =
+      d > 0 ? instr.window[d - 1] : hlo::WindowDimension();
   const bool inner_contiguous = d > 0 && inner.window_dilation == 1 &&
-                                inner.base_dilation == 1 && !inner.window_reversal;
+                                inner.base_dilation == 1 &&
+                                !inner.window_reversal;
   const int64_t inner_stride = d > 0 ? in_strides[d] : 0;
 
   // Per spatial dim and window position: the offset in the dilated, padded
@@ -539,7 +541,8 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
           int64_t offset = batch_offset;
           for (int64_t i = 0; i + 1 < d; ++i) {
             const hlo::WindowDimension& w = instr.window[i];
-            int64_t x = out_index[i] * w.stride + window_offset[i][win_index[i]];
+            int64_t x =
+                out_index[i] * w.stride + window_offset[i][win_index[i]];
             if (x < 0 || x % w.base_dilation != 0 ||
                 x / w.base_dilation >= g.input_spatial[i]) {
               valid = false;
@@ -554,7 +557,8 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
             CopyChannels(input + offset, cin_g, col);
           } else if (inner_contiguous) {
             // Input positions base .. base + inner_k - 1.
-            const int64_t base = out_index[d - 1] * inner.stride - inner.padding_low;
+            const int64_t base =
+                out_index[d - 1] * inner.stride - inner.padding_low;
             const int64_t lo = std::clamp<int64_t>(-base, 0, inner_k);
             const int64_t hi =
                 std::clamp<int64_t>(g.input_spatial[d - 1] - base, lo, inner_k);
@@ -571,13 +575,15 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
             std::fill(col + hi * cin_g, col + inner_k * cin_g, Acc{0});
           } else {
             for (int64_t k = 0; k < inner_k; ++k) {
-              int64_t x = out_index[d - 1] * inner.stride + window_offset[d - 1][k];
+              int64_t x =
+                  out_index[d - 1] * inner.stride + window_offset[d - 1][k];
               if (x < 0 || x % inner.base_dilation != 0 ||
                   x / inner.base_dilation >= g.input_spatial[d - 1]) {
                 std::fill(col + k * cin_g, col + (k + 1) * cin_g, Acc{0});
               } else {
-                CopyChannels(input + offset + x / inner.base_dilation * inner_stride,
-                             cin_g, col + k * cin_g);
+                CopyChannels(
+                    input + offset + x / inner.base_dilation * inner_stride,
+                    cin_g, col + k * cin_g);
               }
             }
           }
@@ -597,11 +603,11 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
 }
 
 template <typename Acc>
-constexpr PrimitiveType kAccPrimitiveType =
-    std::is_same_v<Acc, float>
-        ? PrimitiveType::kF32
-        : (std::is_same_v<Acc, double> ? PrimitiveType::kF64
-                                       : PrimitiveType::kS64);
+constexpr PrimitiveType kAccPrimitiveType = std::is_same_v<Acc, float>
+                                                ? PrimitiveType::kF32
+                                                : (std::is_same_v<Acc, double>
+                                                       ? PrimitiveType::kF64
+                                                       : PrimitiveType::kS64);
 
 // `literal` permuted by `perm` in Acc: in place when it already is, else
 // copied into `buffer`.
@@ -639,7 +645,8 @@ absl::StatusOr<Literal> ConvolutionWithAcc(const Instruction& instr,
   // Output dim j reads canonical dim out_perm[j].
   std::vector<int64_t> out_perm(sr + 2);
   out_perm[d.output_batch_dimension] = 0;
-  for (int64_t i = 0; i < sr; ++i) out_perm[d.output_spatial_dimensions[i]] = 1 + i;
+  for (int64_t i = 0; i < sr; ++i)
+    out_perm[d.output_spatial_dimensions[i]] = 1 + i;
   out_perm[d.output_feature_dimension] = sr + 1;
   Literal result(Shape(instr.shape.type(), instr.shape.dims()));
   if (instr.shape.type() == kAccPrimitiveType<Acc> && IsIdentity(out_perm)) {
@@ -667,16 +674,20 @@ absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
     return absl::InvalidArgumentError(
         absl::StrCat("dot ", instr.name, ": operands must be arrays"));
   }
-  CW_RETURN_IF_ERROR(CheckDims(dnums.lhs_batch_dims, ls.rank(), "lhs_batch_dims"));
-  CW_RETURN_IF_ERROR(CheckDims(dnums.rhs_batch_dims, rs.rank(), "rhs_batch_dims"));
+  CW_RETURN_IF_ERROR(
+      CheckDims(dnums.lhs_batch_dims, ls.rank(), "lhs_batch_dims"));
+  CW_RETURN_IF_ERROR(
+      CheckDims(dnums.rhs_batch_dims, rs.rank(), "rhs_batch_dims"));
   std::vector<int64_t> lhs_bc = dnums.lhs_batch_dims;
   lhs_bc.insert(lhs_bc.end(), dnums.lhs_contracting_dims.begin(),
                 dnums.lhs_contracting_dims.end());
   std::vector<int64_t> rhs_bc = dnums.rhs_batch_dims;
   rhs_bc.insert(rhs_bc.end(), dnums.rhs_contracting_dims.begin(),
                 dnums.rhs_contracting_dims.end());
-  CW_RETURN_IF_ERROR(CheckDims(lhs_bc, ls.rank(), "lhs batch+contracting dims"));
-  CW_RETURN_IF_ERROR(CheckDims(rhs_bc, rs.rank(), "rhs batch+contracting dims"));
+  CW_RETURN_IF_ERROR(
+      CheckDims(lhs_bc, ls.rank(), "lhs batch+contracting dims"));
+  CW_RETURN_IF_ERROR(
+      CheckDims(rhs_bc, rs.rank(), "rhs batch+contracting dims"));
   if (dnums.lhs_batch_dims.size() != dnums.rhs_batch_dims.size() ||
       dnums.lhs_contracting_dims.size() != dnums.rhs_contracting_dims.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -699,8 +710,8 @@ absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
     int64_t size = ls.dim(dnums.lhs_contracting_dims[i]);
     if (size != rs.dim(dnums.rhs_contracting_dims[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "dot ", instr.name, ": contracting dim sizes differ: ",
-          ls.ToString(), " vs ", rs.ToString()));
+          "dot ", instr.name, ": contracting dim sizes differ: ", ls.ToString(),
+          " vs ", rs.ToString()));
     }
     k *= size;
   }
@@ -726,14 +737,14 @@ absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
   }
   switch (ChooseAcc(ls.type(), rs.type(), instr.shape.type())) {
     case AccKind::kFloat:
-      return DotWithAcc<float>(instr, lhs, rhs, lhs_free, rhs_free, batch, m,
-                               k, n);
+      return DotWithAcc<float>(instr, lhs, rhs, lhs_free, rhs_free, batch, m, k,
+                               n);
     case AccKind::kDouble:
       return DotWithAcc<double>(instr, lhs, rhs, lhs_free, rhs_free, batch, m,
                                 k, n);
     case AccKind::kInt:
-      return DotWithAcc<int64_t>(instr, lhs, rhs, lhs_free, rhs_free, batch,
-                                 m, k, n);
+      return DotWithAcc<int64_t>(instr, lhs, rhs, lhs_free, rhs_free, batch, m,
+                                 k, n);
     case AccKind::kUnsupported:
       break;
   }
@@ -750,8 +761,8 @@ absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
     return absl::InvalidArgumentError(
         absl::StrCat("convolution ", instr.name, ": operands must be arrays"));
   }
-  CW_ASSIGN_OR_RETURN(ConvGeometry g,
-                      ComputeConvGeometry(instr, input.shape(), kernel.shape()));
+  CW_ASSIGN_OR_RETURN(ConvGeometry g, ComputeConvGeometry(instr, input.shape(),
+                                                          kernel.shape()));
   switch (ChooseAcc(input.shape().type(), kernel.shape().type(),
                     instr.shape.type())) {
     case AccKind::kFloat:
@@ -766,10 +777,10 @@ absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
     case AccKind::kUnsupported:
       break;
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "convolution ", instr.name, " of ", input.shape().ToString(), " and ",
-      kernel.shape().ToString(), " giving ", instr.shape.ToString(),
-      " is not supported"));
+  return absl::UnimplementedError(
+      absl::StrCat("convolution ", instr.name, " of ", input.shape().ToString(),
+                   " and ", kernel.shape().ToString(), " giving ",
+                   instr.shape.ToString(), " is not supported"));
 }
 
 }  // namespace causeway::exec

@@ -24,7 +24,8 @@ Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed,
     using E = decltype(tag);
     auto data = literal.mutable_data<E>();
     for (size_t i = 0; i < data.size(); ++i) {
-      float v = static_cast<float>((static_cast<int64_t>(i) * 7 + seed) % 11 - 5);
+      float v =
+          static_cast<float>((static_cast<int64_t>(i) * 7 + seed) % 11 - 5);
       if constexpr (std::is_same_v<E, hlo::BF16> ||
                     std::is_same_v<E, hlo::F16>) {
         data[i] = E(v / scale);
@@ -64,7 +65,8 @@ TEST(DotTest, MultipliesMatrices) {
   float b[] = {7, 8, 9, 10, 11, 12};
   std::copy(a, a + 6, lhs.mutable_data<float>().begin());
   std::copy(b, b + 6, rhs.mutable_data<float>().begin());
-  Instruction dot = DotInstr(Shape(PrimitiveType::kF32, {2, 2}), {}, {1}, {}, {0});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kF32, {2, 2}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAreArray({58.0, 64.0, 139.0, 154.0}));
@@ -79,10 +81,10 @@ TEST(DotTest, HandlesBatchAndContractingDimsInAnyPosition) {
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result),
-              ElementsAreArray({0,   9,  18, -17, -8, 7,  -5, -17, 4,  -8,
-                                3,   3,  3,  -8,  -8, -1, 11, 23,  -20, -8,
-                                -17, 18, 9,  0,   -9, -5, -2, 1,   4,  7,
-                                40,  0,  4,  8,   12, -14, 13, 7,  1,  -5}));
+              ElementsAreArray({0,   9,  18, -17, -8, 7,   -5, -17, 4,   -8,
+                                3,   3,  3,  -8,  -8, -1,  11, 23,  -20, -8,
+                                -17, 18, 9,  0,   -9, -5,  -2, 1,   4,   7,
+                                40,  0,  4,  8,   12, -14, 13, 7,   1,   -5}));
 }
 
 TEST(DotTest, ContractsSeveralDimsInTheirListedOrder) {
@@ -101,7 +103,8 @@ TEST(DotTest, ContractsSeveralDimsInTheirListedOrder) {
 TEST(DotTest, ReadsATransposedRhsInPlace) {
   Literal lhs = Fill(PrimitiveType::kF32, {2, 3}, 1);
   Literal rhs = Fill(PrimitiveType::kF32, {4, 3}, 2);
-  Instruction dot = DotInstr(Shape(PrimitiveType::kF32, {2, 4}), {}, {1}, {}, {1});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kF32, {2, 4}), {}, {1}, {}, {1});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result),
@@ -111,7 +114,8 @@ TEST(DotTest, ReadsATransposedRhsInPlace) {
 TEST(DotTest, AccumulatesBf16InFloatAndRoundsTheResult) {
   Literal lhs = Fill(PrimitiveType::kBF16, {2, 8}, 1, 3.0f);
   Literal rhs = Fill(PrimitiveType::kBF16, {8, 2}, 2, 7.0f);
-  Instruction dot = DotInstr(Shape(PrimitiveType::kBF16, {2, 2}), {}, {1}, {}, {0});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kBF16, {2, 2}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAreArray({2.09375, -0.8515625,
@@ -125,12 +129,14 @@ TEST(DotTest, MultipliesS8IntoS32WithWraparound) {
   lhs.mutable_data<int8_t>()[1] = 100;
   rhs.mutable_data<int8_t>()[0] = 127;
   rhs.mutable_data<int8_t>()[1] = -3;
-  Instruction dot = DotInstr(Shape(PrimitiveType::kS32, {1, 1}), {}, {1}, {}, {0});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kS32, {1, 1}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->data<int32_t>()[0], -128 * 127 + 100 * -3);
 
-  Instruction wrap = DotInstr(Shape(PrimitiveType::kS8, {1, 1}), {}, {1}, {}, {0});
+  Instruction wrap =
+      DotInstr(Shape(PrimitiveType::kS8, {1, 1}), {}, {1}, {}, {0});
   result = EvalDot(wrap, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->data<int8_t>()[0],
@@ -140,20 +146,25 @@ TEST(DotTest, MultipliesS8IntoS32WithWraparound) {
 TEST(DotTest, MultipliesF64) {
   Literal lhs = Fill(PrimitiveType::kF64, {2, 3}, 1, 3.0f);
   Literal rhs = Fill(PrimitiveType::kF64, {3, 1}, 2);
-  Instruction dot = DotInstr(Shape(PrimitiveType::kF64, {2, 1}), {}, {1}, {}, {0});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kF64, {2, 1}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
   // Fill divides in float: lhs = {-4/3, 1, -1/3, ...} as f32 values.
-  const double l[] = {-4 / 3.0f, 3 / 3.0f, -1 / 3.0f, -5 / 3.0f, 2 / 3.0f, -2 / 3.0f};
+  const double l[] = {-4 / 3.0f, 3 / 3.0f, -1 / 3.0f,
+                      -5 / 3.0f, 2 / 3.0f, -2 / 3.0f};
   const double r[] = {-3, 4, 0};
-  EXPECT_DOUBLE_EQ(result->data<double>()[0], l[0] * r[0] + l[1] * r[1] + l[2] * r[2]);
-  EXPECT_DOUBLE_EQ(result->data<double>()[1], l[3] * r[0] + l[4] * r[1] + l[5] * r[2]);
+  EXPECT_DOUBLE_EQ(result->data<double>()[0],
+                   l[0] * r[0] + l[1] * r[1] + l[2] * r[2]);
+  EXPECT_DOUBLE_EQ(result->data<double>()[1],
+                   l[3] * r[0] + l[4] * r[1] + l[5] * r[2]);
 }
 
 TEST(DotTest, RejectsMismatchedContractingSizes) {
   Literal lhs = Fill(PrimitiveType::kF32, {2, 3}, 1);
   Literal rhs = Fill(PrimitiveType::kF32, {4, 2}, 2);
-  Instruction dot = DotInstr(Shape(PrimitiveType::kF32, {2, 2}), {}, {1}, {}, {0});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kF32, {2, 2}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -161,7 +172,8 @@ TEST(DotTest, RejectsMismatchedContractingSizes) {
 TEST(DotTest, RejectsAResultShapeThatDoesNotMatch) {
   Literal lhs = Fill(PrimitiveType::kF32, {2, 3}, 1);
   Literal rhs = Fill(PrimitiveType::kF32, {3, 2}, 2);
-  Instruction dot = DotInstr(Shape(PrimitiveType::kF32, {2, 3}), {}, {1}, {}, {0});
+  Instruction dot =
+      DotInstr(Shape(PrimitiveType::kF32, {2, 3}), {}, {1}, {}, {0});
   EXPECT_EQ(EvalDot(dot, lhs, rhs).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -179,15 +191,24 @@ hlo::ConvolutionDimensionNumbers Labels(const std::string& text) {
   d.kernel_spatial_dimensions.resize(spatial);
   d.output_spatial_dimensions.resize(spatial);
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == 'b') d.input_batch_dimension = i;
-    else if (in[i] == 'f') d.input_feature_dimension = i;
-    else d.input_spatial_dimensions[in[i] - '0'] = i;
-    if (k[i] == 'i') d.kernel_input_feature_dimension = i;
-    else if (k[i] == 'o') d.kernel_output_feature_dimension = i;
-    else d.kernel_spatial_dimensions[k[i] - '0'] = i;
-    if (out[i] == 'b') d.output_batch_dimension = i;
-    else if (out[i] == 'f') d.output_feature_dimension = i;
-    else d.output_spatial_dimensions[out[i] - '0'] = i;
+    if (in[i] == 'b')
+      d.input_batch_dimension = i;
+    else if (in[i] == 'f')
+      d.input_feature_dimension = i;
+    else
+      d.input_spatial_dimensions[in[i] - '0'] = i;
+    if (k[i] == 'i')
+      d.kernel_input_feature_dimension = i;
+    else if (k[i] == 'o')
+      d.kernel_output_feature_dimension = i;
+    else
+      d.kernel_spatial_dimensions[k[i] - '0'] = i;
+    if (out[i] == 'b')
+      d.output_batch_dimension = i;
+    else if (out[i] == 'f')
+      d.output_feature_dimension = i;
+    else
+      d.output_spatial_dimensions[out[i] - '0'] = i;
   }
   return d;
 }
@@ -198,8 +219,8 @@ struct WindowSpec {
 };
 
 Instruction ConvInstr(Shape shape, const std::string& labels,
-                      std::vector<WindowSpec> window, int64_t feature_groups = 1,
-                      int64_t batch_groups = 1) {
+                      std::vector<WindowSpec> window,
+                      int64_t feature_groups = 1, int64_t batch_groups = 1) {
   Instruction instr;
   instr.name = "conv";
   instr.opcode = hlo::Opcode::kConvolution;
@@ -234,13 +255,12 @@ TEST(ConvolutionTest, ComputesAPaddedNhwcConvolution) {
                                "b01f_01io->b01f", {{3, 1, 1, 1}, {3, 1, 1, 1}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 4, 4, 2}, {3, 3, 2, 3});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Values(*result),
-      ElementsAreArray({30,  -18, 0,   -23, -2,  19,  -36, -16, 4,   37,
-                        -16, 8,   11,  -30, 17,  10,  -22, 23,  26,  20,
-                        -41, 2,   36,  -40, -39, -40, 36,  52,  -41, 20,
-                        -31, 23,  -22, 31,  17,  -30, -23, 8,   -16, 2,
-                        4,   -16, -15, 19,  -2,  7,   0,   -18}));
+  EXPECT_THAT(Values(*result),
+              ElementsAreArray({30,  -18, 0,   -23, -2,  19,  -36, -16, 4,   37,
+                                -16, 8,   11,  -30, 17,  10,  -22, 23,  26,  20,
+                                -41, 2,   36,  -40, -39, -40, 36,  52,  -41, 20,
+                                -31, 23,  -22, 31,  17,  -30, -23, 8,   -16, 2,
+                                4,   -16, -15, 19,  -2,  7,   0,   -18}));
 }
 
 TEST(ConvolutionTest, AppliesWindowStrides) {
@@ -249,10 +269,10 @@ TEST(ConvolutionTest, AppliesWindowStrides) {
   absl::StatusOr<Literal> result = Conv(conv, {2, 5, 5, 2}, {3, 3, 2, 2});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result),
-              ElementsAreArray({29,  -1,  15,  -37, 51,  41,  13,  -67, -100,
-                                61,  50,  -77, -65, 27,  65,  20,  -12, -43,
-                                0,   -43, -72, 38,  41,  51,  -29, 9,   88,
-                                41,  53,  -110, -37, 9,  47,  -67, -75, 46}));
+              ElementsAreArray({29, -1,  15,   -37, 51, 41, 13,  -67, -100,
+                                61, 50,  -77,  -65, 27, 65, 20,  -12, -43,
+                                0,  -43, -72,  38,  41, 51, -29, 9,   88,
+                                41, 53,  -110, -37, 9,  47, -67, -75, 46}));
 }
 
 TEST(ConvolutionTest, DilatesTheInputAsInTheInputGradient) {
@@ -274,18 +294,19 @@ TEST(ConvolutionTest, DilatesTheWindow) {
                 {{2, 1, 0, 1, 1, 2}, {2, 1, 0, 1, 1, 2}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 6, 6, 1}, {2, 2, 1, 2});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
-              ElementsAreArray({39,  -32, -23, 36,  -8,  -17, -4,  -4,  -12,
-                                10,  -25, 46,  -10, -7,  38,  -27, -24, 41,
-                                -16, 0,   -23, 36,  -8,  -17, -4,  -4,  -11,
-                                -2,  24,  -10, -10, -7,  38,  -27, -24, 41,
-                                -9,  -12, 20,  -20, 4,   -11, 8,   -19, 1,
-                                -5,  5,   -13, -10, 25}));
+  EXPECT_THAT(
+      Values(*result),
+      ElementsAreArray({39,  -32, -23, 36,  -8,  -17, -4,  -4,  -12, 10,
+                        -25, 46,  -10, -7,  38,  -27, -24, 41,  -16, 0,
+                        -23, 36,  -8,  -17, -4,  -4,  -11, -2,  24,  -10,
+                        -10, -7,  38,  -27, -24, 41,  -9,  -12, 20,  -20,
+                        4,   -11, 8,   -19, 1,   -5,  5,   -13, -10, 25}));
 }
 
 TEST(ConvolutionTest, CropsWithNegativePadding) {
-  Instruction conv = ConvInstr(Shape(PrimitiveType::kF32, {1, 3, 2, 1}),
-                               "b01f_01io->b01f", {{2, 1, -1, 0}, {2, 1, 0, -2}});
+  Instruction conv =
+      ConvInstr(Shape(PrimitiveType::kF32, {1, 3, 2, 1}), "b01f_01io->b01f",
+                {{2, 1, -1, 0}, {2, 1, 0, -2}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 5, 5, 1}, {2, 2, 1, 1});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Values(*result), ElementsAreArray({41, -18, -12, 6, -10, 41}));
@@ -297,15 +318,14 @@ TEST(ConvolutionTest, ComputesADepthwiseConvolutionWithFeatureGroups) {
                 {{2, 1, 0, 0}, {2, 1, 0, 0}}, /*feature_groups=*/4);
   absl::StatusOr<Literal> result = Conv(conv, {1, 4, 4, 4}, {2, 2, 1, 8});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Values(*result),
-      ElementsAreArray(
-          {10,  -34, 14,  -10, 32,  -5,  20,  -41, -2,  12,  -14, -2,
-           32,  -2,  4,   12,  8,   -41, -9,  -5,  -23, -10, 10,  -34,
-           -5,  -15, 1,   -11, -23, -4,  0,   -27, -6,  42,  -16, 8,
-           -12, 10,  -16, 26,  -7,  -22, 0,   16,  -23, 2,   1,   35,
-           2,   26,  10,  10,  -23, 8,   -9,  42,  12,  -27, 4,   -4,
-           32,  -11, -14, -15, 0,   19,  20,  4,   32,  -8,  14,  5}));
+  EXPECT_THAT(Values(*result),
+              ElementsAreArray(
+                  {10,  -34, 14,  -10, 32,  -5,  20, -41, -2,  12,  -14, -2,
+                   32,  -2,  4,   12,  8,   -41, -9, -5,  -23, -10, 10,  -34,
+                   -5,  -15, 1,   -11, -23, -4,  0,  -27, -6,  42,  -16, 8,
+                   -12, 10,  -16, 26,  -7,  -22, 0,  16,  -23, 2,   1,   35,
+                   2,   26,  10,  10,  -23, 8,   -9, 42,  12,  -27, 4,   -4,
+                   32,  -11, -14, -15, 0,   19,  20, 4,   32,  -8,  14,  5}));
 }
 
 TEST(ConvolutionTest, SplitsTheBatchIntoBatchGroupsAsInAGroupedWeightGradient) {
@@ -314,13 +334,12 @@ TEST(ConvolutionTest, SplitsTheBatchIntoBatchGroupsAsInAGroupedWeightGradient) {
                 {{2, 1, 0, 0}, {2, 1, 0, 0}}, 1, /*batch_groups=*/2);
   absl::StatusOr<Literal> result = Conv(conv, {2, 3, 3, 4}, {2, 2, 2, 6});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Values(*result),
-      ElementsAreArray({12,  3,   -17, -68, 47, 8,  3,  12,  -23, -12,
-                        -33, 1,   9,   6,   -19, -42, 2,  2,   0,   15,
-                        -25, 47,  -45, 28,  3,   12,  -23, -12, -33, 1,
-                        -61, 10,  4,   44,  -36, 27,  0,   15,  -25, 47,
-                        -45, 28,  13,  13,  46,  -18, 29,  -34}));
+  EXPECT_THAT(Values(*result),
+              ElementsAreArray({12,  3,  -17, -68, 47,  8,   3,   12,  -23, -12,
+                                -33, 1,  9,   6,   -19, -42, 2,   2,   0,   15,
+                                -25, 47, -45, 28,  3,   12,  -23, -12, -33, 1,
+                                -61, 10, 4,   44,  -36, 27,  0,   15,  -25, 47,
+                                -45, 28, 13,  13,  46,  -18, 29,  -34}));
 }
 
 TEST(ConvolutionTest, HonoursNchwDimLabels) {
@@ -330,12 +349,12 @@ TEST(ConvolutionTest, HonoursNchwDimLabels) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(
       Values(*result),
-      ElementsAreArray({18,  9,   13,  -4,  -21, -38, 11,  5,   -7,  -22, -27,
-                        -12, 47,  18,  22,  -29, -43, 24,  -1,  13,  -6,  41,
-                        -33, -41, 20,  15,  -30, -17, 7,   9,   -22, 13,  -22,
-                        13,  -21, -38, 11,  5,   -23, 37,  18,  3,   47,  18,
-                        22,  -29, 52,  -54, -19, 4,   -6,  41,  -33, -41, -5,
-                        53,  -23, 5,   7,   9,   -22, 13,  4,   -16}));
+      ElementsAreArray({18,  9,   13,  -4,  -21, -38, 11, 5,  -7,  -22, -27,
+                        -12, 47,  18,  22,  -29, -43, 24, -1, 13,  -6,  41,
+                        -33, -41, 20,  15,  -30, -17, 7,  9,  -22, 13,  -22,
+                        13,  -21, -38, 11,  5,   -23, 37, 18, 3,   47,  18,
+                        22,  -29, 52,  -54, -19, 4,   -6, 41, -33, -41, -5,
+                        53,  -23, 5,   7,   9,   -22, 13, 4,  -16}));
 }
 
 TEST(ConvolutionTest, ReversesTheWindow) {
@@ -349,8 +368,9 @@ TEST(ConvolutionTest, ReversesTheWindow) {
 }
 
 TEST(ConvolutionTest, ComputesBf16InFloat) {
-  Instruction conv = ConvInstr(Shape(PrimitiveType::kBF16, {1, 3, 2, 1}),
-                               "b01f_01io->b01f", {{2, 1, -1, 0}, {2, 1, 0, -2}});
+  Instruction conv =
+      ConvInstr(Shape(PrimitiveType::kBF16, {1, 3, 2, 1}), "b01f_01io->b01f",
+                {{2, 1, -1, 0}, {2, 1, 0, -2}});
   absl::StatusOr<Literal> result =
       Conv(conv, {1, 5, 5, 1}, {2, 2, 1, 1}, PrimitiveType::kBF16);
   ASSERT_TRUE(result.ok()) << result.status();

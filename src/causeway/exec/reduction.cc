@@ -82,9 +82,10 @@ absl::StatusOr<VariadicOperands> SplitVariadic(
                                          operands[0]->shape().ToString()));
     }
     if (init->shape().type() != input->shape().type()) {
-      return Invalid(instr, absl::StrCat("init value ", init->shape().ToString(),
-                                         " does not match input ",
-                                         input->shape().ToString()));
+      return Invalid(
+          instr,
+          absl::StrCat("init value ", init->shape().ToString(),
+                       " does not match input ", input->shape().ToString()));
     }
     v.inputs.push_back(input);
     v.inits.push_back(init);
@@ -235,13 +236,13 @@ template <typename E, typename Fn>
 bool WithTypedReducer(Opcode op, Fn&& fn) {
   using C = ComputeType<E>;
   switch (op) {
-#define CW_REDUCER_CASE(k)                                    \
-  case Opcode::k:                                             \
-    if constexpr (kBinarySupported<Opcode::k, C>) {           \
-      fn(std::integral_constant<Opcode, Opcode::k>{});        \
-      return true;                                            \
-    } else {                                                  \
-      return false;                                           \
+#define CW_REDUCER_CASE(k)                             \
+  case Opcode::k:                                      \
+    if constexpr (kBinarySupported<Opcode::k, C>) {    \
+      fn(std::integral_constant<Opcode, Opcode::k>{}); \
+      return true;                                     \
+    } else {                                           \
+      return false;                                    \
     }
     CW_REDUCER_CASE(kAdd)
     CW_REDUCER_CASE(kMultiply)
@@ -275,10 +276,18 @@ void GatherColumn(const void* data, int64_t width, const int64_t* base,
     for (int64_t i = 0; i < count; ++i) column[i] = typed[base[i]];
   };
   switch (width) {
-    case 1: gather(uint8_t{}); break;
-    case 2: gather(uint16_t{}); break;
-    case 4: gather(uint32_t{}); break;
-    default: gather(uint64_t{}); break;
+    case 1:
+      gather(uint8_t{});
+      break;
+    case 2:
+      gather(uint16_t{});
+      break;
+    case 4:
+      gather(uint32_t{});
+      break;
+    default:
+      gather(uint64_t{});
+      break;
   }
 }
 
@@ -352,9 +361,9 @@ absl::StatusOr<WindowGeometry> ComputeWindowGeometry(
   WindowGeometry g;
   g.in_dims = in_dims;
   if (instr.window.size() != in_dims.size()) {
-    return Invalid(instr, absl::StrCat("window has ", instr.window.size(),
-                                       " dims for a rank-", in_dims.size(),
-                                       " input"));
+    return Invalid(instr,
+                   absl::StrCat("window has ", instr.window.size(),
+                                " dims for a rank-", in_dims.size(), " input"));
   }
   for (size_t i = 0; i < in_dims.size(); ++i) {
     const hlo::WindowDimension& w = instr.window[i];
@@ -541,7 +550,7 @@ void ReduceWindowTyped(const Instruction& instr, const WindowGeometry& g,
 
 // How a comparator orders elements, when it does so by a key per element.
 struct SortKeyOrder {
-  int64_t operand = 0;     // Which operand the key comes from.
+  int64_t operand = 0;      // Which operand the key comes from.
   bool descending = false;  // GT instead of LT.
   // The key computation (identity when the comparator compares the
   // parameters directly).
@@ -552,8 +561,8 @@ struct SortKeyOrder {
 
 // True when `a` (reading parameter pa) and `b` (reading parameter pb)
 // compute the same function of their parameter.
-bool Mirrored(const hlo::Instruction* a, const hlo::Instruction* b,
-              int64_t pa, int64_t pb, int depth = 0) {
+bool Mirrored(const hlo::Instruction* a, const hlo::Instruction* b, int64_t pa,
+              int64_t pb, int depth = 0) {
   if (depth > 64) return false;
   if (a->opcode != b->opcode || !(a->shape == b->shape) ||
       a->operand_count() != b->operand_count()) {
@@ -603,9 +612,8 @@ std::optional<SortKeyOrder> MatchKeyComparator(const hlo::Computation& c) {
       if (!Mirrored(root->operand(0), root->operand(1), pa, pb)) continue;
       SortKeyOrder order;
       order.operand = k;
-      order.descending =
-          (root->comparison_direction == hlo::ComparisonDirection::kGt) !=
-          (swapped == 1);
+      order.descending = (root->comparison_direction ==
+                          hlo::ComparisonDirection::kGt) != (swapped == 1);
       order.key_type = root->operand(0)->shape.type();
       order.comparison = root->comparison_type;
       if (root->operand(0)->opcode != Opcode::kParameter) {
@@ -631,10 +639,9 @@ absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
   std::vector<bool> reduced(rank, false);
   for (int64_t d : instr.dimensions) {
     if (d < 0 || d >= rank || reduced[d]) {
-      return Invalid(instr, absl::StrCat("dimensions ",
-                                         DimsToString(instr.dimensions),
-                                         " are not distinct dims of rank ",
-                                         rank));
+      return Invalid(instr,
+                     absl::StrCat("dimensions ", DimsToString(instr.dimensions),
+                                  " are not distinct dims of rank ", rank));
     }
     reduced[d] = true;
   }
@@ -645,9 +652,9 @@ absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
   std::vector<Shape> result_shapes = ResultShapes(instr.shape);
   for (const Shape& s : result_shapes) {
     if (s.dims() != out_dims) {
-      return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
-                                         " should have dims ",
-                                         DimsToString(out_dims)));
+      return Invalid(
+          instr, absl::StrCat("result ", instr.shape.ToString(),
+                              " should have dims ", DimsToString(out_dims)));
     }
   }
   const size_t n = v.inputs.size();
@@ -663,8 +670,8 @@ absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
     bool done = hlo::VisitType(v.types[0], [&](auto tag) {
       using E = decltype(tag);
       return WithTypedReducer<E>(*binary, [&](auto op) {
-        ReduceTyped<E, decltype(op)::value>(
-            loops, DataPtr<E>(*v.inputs[0]), MutableDataPtr<E>(results[0]));
+        ReduceTyped<E, decltype(op)::value>(loops, DataPtr<E>(*v.inputs[0]),
+                                            MutableDataPtr<E>(results[0]));
       });
     });
     if (done) return PackResults(std::move(results), false);
@@ -710,14 +717,15 @@ absl::StatusOr<Literal> EvalReduceWindow(
   CW_ASSIGN_OR_RETURN(VariadicOperands v, SplitVariadic(instr, operands));
   const hlo::Computation* reducer = instr.to_apply();
   if (reducer == nullptr) return Invalid(instr, "has no to_apply computation");
-  CW_ASSIGN_OR_RETURN(WindowGeometry g,
-                      ComputeWindowGeometry(instr, v.inputs[0]->shape().dims()));
+  CW_ASSIGN_OR_RETURN(
+      WindowGeometry g,
+      ComputeWindowGeometry(instr, v.inputs[0]->shape().dims()));
   std::vector<Shape> result_shapes = ResultShapes(instr.shape);
   for (const Shape& s : result_shapes) {
     if (s.dims() != g.out_dims) {
-      return Invalid(instr, absl::StrCat("result ", instr.shape.ToString(),
-                                         " should have dims ",
-                                         DimsToString(g.out_dims)));
+      return Invalid(
+          instr, absl::StrCat("result ", instr.shape.ToString(),
+                              " should have dims ", DimsToString(g.out_dims)));
     }
   }
   const size_t n = v.inputs.size();
@@ -726,7 +734,8 @@ absl::StatusOr<Literal> EvalReduceWindow(
     results.push_back(FilledWith(result_shapes[i], *v.inits[i]));
   }
   const int64_t out_count = result_shapes[0].ElementCount();
-  if (out_count == 0) return PackResults(std::move(results), instr.shape.IsTuple());
+  if (out_count == 0)
+    return PackResults(std::move(results), instr.shape.IsTuple());
 
   std::optional<Opcode> binary = MatchBinaryReducer(*reducer);
   if (n == 1 && binary.has_value() &&
@@ -758,13 +767,13 @@ absl::StatusOr<Literal> EvalReduceWindow(
   do {
     for (size_t k = 0; k < n; ++k) acc[k] = LoadBits(out[k], widths[k], o);
     walker.ForEach([&](int64_t offset) {
-          if (!status.ok()) return;
-          for (size_t k = 0; k < n; ++k) {
-            args[k] = acc[k];
-            args[n + k] = LoadBits(in[k], widths[k], offset);
-          }
-          status = f.Call(args, acc);
-        });
+      if (!status.ok()) return;
+      for (size_t k = 0; k < n; ++k) {
+        args[k] = acc[k];
+        args[n + k] = LoadBits(in[k], widths[k], offset);
+      }
+      status = f.Call(args, acc);
+    });
     CW_RETURN_IF_ERROR(status);
     for (size_t k = 0; k < n; ++k) StoreBits(out[k], widths[k], o, acc[k]);
     ++o;
@@ -796,17 +805,19 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
   CW_ASSIGN_OR_RETURN(WindowGeometry g,
                       ComputeWindowGeometry(instr, operand.shape().dims()));
   if (source.shape().dims() != g.out_dims) {
-    return Invalid(instr, absl::StrCat("source ", source.shape().ToString(),
-                                       " should have dims ",
-                                       DimsToString(g.out_dims)));
+    return Invalid(
+        instr, absl::StrCat("source ", source.shape().ToString(),
+                            " should have dims ", DimsToString(g.out_dims)));
   }
   ScalarFunction select(*instr.called_computations[0], run);
   ScalarFunction scatter(*instr.called_computations[1], run);
   const PrimitiveType pair[] = {type, type};
   const PrimitiveType pred[] = {PrimitiveType::kPred};
   const PrimitiveType one[] = {type};
-  CW_RETURN_IF_ERROR(select.CheckSignature(pair, pred, "select-and-scatter select"));
-  CW_RETURN_IF_ERROR(scatter.CheckSignature(pair, one, "select-and-scatter scatter"));
+  CW_RETURN_IF_ERROR(
+      select.CheckSignature(pair, pred, "select-and-scatter select"));
+  CW_RETURN_IF_ERROR(
+      scatter.CheckSignature(pair, one, "select-and-scatter scatter"));
 
   Literal result = FilledWith(instr.shape, init_value);
   const int64_t width = hlo::ByteWidth(type);
@@ -819,7 +830,8 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
   // max-pool gradient: GE and add).
   const hlo::Computation& select_c = *instr.called_computations[0];
   const hlo::Instruction* select_root = select_c.root();
-  std::optional<Opcode> scatter_op = MatchBinaryReducer(*instr.called_computations[1]);
+  std::optional<Opcode> scatter_op =
+      MatchBinaryReducer(*instr.called_computations[1]);
   if (scatter_op.has_value() && select_root != nullptr &&
       select_c.parameter_count() == 2 &&
       select_root->opcode == Opcode::kCompare &&
@@ -827,7 +839,8 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
       select_root->operand(0) == select_c.parameter(0) &&
       select_root->operand(1) == select_c.parameter(1) &&
       type != PrimitiveType::kPred) {
-    const hlo::ComparisonDirection direction = select_root->comparison_direction;
+    const hlo::ComparisonDirection direction =
+        select_root->comparison_direction;
     const hlo::ComparisonType comparison = select_root->comparison_type;
     bool done = hlo::VisitType(type, [&](auto tag) {
       using E = decltype(tag);
@@ -842,16 +855,23 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
         // keep(a, b): the select computation's verdict.
         auto keep = [&](E a, E b) {
           if (total) {
-            return CompareBits(type, comparison, direction, ToBits(a), ToBits(b));
+            return CompareBits(type, comparison, direction, ToBits(a),
+                               ToBits(b));
           }
           const auto ca = ToCompute(a), cb = ToCompute(b);
           switch (direction) {
-            case hlo::ComparisonDirection::kGe: return ca >= cb;
-            case hlo::ComparisonDirection::kGt: return ca > cb;
-            case hlo::ComparisonDirection::kLe: return ca <= cb;
-            case hlo::ComparisonDirection::kLt: return ca < cb;
-            case hlo::ComparisonDirection::kEq: return ca == cb;
-            case hlo::ComparisonDirection::kNe: return ca != cb;
+            case hlo::ComparisonDirection::kGe:
+              return ca >= cb;
+            case hlo::ComparisonDirection::kGt:
+              return ca > cb;
+            case hlo::ComparisonDirection::kLe:
+              return ca <= cb;
+            case hlo::ComparisonDirection::kLt:
+              return ca < cb;
+            case hlo::ComparisonDirection::kEq:
+              return ca == cb;
+            case hlo::ComparisonDirection::kNe:
+              return ca != cb;
           }
           return false;
         };
@@ -885,21 +905,21 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
     int64_t selected = -1;
     uint64_t selected_bits = 0;
     walker.ForEach([&](int64_t offset) {
-          if (!status.ok()) return;
-          const uint64_t current = LoadBits(in, width, offset);
-          if (selected < 0) {
-            selected = offset;
-            selected_bits = current;
-            return;
-          }
-          args[0] = selected_bits;
-          args[1] = current;
-          status = select.Call(args, std::span<uint64_t>(&verdict, 1));
-          if ((verdict & 1) == 0) {
-            selected = offset;
-            selected_bits = current;
-          }
-        });
+      if (!status.ok()) return;
+      const uint64_t current = LoadBits(in, width, offset);
+      if (selected < 0) {
+        selected = offset;
+        selected_bits = current;
+        return;
+      }
+      args[0] = selected_bits;
+      args[1] = current;
+      status = select.Call(args, std::span<uint64_t>(&verdict, 1));
+      if ((verdict & 1) == 0) {
+        selected = offset;
+        selected_bits = current;
+      }
+    });
     CW_RETURN_IF_ERROR(status);
     if (selected >= 0) {
       args[0] = LoadBits(out, width, selected);
@@ -940,7 +960,8 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
   for (size_t i = 0; i < n; ++i) {
     const Shape& s = operands[i]->shape();
     if (!s.IsArray() || s.dims() != dims || !result_shapes[i].IsArray() ||
-        result_shapes[i].type() != s.type() || result_shapes[i].dims() != dims) {
+        result_shapes[i].type() != s.type() ||
+        result_shapes[i].dims() != dims) {
       return Invalid(instr, absl::StrCat("operand ", i, " ", s.ToString(),
                                          " does not match the result ",
                                          instr.shape.ToString()));
@@ -968,7 +989,8 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
 
   std::optional<SortKeyOrder> key_order = MatchKeyComparator(*comparator);
   if (key_order.has_value()) {
-    bool params_ok = comparator->parameter_count() == static_cast<int64_t>(2 * n);
+    bool params_ok =
+        comparator->parameter_count() == static_cast<int64_t>(2 * n);
     for (int64_t i = 0; params_ok && i < comparator->parameter_count(); ++i) {
       params_ok = comparator->parameter(i) != nullptr &&
                   comparator->parameter(i)->shape.IsArray() &&
@@ -993,11 +1015,11 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
   }
   // Floats compared without total order use their values (NaN is
   // unordered: a merge sort stays well-defined on such a comparator).
-  const bool float_keys = key_order.has_value() &&
-                          hlo::IsFloating(key_order->key_type) &&
-                          key_order->comparison != hlo::ComparisonType::kTotalOrder &&
-                          key_order->comparison != hlo::ComparisonType::kSigned &&
-                          key_order->comparison != hlo::ComparisonType::kUnsigned;
+  const bool float_keys =
+      key_order.has_value() && hlo::IsFloating(key_order->key_type) &&
+      key_order->comparison != hlo::ComparisonType::kTotalOrder &&
+      key_order->comparison != hlo::ComparisonType::kSigned &&
+      key_order->comparison != hlo::ComparisonType::kUnsigned;
   std::vector<double> float_values(float_keys ? length : 0);
   absl::Status status;
   for (int64_t o = 0; o < outer; ++o) {
@@ -1017,14 +1039,15 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
             bits = key_order->key->Run1(frame, args);
           }
           if (float_keys) {
-            float_values[j] = hlo::VisitType(key_order->key_type, [&](auto tag) {
-              using E = decltype(tag);
-              if constexpr (kIsFloat<E>) {
-                return static_cast<double>(ToCompute(BitsTo<E>(bits)));
-              } else {
-                return 0.0;
-              }
-            });
+            float_values[j] =
+                hlo::VisitType(key_order->key_type, [&](auto tag) {
+                  using E = decltype(tag);
+                  if constexpr (kIsFloat<E>) {
+                    return static_cast<double>(ToCompute(BitsTo<E>(bits)));
+                  } else {
+                    return 0.0;
+                  }
+                });
           } else {
             const PrimitiveType kt = key_order->key_type;
             const bool as_signed =

@@ -27,8 +27,10 @@ Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed) {
     using E = decltype(tag);
     auto data = literal.mutable_data<E>();
     for (size_t i = 0; i < data.size(); ++i) {
-      float v = static_cast<float>((static_cast<int64_t>(i) * 7 + seed) % 11 - 5);
-      if constexpr (std::is_same_v<E, hlo::BF16> || std::is_same_v<E, hlo::F16>) {
+      float v =
+          static_cast<float>((static_cast<int64_t>(i) * 7 + seed) % 11 - 5);
+      if constexpr (std::is_same_v<E, hlo::BF16> ||
+                    std::is_same_v<E, hlo::F16>) {
         data[i] = E(v);
       } else {
         data[i] = static_cast<E>(v);
@@ -39,7 +41,8 @@ Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed) {
 }
 
 template <typename T>
-Literal Array(PrimitiveType type, std::vector<int64_t> dims, std::vector<T> values) {
+Literal Array(PrimitiveType type, std::vector<int64_t> dims,
+              std::vector<T> values) {
   Literal literal{Shape(type, std::move(dims))};
   std::copy(values.begin(), values.end(), literal.mutable_data<T>().begin());
   return literal;
@@ -169,7 +172,8 @@ class ReductionTest : public ::testing::Test {
     std::string text = std::string("HloModule test\n") + kComputations +
                        "ENTRY %main (" + params + ") -> f32[] {\n" + body +
                        "\n}\n";
-    absl::StatusOr<std::unique_ptr<hlo::Module>> module = hlo::ParseModule(text);
+    absl::StatusOr<std::unique_ptr<hlo::Module>> module =
+        hlo::ParseModule(text);
     EXPECT_TRUE(module.ok()) << module.status();
     if (!module.ok()) std::abort();
     module_ = std::move(*module);
@@ -220,7 +224,8 @@ TEST_F(ReductionTest, SumsLongRowsExactly) {
   %zero = f32[] constant(0)
   ROOT %r = f32[2] reduce(%x, %zero), dimensions={1}, to_apply=%add)");
   Literal x{Shape(PrimitiveType::kF32, {2, 1000})};
-  for (int i = 0; i < 2000; ++i) x.mutable_data<float>()[i] = i % 7 + (i >= 1000 ? 1 : 0);
+  for (int i = 0; i < 2000; ++i)
+    x.mutable_data<float>()[i] = i % 7 + (i >= 1000 ? 1 : 0);
   Literal init = Literal::Scalar(PrimitiveType::kF32, 0.5);
   const Literal* operands[] = {&x, &init};
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
@@ -346,9 +351,9 @@ TEST_F(ReductionTest, FallsBackToTheRunnerForUnknownInstructions) {
   Literal zero = Literal::Scalar(PrimitiveType::kS32, 0);
   const Literal* operands[] = {&x, &zero};
   int calls = 0;
-  ComputationRunner runner = [&](const hlo::Computation& c,
-                                 std::span<const Literal> args)
-      -> absl::StatusOr<Literal> {
+  ComputationRunner runner =
+      [&](const hlo::Computation& c,
+          std::span<const Literal> args) -> absl::StatusOr<Literal> {
     ++calls;
     EXPECT_EQ(c.name(), "popcount_sum");
     int32_t a = args[0].data<int32_t>()[0], b = args[1].data<int32_t>()[0];
@@ -368,9 +373,11 @@ TEST_F(ReductionTest, PassesRunnerErrorsThrough) {
   Literal x = Array<int32_t>(PrimitiveType::kS32, {4}, {1, 3, 7, 255});
   Literal zero = Literal::Scalar(PrimitiveType::kS32, 0);
   const Literal* operands[] = {&x, &zero};
-  ComputationRunner failing = [](const hlo::Computation&,
-                                 std::span<const Literal>)
-      -> absl::StatusOr<Literal> { return absl::CancelledError("stop"); };
+  ComputationRunner failing =
+      [](const hlo::Computation&,
+         std::span<const Literal>) -> absl::StatusOr<Literal> {
+    return absl::CancelledError("stop");
+  };
   EXPECT_EQ(EvalReduce(reduce, operands, failing).status().code(),
             absl::StatusCode::kCancelled);
 }
@@ -380,7 +387,8 @@ TEST_F(ReductionTest, RejectsDimensionsOutOfRange) {
   %x = f32[2,3] parameter(0)
   %zero = f32[] constant(0)
   ROOT %r = f32[2] reduce(%x, %zero), dimensions={1}, to_apply=%add)");
-  Literal x = Fill(PrimitiveType::kF32, {2, 3, 4}, 1);  // Not the declared shape.
+  Literal x =
+      Fill(PrimitiveType::kF32, {2, 3, 4}, 1);  // Not the declared shape.
   Literal zero = Literal::Scalar(PrimitiveType::kF32, 0);
   const Literal* operands[] = {&x, &zero};
   EXPECT_EQ(EvalReduce(reduce, operands, NoRunner()).status().code(),
@@ -490,9 +498,9 @@ TEST_F(ReductionTest, SortsWithJaxsTotalOrderComparator) {
   %i = s32[2,7] parameter(1)
   ROOT %s = (f32[2,7], s32[2,7]) sort(%x, %i), dimensions={1}, is_stable=true, to_apply=%jax_lt)");
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Literal x = Array<float>(PrimitiveType::kF32, {2, 7},
-                           {3, nan, -1, -0.0f, 0, -INFINITY, 2,
-                            1, 1, 0, -2, 5, nan, -nan});
+  Literal x = Array<float>(
+      PrimitiveType::kF32, {2, 7},
+      {3, nan, -1, -0.0f, 0, -INFINITY, 2, 1, 1, 0, -2, 5, nan, -nan});
   Literal idx{Shape(PrimitiveType::kS32, {2, 7})};
   for (int i = 0; i < 14; ++i) idx.mutable_data<int32_t>()[i] = i % 7;
   const Literal* operands[] = {&x, &idx};
@@ -517,15 +525,18 @@ TEST_F(ReductionTest, SortsDescendingAndStablyOnTheFirstOperand) {
   const Literal* operands[] = {&x, &idx};
   absl::StatusOr<Literal> result = EvalSort(sort, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(result->elements()[0]), ElementsAreArray({3, 3, 2, 1, 1, 0}));
-  EXPECT_THAT(Values(result->elements()[1]), ElementsAreArray({1, 4, 3, 0, 2, 5}));
+  EXPECT_THAT(Values(result->elements()[0]),
+              ElementsAreArray({3, 3, 2, 1, 1, 0}));
+  EXPECT_THAT(Values(result->elements()[1]),
+              ElementsAreArray({1, 4, 3, 0, 2, 5}));
 }
 
 TEST_F(ReductionTest, SortsAlongAnOuterDimensionWithAGeneralComparator) {
   const Instruction& sort = Parse("x: s32[4,2]", R"(
   %x = s32[4,2] parameter(0)
   ROOT %s = s32[4,2] sort(%x), dimensions={0}, to_apply=%by_parity_then_value)");
-  Literal x = Array<int32_t>(PrimitiveType::kS32, {4, 2}, {5, 1, 2, 8, 7, 3, 4, 6});
+  Literal x =
+      Array<int32_t>(PrimitiveType::kS32, {4, 2}, {5, 1, 2, 8, 7, 3, 4, 6});
   const Literal* operands[] = {&x};
   absl::StatusOr<Literal> result = EvalSort(sort, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();

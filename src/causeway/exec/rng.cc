@@ -114,8 +114,8 @@ std::vector<uint32_t> ThreeFryBits32(uint64_t key, uint64_t& counter,
   for (int64_t d : split.half_dims) blocks *= d;
   std::vector<std::array<uint32_t, 2>> outputs(blocks);
   for (int64_t j = 0; j < blocks; ++j) {
-    outputs[j] = ThreeFry2x32(Split(counter + static_cast<uint64_t>(j)),
-                              Split(key));
+    outputs[j] =
+        ThreeFry2x32(Split(counter + static_cast<uint64_t>(j)), Split(key));
   }
   counter += static_cast<uint64_t>(blocks);
   int64_t count = 1;
@@ -192,9 +192,9 @@ absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,
   const Shape& data_shape = shape.tuple_shape(1);
   const int64_t width = hlo::ByteWidth(data_shape.type());
   if (data_shape.type() == PrimitiveType::kPred || width > 8 || width < 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "rng-bit-generator ", instr.name, ": output type ",
-        data_shape.ToString(), " is not supported"));
+    return absl::UnimplementedError(
+        absl::StrCat("rng-bit-generator ", instr.name, ": output type ",
+                     data_shape.ToString(), " is not supported"));
   }
   std::span<const uint64_t> s = state.data<uint64_t>();
   Literal new_state{Shape(PrimitiveType::kU64, state_shape.dims())};
@@ -209,9 +209,10 @@ absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,
   }
   if (algorithm == hlo::RandomAlgorithm::kThreeFry) {
     if (s.size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rng-bit-generator ", instr.name,
-          ": rng_three_fry needs a u64[2] state, got ", state_shape.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rng-bit-generator ", instr.name,
+                       ": rng_three_fry needs a u64[2] state, got ",
+                       state_shape.ToString()));
     }
     uint64_t counter = s[1];
     if (width == 8) {
@@ -224,7 +225,8 @@ absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,
       counter += static_cast<uint64_t>(count);
       StoreBits(out, bits);
     } else {
-      std::vector<uint32_t> out = ThreeFryBits32(s[0], counter, data_shape.dims());
+      std::vector<uint32_t> out =
+          ThreeFryBits32(s[0], counter, data_shape.dims());
       if (width == 4) {
         StoreBits(out, bits);
       } else if (width == 2) {
@@ -236,10 +238,10 @@ absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,
     ns[1] = counter;
   } else {
     if (s.size() != 2 && s.size() != 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rng-bit-generator ", instr.name,
-          ": rng_philox needs a u64[2] or u64[3] state, got ",
-          state_shape.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rng-bit-generator ", instr.name,
+                       ": rng_philox needs a u64[2] or u64[3] state, got ",
+                       state_shape.ToString()));
     }
     // A u64[2] state is reversed into the counter: (low s[1], high s[0]).
     std::array<uint64_t, 2> counter = {s[1], s.size() == 3 ? s[2] : s[0]};

@@ -19,13 +19,16 @@ using ::testing::ElementsAreArray;
 constexpr uint64_t kKey = 0x0123456789ABCDEFu;
 
 Literal State(std::vector<uint64_t> values) {
-  Literal state{Shape(PrimitiveType::kU64, {static_cast<int64_t>(values.size())})};
-  std::copy(values.begin(), values.end(), state.mutable_data<uint64_t>().begin());
+  Literal state{
+      Shape(PrimitiveType::kU64, {static_cast<int64_t>(values.size())})};
+  std::copy(values.begin(), values.end(),
+            state.mutable_data<uint64_t>().begin());
   return state;
 }
 
 absl::StatusOr<Literal> Generate(RandomAlgorithm algorithm,
-                                 std::vector<uint64_t> state, PrimitiveType type,
+                                 std::vector<uint64_t> state,
+                                 PrimitiveType type,
                                  std::vector<int64_t> dims) {
   Instruction instr;
   instr.name = "rng";
@@ -52,9 +55,10 @@ TEST(RngBitGeneratorTest, ThreeFryMatchesXlaOnAnEvenShape) {
       Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
                PrimitiveType::kU32, {2, 3});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result),
-              ElementsAreArray<uint32_t>({0xaed4a37fu, 0xc3cc4d02u, 0xaee5264eu,
-                                          0x1130d111u, 0x798e402eu, 0xb089da7au}));
+  EXPECT_THAT(
+      Bits<uint32_t>(*result),
+      ElementsAreArray<uint32_t>({0xaed4a37fu, 0xc3cc4d02u, 0xaee5264eu,
+                                  0x1130d111u, 0x798e402eu, 0xb089da7au}));
   EXPECT_THAT(NewState(*result),
               ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543213u}));
 }
@@ -64,11 +68,11 @@ TEST(RngBitGeneratorTest, ThreeFrySplitsAnOddShapeOnItsLargestDim) {
       Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
                PrimitiveType::kU32, {3, 3});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result),
-              ElementsAreArray<uint32_t>(
-                  {0xaed4a37fu, 0xc3cc4d02u, 0xaee5264eu, 0x1130d111u,
-                   0x798e402eu, 0xb089da7au, 0x49b105a8u, 0xe8e52210u,
-                   0xf0a39a78u}));
+  EXPECT_THAT(
+      Bits<uint32_t>(*result),
+      ElementsAreArray<uint32_t>({0xaed4a37fu, 0xc3cc4d02u, 0xaee5264eu,
+                                  0x1130d111u, 0x798e402eu, 0xb089da7au,
+                                  0x49b105a8u, 0xe8e52210u, 0xf0a39a78u}));
   EXPECT_THAT(NewState(*result),
               ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543216u}));
 }
@@ -78,7 +82,8 @@ TEST(RngBitGeneratorTest, ThreeFryMakesAScalar) {
       Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
                PrimitiveType::kU32, {});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result), ElementsAreArray<uint32_t>({0xaed4a37fu}));
+  EXPECT_THAT(Bits<uint32_t>(*result),
+              ElementsAreArray<uint32_t>({0xaed4a37fu}));
   EXPECT_THAT(NewState(*result),
               ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543211u}));
 }
@@ -88,10 +93,11 @@ TEST(RngBitGeneratorTest, ThreeFryMakes64BitWordsFromOneBlockEach) {
       Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
                PrimitiveType::kU64, {5});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint64_t>(*result),
-              ElementsAreArray<uint64_t>(
-                  {0x1130d111aed4a37fu, 0x798e402ec3cc4d02u, 0xb089da7aaee5264eu,
-                   0xaf0a8d9949b105a8u, 0xdde94182e8e52210u}));
+  EXPECT_THAT(
+      Bits<uint64_t>(*result),
+      ElementsAreArray<uint64_t>({0x1130d111aed4a37fu, 0x798e402ec3cc4d02u,
+                                  0xb089da7aaee5264eu, 0xaf0a8d9949b105a8u,
+                                  0xdde94182e8e52210u}));
   EXPECT_THAT(NewState(*result),
               ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543215u}));
 }
@@ -125,9 +131,10 @@ TEST(RngBitGeneratorTest, PhiloxMakes64BitWordsFromHalfBlocks) {
       Generate(RandomAlgorithm::kPhilox, {kKey, 0xFEDCBA9876543210u},
                PrimitiveType::kU64, {3});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint64_t>(*result),
-              ElementsAreArray<uint64_t>({0xcfa390b51ec53d42u, 0xe71ff917f2235702u,
-                                          0xd682777acb472319u}));
+  EXPECT_THAT(
+      Bits<uint64_t>(*result),
+      ElementsAreArray<uint64_t>(
+          {0xcfa390b51ec53d42u, 0xe71ff917f2235702u, 0xd682777acb472319u}));
   EXPECT_THAT(NewState(*result),
               ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543212u}));
 }
@@ -137,9 +144,10 @@ TEST(RngBitGeneratorTest, PhiloxCarriesIntoTheHighWordOfAThreeWordState) {
       Generate(RandomAlgorithm::kPhilox, {kKey, 0xFFFFFFFFFFFFFFFEu, 7},
                PrimitiveType::kU32, {2, 3});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result),
-              ElementsAreArray<uint32_t>({0x6c1e9305u, 0xe0c1a0a5u, 0x9f05d22fu,
-                                          0x9c01c61du, 0xd8f2cea1u, 0xeffe4af4u}));
+  EXPECT_THAT(
+      Bits<uint32_t>(*result),
+      ElementsAreArray<uint32_t>({0x6c1e9305u, 0xe0c1a0a5u, 0x9f05d22fu,
+                                  0x9c01c61du, 0xd8f2cea1u, 0xeffe4af4u}));
   EXPECT_THAT(NewState(*result), ElementsAreArray<uint64_t>({kKey, 0u, 8u}));
 }
 
@@ -148,8 +156,9 @@ TEST(RngBitGeneratorTest, PhiloxKeepsTheLowBitsForU16) {
       Generate(RandomAlgorithm::kPhilox, {kKey, 0xFFFFFFFFFFFFFFFEu, 7},
                PrimitiveType::kU16, {5});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint16_t>(*result),
-              ElementsAreArray<uint16_t>({0x9305, 0xa0a5, 0xd22f, 0xc61d, 0xcea1}));
+  EXPECT_THAT(
+      Bits<uint16_t>(*result),
+      ElementsAreArray<uint16_t>({0x9305, 0xa0a5, 0xd22f, 0xc61d, 0xcea1}));
 }
 
 TEST(RngBitGeneratorTest, DefaultIsPhilox) {

@@ -69,12 +69,12 @@ template <typename E>
 OpFns BinaryFn(Opcode opcode) {
   using C = ComputeType<E>;
   switch (opcode) {
-#define CW_BINARY_CASE(k)                                  \
-  case Opcode::k:                                          \
-    if constexpr (kBinarySupported<Opcode::k, C>) {        \
-      return Fns<BinaryK<E, Opcode::k>>();                 \
-    } else {                                               \
-      return {};                                           \
+#define CW_BINARY_CASE(k)                           \
+  case Opcode::k:                                   \
+    if constexpr (kBinarySupported<Opcode::k, C>) { \
+      return Fns<BinaryK<E, Opcode::k>>();          \
+    } else {                                        \
+      return {};                                    \
     }
     CW_BINARY_CASE(kAdd)
     CW_BINARY_CASE(kSubtract)
@@ -101,7 +101,7 @@ template <Opcode kOp, typename C>
 inline constexpr bool kUnarySupported =
     std::is_same_v<C, bool> ? kOp == Opcode::kNot
     : std::is_floating_point_v<C>
-        ? kOp != Opcode::kNot && kOp != Opcode::kIsFinite
+        ? kOp != Opcode::kNot&& kOp != Opcode::kIsFinite
         : (kOp == Opcode::kNegate || kOp == Opcode::kAbs ||
            kOp == Opcode::kNot || kOp == Opcode::kSign);
 
@@ -169,12 +169,12 @@ template <typename E>
 OpFns UnaryFn(Opcode opcode) {
   using C = ComputeType<E>;
   switch (opcode) {
-#define CW_UNARY_CASE(k)                            \
-  case Opcode::k:                                   \
-    if constexpr (kUnarySupported<Opcode::k, C>) {  \
-      return Fns<UnaryK<E, Opcode::k>>();           \
-    } else {                                        \
-      return {};                                    \
+#define CW_UNARY_CASE(k)                           \
+  case Opcode::k:                                  \
+    if constexpr (kUnarySupported<Opcode::k, C>) { \
+      return Fns<UnaryK<E, Opcode::k>>();          \
+    } else {                                       \
+      return {};                                   \
     }
     CW_UNARY_CASE(kNegate)
     CW_UNARY_CASE(kAbs)
@@ -242,12 +242,18 @@ struct CompareK {
 template <typename E, CompareMode kMode>
 OpFns CompareFnsFor(ComparisonDirection direction) {
   switch (direction) {
-    case ComparisonDirection::kEq: return Fns<CompareK<E, kMode, ComparisonDirection::kEq>>();
-    case ComparisonDirection::kNe: return Fns<CompareK<E, kMode, ComparisonDirection::kNe>>();
-    case ComparisonDirection::kLt: return Fns<CompareK<E, kMode, ComparisonDirection::kLt>>();
-    case ComparisonDirection::kLe: return Fns<CompareK<E, kMode, ComparisonDirection::kLe>>();
-    case ComparisonDirection::kGt: return Fns<CompareK<E, kMode, ComparisonDirection::kGt>>();
-    case ComparisonDirection::kGe: return Fns<CompareK<E, kMode, ComparisonDirection::kGe>>();
+    case ComparisonDirection::kEq:
+      return Fns<CompareK<E, kMode, ComparisonDirection::kEq>>();
+    case ComparisonDirection::kNe:
+      return Fns<CompareK<E, kMode, ComparisonDirection::kNe>>();
+    case ComparisonDirection::kLt:
+      return Fns<CompareK<E, kMode, ComparisonDirection::kLt>>();
+    case ComparisonDirection::kLe:
+      return Fns<CompareK<E, kMode, ComparisonDirection::kLe>>();
+    case ComparisonDirection::kGt:
+      return Fns<CompareK<E, kMode, ComparisonDirection::kGt>>();
+    case ComparisonDirection::kGe:
+      return Fns<CompareK<E, kMode, ComparisonDirection::kGe>>();
   }
   return {};
 }
@@ -280,9 +286,7 @@ struct SelectK {
 };
 
 struct MoveK {
-  static uint64_t Apply(const Op&, uint64_t a, uint64_t, uint64_t) {
-    return a;
-  }
+  static uint64_t Apply(const Op&, uint64_t a, uint64_t, uint64_t) { return a; }
 };
 
 template <typename E>
@@ -304,12 +308,18 @@ struct ConvertK {
 template <typename Order>
 bool Apply(ComparisonDirection direction, const Order& a, const Order& b) {
   switch (direction) {
-    case ComparisonDirection::kEq: return a == b;
-    case ComparisonDirection::kNe: return a != b;
-    case ComparisonDirection::kLt: return a < b;
-    case ComparisonDirection::kLe: return a <= b;
-    case ComparisonDirection::kGt: return a > b;
-    case ComparisonDirection::kGe: return a >= b;
+    case ComparisonDirection::kEq:
+      return a == b;
+    case ComparisonDirection::kNe:
+      return a != b;
+    case ComparisonDirection::kLt:
+      return a < b;
+    case ComparisonDirection::kLe:
+      return a <= b;
+    case ComparisonDirection::kGt:
+      return a > b;
+    case ComparisonDirection::kGe:
+      return a >= b;
   }
   return false;
 }
@@ -341,15 +351,17 @@ bool CompareBits(PrimitiveType element, ComparisonType type,
     return hlo::VisitType(element, [&](auto tag) {
       using E = decltype(tag);
       if constexpr (kIsFloat<E>) {
-        return Apply(direction, ToCompute(BitsTo<E>(a)), ToCompute(BitsTo<E>(b)));
+        return Apply(direction, ToCompute(BitsTo<E>(a)),
+                     ToCompute(BitsTo<E>(b)));
       } else {
         return false;
       }
     });
   }
-  bool as_signed = type == ComparisonType::kSigned ||
-                   (type != ComparisonType::kUnsigned &&
-                    (hlo::IsSignedInteger(element) || hlo::IsFloating(element)));
+  bool as_signed =
+      type == ComparisonType::kSigned ||
+      (type != ComparisonType::kUnsigned &&
+       (hlo::IsSignedInteger(element) || hlo::IsFloating(element)));
   return Apply(direction, TotalOrderKey(element, as_signed, a),
                TotalOrderKey(element, as_signed, b));
 }
@@ -371,9 +383,8 @@ std::optional<Opcode> MatchBinaryReducer(const hlo::Computation& c) {
   const Instruction* p0 = c.parameter(0);
   const Instruction* p1 = c.parameter(1);
   if (p0 == nullptr || p1 == nullptr || root->operand_count() != 2 ||
-      !IsScalarArray(root->shape) ||
-      !IsScalarArray(p0->shape) || !IsScalarArray(p1->shape) ||
-      p0->shape.type() != root->shape.type() ||
+      !IsScalarArray(root->shape) || !IsScalarArray(p0->shape) ||
+      !IsScalarArray(p1->shape) || p0->shape.type() != root->shape.type() ||
       p1->shape.type() != root->shape.type()) {
     return std::nullopt;
   }
@@ -451,7 +462,8 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
     };
     const int64_t arity = instr->operand_count();
     if (instr->opcode == Opcode::kConstant) {
-      if (!instr->literal.has_value() || !IsScalarArray(instr->literal->shape()) ||
+      if (!instr->literal.has_value() ||
+          !IsScalarArray(instr->literal->shape()) ||
           instr->literal->shape().type() != type) {
         return std::nullopt;
       }
@@ -461,8 +473,11 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
       continue;
     }
     if (hlo::IsElementwiseBinary(instr->opcode) && arity == 2) {
-      if (operand_type(0) != type || operand_type(1) != type) return std::nullopt;
-      fns = hlo::VisitType(type, [&](auto tag) { return BinaryFn<decltype(tag)>(instr->opcode); });
+      if (operand_type(0) != type || operand_type(1) != type)
+        return std::nullopt;
+      fns = hlo::VisitType(type, [&](auto tag) {
+        return BinaryFn<decltype(tag)>(instr->opcode);
+      });
       op.a = operand_slot(0);
       op.b = operand_slot(1);
     } else if (instr->opcode == Opcode::kIsFinite && arity == 1) {
@@ -480,7 +495,9 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
       op.a = operand_slot(0);
     } else if (hlo::IsElementwiseUnary(instr->opcode) && arity == 1) {
       if (operand_type(0) != type) return std::nullopt;
-      fns = hlo::VisitType(type, [&](auto tag) { return UnaryFn<decltype(tag)>(instr->opcode); });
+      fns = hlo::VisitType(type, [&](auto tag) {
+        return UnaryFn<decltype(tag)>(instr->opcode);
+      });
       op.a = operand_slot(0);
     } else if (instr->opcode == Opcode::kCompare && arity == 2) {
       if (type != PrimitiveType::kPred || operand_type(0) != operand_type(1)) {
@@ -531,7 +548,8 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
                 instr->opcode == Opcode::kReshape) &&
                arity == 1) {
       if (hlo::ByteWidth(operand_type(0)) != hlo::ByteWidth(type) ||
-          (type == PrimitiveType::kPred) != (operand_type(0) == PrimitiveType::kPred)) {
+          (type == PrimitiveType::kPred) !=
+              (operand_type(0) == PrimitiveType::kPred)) {
         return std::nullopt;
       }
       fns = Fns<MoveK>();
@@ -571,8 +589,9 @@ ScalarFunction::ScalarFunction(const hlo::Computation& computation,
                                                      : PrimitiveType::kInvalid);
     }
   } else if (root != nullptr) {
-    result_types_.push_back(IsScalarArray(root->shape) ? root->shape.type()
-                                                       : PrimitiveType::kInvalid);
+    result_types_.push_back(IsScalarArray(root->shape)
+                                ? root->shape.type()
+                                : PrimitiveType::kInvalid);
   }
   for (PrimitiveType type : parameter_types_) {
     literal_args_.emplace_back(hlo::Shape::Scalar(
@@ -630,12 +649,12 @@ absl::Status ScalarFunction::Call(std::span<const uint64_t> args,
   } else {
     if (results.size() != 1 || !out.shape().IsArray() ||
         out.shape().ElementCount() != 1) {
-      return absl::InternalError(absl::StrCat(
-          "computation ", computation_.name(), " returned ",
-          out.shape().ToString(), ", expected a scalar"));
+      return absl::InternalError(
+          absl::StrCat("computation ", computation_.name(), " returned ",
+                       out.shape().ToString(), ", expected a scalar"));
     }
-    results[0] = LoadBits(out.untyped_data(),
-                          hlo::ByteWidth(out.shape().type()), 0);
+    results[0] =
+        LoadBits(out.untyped_data(), hlo::ByteWidth(out.shape().type()), 0);
   }
   return absl::OkStatus();
 }

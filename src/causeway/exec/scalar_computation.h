@@ -57,18 +57,30 @@ inline uint64_t ToBits(T value) {
 // or 8; arrays are 64-byte aligned, so typed access is aligned).
 inline uint64_t LoadBits(const void* data, int64_t width, int64_t i) {
   switch (width) {
-    case 1: return static_cast<const uint8_t*>(data)[i];
-    case 2: return static_cast<const uint16_t*>(data)[i];
-    case 4: return static_cast<const uint32_t*>(data)[i];
-    default: return static_cast<const uint64_t*>(data)[i];
+    case 1:
+      return static_cast<const uint8_t*>(data)[i];
+    case 2:
+      return static_cast<const uint16_t*>(data)[i];
+    case 4:
+      return static_cast<const uint32_t*>(data)[i];
+    default:
+      return static_cast<const uint64_t*>(data)[i];
   }
 }
 inline void StoreBits(void* data, int64_t width, int64_t i, uint64_t bits) {
   switch (width) {
-    case 1: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(bits); break;
-    case 2: static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(bits); break;
-    case 4: static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(bits); break;
-    default: static_cast<uint64_t*>(data)[i] = bits; break;
+    case 1:
+      static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(bits);
+      break;
+    case 2:
+      static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(bits);
+      break;
+    case 4:
+      static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(bits);
+      break;
+    default:
+      static_cast<uint64_t*>(data)[i] = bits;
+      break;
   }
 }
 
@@ -121,13 +133,16 @@ inline C ApplyBinary(C a, C b) {
     using U = std::make_unsigned_t<C>;
     constexpr int kBits = sizeof(C) * 8;
     if constexpr (kOp == Opcode::kAdd) {
-      return static_cast<C>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+      return static_cast<C>(static_cast<uint64_t>(a) +
+                            static_cast<uint64_t>(b));
     }
     if constexpr (kOp == Opcode::kSubtract) {
-      return static_cast<C>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+      return static_cast<C>(static_cast<uint64_t>(a) -
+                            static_cast<uint64_t>(b));
     }
     if constexpr (kOp == Opcode::kMultiply) {
-      return static_cast<C>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+      return static_cast<C>(static_cast<uint64_t>(a) *
+                            static_cast<uint64_t>(b));
     }
     if constexpr (kOp == Opcode::kDivide) {
       if (b == 0) return static_cast<C>(-1);
@@ -269,7 +284,8 @@ class ScalarComputation {
     for (const Op& op : ops_) op.batch_fn(op, frame.data(), count);
   }
   // The column holding result i after RunBatch.
-  const uint64_t* ResultColumn(std::span<const uint64_t> frame, int64_t i) const {
+  const uint64_t* ResultColumn(std::span<const uint64_t> frame,
+                               int64_t i) const {
     return frame.data() + result_slots_[i] * kBatch;
   }
 
