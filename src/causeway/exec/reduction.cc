@@ -8,8 +8,14 @@
 //
 // Reduction order: every output element combines its inputs in row-major
 // order of the reduced (or window) positions, starting from the init value,
-// as XLA's reference evaluator does. f16/bf16 reducers compute each step in
-// float and round.
+// as XLA's reference evaluator does; except that a typed reduce over a long
+// contiguous row keeps 32 independent partial results (as XLA:CPU's
+// vectorized loops do), which only changes float rounding. f16/bf16
+// reducers compute each step in float and round.
+//
+// A reducer that compiles to a scalar program but is not one binary op
+// (argmax) runs ScalarComputation::kBatch outputs per step; anything the
+// scalar interpreter lacks goes through the runner one element at a time.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
