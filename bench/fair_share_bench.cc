@@ -5,7 +5,7 @@
 // runs. Counts each session's completed programs in a window while all four
 // are backlogged, and compares the shares with the weights.
 //
-//   fair_share_bench [--seconds=4] [--devices=2] [--size=128]
+//   fair_share_bench [--seconds=4] [--devices=2] [--size=256]
 //
 // Prints one JSON object per line.
 #include <algorithm>
@@ -70,7 +70,7 @@ absl::Status RunTenant(client::Client& client, int64_t devices, int64_t size,
   CW_ASSIGN_OR_RETURN(Array x, session.FromHost(host, slice, replicated));
   CW_ASSIGN_OR_RETURN(Array w, session.FromHost(host, slice, replicated));
   std::deque<Array> outstanding;
-  constexpr size_t kBacklog = 16;
+  constexpr size_t kBacklog = 64;
   while (!stop.load()) {
     CW_ASSIGN_OR_RETURN(std::vector<Array> y, program.Execute({x, w}));
     x = y[0];
@@ -86,7 +86,7 @@ absl::Status RunTenant(client::Client& client, int64_t devices, int64_t size,
 }
 
 int Main(int argc, char** argv) {
-  int64_t seconds = 4, devices = 2, size = 128;
+  int64_t seconds = 4, devices = 2, size = 256;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--seconds=", 0) == 0 &&
@@ -97,7 +97,7 @@ int Main(int argc, char** argv) {
                absl::SimpleAtoi(arg.substr(7), &size)) {
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--seconds=4] [--devices=2] [--size=128]\n",
+                   "usage: %s [--seconds=4] [--devices=2] [--size=256]\n",
                    argv[0]);
       return 2;
     }
