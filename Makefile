@@ -11,10 +11,6 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libbenchmark-dev python3-venv
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest
 FUZZ_SECONDS ?= 600
-# Let ccache share results between clones of the repository (CI builds a
-# fresh clone in another folder).
-export CCACHE_BASEDIR ?= $(CURDIR)
-export CCACHE_NOHASHDIR ?= true
 
 .PHONY: all deps apt-deps py-deps build test demo bench fuzz clean
 
