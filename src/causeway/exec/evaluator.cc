@@ -495,22 +495,14 @@ absl::StatusOr<Literal> RunWhile(const Plan& plan, const PlanStep& step,
 absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
                                 Frame& frame, RunState& state) {
   const Instruction& instr = *step.instruction;
-  auto operand = [&](int32_t i) -> const Literal& {
-    return frame.value(plan.operand_slots[step.operands_begin + i]);
-  };
-  auto operand_pointers = [&](int32_t skip = 0) {
+  auto operand_pointers = [&]() {
     absl::InlinedVector<const Literal*, 8> pointers;
-    for (int32_t i = step.operands_begin + skip; i < step.operands_end; ++i) {
+    for (int32_t i = step.operands_begin; i < step.operands_end; ++i) {
       pointers.push_back(frame.pointer(plan.operand_slots[i]));
     }
     return pointers;
   };
-  const Opcode opcode = step.opcode;
-  if (hlo::IsElementwiseBinary(opcode)) {
-    return EvalBinary(instr, operand(0), operand(1));
-  }
-  if (hlo::IsElementwiseUnary(opcode)) return EvalUnary(instr, operand(0));
-  switch (opcode) {
+  switch (step.opcode) {
     case Opcode::kTuple:
       return Literal::MakeTuple(TakeOperands(frame, plan, step));
     case Opcode::kGetTupleElement: {
@@ -559,84 +551,16 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
       return Literal::Scalar(PrimitiveType::kU32, state.context->replica_id);
     case Opcode::kAfterAll:
       return Literal(Shape::Token());
-    case Opcode::kCopy:
-      return EvalCopy(instr, operand(0));
-    case Opcode::kBitcast:
-      return EvalBitcast(instr, operand(0));
-    case Opcode::kCompare:
-      return EvalCompare(instr, operand(0), operand(1));
-    case Opcode::kSelect:
-      return EvalSelect(instr, operand(0), operand(1), operand(2));
-    case Opcode::kClamp:
-      return EvalClamp(instr, operand(0), operand(1), operand(2));
-    case Opcode::kConvert:
-      return EvalConvert(instr, operand(0));
-    case Opcode::kBitcastConvert:
-      return EvalBitcastConvert(instr, operand(0));
-    case Opcode::kReducePrecision:
-      return EvalReducePrecision(instr, operand(0));
-    case Opcode::kBroadcast:
-      return EvalBroadcast(instr, operand(0));
-    case Opcode::kReshape:
-      return EvalReshape(instr, operand(0));
-    case Opcode::kTranspose:
-      return EvalTranspose(instr, operand(0));
-    case Opcode::kSlice:
-      return EvalSlice(instr, operand(0));
-    case Opcode::kConcatenate: {
-      auto pointers = operand_pointers();
-      return EvalConcatenate(instr, pointers);
-    }
-    case Opcode::kPad:
-      return EvalPad(instr, operand(0), operand(1));
-    case Opcode::kIota:
-      return EvalIota(instr);
-    case Opcode::kReverse:
-      return EvalReverse(instr, operand(0));
-    case Opcode::kDynamicSlice: {
-      auto pointers = operand_pointers(1);
-      return EvalDynamicSlice(instr, operand(0), pointers);
-    }
-    case Opcode::kDynamicUpdateSlice: {
-      auto pointers = operand_pointers(2);
-      return EvalDynamicUpdateSlice(instr, operand(0), operand(1), pointers);
-    }
-    case Opcode::kGather:
-      return EvalGather(instr, operand(0), operand(1));
-    case Opcode::kScatter: {
-      auto pointers = operand_pointers();
-      return EvalScatter(instr, pointers, state.runner);
-    }
-    case Opcode::kReduce: {
-      auto pointers = operand_pointers();
-      return EvalReduce(instr, pointers, state.runner);
-    }
-    case Opcode::kReduceWindow: {
-      auto pointers = operand_pointers();
-      return EvalReduceWindow(instr, pointers, state.runner);
-    }
-    case Opcode::kSelectAndScatter:
-      return EvalSelectAndScatter(instr, operand(0), operand(1), operand(2),
-                                  state.runner);
-    case Opcode::kSort: {
-      auto pointers = operand_pointers();
-      return EvalSort(instr, pointers, state.runner);
-    }
-    case Opcode::kDot:
-      return EvalDot(instr, operand(0), operand(1));
-    case Opcode::kConvolution:
-      return EvalConvolution(instr, operand(0), operand(1));
-    case Opcode::kRngBitGenerator:
-      return EvalRngBitGenerator(instr, operand(0));
     case Opcode::kAllReduce:
     case Opcode::kAllGather:
     case Opcode::kReduceScatter:
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
       return RunCollective(plan, step, frame, state);
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          "op '", Str(hlo::OpcodeName(opcode)), "' is not supported"));
+    default: {
+      auto pointers = operand_pointers();
+      return EvalKernel(instr, pointers, state.runner);
+    }
   }
 }
 

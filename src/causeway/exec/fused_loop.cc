@@ -135,18 +135,12 @@ bool Foldable(Opcode opcode) {
   }
 }
 
-// Runs one instruction's kernel on full operand values, as the evaluator
-// does for an instruction outside a fusion.
-absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
-                                   std::span<const Literal* const> operands,
-                                   const ComputationRunner& runner) {
-  const Opcode opcode = instr.opcode;
-  auto operand = [&](size_t i) -> const Literal& { return *operands[i]; };
-  if (hlo::IsElementwiseBinary(opcode)) {
-    return EvalBinary(instr, operand(0), operand(1));
-  }
-  if (hlo::IsElementwiseUnary(opcode)) return EvalUnary(instr, operand(0));
-  switch (opcode) {
+// Runs one instruction on full operand values: tuples here, every data op
+// through the kernels' shared dispatch (EvalKernel in kernels.h).
+absl::StatusOr<Literal> EvalFullValue(const Instruction& instr,
+                                      std::span<const Literal* const> operands,
+                                      const ComputationRunner& runner) {
+  switch (instr.opcode) {
     case Opcode::kTuple: {
       std::vector<Literal> elements;
       elements.reserve(operands.size());
@@ -154,7 +148,7 @@ absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
       return Literal::MakeTuple(std::move(elements));
     }
     case Opcode::kGetTupleElement: {
-      const Literal& tuple = operand(0);
+      const Literal& tuple = *operands[0];
       if (!tuple.shape().IsTuple() || instr.tuple_index < 0 ||
           instr.tuple_index >= static_cast<int64_t>(tuple.elements().size())) {
         return absl::InvalidArgumentError(
@@ -163,66 +157,8 @@ absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
       }
       return tuple.elements()[instr.tuple_index];
     }
-    case Opcode::kCopy:
-      return EvalCopy(instr, operand(0));
-    case Opcode::kBitcast:
-      return EvalBitcast(instr, operand(0));
-    case Opcode::kCompare:
-      return EvalCompare(instr, operand(0), operand(1));
-    case Opcode::kSelect:
-      return EvalSelect(instr, operand(0), operand(1), operand(2));
-    case Opcode::kClamp:
-      return EvalClamp(instr, operand(0), operand(1), operand(2));
-    case Opcode::kConvert:
-      return EvalConvert(instr, operand(0));
-    case Opcode::kBitcastConvert:
-      return EvalBitcastConvert(instr, operand(0));
-    case Opcode::kReducePrecision:
-      return EvalReducePrecision(instr, operand(0));
-    case Opcode::kBroadcast:
-      return EvalBroadcast(instr, operand(0));
-    case Opcode::kReshape:
-      return EvalReshape(instr, operand(0));
-    case Opcode::kTranspose:
-      return EvalTranspose(instr, operand(0));
-    case Opcode::kSlice:
-      return EvalSlice(instr, operand(0));
-    case Opcode::kConcatenate:
-      return EvalConcatenate(instr, operands);
-    case Opcode::kPad:
-      return EvalPad(instr, operand(0), operand(1));
-    case Opcode::kIota:
-      return EvalIota(instr);
-    case Opcode::kReverse:
-      return EvalReverse(instr, operand(0));
-    case Opcode::kDynamicSlice:
-      return EvalDynamicSlice(instr, operand(0), operands.subspan(1));
-    case Opcode::kDynamicUpdateSlice:
-      return EvalDynamicUpdateSlice(instr, operand(0), operand(1),
-                                    operands.subspan(2));
-    case Opcode::kGather:
-      return EvalGather(instr, operand(0), operand(1));
-    case Opcode::kScatter:
-      return EvalScatter(instr, operands, runner);
-    case Opcode::kReduce:
-      return EvalReduce(instr, operands, runner);
-    case Opcode::kReduceWindow:
-      return EvalReduceWindow(instr, operands, runner);
-    case Opcode::kSelectAndScatter:
-      return EvalSelectAndScatter(instr, operand(0), operand(1), operand(2),
-                                  runner);
-    case Opcode::kSort:
-      return EvalSort(instr, operands, runner);
-    case Opcode::kDot:
-      return EvalDot(instr, operand(0), operand(1));
-    case Opcode::kConvolution:
-      return EvalConvolution(instr, operand(0), operand(1));
-    case Opcode::kRngBitGenerator:
-      return EvalRngBitGenerator(instr, operand(0));
     default:
-      return absl::UnimplementedError(
-          absl::StrCat("op '", std::string(hlo::OpcodeName(opcode)),
-                       "' is not supported in a fused computation"));
+      return EvalKernel(instr, operands, runner);
   }
 }
 
@@ -651,7 +587,7 @@ class Compiler {
            std::span<const Literal>) -> absl::StatusOr<Literal> {
       return absl::InternalError("no computations run while folding");
     };
-    absl::StatusOr<Literal> value = EvalKernel(in, values, no_runner);
+    absl::StatusOr<Literal> value = EvalFullValue(in, values, no_runner);
     if (!value.ok() || !ShapesAgree(in.shape, value->shape())) return false;
     p_.folded.push_back(std::make_unique<Literal>(*std::move(value)));
     p_.kinds[node] = NodeKind::kConstant;
@@ -1258,7 +1194,7 @@ absl::StatusOr<Literal> FusedLoop::Run(
         operands.push_back(values[operand]);
       }
     }
-    absl::StatusOr<Literal> result = EvalKernel(instr, operands, runner);
+    absl::StatusOr<Literal> result = EvalFullValue(instr, operands, runner);
     if (!result.ok()) return Annotate(result.status(), instr, computation);
     if (!ShapesAgree(instr.shape, result->shape())) {
       return absl::InternalError(absl::StrCat(

@@ -131,6 +131,14 @@ absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
 absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,
                                             const Literal& state);
 
+// Runs the kernel of any opcode above on its operands: the one dispatch from
+// opcode to kernel, used by the evaluator and the fused loop. Unimplemented
+// for opcodes without a kernel (control flow, tuples, collectives, which
+// their callers handle).
+absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
+                                   std::span<const Literal* const> operands,
+                                   const ComputationRunner& runner);
+
 }  // namespace causeway::exec
 
 #endif  // CAUSEWAY_EXEC_KERNELS_H_
