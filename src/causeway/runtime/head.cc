@@ -727,34 +727,36 @@ Future<transport::CompileInfo> Head::Compile(
   // The program's own shardings when it was partitioned for these devices;
   // a one-partition program copied onto each device sees whole arrays.
   const bool partitioned = program.num_partitions == num_devices;
-  for (size_t i = 0; i < program.parameter_shapes.size(); ++i) {
-    hlo::Sharding sharding =
-        partitioned && program.parameter_shardings[i].has_value()
-            ? *program.parameter_shardings[i]
-            : Replicated();
-    absl::Status supported = CheckShardingSupported(
-        sharding, absl::StrCat("parameter ", i, " of '", program.name, "'"));
-    if (!supported.ok()) {
-      return MakeErrorFuture<transport::CompileInfo>(supported);
+  // Parameters and outputs alike: the sharding each gets, checked.
+  auto take_shardings =
+      [&](const char* what, const std::vector<hlo::Shape>& shapes,
+          const std::vector<std::optional<hlo::Sharding>>& declared,
+          std::vector<hlo::Sharding>& executable_shardings,
+          std::vector<hlo::Shape>& info_shapes,
+          std::vector<hlo::Sharding>& info_shardings) -> absl::Status {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      hlo::Sharding sharding = partitioned && declared[i].has_value()
+                                   ? *declared[i]
+                                   : Replicated();
+      CW_RETURN_IF_ERROR(CheckShardingSupported(
+          sharding, absl::StrCat(what, " ", i, " of '", program.name, "'")));
+      executable_shardings.push_back(sharding);
+      info_shapes.push_back(shapes[i]);
+      info_shardings.push_back(std::move(sharding));
     }
-    executable->parameter_shardings.push_back(sharding);
-    info.parameter_shapes.push_back(program.parameter_shapes[i]);
-    info.parameter_shardings.push_back(std::move(sharding));
+    return absl::OkStatus();
+  };
+  absl::Status taken = take_shardings(
+      "parameter", program.parameter_shapes, program.parameter_shardings,
+      executable->parameter_shardings, info.parameter_shapes,
+      info.parameter_shardings);
+  if (taken.ok()) {
+    taken = take_shardings("output", program.output_shapes,
+                           program.output_shardings,
+                           executable->output_shardings, info.output_shapes,
+                           info.output_shardings);
   }
-  for (size_t i = 0; i < program.output_shapes.size(); ++i) {
-    hlo::Sharding sharding =
-        partitioned && program.output_shardings[i].has_value()
-            ? *program.output_shardings[i]
-            : Replicated();
-    absl::Status supported = CheckShardingSupported(
-        sharding, absl::StrCat("output ", i, " of '", program.name, "'"));
-    if (!supported.ok()) {
-      return MakeErrorFuture<transport::CompileInfo>(supported);
-    }
-    executable->output_shardings.push_back(sharding);
-    info.output_shapes.push_back(program.output_shapes[i]);
-    info.output_shardings.push_back(std::move(sharding));
-  }
+  if (!taken.ok()) return MakeErrorFuture<transport::CompileInfo>(taken);
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) {
