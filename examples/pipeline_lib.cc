@@ -73,8 +73,8 @@ struct Program {
     if (devices == 1) return x;
     std::vector<int64_t> group;
     for (int64_t d = 0; d < devices; ++d) group.push_back(d);
-    return main.AllReduce(x, add,
-                          hlo::CollectiveOptions::Spmd({group}, next_channel++));
+    return main.AllReduce(
+        x, add, hlo::CollectiveOptions::Spmd({group}, next_channel++));
   }
   // x @ w + b for x [rows, din], w [din, dout], b [dout].
   XlaOp Dense(XlaOp x, XlaOp w, XlaOp b, int64_t rows, int64_t dout) {
@@ -152,8 +152,8 @@ absl::StatusOr<std::string> BackwardProgram(int64_t din, int64_t dout,
   XlaOp acc_b = p.main.Parameter(Shape(kF32, {dout}), "acc_b");
   // Recomputes the activation rather than keeping it (rematerialization).
   XlaOp y = p.main.Tanh(p.Dense(x, w, b, rows, dout));
-  XlaOp gz = p.main.Mul(
-      gy, p.main.Sub(p.Fill(1, {rows, dout}), p.main.Mul(y, y)));
+  XlaOp gz =
+      p.main.Mul(gy, p.main.Sub(p.Fill(1, {rows, dout}), p.main.Mul(y, y)));
   std::vector<XlaOp> out = p.DenseBackward(x, w, gz, acc_w, acc_b);
   return std::move(p).Finish(
       p.main.Tuple(out),
@@ -210,7 +210,8 @@ absl::StatusOr<PipelineData> LoadPipelineData(const std::string& dir) {
       if (s == 0) return w.status();
       break;
     }
-    CW_ASSIGN_OR_RETURN(Literal b, Read(dir, absl::StrCat("init_b", s, ".npy")));
+    CW_ASSIGN_OR_RETURN(Literal b,
+                        Read(dir, absl::StrCat("init_b", s, ".npy")));
     CW_ASSIGN_OR_RETURN(Literal fw,
                         Read(dir, absl::StrCat("final_w", s, ".npy")));
     CW_ASSIGN_OR_RETURN(Literal fb,
@@ -228,18 +229,19 @@ absl::StatusOr<PipelineData> LoadPipelineData(const std::string& dir) {
       inputs.shape().dim(0) != targets.shape().dim(0) ||
       inputs.shape().dim(1) != targets.shape().dim(1)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": inputs.npy and targets.npy must be [steps, batch, features] "
-             "with the same steps and batch, got ",
+        dir,
+        ": inputs.npy and targets.npy must be [steps, batch, features] "
+        "with the same steps and batch, got ",
         inputs.shape().ToString(false), " and ",
         targets.shape().ToString(false)));
   }
   const int64_t steps = inputs.shape().dim(0);
   const int64_t batch = inputs.shape().dim(1);
   for (int64_t i = 0; i < steps; ++i) {
-    Literal in2d = inputs.WithShape(
-        Shape(kF32, {steps * batch, inputs.shape().dim(2)}));
-    Literal t2d = targets.WithShape(
-        Shape(kF32, {steps * batch, targets.shape().dim(2)}));
+    Literal in2d =
+        inputs.WithShape(Shape(kF32, {steps * batch, inputs.shape().dim(2)}));
+    Literal t2d =
+        targets.WithShape(Shape(kF32, {steps * batch, targets.shape().dim(2)}));
     data.inputs.push_back(Rows(in2d, i * batch, batch));
     data.targets.push_back(Rows(t2d, i * batch, batch));
   }
@@ -259,8 +261,8 @@ PipelineData RandomPipelineData(const std::vector<int64_t>& sizes,
   };
   PipelineData data;
   for (size_t s = 0; s + 1 < sizes.size(); ++s) {
-    data.initial.w.push_back(random(
-        {sizes[s], sizes[s + 1]}, 1.0f / std::sqrt(float(sizes[s]))));
+    data.initial.w.push_back(
+        random({sizes[s], sizes[s + 1]}, 1.0f / std::sqrt(float(sizes[s]))));
     data.initial.b.push_back(random({sizes[s + 1]}, 0.1f));
   }
   for (int64_t i = 0; i < steps; ++i) {
@@ -309,8 +311,8 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
     } else {
       CW_ASSIGN_OR_RETURN(forward_text,
                           ForwardProgram(stage.din, stage.dout, rows, devices));
-      CW_ASSIGN_OR_RETURN(backward_text, BackwardProgram(stage.din, stage.dout,
-                                                         rows, devices));
+      CW_ASSIGN_OR_RETURN(
+          backward_text, BackwardProgram(stage.din, stage.dout, rows, devices));
       CW_ASSIGN_OR_RETURN(stage.backward,
                           s.Compile(backward_text, stage.slice));
     }
@@ -319,10 +321,10 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
         std::string update_text,
         UpdateProgram(stage.din, stage.dout, devices, options.learning_rate));
     CW_ASSIGN_OR_RETURN(stage.update, s.Compile(update_text, stage.slice));
-    CW_ASSIGN_OR_RETURN(stage.w, s.FromHost(initial.w[i], stage.slice,
-                                            replicated));
-    CW_ASSIGN_OR_RETURN(stage.b, s.FromHost(initial.b[i], stage.slice,
-                                            replicated));
+    CW_ASSIGN_OR_RETURN(stage.w,
+                        s.FromHost(initial.w[i], stage.slice, replicated));
+    CW_ASSIGN_OR_RETURN(stage.b,
+                        s.FromHost(initial.b[i], stage.slice, replicated));
     CW_ASSIGN_OR_RETURN(stage.zero_w, s.FromHost(ZerosLike(initial.w[i]),
                                                  stage.slice, replicated));
     CW_ASSIGN_OR_RETURN(stage.zero_b, s.FromHost(ZerosLike(initial.b[i]),
@@ -344,10 +346,10 @@ absl::StatusOr<Array> PipelineTrainer::Step(const Literal& inputs,
   const int64_t mb = batch_ / m;
   if (inputs.shape().rank() != 2 || inputs.shape().dim(0) != batch_ ||
       targets.shape().rank() != 2 || targets.shape().dim(0) != batch_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a step takes inputs and targets of ", batch_, " rows, got ",
-        inputs.shape().ToString(false), " and ",
-        targets.shape().ToString(false)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a step takes inputs and targets of ", batch_,
+                     " rows, got ", inputs.shape().ToString(false), " and ",
+                     targets.shape().ToString(false)));
   }
   Stage& first = stages_.front();
   Stage& last = stages_.back();
@@ -358,9 +360,9 @@ absl::StatusOr<Array> PipelineTrainer::Step(const Literal& inputs,
   for (int64_t k = 0; k < m; ++k) {
     CW_ASSIGN_OR_RETURN(acts[0][k], session_.FromHost(Rows(inputs, k * mb, mb),
                                                       first.slice, rows));
-    CW_ASSIGN_OR_RETURN(micro_targets[k],
-                        session_.FromHost(Rows(targets, k * mb, mb),
-                                          last.slice, rows));
+    CW_ASSIGN_OR_RETURN(
+        micro_targets[k],
+        session_.FromHost(Rows(targets, k * mb, mb), last.slice, rows));
   }
 
   ProgramTrace trace(session_);
@@ -368,9 +370,9 @@ absl::StatusOr<Array> PipelineTrainer::Step(const Literal& inputs,
   for (int64_t k = 0; k < m; ++k) {
     for (int64_t s = 0; s + 1 < num_stages; ++s) {
       Stage& stage = stages_[s];
-      CW_ASSIGN_OR_RETURN(std::vector<Array> out,
-                          trace.Execute(stage.forward,
-                                        {stage.w, stage.b, acts[s][k]}));
+      CW_ASSIGN_OR_RETURN(
+          std::vector<Array> out,
+          trace.Execute(stage.forward, {stage.w, stage.b, acts[s][k]}));
       acts[s + 1][k] = out[0];  // Crosses to the next stage's island.
     }
   }
@@ -386,17 +388,19 @@ absl::StatusOr<Array> PipelineTrainer::Step(const Literal& inputs,
   for (int64_t k = 0; k < m; ++k) {
     CW_ASSIGN_OR_RETURN(
         std::vector<Array> out,
-        trace.Execute(last.forward,
-                      {last.w, last.b, acts[num_stages - 1][k],
-                       micro_targets[k], acc_w[num_stages - 1],
-                       acc_b[num_stages - 1], loss}));
+        trace.Execute(last.forward, {last.w, last.b, acts[num_stages - 1][k],
+                                     micro_targets[k], acc_w[num_stages - 1],
+                                     acc_b[num_stages - 1], loss}));
     grads[num_stages - 2][k] = out[0];
     acc_w[num_stages - 1] = out[1];
     acc_b[num_stages - 1] = out[2];
     loss = out[3];
   }
-  // Backward through the other stages, micro-batches in reverse.
-  for (int64_t k = m - 1; k >= 0; --k) {
+  // Backward through the other stages, micro-batches in the order the last
+  // stage finishes them: stage s can start micro-batch 0's backward while
+  // the stages after it still work on the later ones. (Reverse order would
+  // hold every stage back until the last stage had finished all of them.)
+  for (int64_t k = 0; k < m; ++k) {
     for (int64_t s = num_stages - 2; s >= 0; --s) {
       Stage& stage = stages_[s];
       CW_ASSIGN_OR_RETURN(
@@ -411,9 +415,9 @@ absl::StatusOr<Array> PipelineTrainer::Step(const Literal& inputs,
   // The update, stage by stage.
   for (int64_t s = 0; s < num_stages; ++s) {
     Stage& stage = stages_[s];
-    CW_ASSIGN_OR_RETURN(std::vector<Array> out,
-                        trace.Execute(stage.update, {stage.w, stage.b,
-                                                     acc_w[s], acc_b[s]}));
+    CW_ASSIGN_OR_RETURN(
+        std::vector<Array> out,
+        trace.Execute(stage.update, {stage.w, stage.b, acc_w[s], acc_b[s]}));
     stage.w = out[0];
     stage.b = out[1];
   }
@@ -442,19 +446,18 @@ absl::Status PipelineTrainer::WaitForParameters() {
 
 absl::Status PipelineTrainer::RunStageAlone(int64_t stage_index) {
   if (stage_index < 0 || stage_index >= num_stages()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no stage ", stage_index));
+    return absl::InvalidArgumentError(absl::StrCat("no stage ", stage_index));
   }
   Stage& stage = stages_[stage_index];
   const bool last = stage_index == num_stages() - 1;
   const int64_t mb = batch_ / options_.micro_batches;
   const Sharding rows(*Sharding::FromHlo(Rows(options_.devices_per_stage)));
-  CW_ASSIGN_OR_RETURN(Array x, session_.FromHost(
-                                   Literal(Shape(kF32, {mb, stage.din})),
-                                   stage.slice, rows));
-  CW_ASSIGN_OR_RETURN(Array gy, session_.FromHost(
-                                    Literal(Shape(kF32, {mb, stage.dout})),
-                                    stage.slice, rows));
+  CW_ASSIGN_OR_RETURN(Array x,
+                      session_.FromHost(Literal(Shape(kF32, {mb, stage.din})),
+                                        stage.slice, rows));
+  CW_ASSIGN_OR_RETURN(Array gy,
+                      session_.FromHost(Literal(Shape(kF32, {mb, stage.dout})),
+                                        stage.slice, rows));
   CW_RETURN_IF_ERROR(x.Ready().Await());
   CW_RETURN_IF_ERROR(gy.Ready().Await());
   ProgramTrace trace(session_);
@@ -483,9 +486,9 @@ absl::Status PipelineTrainer::RunStageAlone(int64_t stage_index) {
       acc_b = out[2];
     }
   }
-  CW_ASSIGN_OR_RETURN(std::vector<Array> updated,
-                      trace.Execute(stage.update,
-                                    {stage.w, stage.b, acc_w, acc_b}));
+  CW_ASSIGN_OR_RETURN(
+      std::vector<Array> updated,
+      trace.Execute(stage.update, {stage.w, stage.b, acc_w, acc_b}));
   CW_RETURN_IF_ERROR(trace.Submit());
   CW_RETURN_IF_ERROR(updated[0].Ready().Await());
   return updated[1].Ready().Await();
@@ -501,9 +504,9 @@ absl::StatusOr<PipelineRunResult> TrainPipeline(
     steps = static_cast<int64_t>(data.inputs.size());
   }
   const int64_t batch = data.inputs[0].shape().dim(0);
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTrainer> trainer,
-                      PipelineTrainer::Create(client, data.initial, batch,
-                                              options));
+  CW_ASSIGN_OR_RETURN(
+      std::unique_ptr<PipelineTrainer> trainer,
+      PipelineTrainer::Create(client, data.initial, batch, options));
   PipelineRunResult result;
   const absl::Time start = absl::Now();
   // One step stays in flight while the previous one's loss is read.

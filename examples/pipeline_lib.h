@@ -6,7 +6,8 @@
 // data-parallel inside the slice: each micro-batch is split over the
 // devices and the weight gradients are all-reduced. A training step is ONE
 // traced program graph: the forward pass of M micro-batches through all
-// stages, the backward passes in reverse order with gradients accumulated
+// stages, the backward passes (micro-batches in the order the last stage
+// finishes them) with gradients accumulated
 // on each stage, then the SGD update. Activations and gradients cross
 // islands between stages (the trace inserts the copies).
 //
@@ -54,7 +55,7 @@ struct PipelineOptions {
   int64_t micro_batches = 4;      // M; must divide the batch.
   int64_t devices_per_stage = 2;  // Must divide the micro-batch size.
   float learning_rate = 0.1f;
-  bool pin_islands = true;        // Stage s on island s.
+  bool pin_islands = true;  // Stage s on island s.
   std::string session_name = "pipeline";
 };
 
@@ -110,7 +111,7 @@ class PipelineTrainer {
  private:
   struct Stage {
     client::Slice slice;
-    client::Executable forward;   // Or `last` for the last stage.
+    client::Executable forward;  // Or `last` for the last stage.
     client::Executable backward;
     client::Executable update;
     client::Array w, b;
