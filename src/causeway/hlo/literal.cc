@@ -1,37 +1,29 @@
 #include "causeway/hlo/literal.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/block_pool.h"
 #include "causeway/base/logging.h"
 
 namespace causeway::hlo {
 
-// The bytes of an array, 64-byte aligned. Allocated with plain malloc and
-// aligned by hand: glibc's aligned allocation (memalign) is several times
-// slower than malloc for the small arrays an evaluator makes by the
-// thousand.
+// The bytes of an array, 64-byte aligned, from the process-wide BlockPool
+// (large buffers are recycled, small ones come from malloc).
 struct Literal::Storage {
-  static constexpr size_t kAlignment = 64;
-
   explicit Storage(int64_t bytes, bool zero_fill = true)
       : size(bytes),
-        block(std::malloc(static_cast<size_t>(bytes) + kAlignment - 1)) {
-    if (block == nullptr) throw std::bad_alloc();
-    const uintptr_t address = reinterpret_cast<uintptr_t>(block);
-    data = reinterpret_cast<std::byte*>((address + kAlignment - 1) &
-                                        ~uintptr_t{kAlignment - 1});
+        block(BlockPool::Global().Allocate(static_cast<size_t>(bytes))) {
+    data = static_cast<std::byte*>(block.data);
     if (zero_fill) std::memset(data, 0, static_cast<size_t>(size));
   }
-  ~Storage() { std::free(block); }
+  ~Storage() { BlockPool::Global().Free(block); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   int64_t size;
-  void* block;
+  Block block;
   std::byte* data = nullptr;
 };
 
@@ -78,7 +70,8 @@ void* Literal::mutable_untyped_data() {
   CW_CHECK(storage_ != nullptr) << "not an array: " << shape_.ToString();
   if (storage_.use_count() > 1) {
     auto copy = std::make_shared<Storage>(storage_->size, /*zero_fill=*/false);
-    std::memcpy(copy->data, storage_->data, static_cast<size_t>(storage_->size));
+    std::memcpy(copy->data, storage_->data,
+                static_cast<size_t>(storage_->size));
     storage_ = std::move(copy);
   }
   return storage_->data;

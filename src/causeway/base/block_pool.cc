@@ -1,0 +1,99 @@
+#include "causeway/base/block_pool.h"
+
+#include <bit>
+#include <cstdlib>
+#include <new>
+
+namespace causeway {
+namespace {
+
+constexpr size_t kClassesPerPowerOfTwo = 8;
+
+size_t RoundUp(size_t bytes, size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+BlockPool::~BlockPool() { Trim(); }
+
+BlockPool& BlockPool::Global() {
+  static BlockPool* pool = new BlockPool(size_t{1} << 30);
+  return *pool;
+}
+
+size_t BlockPool::CapacityFor(size_t bytes) {
+  if (bytes < kMinPooledBytes) return RoundUp(bytes, kAlignment);
+  // The power of two at or below `bytes`, split in eight steps.
+  const size_t step =
+      std::bit_floor(bytes) / kClassesPerPowerOfTwo;  // >= 8 KiB here.
+  return RoundUp(bytes, step);
+}
+
+Block BlockPool::Allocate(size_t bytes) {
+  Block block;
+  block.capacity = CapacityFor(bytes);
+  if (bytes < kMinPooledBytes) {
+    // malloc, aligned by hand: glibc's aligned allocation is several times
+    // slower than malloc for the small arrays an evaluator makes by the
+    // thousand.
+    block.allocation = std::malloc(block.capacity + kAlignment - 1);
+    if (block.allocation == nullptr) throw std::bad_alloc();
+    const uintptr_t address = reinterpret_cast<uintptr_t>(block.allocation);
+    block.data = reinterpret_cast<void*>((address + kAlignment - 1) &
+                                         ~uintptr_t{kAlignment - 1});
+    return block;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = free_.find(block.capacity);
+    if (it != free_.end() && !it->second.empty()) {
+      block.data = block.allocation = it->second.back();
+      it->second.pop_back();
+      stats_.cached_bytes -= static_cast<int64_t>(block.capacity);
+      --stats_.cached_blocks;
+      ++stats_.reused;
+      return block;
+    }
+    ++stats_.allocated;
+  }
+  block.allocation = std::aligned_alloc(kAlignment, block.capacity);
+  if (block.allocation == nullptr) throw std::bad_alloc();
+  block.data = block.allocation;
+  return block;
+}
+
+void BlockPool::Free(Block block) {
+  if (block.allocation == nullptr) return;
+  if (block.capacity >= kMinPooledBytes) {
+    absl::MutexLock lock(&mu_);
+    if (stats_.cached_bytes + static_cast<int64_t>(block.capacity) <=
+        static_cast<int64_t>(max_cached_bytes_)) {
+      free_[block.capacity].push_back(block.allocation);
+      stats_.cached_bytes += static_cast<int64_t>(block.capacity);
+      ++stats_.cached_blocks;
+      return;
+    }
+  }
+  std::free(block.allocation);
+}
+
+void BlockPool::Trim() {
+  std::map<size_t, std::vector<void*>> blocks;
+  {
+    absl::MutexLock lock(&mu_);
+    blocks.swap(free_);
+    stats_.cached_bytes = 0;
+    stats_.cached_blocks = 0;
+  }
+  for (auto& [capacity, list] : blocks) {
+    for (void* allocation : list) std::free(allocation);
+  }
+}
+
+BlockPoolStats BlockPool::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace causeway
