@@ -1,11 +1,13 @@
 #include "causeway/runtime/device.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "causeway/base/logging.h"
 
@@ -28,6 +30,9 @@ Device::Device(Options options)
   CW_CHECK(options_.events != nullptr);
   CW_CHECK(options_.collectives != nullptr);
   thread_ = std::thread([this] { Loop(); });
+  // For profilers and debuggers (at most 15 characters).
+  pthread_setname_np(thread_.native_handle(),
+                     absl::StrCat("dev", id().value()).substr(0, 15).c_str());
 }
 
 Device::~Device() {
@@ -197,9 +202,9 @@ absl::Status Device::AwaitOutputs(QueuedLaunch& launch) {
     wait.seq = launch.op.seq;
     wait.program = launch.op.program_name;
     wait.reason = WaitEvent::Reason::kMemory;
-    wait.detail = absl::StrCat(launch.op.outputs[index].buffer.ToString(), " (",
-                               launch.op.outputs[index].shape.ByteSize(),
-                               " bytes)");
+    wait.detail =
+        absl::StrCat(launch.op.outputs[index].buffer.ToString(), " (",
+                     launch.op.outputs[index].shape.ByteSize(), " bytes)");
     options_.events->WaitStarted(wait);
     for (const Future<>& reservation : launch.output_reservations) {
       reservation.Await();
@@ -234,8 +239,7 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   context.replica_id = 0;
   context.run_id = op.seq;
   if (program.has_collectives) {
-    context.collectives =
-        options_.collectives->Join(op.seq, op.num_partitions);
+    context.collectives = options_.collectives->Join(op.seq, op.num_partitions);
   }
   absl::StatusOr<hlo::Literal> result =
       program.evaluator->Run(arguments, context);
@@ -246,11 +250,11 @@ absl::Status Device::Execute(QueuedLaunch& launch,
     if (absl::StrContains(result.status().message(), prefix)) {
       status = result.status();  // A peer's error, already named.
     } else {
-      status = absl::Status(
-          result.status().code(),
-          absl::StrCat(prefix, " (seq ", op.seq, ", partition ", op.partition,
-                       " on device ", id().value(),
-                       "): ", result.status().message()));
+      status =
+          absl::Status(result.status().code(),
+                       absl::StrCat(prefix, " (seq ", op.seq, ", partition ",
+                                    op.partition, " on device ", id().value(),
+                                    "): ", result.status().message()));
     }
   }
   if (program.has_collectives) {
