@@ -444,54 +444,78 @@ absl::Status PipelineTrainer::WaitForParameters() {
   return absl::OkStatus();
 }
 
-absl::Status PipelineTrainer::RunStageAlone(int64_t stage_index) {
-  if (stage_index < 0 || stage_index >= num_stages()) {
-    return absl::InvalidArgumentError(absl::StrCat("no stage ", stage_index));
-  }
-  Stage& stage = stages_[stage_index];
-  const bool last = stage_index == num_stages() - 1;
+absl::Status PipelineTrainer::RunStagesAlone(
+    absl::Span<const int64_t> stage_indices, int64_t steps) {
   const int64_t mb = batch_ / options_.micro_batches;
   const Sharding rows(*Sharding::FromHlo(Rows(options_.devices_per_stage)));
-  CW_ASSIGN_OR_RETURN(Array x,
-                      session_.FromHost(Literal(Shape(kF32, {mb, stage.din})),
-                                        stage.slice, rows));
-  CW_ASSIGN_OR_RETURN(Array gy,
-                      session_.FromHost(Literal(Shape(kF32, {mb, stage.dout})),
-                                        stage.slice, rows));
-  CW_RETURN_IF_ERROR(x.Ready().Await());
-  CW_RETURN_IF_ERROR(gy.Ready().Await());
-  ProgramTrace trace(session_);
-  Array acc_w = stage.zero_w, acc_b = stage.zero_b, loss = zero_loss_;
-  std::vector<Array> keep;
-  for (int64_t k = 0; k < options_.micro_batches; ++k) {
-    if (last) {
-      CW_ASSIGN_OR_RETURN(std::vector<Array> out,
-                          trace.Execute(stage.forward, {stage.w, stage.b, x, gy,
-                                                        acc_w, acc_b, loss}));
-      acc_w = out[1];
-      acc_b = out[2];
-      loss = out[3];
-    } else {
-      CW_ASSIGN_OR_RETURN(std::vector<Array> y,
-                          trace.Execute(stage.forward, {stage.w, stage.b, x}));
-      keep.push_back(y[0]);
+  // Per listed stage: its inputs (on its slice) and its parameters, which
+  // these steps update among themselves (the trainer's stay as they are).
+  struct Alone {
+    Stage* stage;
+    bool last;
+    Array x, gy, w, b;
+  };
+  std::vector<Alone> alone;
+  for (int64_t stage_index : stage_indices) {
+    if (stage_index < 0 || stage_index >= num_stages()) {
+      return absl::InvalidArgumentError(absl::StrCat("no stage ", stage_index));
     }
+    Stage& stage = stages_[stage_index];
+    CW_ASSIGN_OR_RETURN(Array x,
+                        session_.FromHost(Literal(Shape(kF32, {mb, stage.din})),
+                                          stage.slice, rows));
+    CW_ASSIGN_OR_RETURN(
+        Array gy, session_.FromHost(Literal(Shape(kF32, {mb, stage.dout})),
+                                    stage.slice, rows));
+    alone.push_back(
+        {&stage, stage_index == num_stages() - 1, x, gy, stage.w, stage.b});
   }
-  if (!last) {
-    for (int64_t k = 0; k < options_.micro_batches; ++k) {
-      CW_ASSIGN_OR_RETURN(std::vector<Array> out,
-                          trace.Execute(stage.backward, {stage.w, stage.b, x,
-                                                         gy, acc_w, acc_b}));
-      acc_w = out[1];
-      acc_b = out[2];
+  for (int64_t step = 0; step < steps; ++step) {
+    ProgramTrace trace(session_);
+    // Activations are held to the end of the step, as the pipeline holds
+    // them until their backward pass.
+    std::vector<Array> activations;
+    for (Alone& a : alone) {
+      const Stage& stage = *a.stage;
+      Array acc_w = stage.zero_w, acc_b = stage.zero_b, loss = zero_loss_;
+      for (int64_t k = 0; k < options_.micro_batches; ++k) {
+        if (a.last) {
+          CW_ASSIGN_OR_RETURN(
+              std::vector<Array> out,
+              trace.Execute(stage.forward,
+                            {a.w, a.b, a.x, a.gy, acc_w, acc_b, loss}));
+          acc_w = out[1];
+          acc_b = out[2];
+          loss = out[3];
+        } else {
+          CW_ASSIGN_OR_RETURN(std::vector<Array> y,
+                              trace.Execute(stage.forward, {a.w, a.b, a.x}));
+          activations.push_back(y[0]);
+        }
+      }
+      if (!a.last) {
+        for (int64_t k = 0; k < options_.micro_batches; ++k) {
+          CW_ASSIGN_OR_RETURN(
+              std::vector<Array> out,
+              trace.Execute(stage.backward,
+                            {a.w, a.b, a.x, a.gy, acc_w, acc_b}));
+          acc_w = out[1];
+          acc_b = out[2];
+        }
+      }
+      CW_ASSIGN_OR_RETURN(
+          std::vector<Array> out,
+          trace.Execute(stage.update, {a.w, a.b, acc_w, acc_b}));
+      a.w = out[0];
+      a.b = out[1];
     }
+    CW_RETURN_IF_ERROR(trace.Submit());
   }
-  CW_ASSIGN_OR_RETURN(
-      std::vector<Array> updated,
-      trace.Execute(stage.update, {stage.w, stage.b, acc_w, acc_b}));
-  CW_RETURN_IF_ERROR(trace.Submit());
-  CW_RETURN_IF_ERROR(updated[0].Ready().Await());
-  return updated[1].Ready().Await();
+  for (Alone& a : alone) {
+    CW_RETURN_IF_ERROR(a.w.Ready().Await());
+    CW_RETURN_IF_ERROR(a.b.Ready().Await());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PipelineRunResult> TrainPipeline(

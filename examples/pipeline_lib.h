@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "causeway/client/client.h"
 #include "causeway/hlo/literal.h"
 
@@ -99,10 +100,15 @@ class PipelineTrainer {
   // submitted so far (the end of the last step on every stage).
   absl::Status WaitForParameters();
 
-  // Runs stage `stage`'s share of one step alone (forward and backward of
-  // every micro-batch on its slice, inputs already on the slice) and
-  // waits for it: the baseline of the pipeline benchmark.
-  absl::Status RunStageAlone(int64_t stage);
+  // Runs `steps` steps of each listed stage's share of training (forward
+  // and backward of every micro-batch on its slice, inputs already there,
+  // then the update), submitted back to back like the pipeline's steps,
+  // with no data flowing between the stages, and waits for the last: the
+  // baselines of the pipeline benchmark. One stage alone gives its step
+  // time; all stages at once show what running the stages side by side
+  // costs on this hardware, before any pipeline dependency. The trainer's
+  // parameters are left as they were.
+  absl::Status RunStagesAlone(absl::Span<const int64_t> stages, int64_t steps);
 
   client::Session& session() { return session_; }
   int64_t num_stages() const { return static_cast<int64_t>(stages_.size()); }
