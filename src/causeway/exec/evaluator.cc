@@ -44,14 +44,21 @@ class ExecutionPlan {
       by_computation;
   const Computation* entry = nullptr;
   int32_t collective_count = 0;
+  int32_t dot_add_fusions = 0;
   int64_t num_partitions = 1;
   int64_t replica_count = 1;
 };
 
 struct ExecutionPlan::Computation {
   struct Step {
+    enum class Kind : uint8_t {
+      kKernel,         // The instruction's own kernel.
+      kDotAccumulate,  // A dot whose last operand is the accumulator.
+      kForward,        // An add fused into its dot: passes the dot's value.
+    };
     const Instruction* instruction = nullptr;
     Opcode opcode = Opcode::kUnknown;
+    Kind kind = Kind::kKernel;
     int32_t result = kNoSlot;
     // Ranges into the plan's flat arrays.
     int32_t operands_begin = 0;
@@ -502,6 +509,15 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
     }
     return pointers;
   };
+  if (step.kind == PlanStep::Kind::kForward) {
+    return TakeOperand(frame, plan, step.operands_begin);
+  }
+  if (step.kind == PlanStep::Kind::kDotAccumulate) {
+    const int32_t first = step.operands_begin;
+    return EvalDotAccumulate(instr, frame.value(plan.operand_slots[first]),
+                             frame.value(plan.operand_slots[first + 1]),
+                             TakeOperand(frame, plan, first + 2));
+  }
   switch (step.opcode) {
     case Opcode::kTuple:
       return Literal::MakeTuple(TakeOperands(frame, plan, step));
@@ -609,6 +625,62 @@ absl::StatusOr<Literal> RunPlan(const Plan& plan,
   return frame.Take(plan.root_slot, /*movable=*/true);
 }
 
+// Dot-add output fusion: add(x, d) or add(d, x), where d is a dot that
+// EvalDotAccumulate can run and the add is its only user, becomes one step:
+// d accumulates into x (its operands become lhs, rhs, x), and the add just
+// forwards d's value (its operands become d alone). x must be ready before
+// d runs: a parameter, or earlier in `order`. Rewrites `operands_of` and
+// `kind_of` (by slot); returns how many pairs it fused.
+int32_t FuseDotAdds(
+    const hlo::Computation& computation,
+    const std::vector<const Instruction*>& order,
+    const std::unordered_map<const Instruction*, int32_t>& slot_of,
+    std::vector<std::vector<const Instruction*>>& operands_of,
+    std::vector<PlanStep::Kind>& kind_of) {
+  std::vector<int32_t> users(slot_of.size(), 0);
+  std::vector<int32_t> position(slot_of.size(), -1);
+  for (const auto& instruction : computation.instructions()) {
+    for (const Instruction* operand : instruction->operands) {
+      ++users[slot_of.at(operand)];
+    }
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    position[slot_of.at(order[i])] = static_cast<int32_t>(i);
+  }
+  int32_t fused = 0;
+  for (const Instruction* add : order) {
+    if (add->opcode != Opcode::kAdd || add->operands.size() != 2 ||
+        add->operands[0] == add->operands[1] || !add->shape.IsArray()) {
+      continue;
+    }
+    for (int side = 0; side < 2; ++side) {
+      const Instruction* dot = add->operands[side];
+      const Instruction* addend = add->operands[1 - side];
+      const int32_t dot_slot = slot_of.at(dot);
+      if (!CanAccumulateDot(*dot) || dot == computation.root() ||
+          users[dot_slot] != 1 ||
+          kind_of[dot_slot] != PlanStep::Kind::kKernel ||
+          dot->shape.type() != add->shape.type() ||
+          dot->shape.dims() != add->shape.dims() || !addend->shape.IsArray() ||
+          addend->shape.type() != add->shape.type() ||
+          addend->shape.dims() != add->shape.dims()) {
+        continue;
+      }
+      if (addend->opcode != Opcode::kParameter &&
+          position[slot_of.at(addend)] > position[dot_slot]) {
+        continue;
+      }
+      operands_of[dot_slot].push_back(addend);
+      kind_of[dot_slot] = PlanStep::Kind::kDotAccumulate;
+      operands_of[slot_of.at(add)] = {dot};
+      kind_of[slot_of.at(add)] = PlanStep::Kind::kForward;
+      ++fused;
+      break;
+    }
+  }
+  return fused;
+}
+
 }  // namespace
 
 Evaluator::Evaluator(const hlo::Module& module,
@@ -616,6 +688,10 @@ Evaluator::Evaluator(const hlo::Module& module,
     : module_(module), plan_(std::move(plan)) {}
 
 Evaluator::~Evaluator() = default;
+
+int64_t Evaluator::num_dot_add_fusions() const {
+  return plan_->dot_add_fusions;
+}
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
     const hlo::Module& module) {
@@ -667,12 +743,23 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
     CW_ASSIGN_OR_RETURN(std::vector<const Instruction*> order,
                         PostOrder(computation, slot_of));
 
+    // What each step reads: the instruction's operands, but for fused
+    // dot-add pairs.
+    std::vector<std::vector<const Instruction*>> operands_of(cp.slot_count);
+    std::vector<PlanStep::Kind> kind_of(cp.slot_count, PlanStep::Kind::kKernel);
+    for (const auto& instruction : instructions) {
+      operands_of[slot_of.at(instruction.get())].assign(
+          instruction->operands.begin(), instruction->operands.end());
+    }
+    plan->dot_add_fusions +=
+        FuseDotAdds(computation, order, slot_of, operands_of, kind_of);
+
     // Last use of every slot: the step index of its last reader.
     std::vector<int32_t> last_use(cp.slot_count, -1);
     int32_t step_index = 0;
     for (const Instruction* instruction : order) {
       if (instruction->opcode == Opcode::kParameter) continue;
-      for (const Instruction* operand : instruction->operands) {
+      for (const Instruction* operand : operands_of[slot_of.at(instruction)]) {
         last_use[slot_of.at(operand)] = step_index;
       }
       ++step_index;
@@ -684,8 +771,9 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       step.instruction = instruction;
       step.opcode = instruction->opcode;
       step.result = slot_of.at(instruction);
+      step.kind = kind_of[step.result];
       step.operands_begin = static_cast<int32_t>(cp.operand_slots.size());
-      const auto& operands = instruction->operands;
+      const auto& operands = operands_of[step.result];
       for (size_t j = 0; j < operands.size(); ++j) {
         const int32_t slot = slot_of.at(operands[j]);
         // An operand used twice by one instruction is never moved: the

@@ -51,6 +51,10 @@ class Evaluator {
 
   const hlo::Module& module() const { return module_; }
 
+  // How many add(x, dot) pairs the plan runs as one accumulating dot
+  // (EvalDotAccumulate), over all computations.
+  int64_t num_dot_add_fusions() const;
+
  private:
   Evaluator(const hlo::Module& module, std::unique_ptr<ExecutionPlan> plan);
   const hlo::Module& module_;

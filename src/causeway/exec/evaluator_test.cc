@@ -386,6 +386,77 @@ ENTRY main {
   EXPECT_THAT(status.message(), HasSubstr("custom-call"));
 }
 
+// add(acc, dot) with the dot used once runs as one accumulating dot; the
+// values are small integers, so both orders of summation are exact.
+TEST_F(EvaluatorTest, AnAddOfADotUsedOnceRunsAsOneAccumulatingDot) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  x = f32[2,3] parameter(0)
+  w = f32[3,2] parameter(1)
+  acc = f32[2,2] parameter(2)
+  d = f32[2,2] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT sum = f32[2,2] add(acc, d)
+})")
+                  .ok());
+  EXPECT_EQ(evaluator_->num_dot_add_fusions(), 1);
+  Literal acc = F32({2, 2}, {100, 200, 300, 400});
+  auto result = Run(
+      {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({3, 2}, {1, 0, 0, 1, 1, 1}), acc});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(104, 205, 310, 411));
+  // The caller's accumulator is left as it was.
+  EXPECT_THAT(Values(acc), ElementsAre(100, 200, 300, 400));
+}
+
+TEST_F(EvaluatorTest, AnAccumulatorComputedInTheProgramIsFusedToo) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  x = f32[2,2] parameter(0)
+  acc = f32[2,2] multiply(x, x)
+  d = f32[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT sum = f32[2,2] add(d, acc)
+})")
+                  .ok());
+  EXPECT_EQ(evaluator_->num_dot_add_fusions(), 1);
+  auto result = Run({F32({2, 2}, {1, 2, 3, 4})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  // x.x = [7 10; 15 22], x*x = [1 4; 9 16].
+  EXPECT_THAT(Values(*result), ElementsAre(8, 14, 24, 38));
+}
+
+TEST_F(EvaluatorTest, ADotWithAnotherUserOrAsRootIsNotFused) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  x = f32[2,2] parameter(0)
+  acc = f32[2,2] parameter(1)
+  d = f32[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  sum = f32[2,2] add(acc, d)
+  ROOT t = (f32[2,2], f32[2,2]) tuple(sum, d)
+})")
+                  .ok());
+  EXPECT_EQ(evaluator_->num_dot_add_fusions(), 0);
+  auto result = Run({F32({2, 2}, {1, 2, 3, 4}), F32({2, 2}, {1, 1, 1, 1})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(result->elements()[0]), ElementsAre(8, 11, 16, 23));
+  EXPECT_THAT(Values(result->elements()[1]), ElementsAre(7, 10, 15, 22));
+}
+
+TEST_F(EvaluatorTest, ADotOfOtherTypesIsNotFused) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  x = bf16[2,2] parameter(0)
+  acc = f32[2,2] parameter(1)
+  d = f32[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT sum = f32[2,2] add(acc, d)
+})")
+                  .ok());
+  EXPECT_EQ(evaluator_->num_dot_add_fusions(), 0);
+}
+
 TEST_F(EvaluatorTest, RunIsSafeFromManyThreadsAtOnce) {
   ASSERT_TRUE(Load(R"(
 HloModule m, num_partitions=8

@@ -69,8 +69,8 @@ absl::StatusOr<Literal> EvalTranspose(const Instruction& instr,
                                       const Literal& operand);
 absl::StatusOr<Literal> EvalSlice(const Instruction& instr,
                                   const Literal& operand);
-absl::StatusOr<Literal> EvalConcatenate(const Instruction& instr,
-                                        std::span<const Literal* const> operands);
+absl::StatusOr<Literal> EvalConcatenate(
+    const Instruction& instr, std::span<const Literal* const> operands);
 absl::StatusOr<Literal> EvalPad(const Instruction& instr,
                                 const Literal& operand,
                                 const Literal& padding_value);
@@ -122,6 +122,17 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
 // Linear algebra (Eigen).
 absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
                                 const Literal& rhs);
+// Dot-add output fusion, as XLA's CPU backend does it: accumulator + dot,
+// computed by letting the product accumulate into `accumulator`'s bytes (in
+// place when its storage is not shared, else into a copy). Only for dots
+// that CanAccumulateDot admits (f32 or f64 throughout); the accumulator has
+// the dot's shape. The sum is rounded as the product's own accumulation
+// goes, so it may differ from dot-then-add in the last bits, as XLA's does.
+bool CanAccumulateDot(const Instruction& dot);
+absl::StatusOr<Literal> EvalDotAccumulate(const Instruction& instr,
+                                          const Literal& lhs,
+                                          const Literal& rhs,
+                                          Literal accumulator);
 absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
                                         const Literal& input,
                                         const Literal& kernel);

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
@@ -252,34 +253,40 @@ DotOperand<Acc> PrepareDotOperand(const hlo::Literal& literal,
   return operand;
 }
 
+// out = lhs x rhs per batch, or out += lhs x rhs when `accumulate`.
 template <typename Acc>
 void BatchedMatmul(const DotOperand<Acc>& lhs, const DotOperand<Acc>& rhs,
-                   int64_t batch, int64_t m, int64_t k, int64_t n, Acc* out) {
+                   int64_t batch, int64_t m, int64_t k, int64_t n, Acc* out,
+                   bool accumulate = false) {
   TuneEigenBlocking();
   for (int64_t b = 0; b < batch; ++b) {
     const Acc* a = lhs.data + b * m * k;
     const Acc* c = rhs.data + b * k * n;
     RowMap<Acc> result(out + b * m * n, m, n, Eigen::OuterStride<>(n));
     if (k == 0) {
-      result.setZero();
+      if (!accumulate) result.setZero();
       continue;
     }
+    auto store = [&](const auto& product) {
+      if (accumulate) {
+        result.noalias() += product;
+      } else {
+        result.noalias() = product;
+      }
+    };
     // A row-major [cols, rows] matrix is the transpose of what we need.
     if (lhs.row_major && rhs.row_major) {
-      result.noalias() = ConstRowMap<Acc>(a, m, k, Eigen::OuterStride<>(k)) *
-                         ConstRowMap<Acc>(c, k, n, Eigen::OuterStride<>(n));
+      store(ConstRowMap<Acc>(a, m, k, Eigen::OuterStride<>(k)) *
+            ConstRowMap<Acc>(c, k, n, Eigen::OuterStride<>(n)));
     } else if (lhs.row_major) {
-      result.noalias() =
-          ConstRowMap<Acc>(a, m, k, Eigen::OuterStride<>(k)) *
-          ConstRowMap<Acc>(c, n, k, Eigen::OuterStride<>(k)).transpose();
+      store(ConstRowMap<Acc>(a, m, k, Eigen::OuterStride<>(k)) *
+            ConstRowMap<Acc>(c, n, k, Eigen::OuterStride<>(k)).transpose());
     } else if (rhs.row_major) {
-      result.noalias() =
-          ConstRowMap<Acc>(a, k, m, Eigen::OuterStride<>(m)).transpose() *
-          ConstRowMap<Acc>(c, k, n, Eigen::OuterStride<>(n));
+      store(ConstRowMap<Acc>(a, k, m, Eigen::OuterStride<>(m)).transpose() *
+            ConstRowMap<Acc>(c, k, n, Eigen::OuterStride<>(n)));
     } else {
-      result.noalias() =
-          ConstRowMap<Acc>(a, k, m, Eigen::OuterStride<>(m)).transpose() *
-          ConstRowMap<Acc>(c, n, k, Eigen::OuterStride<>(k)).transpose();
+      store(ConstRowMap<Acc>(a, k, m, Eigen::OuterStride<>(m)).transpose() *
+            ConstRowMap<Acc>(c, n, k, Eigen::OuterStride<>(k)).transpose());
     }
   }
 }
@@ -290,19 +297,28 @@ absl::StatusOr<Literal> DotWithAcc(const Instruction& instr, const Literal& lhs,
                                    std::span<const int64_t> lhs_free,
                                    std::span<const int64_t> rhs_free,
                                    int64_t batch, int64_t m, int64_t k,
-                                   int64_t n) {
+                                   int64_t n, Literal* accumulator) {
   const hlo::DotDimensionNumbers& dnums = instr.dot_dimension_numbers;
   DotOperand<Acc> a = PrepareDotOperand<Acc>(
       lhs, dnums.lhs_batch_dims, lhs_free, dnums.lhs_contracting_dims);
   DotOperand<Acc> b = PrepareDotOperand<Acc>(
       rhs, dnums.rhs_batch_dims, dnums.rhs_contracting_dims, rhs_free);
-  Literal result(Shape(instr.shape.type(), instr.shape.dims()));
-  if (instr.shape.type() == PrimitiveType::kF32 && std::is_same_v<Acc, float>) {
-    BatchedMatmul(a, b, batch, m, k, n, MutableDataPtr<Acc>(result));
+  const bool direct = (instr.shape.type() == PrimitiveType::kF32 &&
+                       std::is_same_v<Acc, float>) ||
+                      (instr.shape.type() == PrimitiveType::kF64 &&
+                       std::is_same_v<Acc, double>);
+  if (accumulator != nullptr) {
+    // EvalDotAccumulate admits only the direct types.
+    CW_CHECK(direct) << "dot " << instr.name;
+    Literal result = std::move(*accumulator);
+    BatchedMatmul(a, b, batch, m, k, n, MutableDataPtr<Acc>(result),
+                  /*accumulate=*/true);
     return result;
   }
-  if (instr.shape.type() == PrimitiveType::kF64 &&
-      std::is_same_v<Acc, double>) {
+  // Every element is written below (Eigen zeroes before it accumulates).
+  Literal result =
+      Literal::Uninitialized(Shape(instr.shape.type(), instr.shape.dims()));
+  if (direct) {
     BatchedMatmul(a, b, batch, m, k, n, MutableDataPtr<Acc>(result));
     return result;
   }
@@ -665,8 +681,11 @@ absl::StatusOr<Literal> ConvolutionWithAcc(const Instruction& instr,
 
 }  // namespace
 
-absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
-                                const Literal& rhs) {
+namespace {
+
+// EvalDot, or EvalDotAccumulate when `accumulator` is set.
+absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
+                            const Literal& rhs, Literal* accumulator) {
   const hlo::DotDimensionNumbers& dnums = instr.dot_dimension_numbers;
   const Shape& ls = lhs.shape();
   const Shape& rs = rhs.shape();
@@ -738,19 +757,56 @@ absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
   switch (ChooseAcc(ls.type(), rs.type(), instr.shape.type())) {
     case AccKind::kFloat:
       return DotWithAcc<float>(instr, lhs, rhs, lhs_free, rhs_free, batch, m, k,
-                               n);
+                               n, accumulator);
     case AccKind::kDouble:
       return DotWithAcc<double>(instr, lhs, rhs, lhs_free, rhs_free, batch, m,
-                                k, n);
+                                k, n, accumulator);
     case AccKind::kInt:
       return DotWithAcc<int64_t>(instr, lhs, rhs, lhs_free, rhs_free, batch, m,
-                                 k, n);
+                                 k, n, accumulator);
     case AccKind::kUnsupported:
       break;
   }
   return absl::UnimplementedError(absl::StrCat(
       "dot ", instr.name, " of ", ls.ToString(), " and ", rs.ToString(),
       " giving ", instr.shape.ToString(), " is not supported"));
+}
+
+}  // namespace
+
+absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
+                                const Literal& rhs) {
+  return Dot(instr, lhs, rhs, nullptr);
+}
+
+bool CanAccumulateDot(const Instruction& dot) {
+  if (dot.opcode != hlo::Opcode::kDot || dot.operands.size() != 2 ||
+      !dot.shape.IsArray()) {
+    return false;
+  }
+  const PrimitiveType type = dot.shape.type();
+  return (type == PrimitiveType::kF32 || type == PrimitiveType::kF64) &&
+         dot.operands[0]->shape.IsArray() &&
+         dot.operands[0]->shape.type() == type &&
+         dot.operands[1]->shape.IsArray() &&
+         dot.operands[1]->shape.type() == type;
+}
+
+absl::StatusOr<Literal> EvalDotAccumulate(const Instruction& instr,
+                                          const Literal& lhs,
+                                          const Literal& rhs,
+                                          Literal accumulator) {
+  if (!CanAccumulateDot(instr) || !accumulator.shape().IsArray() ||
+      accumulator.shape().type() != instr.shape.type() ||
+      accumulator.shape().dims() != instr.shape.dims() ||
+      lhs.shape().type() != instr.shape.type() ||
+      rhs.shape().type() != instr.shape.type()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dot ", instr.name, " cannot accumulate into ",
+        accumulator.shape().ToString(false), " from ",
+        lhs.shape().ToString(false), " and ", rhs.shape().ToString(false)));
+  }
+  return Dot(instr, lhs, rhs, &accumulator);
 }
 
 absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
