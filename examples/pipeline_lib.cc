@@ -38,6 +38,12 @@ hlo::Sharding Rows(int64_t devices) {
   return Sharding::TiledByDims({devices, 1})->hlo();
 }
 
+// A vector split over the devices (replicated when there is one device).
+hlo::Sharding Split(int64_t devices) {
+  if (devices == 1) return Replicated();
+  return Sharding::TiledByDims({devices})->hlo();
+}
+
 hlo::Sharding TupleOf(std::vector<hlo::Sharding> elements) {
   hlo::Sharding sharding;
   sharding.kind = hlo::Sharding::Kind::kTuple;
@@ -81,12 +87,13 @@ struct Program {
     return main.Add(main.Dot(x, w, Contract(1, 0)),
                     main.Broadcast(b, {rows, dout}, {1}));
   }
-  // Weight and bias gradients of a dense layer, summed over the devices,
-  // added to the accumulators; and the input gradient.
+  // The input gradient of a dense layer, and its weight and bias gradients
+  // from this device's rows added to this device's accumulators (summed
+  // over the devices once per step, by the update).
   std::vector<XlaOp> DenseBackward(XlaOp x, XlaOp w, XlaOp gz, XlaOp acc_w,
                                    XlaOp acc_b) {
-    XlaOp gw = SumOverDevices(main.Dot(x, gz, Contract(0, 0)));
-    XlaOp gb = SumOverDevices(main.Reduce(gz, Scalar(0), add, {0}));
+    XlaOp gw = main.Dot(x, gz, Contract(0, 0));
+    XlaOp gb = main.Reduce(gz, Scalar(0), add, {0});
     XlaOp gx = main.Dot(gz, w, Contract(1, 1));
     return {gx, main.Add(acc_w, gw), main.Add(acc_b, gb)};
   }
@@ -122,8 +129,6 @@ Literal Rows(const Literal& matrix, int64_t start, int64_t count) {
   return out;
 }
 
-Literal ZerosLike(const Literal& literal) { return Literal(literal.shape()); }
-
 absl::StatusOr<Literal> Read(const std::string& dir, const std::string& name) {
   return hlo::ReadNpy(absl::StrCat(dir, "/", name));
 }
@@ -157,9 +162,9 @@ absl::StatusOr<std::string> BackwardProgram(int64_t din, int64_t dout,
   std::vector<XlaOp> out = p.DenseBackward(x, w, gz, acc_w, acc_b);
   return std::move(p).Finish(
       p.main.Tuple(out),
-      {Replicated(), Replicated(), Rows(devices), Rows(devices), Replicated(),
-       Replicated()},
-      TupleOf({Rows(devices), Replicated(), Replicated()}));
+      {Replicated(), Replicated(), Rows(devices), Rows(devices), Rows(devices),
+       Split(devices)},
+      TupleOf({Rows(devices), Rows(devices), Split(devices)}));
 }
 
 absl::StatusOr<std::string> LastStageProgram(int64_t din, int64_t dout,
@@ -182,9 +187,9 @@ absl::StatusOr<std::string> LastStageProgram(int64_t din, int64_t dout,
   out.push_back(p.main.Add(acc_loss, loss));
   return std::move(p).Finish(
       p.main.Tuple(out),
-      {Replicated(), Replicated(), Rows(devices), Rows(devices), Replicated(),
-       Replicated(), Replicated()},
-      TupleOf({Rows(devices), Replicated(), Replicated(), Replicated()}));
+      {Replicated(), Replicated(), Rows(devices), Rows(devices), Rows(devices),
+       Split(devices), Replicated()},
+      TupleOf({Rows(devices), Rows(devices), Split(devices), Replicated()}));
 }
 
 absl::StatusOr<std::string> UpdateProgram(int64_t din, int64_t dout,
@@ -194,11 +199,13 @@ absl::StatusOr<std::string> UpdateProgram(int64_t din, int64_t dout,
   XlaOp b = p.main.Parameter(Shape(kF32, {dout}), "b");
   XlaOp acc_w = p.main.Parameter(Shape(kF32, {din, dout}), "acc_w");
   XlaOp acc_b = p.main.Parameter(Shape(kF32, {dout}), "acc_b");
-  XlaOp new_w = p.main.Sub(w, p.main.Mul(acc_w, p.Fill(lr, {din, dout})));
-  XlaOp new_b = p.main.Sub(b, p.main.Mul(acc_b, p.Fill(lr, {dout})));
+  XlaOp gw = p.SumOverDevices(acc_w);
+  XlaOp gb = p.SumOverDevices(acc_b);
+  XlaOp new_w = p.main.Sub(w, p.main.Mul(gw, p.Fill(lr, {din, dout})));
+  XlaOp new_b = p.main.Sub(b, p.main.Mul(gb, p.Fill(lr, {dout})));
   return std::move(p).Finish(
       p.main.Tuple({new_w, new_b}),
-      {Replicated(), Replicated(), Replicated(), Replicated()},
+      {Replicated(), Replicated(), Rows(devices), Split(devices)},
       TupleOf({Replicated(), Replicated()}));
 }
 
@@ -325,10 +332,15 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
                         s.FromHost(initial.w[i], stage.slice, replicated));
     CW_ASSIGN_OR_RETURN(stage.b,
                         s.FromHost(initial.b[i], stage.slice, replicated));
-    CW_ASSIGN_OR_RETURN(stage.zero_w, s.FromHost(ZerosLike(initial.w[i]),
-                                                 stage.slice, replicated));
-    CW_ASSIGN_OR_RETURN(stage.zero_b, s.FromHost(ZerosLike(initial.b[i]),
-                                                 stage.slice, replicated));
+    // Accumulators: one [din, dout] and one [dout] per device, stacked.
+    CW_ASSIGN_OR_RETURN(
+        stage.zero_w,
+        s.FromHost(Literal(Shape(kF32, {devices * stage.din, stage.dout})),
+                   stage.slice, *Sharding::FromHlo(Rows(devices))));
+    CW_ASSIGN_OR_RETURN(
+        stage.zero_b,
+        s.FromHost(Literal(Shape(kF32, {devices * stage.dout})), stage.slice,
+                   *Sharding::FromHlo(Split(devices))));
     if (last) {
       CW_ASSIGN_OR_RETURN(
           trainer->zero_loss_,

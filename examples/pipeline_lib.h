@@ -4,12 +4,13 @@
 // last, mean squared error after the last). Stage s runs on its own
 // virtual slice of `devices_per_stage` devices, pinned to island s, and is
 // data-parallel inside the slice: each micro-batch is split over the
-// devices and the weight gradients are all-reduced. A training step is ONE
-// traced program graph: the forward pass of M micro-batches through all
-// stages, the backward passes (micro-batches in the order the last stage
-// finishes them) with gradients accumulated
-// on each stage, then the SGD update. Activations and gradients cross
-// islands between stages (the trace inserts the copies).
+// devices, each device accumulates the weight gradients of its own rows,
+// and the update all-reduces them once per step (not once per
+// micro-batch). A training step is ONE traced program graph: the forward
+// pass of M micro-batches through all stages, the backward passes
+// (micro-batches in the order the last stage finishes them) with gradients
+// accumulated on each stage, then the SGD update. Activations and
+// gradients cross islands between stages (the trace inserts the copies).
 //
 // The stage programs are built with the C++ HLO builder (ForwardProgram,
 // BackwardProgram, LastStageProgram, UpdateProgram).
@@ -64,12 +65,16 @@ struct PipelineOptions {
 // device, on `devices` devices:
 //   forward(w, b, x) = tanh(x @ w + b)
 //   backward(w, b, x, gy, acc_w, acc_b) =
-//       (gx, acc_w + all_reduce(x^T gz), acc_b + all_reduce(sum gz))
-//       where gz = gy * (1 - tanh(x @ w + b)^2), gx = gz @ w^T
+//       (gx, acc_w + x^T gz, acc_b + sum gz)
+//       where gz = gy * (1 - tanh(x @ w + b)^2), gx = gz @ w^T, and acc_w,
+//       acc_b are this device's own accumulators (the arrays are
+//       f32[devices * din, dout] and f32[devices * dout], split over the
+//       devices)
 //   last(w, b, x, t, acc_w, acc_b, acc_loss): the same for the linear
 //       output layer and loss = scale * sum((x @ w + b - t)^2)
 //       (all-reduced), returning (gx, acc_w', acc_b', acc_loss + loss)
-//   update(w, b, acc_w, acc_b) = (w - lr * acc_w, b - lr * acc_b)
+//   update(w, b, acc_w, acc_b) =
+//       (w - lr * all_reduce(acc_w), b - lr * all_reduce(acc_b))
 absl::StatusOr<std::string> ForwardProgram(int64_t din, int64_t dout,
                                            int64_t rows, int64_t devices);
 absl::StatusOr<std::string> BackwardProgram(int64_t din, int64_t dout,
