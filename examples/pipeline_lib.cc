@@ -122,7 +122,7 @@ struct Program {
 // Rows [start, start + count) of a 2-D f32 literal.
 Literal Rows(const Literal& matrix, int64_t start, int64_t count) {
   const int64_t cols = matrix.shape().dim(1);
-  Literal out(Shape(kF32, {count, cols}));
+  Literal out = Literal::Uninitialized(Shape(kF32, {count, cols}));
   std::memcpy(out.mutable_data<float>().data(),
               matrix.data<float>().data() + start * cols,
               static_cast<size_t>(count * cols) * sizeof(float));
