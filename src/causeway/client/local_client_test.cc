@@ -10,6 +10,7 @@
 #include "causeway/client/test_programs.h"
 #include "causeway/runtime/local_cluster.h"
 #include "causeway/runtime/trace_recorder.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,17 +22,13 @@ using ::testing::HasSubstr;
 using hlo::Literal;
 using hlo::PrimitiveType;
 using hlo::Shape;
+using hlo::testutil::Values;
 
 Literal Vector(std::vector<float> values) {
   Literal literal(
       Shape(PrimitiveType::kF32, {static_cast<int64_t>(values.size())}));
   std::copy(values.begin(), values.end(), literal.mutable_data<float>().begin());
   return literal;
-}
-
-std::vector<float> Values(const Literal& literal) {
-  std::span<const float> data = literal.data<float>();
-  return {data.begin(), data.end()};
 }
 
 class LocalClientTest : public ::testing::Test {

@@ -7,6 +7,7 @@
 
 #include "causeway/client/fake_session_channel.h"
 #include "causeway/client/test_programs.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,17 +19,13 @@ using ::testing::HasSubstr;
 using hlo::Literal;
 using hlo::PrimitiveType;
 using hlo::Shape;
+using hlo::testutil::Values;
 
 Literal Vector(std::vector<float> values) {
   Literal literal(
       Shape(PrimitiveType::kF32, {static_cast<int64_t>(values.size())}));
   std::copy(values.begin(), values.end(), literal.mutable_data<float>().begin());
   return literal;
-}
-
-std::vector<float> Values(const Literal& literal) {
-  std::span<const float> data = literal.data<float>();
-  return {data.begin(), data.end()};
 }
 
 class ProgramTraceTest : public ::testing::Test {

@@ -9,6 +9,7 @@
 #include "causeway/client/executable.h"
 #include "causeway/client/fake_session_channel.h"
 #include "causeway/client/test_programs.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,16 +21,12 @@ using ::testing::HasSubstr;
 using hlo::Literal;
 using hlo::PrimitiveType;
 using hlo::Shape;
+using hlo::testutil::Values;
 
 Literal Vector(std::vector<float> values) {
   Literal literal(Shape(PrimitiveType::kF32, {static_cast<int64_t>(values.size())}));
   std::copy(values.begin(), values.end(), literal.mutable_data<float>().begin());
   return literal;
-}
-
-std::vector<float> Values(const Literal& literal) {
-  std::span<const float> data = literal.data<float>();
-  return {data.begin(), data.end()};
 }
 
 int Count(const std::vector<std::string>& calls, const std::string& call) {

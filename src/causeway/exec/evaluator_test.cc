@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "causeway/hlo/parser.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,18 +17,8 @@ using hlo::PrimitiveType;
 using hlo::Shape;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-Literal F32(std::vector<int64_t> dims, std::vector<float> values) {
-  Literal literal(Shape(PrimitiveType::kF32, std::move(dims)));
-  auto data = literal.mutable_data<float>();
-  for (size_t i = 0; i < values.size(); ++i) data[i] = values[i];
-  return literal;
-}
-
-std::vector<float> Values(const Literal& literal) {
-  auto data = literal.data<float>();
-  return {data.begin(), data.end()};
-}
+using hlo::testutil::F32;
+using hlo::testutil::Values;
 
 class EvaluatorTest : public ::testing::Test {
  protected:

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -10,17 +11,13 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testutil::Values;
 
 Literal Iota(std::vector<int64_t> dims) {
   Literal literal(Shape(PrimitiveType::kF32, std::move(dims)));
   auto data = literal.mutable_data<float>();
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
   return literal;
-}
-
-std::vector<float> Values(const Literal& literal) {
-  auto data = literal.data<float>();
-  return {data.begin(), data.end()};
 }
 
 Sharding Tiled(std::vector<int64_t> tile_dims, std::vector<int64_t> devices,

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "causeway/hlo/parser.h"
 #include "causeway/runtime/in_process_control_channel.h"
+#include "causeway/hlo/literal_test_util.h"
 
 namespace causeway::runtime {
 namespace {
@@ -18,18 +19,8 @@ using hlo::PrimitiveType;
 using hlo::Shape;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-Literal F32(std::vector<int64_t> dims, std::vector<float> values) {
-  Literal literal(Shape(PrimitiveType::kF32, std::move(dims)));
-  auto data = literal.mutable_data<float>();
-  for (size_t i = 0; i < values.size(); ++i) data[i] = values[i];
-  return literal;
-}
-
-std::vector<float> Values(const Literal& literal) {
-  auto data = literal.data<float>();
-  return {data.begin(), data.end()};
-}
+using hlo::testutil::F32;
+using hlo::testutil::Values;
 
 // Sums x over both partitions, and returns x + partition id.
 constexpr char kAllReduce[] = R"(
