@@ -279,6 +279,20 @@ Head::Session* Head::FindSessionLocked(SessionId session) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
+absl::StatusOr<std::shared_ptr<Head::ArrayRecord>> Head::FindArrayLocked(
+    const Session& session, ArrayHandle handle,
+    absl::FunctionRef<std::string()> context) const {
+  auto it = session.arrays.find(handle);
+  if (it == session.arrays.end()) {
+    const std::string prefix = context();
+    return absl::NotFoundError(absl::StrCat(
+        prefix, prefix.empty() ? "" : ": ", "unknown array handle ",
+        handle.value(), " (never created in this session, or deleted)"));
+  }
+  if (!it->second->error.ok()) return it->second->error;
+  return it->second;
+}
+
 namespace {
 absl::Status NoSession(SessionId session) {
   return absl::FailedPreconditionError(absl::StrCat(
@@ -968,18 +982,13 @@ Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
   if (session == nullptr) return MakeErrorFuture(NoSession(session_id));
   auto run = [this, session, handle, shared]()
                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = session->arrays.find(handle);
-    if (it == session->arrays.end()) {
-      shared->Set(absl::NotFoundError(absl::StrCat(
-          "unknown array handle ", handle.value(),
-          " (never created in this session, or deleted)")));
+    absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
+        FindArrayLocked(*session, handle, [] { return std::string(); });
+    if (!found.ok()) {
+      shared->Set(found.status());
       return;
     }
-    std::shared_ptr<ArrayRecord> record = it->second;
-    if (!record->error.ok()) {
-      shared->Set(record->error);
-      return;
-    }
+    std::shared_ptr<ArrayRecord> record = *std::move(found);
     WhenPlacedLocked(*record, [this, record, shared](absl::Status placed) {
       if (!placed.ok()) {
         shared->Set(placed);
@@ -1016,18 +1025,13 @@ Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
   }
   auto run = [this, session, handle, shared]()
                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = session->arrays.find(handle);
-    if (it == session->arrays.end()) {
-      shared->Set(absl::NotFoundError(absl::StrCat(
-          "unknown array handle ", handle.value(),
-          " (never created in this session, or deleted)")));
+    absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
+        FindArrayLocked(*session, handle, [] { return std::string(); });
+    if (!found.ok()) {
+      shared->Set(found.status());
       return;
     }
-    std::shared_ptr<ArrayRecord> record = it->second;
-    if (!record->error.ok()) {
-      shared->Set(record->error);
-      return;
-    }
+    std::shared_ptr<ArrayRecord> record = *std::move(found);
     absl::StatusOr<std::vector<hlo::ShardRegion>> regions =
         RegionsOf(record->placement);
     if (!regions.ok()) {
@@ -1128,44 +1132,14 @@ void Head::Execute(SessionId session_id, transport::ExecuteOp op) {
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) return;
-  auto shared = std::make_shared<transport::ExecuteOp>(std::move(op));
-  Batched([&] {
-    RunOrDeferLocked(
-        *session,
-        [this, session, executable = shared->executable]()
-            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              return ExecutableBlockedLocked(*session, executable);
-            },
-        [this, session, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          ExecuteLocked(*session, *shared);
-        },
-        [this, session, shared](absl::Status status)
-            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              AddErrorArraysLocked(*session, shared->outputs, status);
-            });
-  });
+  Batched([&] { EnqueueExecuteLocked(*session, std::move(op)); });
 }
 
 void Head::Copy(SessionId session_id, transport::CopyOp op) {
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) return;
-  auto shared = std::make_shared<transport::CopyOp>(std::move(op));
-  Batched([&] {
-    RunOrDeferLocked(
-        *session,
-        [this, session, slice = shared->destination.slice]()
-            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              return SliceBlockedLocked(*session, slice);
-            },
-        [this, session, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          CopyLocked(*session, *shared);
-        },
-        [this, session, shared](absl::Status status)
-            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              AddErrorArraysLocked(*session, {shared->destination}, status);
-            });
-  });
+  Batched([&] { EnqueueCopyLocked(*session, std::move(op)); });
 }
 
 void Head::Submit(SessionId session_id, transport::ProgramGraph graph) {
@@ -1177,41 +1151,49 @@ void Head::Submit(SessionId session_id, transport::ProgramGraph graph) {
   Batched([&] {
     for (auto& node : graph.ops) {
       if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
-        auto shared = std::make_shared<transport::ExecuteOp>(
-            std::move(*execute));
-        RunOrDeferLocked(
-            *session,
-            [this, session, executable = shared->executable]()
-                ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                  return ExecutableBlockedLocked(*session, executable);
-                },
-            [this, session, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              ExecuteLocked(*session, *shared);
-            },
-            [this, session, shared](absl::Status status)
-                ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                  AddErrorArraysLocked(*session, shared->outputs, status);
-                });
+        EnqueueExecuteLocked(*session, std::move(*execute));
       } else {
-        auto shared = std::make_shared<transport::CopyOp>(
-            std::move(std::get<transport::CopyOp>(node)));
-        RunOrDeferLocked(
-            *session,
-            [this, session, slice = shared->destination.slice]()
-                ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                  return SliceBlockedLocked(*session, slice);
-                },
-            [this, session, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              CopyLocked(*session, *shared);
-            },
-            [this, session, shared](absl::Status status)
-                ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                  AddErrorArraysLocked(*session, {shared->destination},
-                                       status);
-                });
+        EnqueueCopyLocked(*session,
+                          std::move(std::get<transport::CopyOp>(node)));
       }
     }
   });
+}
+
+void Head::EnqueueExecuteLocked(Session& session, transport::ExecuteOp op) {
+  auto shared = std::make_shared<transport::ExecuteOp>(std::move(op));
+  Session* s = &session;
+  RunOrDeferLocked(
+      session,
+      [this, s, executable = shared->executable]()
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return ExecutableBlockedLocked(*s, executable);
+          },
+      [this, s, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        ExecuteLocked(*s, *shared);
+      },
+      [this, s, shared](absl::Status status)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            AddErrorArraysLocked(*s, shared->outputs, status);
+          });
+}
+
+void Head::EnqueueCopyLocked(Session& session, transport::CopyOp op) {
+  auto shared = std::make_shared<transport::CopyOp>(std::move(op));
+  Session* s = &session;
+  RunOrDeferLocked(
+      session,
+      [this, s, slice = shared->destination.slice]()
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return SliceBlockedLocked(*s, slice);
+          },
+      [this, s, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        CopyLocked(*s, *shared);
+      },
+      [this, s, shared](absl::Status status)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            AddErrorArraysLocked(*s, {shared->destination}, status);
+          });
 }
 
 void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
@@ -1262,20 +1244,22 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
   std::vector<ArrayPlacement> outputs;
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     const transport::ArraySpec& spec = op.outputs[i];
-    const std::string what =
-        absl::StrCat("output ", i, " of program '", name, "'");
+    // Built only for a message.
+    auto what = [&] {
+      return absl::StrCat("output ", i, " of program '", name, "'");
+    };
     if (spec.slice != executable.slice) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          what, ": its spec names slice ", spec.slice.value(),
+          what(), ": its spec names slice ", spec.slice.value(),
           " but the program runs on slice ", executable.slice.value())));
     }
     ArrayPlacement placement{spec.global_shape, spec.sharding, slice.devices};
     absl::StatusOr<hlo::Shape> shard =
         hlo::ShardShape(spec.sharding, spec.global_shape, n);
-    if (!shard.ok()) return fail(WithContext(shard.status(), what));
+    if (!shard.ok()) return fail(WithContext(shard.status(), what()));
     if (!shard->Compatible(program.output_shapes[i])) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          what, " is ", program.output_shapes[i].ToString(false),
+          what(), " is ", program.output_shapes[i].ToString(false),
           " per device, but its spec (", spec.global_shape.ToString(false),
           " sharded ", ShardingText(spec.sharding), ") gives ",
           shard->ToString(false))));
@@ -1283,10 +1267,10 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
     ArrayPlacement expected{spec.global_shape,
                             executable.output_shardings[i], slice.devices};
     absl::StatusOr<bool> same = SamePlacement(placement, expected);
-    if (!same.ok()) return fail(WithContext(same.status(), what));
+    if (!same.ok()) return fail(WithContext(same.status(), what()));
     if (!*same) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          what, ": the spec's sharding ", ShardingText(spec.sharding),
+          what(), ": the spec's sharding ", ShardingText(spec.sharding),
           " is not the program's output sharding ",
           ShardingText(executable.output_shardings[i]))));
     }
@@ -1303,16 +1287,14 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
   std::vector<std::vector<LaunchInput>> inputs(n);
   std::vector<std::vector<ReceiveSpec>> staging(n);
   for (size_t a = 0; a < op.arguments.size(); ++a) {
-    const std::string what =
-        absl::StrCat("argument ", a, " of program '", name, "'");
-    auto it = session.arrays.find(op.arguments[a]);
-    if (it == session.arrays.end()) {
-      return fail(absl::NotFoundError(absl::StrCat(
-          what, ": unknown array handle ", op.arguments[a].value(),
-          " (never created in this session, or deleted)")));
-    }
-    const ArrayRecord& record = *it->second;
-    if (!record.error.ok()) return fail(record.error);
+    // Built only for a message.
+    auto what = [&] {
+      return absl::StrCat("argument ", a, " of program '", name, "'");
+    };
+    absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
+        FindArrayLocked(session, op.arguments[a], what);
+    if (!found.ok()) return fail(found.status());
+    const ArrayRecord& record = **found;
     const hlo::Shape& parameter = program.parameter_shapes[a];
     ArrayPlacement wanted{record.placement.global_shape,
                           executable.parameter_shardings[a], slice.devices};
@@ -1320,7 +1302,7 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
         hlo::ShardShape(wanted.sharding, wanted.global_shape, n);
     if (!shard.ok() || !shard->Compatible(parameter)) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          what, ": array ", op.arguments[a].value(), " is ",
+          what(), ": array ", op.arguments[a].value(), " is ",
           record.placement.global_shape.ToString(false),
           ", which the program's sharding ", ShardingText(wanted.sharding),
           " cuts into ",
@@ -1329,7 +1311,7 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
           parameter.ToString(false))));
     }
     absl::StatusOr<bool> same = SamePlacement(record.placement, wanted);
-    if (!same.ok()) return fail(WithContext(same.status(), what));
+    if (!same.ok()) return fail(WithContext(same.status(), what()));
     launch->used.push_back(record.state);
     if (*same) {
       const std::string source =
@@ -1345,7 +1327,7 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
     absl::StatusOr<TransferPlan> plan =
         PlanTransfer(record.internal, record.placement, staged, wanted,
                      *options_.topology, &next_transfer_id_);
-    if (!plan.ok()) return fail(WithContext(plan.status(), what));
+    if (!plan.ok()) return fail(WithContext(plan.status(), what()));
     for (auto& [host, receive] : plan->receives) {
       const int64_t i = receive.buffer.shard;
       std::vector<std::string> origins;
@@ -1565,14 +1547,10 @@ void Head::CopyLocked(Session& session, const transport::CopyOp& op) {
   auto fail = [&](absl::Status status) {
     AddErrorArraysLocked(session, {spec}, status);
   };
-  auto source_it = session.arrays.find(op.source);
-  if (source_it == session.arrays.end()) {
-    return fail(absl::NotFoundError(absl::StrCat(
-        "Copy: unknown array handle ", op.source.value(),
-        " (never created in this session, or deleted)")));
-  }
-  const ArrayRecord& source = *source_it->second;
-  if (!source.error.ok()) return fail(source.error);
+  absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
+      FindArrayLocked(session, op.source, [] { return std::string("Copy"); });
+  if (!found.ok()) return fail(found.status());
+  const ArrayRecord& source = **found;
   auto slice_it = session.slices.find(spec.slice);
   if (slice_it == session.slices.end()) {
     return fail(absl::NotFoundError(

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -132,6 +133,14 @@ class Head final : public WorkerListener {
   // Sessions.
   Session* FindSessionLocked(SessionId session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The array `handle` of `session`, if it holds data or will: NotFound
+  // ("<context>: unknown array handle N (...)"; no prefix when `context`
+  // is empty) if the session never created it or deleted it, and the
+  // array's own error, unchanged, if it failed.
+  absl::StatusOr<std::shared_ptr<ArrayRecord>> FindArrayLocked(
+      const Session& session, ArrayHandle handle,
+      absl::FunctionRef<std::string()> context) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `run` now, or queues it behind earlier deferred work of the session
   // while `blocked()` says a slice it needs is not granted yet; `cancel`
   // resolves whatever `run` would have if the session ends first.
@@ -183,6 +192,12 @@ class Head final : public WorkerListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Dispatch (dispatcher.h).
+  // Run an Execute or Copy now, or once the executable's or slice's
+  // devices are granted (RunOrDeferLocked).
+  void EnqueueExecuteLocked(Session& session, transport::ExecuteOp op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnqueueCopyLocked(Session& session, transport::CopyOp op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteLocked(Session& session, const transport::ExecuteOp& op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CopyLocked(Session& session, const transport::CopyOp& op)
