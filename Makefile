@@ -53,15 +53,20 @@ demo: deps build
 bench: deps build
 	./bench/run_bench.sh $(BUILD)
 
-# libFuzzer over the HLO parser (clang); FUZZ_SECONDS=600 by default.
+# libFuzzer (clang): FUZZER=hlo_parser (default) or evaluator;
+# FUZZ_SECONDS=600 by default. See fuzz/README.md.
+FUZZER ?= hlo_parser
+# The evaluator's seeds are whole programs, longer than parser inputs.
+FUZZ_MAX_LEN = $(if $(filter evaluator,$(FUZZER)),16384,4096)
 fuzz: apt-deps
 	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_FUZZ=ON >/dev/null
-	ninja -C $(BUILD)-fuzz -j$(JOBS) hlo_parser_fuzzer
-	mkdir -p fuzz-out/corpus
-	$(BUILD)-fuzz/bin/hlo_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) \
-	  -max_len=4096 -dict=fuzz/hlo_parser.dict -artifact_prefix=fuzz-out/ \
-	  fuzz-out/corpus fuzz/hlo_parser_corpus
+	ninja -C $(BUILD)-fuzz -j$(JOBS) $(FUZZER)_fuzzer
+	mkdir -p fuzz-out/$(FUZZER)
+	$(BUILD)-fuzz/bin/$(FUZZER)_fuzzer -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=$(FUZZ_MAX_LEN) -dict=fuzz/hlo_parser.dict \
+	  -artifact_prefix=fuzz-out/$(FUZZER)- \
+	  fuzz-out/$(FUZZER) fuzz/$(FUZZER)_corpus
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-fuzz
