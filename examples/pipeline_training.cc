@@ -74,10 +74,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (show_status && step == steps / 2) {
       absl::StatusOr<transport::StatusReport> status = local.Status();
+      std::string text =
+          status.ok() ? status->text : status.status().ToString();
+      if (!text.empty() && text.back() != '\n') text += '\n';
       std::printf("\n--- status at step %lld ---\n%s---\n",
-                  static_cast<long long>(step + 1),
-                  status.ok() ? status->text.c_str()
-                              : status.status().ToString().c_str());
+                  static_cast<long long>(step + 1), text.c_str());
     }
   };
   absl::StatusOr<examples::PipelineRunResult> run =
