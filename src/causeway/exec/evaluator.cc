@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -59,6 +60,10 @@ struct ExecutionPlan::Computation {
     const Instruction* instruction = nullptr;
     Opcode opcode = Opcode::kUnknown;
     Kind kind = Kind::kKernel;
+    // A get-tuple-element that may move its element out of an owned tuple:
+    // nothing reads the tuple later except other get-tuple-elements of
+    // other indices (a loop body taking its state apart).
+    bool moves_tuple_element = false;
     int32_t result = kNoSlot;
     // Ranges into the plan's flat arrays.
     int32_t operands_begin = 0;
@@ -86,6 +91,12 @@ struct ExecutionPlan::Computation {
   // A fusion body compiled to chunked loops (fused_loop.h), when it can
   // be; fusion steps then run it instead of the op-by-op plan.
   std::unique_ptr<FusedLoop> fused;
+  // For a body whose root is a dynamic-update-slice of parameter k: k. A
+  // fusion step that holds the last use of its operand k runs the body op
+  // by op and hands that operand over, so the update is written in place
+  // (XLA's in-place dynamic-update-slice fusion: a scan's stacked outputs
+  // are not copied every iteration). -1 otherwise.
+  int64_t in_place_parameter = -1;
 };
 
 namespace {
@@ -532,13 +543,23 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
                          tuple.shape().ToString(false)));
       }
       Literal* owned = frame.Mutable(slot);
-      if (plan.operand_movable[index] && owned != nullptr) {
+      if ((plan.operand_movable[index] || step.moves_tuple_element) &&
+          owned != nullptr) {
         return std::move(owned->mutable_elements()[instr.tuple_index]);
       }
       return tuple.elements()[instr.tuple_index];
     }
     case Opcode::kFusion: {
       const Plan& body = *plan.called[step.called_begin];
+      if (body.in_place_parameter >= 0) {
+        const int32_t index =
+            step.operands_begin + static_cast<int32_t>(body.in_place_parameter);
+        if (plan.operand_movable[index] &&
+            frame.owns(plan.operand_slots[index])) {
+          const Arguments arguments = PassOperands(frame, plan, step);
+          return RunPlan(body, arguments, state);
+        }
+      }
       if (body.fused != nullptr) {
         const auto arguments = operand_pointers();
         if (body.fused->CanRun(arguments)) {
@@ -567,6 +588,20 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
       return Literal::Scalar(PrimitiveType::kU32, state.context->replica_id);
     case Opcode::kAfterAll:
       return Literal(Shape::Token());
+    case Opcode::kDynamicUpdateSlice: {
+      const int32_t first = step.operands_begin;
+      if (!plan.operand_movable[first] ||
+          !frame.owns(plan.operand_slots[first])) {
+        return EvalKernel(instr, operand_pointers(), state.runner);
+      }
+      // The last use of the operand: write the update into it.
+      auto pointers = operand_pointers();
+      Literal target = TakeOperand(frame, plan, first);
+      CW_RETURN_IF_ERROR(DynamicUpdateSliceInPlace(
+          instr, target, *pointers[1],
+          std::span<const Literal* const>(pointers).subspan(2)));
+      return target;
+    }
     case Opcode::kAllReduce:
     case Opcode::kAllGather:
     case Opcode::kReduceScatter:
@@ -764,6 +799,25 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       }
       ++step_index;
     }
+    // Tuples that only get-tuple-elements read, and the step that reads
+    // each of their elements last: there the element may be moved out.
+    std::vector<uint8_t> only_element_reads(cp.slot_count, 1);
+    only_element_reads[cp.root_slot] = 0;
+    std::map<std::pair<int32_t, int64_t>, int32_t> last_element_read;
+    step_index = 0;
+    for (const Instruction* instruction : order) {
+      if (instruction->opcode == Opcode::kParameter) continue;
+      for (const Instruction* operand :
+           operands_of[slot_of.at(instruction)]) {
+        const int32_t slot = slot_of.at(operand);
+        if (instruction->opcode == Opcode::kGetTupleElement) {
+          last_element_read[{slot, instruction->tuple_index}] = step_index;
+        } else {
+          only_element_reads[slot] = 0;
+        }
+      }
+      ++step_index;
+    }
     step_index = 0;
     for (const Instruction* instruction : order) {
       if (instruction->opcode == Opcode::kParameter) continue;
@@ -772,6 +826,14 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       step.opcode = instruction->opcode;
       step.result = slot_of.at(instruction);
       step.kind = kind_of[step.result];
+      if (instruction->opcode == Opcode::kGetTupleElement &&
+          instruction->operands.size() == 1) {
+        const int32_t tuple = slot_of.at(instruction->operands[0]);
+        step.moves_tuple_element =
+            only_element_reads[tuple] != 0 &&
+            last_element_read[{tuple, instruction->tuple_index}] ==
+                step_index;
+      }
       step.operands_begin = static_cast<int32_t>(cp.operand_slots.size());
       const auto& operands = operands_of[step.result];
       for (size_t j = 0; j < operands.size(); ++j) {
@@ -832,6 +894,13 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
   }
   for (auto& computation_plan : plan->plans) {
     if (!fusion_bodies.count(computation_plan->computation)) continue;
+    const Instruction* root = computation_plan->computation->root();
+    if (root->opcode == Opcode::kDynamicUpdateSlice &&
+        !root->operands.empty() &&
+        root->operands[0]->opcode == Opcode::kParameter) {
+      computation_plan->in_place_parameter =
+          root->operands[0]->parameter_number;
+    }
     absl::StatusOr<std::unique_ptr<FusedLoop>> fused =
         FusedLoop::Compile(*computation_plan->computation);
     if (fused.ok()) computation_plan->fused = *std::move(fused);

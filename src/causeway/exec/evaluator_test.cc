@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "causeway/base/block_pool.h"
 #include "causeway/hlo/parser.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
@@ -446,6 +447,83 @@ ENTRY main {
 })")
                   .ok());
   EXPECT_EQ(evaluator_->num_dot_add_fusions(), 0);
+}
+
+// A scan: a while loop writing row i of a carried f32[64,256] (64 KiB)
+// buffer each iteration, with the update inside a fusion (as XLA emits it)
+// or as a plain instruction.
+std::string ScanModule(bool fused) {
+  const std::string update =
+      fused ? "upd = f32[64,256] fusion(buf, row, i), kind=kLoop, calls=dus"
+            : "upd = f32[64,256] dynamic-update-slice(buf, row, i, zero)";
+  // The state's last element is read after the buffer, so the buffer's
+  // read is not the last use of the state tuple.
+  return R"(
+HloModule scan
+dus {
+  b = f32[64,256] parameter(0)
+  r = f32[1,256] parameter(1)
+  j = s32[] parameter(2)
+  z = s32[] constant(0)
+  ROOT u = f32[64,256] dynamic-update-slice(b, r, j, z)
+}
+body {
+  p = (s32[], f32[64,256], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  buf = f32[64,256] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  fi = f32[] convert(i)
+  row = f32[1,256] broadcast(fi), dimensions={}
+  zero = s32[] constant(0)
+  )" + update + R"(
+  k = s32[] get-tuple-element(p), index=2
+  ROOT t = (s32[], f32[64,256], s32[]) tuple(next, upd, k)
+}
+cond {
+  p = (s32[], f32[64,256], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(64)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  buf = f32[64,256] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[64,256], s32[]) tuple(zero, buf, zero)
+  w = (s32[], f32[64,256], s32[]) while(init), condition=cond, body=body
+  ROOT out = f32[64,256] get-tuple-element(w), index=1
+})";
+}
+
+// Large buffers come from BlockPool: counting its allocations shows whether
+// the carry was copied each iteration (64 allocations) or updated in place.
+void ExpectScanUpdatesItsCarryInPlace(const Evaluator& evaluator) {
+  std::vector<Literal> arguments = {F32({64, 256}, {})};
+  const Literal& buf = arguments[0];
+  const BlockPoolStats before = BlockPool::Global().Stats();
+  absl::StatusOr<Literal> result = evaluator.Run(arguments, {});
+  const BlockPoolStats after = BlockPool::Global().Stats();
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<float> values = Values(*result);
+  for (int64_t r = 0; r < 64; ++r) {
+    EXPECT_EQ(values[r * 256], static_cast<float>(r));
+    EXPECT_EQ(values[r * 256 + 255], static_cast<float>(r));
+  }
+  // The caller's buffer is untouched: the first update copies it, once.
+  EXPECT_THAT(Values(buf), ::testing::Each(0.0f));
+  const int64_t large_allocations = (after.allocated - before.allocated) +
+                                    (after.reused - before.reused);
+  EXPECT_LE(large_allocations, 2);
+}
+
+TEST_F(EvaluatorTest, AScanUpdatesItsCarriedBufferInPlace) {
+  ASSERT_TRUE(Load(ScanModule(/*fused=*/false)).ok());
+  ExpectScanUpdatesItsCarryInPlace(*evaluator_);
+}
+
+TEST_F(EvaluatorTest, AScanWhoseUpdateIsAFusionUpdatesItsCarryInPlace) {
+  ASSERT_TRUE(Load(ScanModule(/*fused=*/true)).ok());
+  ExpectScanUpdatesItsCarryInPlace(*evaluator_);
 }
 
 TEST_F(EvaluatorTest, RunIsSafeFromManyThreadsAtOnce) {
