@@ -50,7 +50,9 @@ def main():
         x, c = rows[name][ratios.index(med)] if med in ratios else rows[name][0]
         lines.append(
             f"| {name} | {x*1e3:.3f} | {c*1e3:.3f} | {med:.2f}× "
-            f"[{min(ratios):.2f}–{max(ratios):.2f}] | ≥ {TARGETS.get(name, 0):.1f}× |")
+            f"[{min(ratios):.2f}–{max(ratios):.2f}] | "
+            + (f"≥ {TARGETS[name]:.1f}×" if name in TARGETS else "none set")
+            + " |")
     table = "\n".join(lines)
     print(table)
     if args.update:

@@ -722,6 +722,30 @@ def transformer_train_step_1():
 
 
 @program(bench=True, corpus=False)
+def rnn_scan_train_step_1():
+    # A tanh RNN over 64 time steps (lax.scan: a while loop that stacks the
+    # hidden states with dynamic-update-slice), its gradient (a second scan,
+    # backwards) and SGD: what a loop-carried buffer costs per iteration.
+    t, b, h = 64, 16, 128
+
+    def loss(w, u, xs, target):
+        def step(hs, x):
+            hs = jnp.tanh(hs @ w + x @ u)
+            return hs, hs
+        _, hs = lax.scan(step, jnp.zeros((b, h), jnp.float32), xs)
+        return jnp.mean((hs - target) ** 2)
+
+    def f(w, u, xs, target):
+        l, (gw, gu) = jax.value_and_grad(loss, argnums=(0, 1))(w, u, xs, target)
+        return w - 0.1 * gw, u - 0.1 * gu, l
+
+    return Program("rnn_scan_train_step_1", f"tanh RNN over {t} steps (batch {b}, hidden {h}) with lax.scan, its "
+                   "gradient and SGD on one partition; inputs w, u, xs, targets; outputs new w, u, loss", f,
+                   [randn(65, h, h, scale=0.05), randn(66, h, h, scale=0.05), randn(67, t, b, h),
+                    randn(68, t, b, h)], tol={"f32": (1e-4, 1e-5)})
+
+
+@program(bench=True, corpus=False)
 def matmul_1024():
     # Sums of 1024 products of unit normals: |terms| add up to ~800, so
     # another summation order moves a result by up to ~1e-4 absolute.
