@@ -7,8 +7,10 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 dir=$build/bench-programs
 core=$(python3 -c 'import os; print(sorted(os.sched_getaffinity(0))[-1])')
-if [ ! -f "$dir/matmul_1024/program.hlo" ]; then
+# Regenerated whenever the generator changed since the last time.
+if [ ! -f "$dir/.generated" ] || [ tools/gen_corpus.py -nt "$dir/.generated" ]; then
   .venv/bin/python tools/gen_corpus.py --bench-only --out "$dir" >/dev/null
+  touch "$dir/.generated"
 fi
 # Alternate the two sides so that a noisy neighbour hurts both alike.
 for round in 1 2 3; do
