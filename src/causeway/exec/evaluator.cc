@@ -487,7 +487,11 @@ absl::StatusOr<Literal> RunWhile(const Plan& plan, const PlanStep& step,
   const Plan& condition = *plan.called[step.called_begin];
   const Plan& body = *plan.called[step.called_begin + 1];
   Literal loop_state = TakeOperand(frame, plan, step.operands_begin);
+  const std::atomic<bool>* cancelled = state.context->cancelled;
   while (true) {
+    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("the run was cancelled");
+    }
     const Argument borrowed{&loop_state, nullptr};
     CW_ASSIGN_OR_RETURN(
         Literal keep_going,

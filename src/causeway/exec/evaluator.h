@@ -6,6 +6,7 @@
 #ifndef CAUSEWAY_EXEC_EVALUATOR_H_
 #define CAUSEWAY_EXEC_EVALUATOR_H_
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
@@ -30,6 +31,10 @@ struct RunContext {
   // grid (num_partitions × replica_count) is a single device; a collective
   // of a larger program then fails with FailedPrecondition.
   Collectives* collectives = nullptr;
+  // If set, read at every while-loop iteration: once true, Run stops and
+  // returns kCancelled (a program may loop forever; this is how its owner
+  // stops it). Null: never cancelled.
+  const std::atomic<bool>* cancelled = nullptr;
 };
 
 class ExecutionPlan;

@@ -212,6 +212,10 @@ class ControlChannel {
   // that have a device there, with `status` (DATA_LOSS).
   virtual void PeerLost(HostId host, absl::Status status) = 0;
 
+  // A session ended: fail its queued launches with `status` and stop its
+  // running ones (Device::CancelSession).
+  virtual void CancelSession(SessionId session, absl::Status status) = 0;
+
   // Liveness: resolves OK promptly while the worker runs.
   virtual Future<> Heartbeat() = 0;
   virtual Future<WorkerStatus> GetStatus() = 0;

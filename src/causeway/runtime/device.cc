@@ -241,11 +241,15 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   if (program.has_collectives) {
     context.collectives = options_.collectives->Join(op.seq, op.num_partitions);
   }
+  context.cancelled = &launch.cancel;
   absl::StatusOr<hlo::Literal> result =
       program.evaluator->Run(arguments, context);
   arguments.clear();
   absl::Status status;
-  if (!result.ok()) {
+  if (launch.cancel.load()) {
+    absl::MutexLock lock(&mu_);
+    status = launch.abandoned;  // Why it was stopped, whatever Run said.
+  } else if (!result.ok()) {
     const std::string prefix = absl::StrCat("program '", op.program_name, "'");
     if (absl::StrContains(result.status().message(), prefix)) {
       status = result.status();  // A peer's error, already named.
@@ -320,16 +324,34 @@ void Device::Finish(QueuedLaunch& launch, absl::Status status,
 }
 
 void Device::AbandonLaunchesOnHost(HostId host, const absl::Status& status) {
+  AbandonLaunches(
+      [host](const QueuedLaunch& launch) {
+        const std::vector<HostId>& hosts = launch.op.participant_hosts;
+        return std::find(hosts.begin(), hosts.end(), host) != hosts.end();
+      },
+      status, /*stop_running=*/false);
+}
+
+void Device::CancelSession(SessionId session, const absl::Status& status) {
+  AbandonLaunches(
+      [session](const QueuedLaunch& launch) {
+        return launch.op.session == session;
+      },
+      status, /*stop_running=*/true);
+}
+
+void Device::AbandonLaunches(
+    absl::FunctionRef<bool(const QueuedLaunch&)> matches,
+    const absl::Status& status, bool stop_running) {
   std::vector<BufferId> to_fail;
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < queue_.size(); ++i) {
       QueuedLaunch& launch = *queue_[i];
-      const std::vector<HostId>& hosts = launch.op.participant_hosts;
-      if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) continue;
-      if (!launch.abandoned.ok()) continue;
+      if (!matches(launch) || !launch.abandoned.ok()) continue;
       launch.abandoned = status;
       if (i == 0 && front_state_ == FrontState::kRunning) {
+        if (stop_running) launch.cancel.store(true);
         if (launch.program != nullptr && launch.program->has_collectives) {
           options_.collectives->Abort(launch.op.seq, status);
         }

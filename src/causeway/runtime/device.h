@@ -13,6 +13,7 @@
 #ifndef CAUSEWAY_RUNTIME_DEVICE_H_
 #define CAUSEWAY_RUNTIME_DEVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/future.h"
@@ -53,9 +55,12 @@ struct QueuedLaunch {
   std::vector<bool> input_referenced;
   std::vector<Future<hlo::Literal>> input_values;
   std::vector<Future<>> output_reservations;
-  // Set (under the device's lock) when a peer host died: the launch must
-  // not run.
+  // Set (under the device's lock) when a peer host died or the session
+  // ended: the launch must not run (or, running, must stop).
   absl::Status abandoned;
+  // Set with `abandoned` while the launch runs: the evaluator stops at its
+  // next while-loop iteration.
+  std::atomic<bool> cancel{false};
 };
 
 class Device {
@@ -88,6 +93,12 @@ class Device {
   // collectives aborted.
   void AbandonLaunchesOnHost(HostId host, const absl::Status& status);
 
+  // The session ended: its queued launches fail with `status` (their
+  // outputs at once), and its running launch stops at its next while-loop
+  // iteration (with its collectives aborted), so a program that loops
+  // forever does not hold the device after its session is gone.
+  void CancelSession(SessionId session, const absl::Status& status);
+
   // The host stops: every buffer becomes `status` (DATA_LOSS), the running
   // launch's collectives are aborted, the thread ends after it. Queued
   // launches are dropped without notice (as a crashed host would).
@@ -107,6 +118,11 @@ class Device {
                        std::vector<hlo::Literal>* outputs);
   void Finish(QueuedLaunch& launch, absl::Status status,
               std::vector<hlo::Literal> outputs);
+  // Abandons the queued launches that `matches` (see AbandonLaunchesOnHost);
+  // a running one has its collectives aborted, and is stopped too when
+  // `stop_running`.
+  void AbandonLaunches(absl::FunctionRef<bool(const QueuedLaunch&)> matches,
+                       const absl::Status& status, bool stop_running);
   OpEvent MakeOpEvent(const LaunchOp& op) const;
   OpStatus MakeOpStatus(const QueuedLaunch& launch) const;
 

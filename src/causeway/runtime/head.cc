@@ -328,16 +328,16 @@ SessionId Head::OpenSession(const transport::OpenSessionRequest& request) {
 }
 
 Future<> Head::CloseSession(SessionId session_id) {
+  absl::Status closed;
   {
     absl::MutexLock lock(&mu_);
     Session* session = FindSessionLocked(session_id);
     if (session == nullptr) return MakeErrorFuture(NoSession(session_id));
+    closed = absl::CancelledError(
+        absl::StrCat("session '", session->name, "' was closed"));
     std::deque<Deferred> deferred;
     deferred.swap(session->deferred);
-    for (Deferred& op : deferred) {
-      op.cancel(absl::CancelledError(
-          absl::StrCat("session '", session->name, "' was closed")));
-    }
+    for (Deferred& op : deferred) op.cancel(closed);
     std::vector<ArrayHandle> arrays;
     for (const auto& [handle, record] : session->arrays) {
       arrays.push_back(handle);
@@ -350,6 +350,23 @@ Future<> Head::CloseSession(SessionId session_id) {
   }
   resources_->ReleaseSession(session_id);
   for (auto& scheduler : schedulers_) scheduler->RemoveSession(session_id);
+  // Its launches already on devices stop (a program may loop forever):
+  // after anything already batched, so none slips past.
+  std::function<void()> notify_now;
+  {
+    absl::MutexLock dispatch_lock(&dispatch_mu_);
+    auto notify = [live = live_workers_, session_id, closed] {
+      for (ControlChannel* worker : live) {
+        if (worker != nullptr) worker->CancelSession(session_id, closed);
+      }
+    };
+    if (open_batch_ != nullptr) {
+      open_batch_->AfterSend(std::move(notify));
+    } else {
+      notify_now = std::move(notify);
+    }
+  }
+  if (notify_now) notify_now();
   return MakeReadyFuture();
 }
 

@@ -41,6 +41,9 @@ class InProcessControlChannel final : public ControlChannel {
   void PeerLost(HostId host, absl::Status status) override {
     worker_->PeerLost(host, std::move(status));
   }
+  void CancelSession(SessionId session, absl::Status status) override {
+    worker_->CancelSession(session, std::move(status));
+  }
   Future<> Heartbeat() override { return worker_->Heartbeat(); }
   Future<WorkerStatus> GetStatus() override { return worker_->GetStatus(); }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "causeway/hlo/npy.h"
@@ -630,6 +631,70 @@ TEST(LocalClusterTest, TheThirdSessionWaitsForDevicesUntilAnotherCloses) {
   ASSERT_TRUE(granted.ok()) << granted.status();
   EXPECT_EQ(granted->devices, one.devices);
   auto value = third.Fetch(y);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(6, 8));
+}
+
+// Loops forever: a program only its owner can stop.
+constexpr char kSpinForever[] = R"(
+HloModule spin, num_partitions=2
+cond {
+  p = f32[1] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = f32[1] parameter(0)
+  one = f32[] constant(1)
+  b = f32[1] broadcast(one), dimensions={}
+  ROOT s = f32[1] add(p, b)
+}
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
+  ROOT w = f32[1] while(x), condition=cond, body=body, sharding={devices=[2]<=[2]}
+}
+)";
+
+// Notifies once every partition of a program has started.
+class StartWatcher : public EventSink {
+ public:
+  StartWatcher(std::string program, int partitions)
+      : program_(std::move(program)), waiting_(partitions) {}
+  void OpStarted(const OpEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    if (event.program == program_ && --waiting_ == 0) started.Notify();
+  }
+  absl::Notification started;
+
+ private:
+  const std::string program_;
+  absl::Mutex mu_;
+  int waiting_;
+};
+
+TEST(LocalClusterTest, AProgramThatLoopsForeverStopsWhenItsSessionCloses) {
+  auto watcher = std::make_shared<StartWatcher>("spin", 2);
+  auto cluster =
+      MakeCluster({.devices_per_host = 2, .event_sink = watcher});
+  auto first = std::make_unique<TestClient>(*cluster, "first");
+  TestClient second(*cluster, "second");
+  transport::SliceInfo mine = first->Slice(2);
+  auto spin = first->Compile(kSpinForever, mine.handle, 2);
+  ASSERT_TRUE(spin.ok()) << spin.status();
+  ArrayHandle x = first->Put(mine.handle, F32({2}, {0, 0}), "{devices=[2]<=[2]}");
+  ArrayHandle queued = first->Execute(*spin, {x})[0];
+  first->Execute(*spin, {queued});  // Queued behind the running one.
+  ASSERT_TRUE(watcher->started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  Future<transport::SliceInfo> waiting = second.RequestSlice(2);
+  EXPECT_FALSE(waiting.IsReady());
+  first.reset();  // Closes the session: both launches stop.
+  auto granted = waiting.AwaitFor(absl::Seconds(30));
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  auto twice = second.Compile(kTimesTwo, granted->handle, 2);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  ArrayHandle y = second.Execute(
+      *twice, {second.Put(granted->handle, F32({2}, {3, 4}),
+                          "{devices=[2]<=[2]}")})[0];
+  auto value = second.Fetch(y);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_THAT(Values(*value), ElementsAre(6, 8));
 }

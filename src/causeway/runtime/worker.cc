@@ -394,6 +394,12 @@ void Worker::ReleaseBuffers(std::vector<DeviceBuffer> buffers) {
   Exit();
 }
 
+void Worker::CancelSession(SessionId session, absl::Status status) {
+  if (!Enter()) return;
+  for (auto& [id, device] : devices_) device->CancelSession(session, status);
+  Exit();
+}
+
 void Worker::PeerLost(HostId host, absl::Status status) {
   if (!Enter()) return;
   struct Lost {

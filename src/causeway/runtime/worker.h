@@ -71,6 +71,7 @@ class Worker final : public PieceReceiver {
   Future<hlo::Literal> FetchBuffer(DeviceBuffer buffer);
   void ReleaseBuffers(std::vector<DeviceBuffer> buffers);
   void PeerLost(HostId host, absl::Status status);
+  void CancelSession(SessionId session, absl::Status status);
   Future<> Heartbeat();
   Future<WorkerStatus> GetStatus();
 
