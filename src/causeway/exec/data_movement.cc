@@ -25,20 +25,6 @@ namespace {
 using hlo::PrimitiveType;
 using hlo::Shape;
 
-std::string OpName(const Instruction& instr) {
-  return absl::StrCat(std::string(hlo::OpcodeName(instr.opcode)), " '",
-                      instr.name, "'");
-}
-
-absl::Status Invalid(const Instruction& instr, std::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(OpName(instr), ": ", std::string(message)));
-}
-
-std::string DimsText(const std::vector<int64_t>& dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 absl::Status CheckArrays(const Instruction& instr, const Literal& operand) {
   if (!instr.shape.IsArray() || !operand.shape().IsArray()) {
     return Invalid(instr, absl::StrCat("needs array shapes; got ",

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/fused_loop.h"
+#include "causeway/exec/kernel_util.h"
 #include "causeway/exec/in_process_collectives.h"
 #include "causeway/exec/kernels.h"
 
@@ -102,21 +103,6 @@ struct ExecutionPlan::Computation {
 namespace {
 
 std::string Str(std::string_view s) { return std::string(s); }
-
-std::string Where(const Instruction& instruction,
-                  const hlo::Computation& computation) {
-  return absl::StrCat("in instruction '", instruction.name, "' (line ",
-                      instruction.line, ") of computation '",
-                      computation.name(), "'");
-}
-
-absl::Status Annotate(const absl::Status& status,
-                      const Instruction& instruction,
-                      const hlo::Computation& computation) {
-  return absl::Status(
-      status.code(),
-      absl::StrCat(Where(instruction, computation), ": ", status.message()));
-}
 
 bool IsSupported(Opcode opcode) {
   return opcode != Opcode::kCustomCall && opcode != Opcode::kUnknown;

@@ -34,21 +34,6 @@ constexpr int64_t kChunk = 512;
 // many elements (broadcasts are never folded: they stay cheap to read).
 constexpr int64_t kFoldLimit = 4096;
 
-std::string Where(const Instruction& instruction,
-                  const hlo::Computation& computation) {
-  return absl::StrCat("in instruction '", instruction.name, "' (line ",
-                      instruction.line, ") of computation '",
-                      computation.name(), "'");
-}
-
-absl::Status Annotate(const absl::Status& status,
-                      const Instruction& instruction,
-                      const hlo::Computation& computation) {
-  return absl::Status(
-      status.code(),
-      absl::StrCat(Where(instruction, computation), ": ", status.message()));
-}
-
 bool ShapesAgree(const Shape& expected, const Shape& actual) {
   if (expected.IsArray()) {
     return actual.IsArray() && expected.type() == actual.type() &&

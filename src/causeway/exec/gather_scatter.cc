@@ -28,15 +28,6 @@ using hlo::Opcode;
 using hlo::PrimitiveType;
 using hlo::Shape;
 
-std::string DimsToString(std::span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-absl::Status Invalid(const Instruction& instr, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      std::string(hlo::OpcodeName(instr.opcode)), " ", instr.name, ": ", why));
-}
-
 bool Contains(std::span<const int64_t> list, int64_t value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
@@ -223,7 +214,7 @@ absl::Status MakeStartMapping(const Instruction& instr, const IndexBatch& batch,
                               StartMapping& mapping) {
   if (static_cast<int64_t>(index_map.size()) != batch.vector_size ||
       !ValidDims(index_map, operand_rank, false)) {
-    return Invalid(instr, absl::StrCat("index map ", DimsToString(index_map),
+    return Invalid(instr, absl::StrCat("index map ", DimsText(index_map),
                                        " does not fit index vectors of size ",
                                        batch.vector_size, " into a rank-",
                                        operand_rank, " operand"));
@@ -332,7 +323,7 @@ absl::StatusOr<Literal> EvalGather(const Instruction& instr,
   const std::vector<int64_t>& slice_sizes = instr.gather_slice_sizes;
   if (static_cast<int64_t>(slice_sizes.size()) != rank) {
     return Invalid(instr,
-                   absl::StrCat("slice_sizes ", DimsToString(slice_sizes),
+                   absl::StrCat("slice_sizes ", DimsText(slice_sizes),
                                 " do not match operand ", os.ToString()));
   }
   for (int64_t d = 0; d < rank; ++d) {
@@ -366,7 +357,7 @@ absl::StatusOr<Literal> EvalGather(const Instruction& instr,
   if (window_dims.size() != dn.offset_dims.size() ||
       !ValidDims(dn.offset_dims, out_rank, true)) {
     return Invalid(instr,
-                   absl::StrCat("offset_dims ", DimsToString(dn.offset_dims),
+                   absl::StrCat("offset_dims ", DimsText(dn.offset_dims),
                                 " do not match the ", window_dims.size(),
                                 " slice dims kept in the output"));
   }
@@ -490,7 +481,7 @@ absl::StatusOr<Literal> EvalScatter(const Instruction& instr,
   if (operand_window_dims.size() != dn.update_window_dims.size()) {
     return Invalid(
         instr,
-        absl::StrCat("update_window_dims ", DimsToString(dn.update_window_dims),
+        absl::StrCat("update_window_dims ", DimsText(dn.update_window_dims),
                      " do not match the ", operand_window_dims.size(),
                      " window dims of the operand"));
   }

@@ -319,4 +319,29 @@ absl::Status CheckArray(const hlo::Literal& literal, hlo::PrimitiveType type,
   return absl::OkStatus();
 }
 
+std::string DimsText(std::span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+absl::Status Invalid(const hlo::Instruction& instr, std::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(hlo::OpcodeName(instr.opcode)), " '",
+                   instr.name, "': ", std::string(why)));
+}
+
+std::string Where(const hlo::Instruction& instruction,
+                  const hlo::Computation& computation) {
+  return absl::StrCat("in instruction '", instruction.name, "' (line ",
+                      instruction.line, ") of computation '",
+                      computation.name(), "'");
+}
+
+absl::Status Annotate(const absl::Status& status,
+                      const hlo::Instruction& instruction,
+                      const hlo::Computation& computation) {
+  return absl::Status(
+      status.code(),
+      absl::StrCat(Where(instruction, computation), ": ", status.message()));
+}
+
 }  // namespace causeway::exec

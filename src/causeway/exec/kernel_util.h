@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "causeway/hlo/float16.h"
+#include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/shape.h"
 
@@ -316,6 +319,21 @@ void CopyStrided(int64_t element_bytes, std::span<const int64_t> dims,
 // naming `what` otherwise.
 absl::Status CheckArray(const hlo::Literal& literal, hlo::PrimitiveType type,
                         std::span<const int64_t> dims, const char* what);
+
+// ---------------------------------------------------------------------------
+// Messages.
+
+// "[2,3]".
+std::string DimsText(std::span<const int64_t> dims);
+// InvalidArgument "gather 'g': <why>": a kernel refusing its operands.
+absl::Status Invalid(const hlo::Instruction& instr, std::string_view why);
+// "in instruction 'c' (line 14) of computation 'main'".
+std::string Where(const hlo::Instruction& instruction,
+                  const hlo::Computation& computation);
+// `status` with Where(...) in front of its message.
+absl::Status Annotate(const absl::Status& status,
+                      const hlo::Instruction& instruction,
+                      const hlo::Computation& computation);
 
 }  // namespace causeway::exec
 

@@ -44,10 +44,6 @@ template <typename Acc>
 using RowMap =
     Eigen::Map<RowMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-std::string DimsToString(std::span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 // The accumulation type for a product of `a` and `b` giving `out`.
 enum class AccKind { kFloat, kDouble, kInt, kUnsupported };
 
@@ -196,7 +192,7 @@ absl::Status CheckDims(std::span<const int64_t> dims, int64_t rank,
   for (int64_t d : dims) {
     if (d < 0 || d >= rank || seen[d]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "dot: ", what, " ", DimsToString(dims),
+          "dot: ", what, " ", DimsText(dims),
           " are not distinct dimensions of a rank-", rank, " operand"));
     }
     seen[d] = true;
@@ -381,7 +377,7 @@ absl::StatusOr<ConvGeometry> ComputeConvGeometry(const Instruction& instr,
     std::vector<bool> seen(rank, false);
     for (int64_t x : all) {
       if (x < 0 || x >= rank || seen[x]) {
-        return bad(absl::StrCat(what, " dimension labels ", DimsToString(all),
+        return bad(absl::StrCat(what, " dimension labels ", DimsText(all),
                                 " are not a permutation of 0..", rank - 1));
       }
       seen[x] = true;
@@ -456,7 +452,7 @@ absl::StatusOr<ConvGeometry> ComputeConvGeometry(const Instruction& instr,
   if (expected != instr.shape.dims()) {
     return bad(absl::StrCat("output shape ", instr.shape.ToString(),
                             " does not match the computed dims ",
-                            DimsToString(expected)));
+                            DimsText(expected)));
   }
   return g;
 }
@@ -752,7 +748,7 @@ absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
   if (out_dims != instr.shape.dims()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dot ", instr.name, ": result shape ", instr.shape.ToString(),
-        " does not match the operands' dims ", DimsToString(out_dims)));
+        " does not match the operands' dims ", DimsText(out_dims)));
   }
   switch (ChooseAcc(ls.type(), rs.type(), instr.shape.type())) {
     case AccKind::kFloat:

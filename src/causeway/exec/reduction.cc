@@ -38,15 +38,6 @@ using hlo::Opcode;
 using hlo::PrimitiveType;
 using hlo::Shape;
 
-std::string DimsToString(std::span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-absl::Status Invalid(const Instruction& instr, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      std::string(hlo::OpcodeName(instr.opcode)), " ", instr.name, ": ", why));
-}
-
 // The shapes of a variadic result: the tuple elements, or the one array.
 std::vector<Shape> ResultShapes(const Shape& shape) {
   if (shape.IsTuple()) return shape.tuple_shapes();
@@ -646,7 +637,7 @@ absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
   for (int64_t d : instr.dimensions) {
     if (d < 0 || d >= rank || reduced[d]) {
       return Invalid(instr,
-                     absl::StrCat("dimensions ", DimsToString(instr.dimensions),
+                     absl::StrCat("dimensions ", DimsText(instr.dimensions),
                                   " are not distinct dims of rank ", rank));
     }
     reduced[d] = true;
@@ -660,7 +651,7 @@ absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
     if (s.dims() != out_dims) {
       return Invalid(
           instr, absl::StrCat("result ", instr.shape.ToString(),
-                              " should have dims ", DimsToString(out_dims)));
+                              " should have dims ", DimsText(out_dims)));
     }
   }
   const size_t n = v.inputs.size();
@@ -731,7 +722,7 @@ absl::StatusOr<Literal> EvalReduceWindow(
     if (s.dims() != g.out_dims) {
       return Invalid(
           instr, absl::StrCat("result ", instr.shape.ToString(),
-                              " should have dims ", DimsToString(g.out_dims)));
+                              " should have dims ", DimsText(g.out_dims)));
     }
   }
   const size_t n = v.inputs.size();
@@ -813,7 +804,7 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
   if (source.shape().dims() != g.out_dims) {
     return Invalid(
         instr, absl::StrCat("source ", source.shape().ToString(),
-                            " should have dims ", DimsToString(g.out_dims)));
+                            " should have dims ", DimsText(g.out_dims)));
   }
   ScalarFunction select(*instr.called_computations[0], run);
   ScalarFunction scatter(*instr.called_computations[1], run);
