@@ -47,6 +47,19 @@ Device::~Device() {
   }
 }
 
+WaitEvent Device::MakeWaitEvent(const LaunchOp& op, WaitEvent::Reason reason,
+                                std::string detail) const {
+  WaitEvent wait;
+  wait.time = absl::Now();
+  wait.device = id();
+  wait.host = options_.info.host;
+  wait.seq = op.seq;
+  wait.program = op.program_name;
+  wait.reason = reason;
+  wait.detail = std::move(detail);
+  return wait;
+}
+
 OpEvent Device::MakeOpEvent(const LaunchOp& op) const {
   OpEvent event;
   event.time = absl::Now();
@@ -164,14 +177,8 @@ absl::Status Device::AwaitInputs(QueuedLaunch& launch) {
       [](const Future<hlo::Literal>& value) { return !value.IsReady(); });
   if (first_pending != launch.input_values.end()) {
     const size_t index = first_pending - launch.input_values.begin();
-    WaitEvent wait;
-    wait.time = absl::Now();
-    wait.device = id();
-    wait.host = options_.info.host;
-    wait.seq = launch.op.seq;
-    wait.program = launch.op.program_name;
-    wait.reason = WaitEvent::Reason::kInputs;
-    wait.detail = DescribeInput(launch.op.inputs[index]);
+    WaitEvent wait = MakeWaitEvent(launch.op, WaitEvent::Reason::kInputs,
+                                   DescribeInput(launch.op.inputs[index]));
     options_.events->WaitStarted(wait);
     for (const Future<hlo::Literal>& value : launch.input_values) {
       value.Await();
@@ -195,16 +202,10 @@ absl::Status Device::AwaitOutputs(QueuedLaunch& launch) {
       absl::MutexLock lock(&mu_);
       front_waits_for_memory_ = true;
     }
-    WaitEvent wait;
-    wait.time = absl::Now();
-    wait.device = id();
-    wait.host = options_.info.host;
-    wait.seq = launch.op.seq;
-    wait.program = launch.op.program_name;
-    wait.reason = WaitEvent::Reason::kMemory;
-    wait.detail =
+    WaitEvent wait = MakeWaitEvent(
+        launch.op, WaitEvent::Reason::kMemory,
         absl::StrCat(launch.op.outputs[index].buffer.ToString(), " (",
-                     launch.op.outputs[index].shape.ByteSize(), " bytes)");
+                     launch.op.outputs[index].shape.ByteSize(), " bytes)"));
     options_.events->WaitStarted(wait);
     for (const Future<>& reservation : launch.output_reservations) {
       reservation.Await();

@@ -124,6 +124,9 @@ class Device {
   void AbandonLaunches(absl::FunctionRef<bool(const QueuedLaunch&)> matches,
                        const absl::Status& status, bool stop_running);
   OpEvent MakeOpEvent(const LaunchOp& op) const;
+  // A wait of `op` at the front of the queue, starting now.
+  WaitEvent MakeWaitEvent(const LaunchOp& op, WaitEvent::Reason reason,
+                          std::string detail) const;
   OpStatus MakeOpStatus(const QueuedLaunch& launch) const;
 
   const Options options_;
