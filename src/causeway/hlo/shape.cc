@@ -72,14 +72,32 @@ bool IsArrayType(PrimitiveType type) {
          type != PrimitiveType::kToken;
 }
 
-Shape::Shape(PrimitiveType type, std::vector<int64_t> dims)
-    : type_(type), dims_(std::move(dims)) {}
+Shape::Shape(PrimitiveType type, std::vector<int64_t> dims) : type_(type) {
+  if (!dims.empty()) {
+    rep_ = std::make_shared<Rep>();
+    rep_->dims = std::move(dims);
+  }
+}
 
 Shape Shape::Tuple(std::vector<Shape> elements) {
   Shape shape;
   shape.type_ = PrimitiveType::kTuple;
-  shape.tuple_shapes_ = std::move(elements);
+  if (!elements.empty()) shape.MutableRep().tuple_shapes = std::move(elements);
   return shape;
+}
+
+const Shape::Rep& Shape::EmptyRep() {
+  static const Rep* empty = new Rep();
+  return *empty;
+}
+
+Shape::Rep& Shape::MutableRep() {
+  if (rep_ == nullptr) {
+    rep_ = std::make_shared<Rep>();
+  } else if (rep_.use_count() > 1) {
+    rep_ = std::make_shared<Rep>(*rep_);
+  }
+  return *rep_;
 }
 
 Shape Shape::Token() {
@@ -90,14 +108,14 @@ Shape Shape::Token() {
 
 int64_t Shape::ElementCount() const {
   int64_t count = 1;
-  for (int64_t d : dims_) count *= d;
+  for (int64_t d : dims()) count *= d;
   return count;
 }
 
 int64_t Shape::ByteSize() const {
   if (IsTuple()) {
     int64_t total = 0;
-    for (const Shape& element : tuple_shapes_) total += element.ByteSize();
+    for (const Shape& element : tuple_shapes()) total += element.ByteSize();
     return total;
   }
   return ElementCount() * ByteWidth(type_);
@@ -106,39 +124,45 @@ int64_t Shape::ByteSize() const {
 bool Shape::Compatible(const Shape& other) const {
   if (type_ != other.type_) return false;
   if (IsTuple()) {
-    if (tuple_shapes_.size() != other.tuple_shapes_.size()) return false;
-    for (size_t i = 0; i < tuple_shapes_.size(); ++i) {
-      if (!tuple_shapes_[i].Compatible(other.tuple_shapes_[i])) return false;
+    const std::vector<Shape>& mine = tuple_shapes();
+    const std::vector<Shape>& theirs = other.tuple_shapes();
+    if (mine.size() != theirs.size()) return false;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (!mine[i].Compatible(theirs[i])) return false;
     }
     return true;
   }
-  return dims_ == other.dims_;
+  return rep_ == other.rep_ || dims() == other.dims();
 }
 
 bool operator==(const Shape& a, const Shape& b) {
-  return a.type_ == b.type_ && a.dims_ == b.dims_ &&
-         a.minor_to_major_ == b.minor_to_major_ &&
-         a.dynamic_dims_ == b.dynamic_dims_ && a.tuple_shapes_ == b.tuple_shapes_;
+  if (a.type_ != b.type_) return false;
+  if (a.rep_ == b.rep_) return true;
+  const Shape::Rep& x = a.rep();
+  const Shape::Rep& y = b.rep();
+  return x.dims == y.dims && x.minor_to_major == y.minor_to_major &&
+         x.dynamic_dims == y.dynamic_dims && x.tuple_shapes == y.tuple_shapes;
 }
 
 std::string Shape::ToString(bool with_layout) const {
   if (IsTuple()) {
     std::vector<std::string> parts;
-    for (const Shape& element : tuple_shapes_) {
+    for (const Shape& element : tuple_shapes()) {
       parts.push_back(element.ToString(with_layout));
     }
     return absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
   }
   if (IsToken()) return "token[]";
   std::string text = std::string(PrimitiveTypeName(type_)) + "[";
-  for (size_t i = 0; i < dims_.size(); ++i) {
+  const Rep& r = rep();
+  for (size_t i = 0; i < r.dims.size(); ++i) {
     if (i > 0) text += ",";
-    if (i < dynamic_dims_.size() && dynamic_dims_[i]) text += "<=";
-    absl::StrAppend(&text, dims_[i]);
+    if (i < r.dynamic_dims.size() && r.dynamic_dims[i]) text += "<=";
+    absl::StrAppend(&text, r.dims[i]);
   }
   text += "]";
-  if (with_layout && !minor_to_major_.empty()) {
-    absl::StrAppend(&text, "{", absl::StrJoin(minor_to_major_, ","), "}");
+  if (with_layout && !r.minor_to_major.empty()) {
+    absl::StrAppend(&text, "{", absl::StrJoin(r.minor_to_major, ","), "}");
   }
   return text;
 }

@@ -1,9 +1,13 @@
 // Element types and shapes of HLO values: arrays (dtype + dims + layout) and
-// tuples. Immutable value types; thread-compatible.
+// tuples. Immutable value types; thread-compatible. A Shape shares its dims,
+// layout and elements with its copies (copying one costs a reference count,
+// not an allocation: shapes are copied with every value and every launch);
+// scalars hold nothing at all.
 #ifndef CAUSEWAY_HLO_SHAPE_H_
 #define CAUSEWAY_HLO_SHAPE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,26 +60,30 @@ class Shape {
   bool IsArray() const { return IsArrayType(type_); }
 
   // Array shapes.
-  const std::vector<int64_t>& dims() const { return dims_; }
-  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
-  int64_t dim(int64_t i) const { return dims_[i]; }
+  const std::vector<int64_t>& dims() const { return rep().dims; }
+  int64_t rank() const { return static_cast<int64_t>(dims().size()); }
+  int64_t dim(int64_t i) const { return dims()[i]; }
   int64_t ElementCount() const;
   int64_t ByteSize() const;  // Elements × width (arrays); sum (tuples).
   // Minor-to-major order as printed in `{1,0}`; empty means "not given"
   // (the default descending layout). Values are always stored row-major
   // (descending) in memory whatever the layout says: layouts are kept for
   // printing and round trips only.
-  const std::vector<int64_t>& minor_to_major() const { return minor_to_major_; }
+  const std::vector<int64_t>& minor_to_major() const {
+    return rep().minor_to_major;
+  }
   void set_minor_to_major(std::vector<int64_t> m2m) {
-    minor_to_major_ = std::move(m2m);
+    MutableRep().minor_to_major = std::move(m2m);
   }
   // Dimensions printed as `<=N` (dynamic). Kept for round trips only.
-  const std::vector<bool>& dynamic_dims() const { return dynamic_dims_; }
-  void set_dynamic_dims(std::vector<bool> d) { dynamic_dims_ = std::move(d); }
+  const std::vector<bool>& dynamic_dims() const { return rep().dynamic_dims; }
+  void set_dynamic_dims(std::vector<bool> d) {
+    MutableRep().dynamic_dims = std::move(d);
+  }
 
   // Tuple shapes.
-  const std::vector<Shape>& tuple_shapes() const { return tuple_shapes_; }
-  const Shape& tuple_shape(int64_t i) const { return tuple_shapes_[i]; }
+  const std::vector<Shape>& tuple_shapes() const { return rep().tuple_shapes; }
+  const Shape& tuple_shape(int64_t i) const { return tuple_shapes()[i]; }
 
   // Equal type and dims (and tuple elements), ignoring layouts.
   bool Compatible(const Shape& other) const;
@@ -87,11 +95,21 @@ class Shape {
   std::string ToString(bool with_layout = true) const;
 
  private:
+  struct Rep {
+    std::vector<int64_t> dims;
+    std::vector<int64_t> minor_to_major;
+    std::vector<bool> dynamic_dims;
+    std::vector<Shape> tuple_shapes;
+  };
+  static const Rep& EmptyRep();
+  const Rep& rep() const { return rep_ != nullptr ? *rep_ : EmptyRep(); }
+  // The rep, first copied if another Shape shares it (copy on write).
+  Rep& MutableRep();
+
   PrimitiveType type_ = PrimitiveType::kInvalid;
-  std::vector<int64_t> dims_;
-  std::vector<int64_t> minor_to_major_;
-  std::vector<bool> dynamic_dims_;
-  std::vector<Shape> tuple_shapes_;
+  // Shared with copies and never changed while shared; null when every
+  // field is empty.
+  std::shared_ptr<Rep> rep_;
 };
 
 // Row-major strides (in elements) for `dims`.
