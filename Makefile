@@ -12,7 +12,7 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps apt-deps py-deps build test demo bench fuzz clean
+.PHONY: all deps apt-deps py-deps build test demo bench fuzz sanitize clean
 
 all: build
 
@@ -68,5 +68,13 @@ fuzz: apt-deps
 	  -artifact_prefix=fuzz-out/$(FUZZER)- \
 	  fuzz-out/$(FUZZER) fuzz/$(FUZZER)_corpus
 
+# Every C++ test under AddressSanitizer (with leak checking) and
+# UndefinedBehaviorSanitizer, built with clang in $(BUILD)-sanitize.
+sanitize: deps
+	cmake -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_SANITIZE=ON >/dev/null
+	ninja -C $(BUILD)-sanitize -j$(JOBS)
+	cd $(BUILD)-sanitize && ctest -j$(JOBS) --output-on-failure
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-fuzz
+	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize
