@@ -9,6 +9,7 @@
 
 #include "causeway/exec/kernels.h"
 #include "causeway/hlo/parser.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,6 +19,8 @@ namespace {
 using hlo::PrimitiveType;
 using hlo::Shape;
 using ::testing::ElementsAreArray;
+using hlo::testutil::Array;
+using hlo::testutil::DoubleValues;
 
 Literal Fill(std::vector<int64_t> dims, int64_t seed) {
   Literal literal{Shape(PrimitiveType::kF32, std::move(dims))};
@@ -26,22 +29,6 @@ Literal Fill(std::vector<int64_t> dims, int64_t seed) {
     data[i] = static_cast<float>((static_cast<int64_t>(i) * 7 + seed) % 11 - 5);
   }
   return literal;
-}
-
-template <typename T>
-Literal Array(PrimitiveType type, std::vector<int64_t> dims,
-              std::vector<T> values) {
-  Literal literal{Shape(type, std::move(dims))};
-  std::copy(values.begin(), values.end(), literal.mutable_data<T>().begin());
-  return literal;
-}
-
-std::vector<double> Values(const Literal& literal) {
-  std::vector<double> values;
-  for (int64_t i = 0; i < literal.shape().ElementCount(); ++i) {
-    values.push_back(literal.GetAsDouble(i));
-  }
-  return values;
 }
 
 constexpr char kComputations[] = R"(
@@ -98,7 +85,7 @@ TEST_F(GatherScatterTest, GathersRowBlocksAndClampsStartsThatDoNotFit) {
   Literal i = Array<int32_t>(PrimitiveType::kS32, {3, 1}, {4, -1, 3});
   absl::StatusOr<Literal> result = EvalGather(gather, x, i);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({4, 0, -4, 3, -1, -5, -4, 3, -1, -5, 2, -2, 4, 0,
                                 -4, 3, -1, -5}));
 }
@@ -112,7 +99,7 @@ TEST_F(GatherScatterTest, TreatsAnIndexVectorDimEqualToTheRankAsImplicit) {
   Literal i = Array<int64_t>(PrimitiveType::kS64, {3}, {2, 0, 2});
   absl::StatusOr<Literal> result = EvalGather(gather, x, i);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({5, 1, -3, -4, 3, -1, 5, 1, -3}));
 }
 
@@ -125,7 +112,7 @@ TEST_F(GatherScatterTest, ReadsIndexVectorsAlongALeadingDim) {
   Literal i = Array<int32_t>(PrimitiveType::kS32, {2, 3}, {0, 4, 2, 2, 1, 0});
   absl::StatusOr<Literal> result = EvalGather(gather, x, i);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-1, -1, 5}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-1, -1, 5}));
 }
 
 TEST_F(GatherScatterTest, GathersWithBatchingDims) {
@@ -137,7 +124,7 @@ TEST_F(GatherScatterTest, GathersWithBatchingDims) {
   Literal i = Array<int32_t>(PrimitiveType::kS32, {2, 1}, {3, 1});
   absl::StatusOr<Literal> result = EvalGather(gather, y, i);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-4, -1}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-4, -1}));
 }
 
 TEST_F(GatherScatterTest, RejectsASliceLargerThanTheOperand) {
@@ -165,7 +152,7 @@ TEST_F(GatherScatterTest, AddsDuplicateUpdates) {
   const Literal* operands[] = {&x, &i, &u};
   absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({0, 8, 5, -5, 2, -2, 5, 1, -3,
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({0, 8, 5, -5, 2, -2, 5, 1, -3,
                                                  4, 0, -4, 11, 9, 7}));
   EXPECT_EQ(x.data<float>()[0], -4);  // The operand is not modified.
 }
@@ -184,7 +171,7 @@ TEST_F(GatherScatterTest, SkipsWindowsThatDoNotFitAndOverwritesTheRest) {
   const Literal* operands[] = {&x, &i, &u};
   absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-4, 3, -1, 6, 7, 8, 9, 10, 11,
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-4, 3, -1, 6, 7, 8, 9, 10, 11,
                                                  4, 0, -4, 3, -1, -5}));
 }
 
@@ -216,7 +203,7 @@ TEST_F(GatherScatterTest, ScattersWithBatchingDims) {
   const Literal* operands[] = {&y, &i, &u};
   absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-3, 4, 0, 6, 3, 19, -5, 2}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-3, 4, 0, 6, 3, 19, -5, 2}));
 }
 
 TEST_F(GatherScatterTest, ScattersSeveralArraysWithOneCombiner) {
@@ -237,9 +224,9 @@ TEST_F(GatherScatterTest, ScattersSeveralArraysWithOneCombiner) {
   absl::StatusOr<Literal> result = EvalScatter(scatter, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->elements().size(), 2u);
-  EXPECT_THAT(Values(result->elements()[0]),
+  EXPECT_THAT(DoubleValues(result->elements()[0]),
               ElementsAreArray({2.0, 0.0, 4.5, 0.0}));
-  EXPECT_THAT(Values(result->elements()[1]), ElementsAreArray({1, 0, 2, 0}));
+  EXPECT_THAT(DoubleValues(result->elements()[1]), ElementsAreArray({1, 0, 2, 0}));
 }
 
 TEST_F(GatherScatterTest, RejectsUpdatesThatDoNotMatchTheIndices) {

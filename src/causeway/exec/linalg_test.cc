@@ -7,6 +7,7 @@
 
 #include "causeway/exec/kernels.h"
 #include "causeway/hlo/float16.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,6 +17,7 @@ namespace {
 using hlo::PrimitiveType;
 using hlo::Shape;
 using ::testing::ElementsAreArray;
+using hlo::testutil::DoubleValues;
 
 Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed,
              float scale = 1.0f) {
@@ -35,14 +37,6 @@ Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed,
     }
   });
   return literal;
-}
-
-std::vector<double> Values(const Literal& literal) {
-  std::vector<double> values;
-  for (int64_t i = 0; i < literal.shape().ElementCount(); ++i) {
-    values.push_back(literal.GetAsDouble(i));
-  }
-  return values;
 }
 
 Instruction DotInstr(Shape shape, std::vector<int64_t> lhs_batch,
@@ -69,7 +63,7 @@ TEST(DotTest, MultipliesMatrices) {
       DotInstr(Shape(PrimitiveType::kF32, {2, 2}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({58.0, 64.0, 139.0, 154.0}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({58.0, 64.0, 139.0, 154.0}));
 }
 
 TEST(DotTest, HandlesBatchAndContractingDimsInAnyPosition) {
@@ -80,7 +74,7 @@ TEST(DotTest, HandlesBatchAndContractingDimsInAnyPosition) {
       DotInstr(Shape(PrimitiveType::kF32, {2, 4, 5}), {1}, {0}, {0}, {2});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({0,   9,  18, -17, -8, 7,   -5, -17, 4,   -8,
                                 3,   3,  3,  -8,  -8, -1,  11, 23,  -20, -8,
                                 -17, 18, 9,  0,   -9, -5,  -2, 1,   4,   7,
@@ -96,7 +90,7 @@ TEST(DotTest, ContractsSeveralDimsInTheirListedOrder) {
       DotInstr(Shape(PrimitiveType::kF32, {2, 5}), {}, {1, 2}, {}, {2, 0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({34, 82, 42, 2, -5, -18, -21, 9, 39, -19}));
 }
 
@@ -107,7 +101,7 @@ TEST(DotTest, ReadsATransposedRhsInPlace) {
       DotInstr(Shape(PrimitiveType::kF32, {2, 4}), {}, {1}, {}, {1});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({24, 26, 28, -14, 23, 28, 33, -17}));
 }
 
@@ -118,7 +112,7 @@ TEST(DotTest, AccumulatesBf16InFloatAndRoundsTheResult) {
       DotInstr(Shape(PrimitiveType::kBF16, {2, 2}), {}, {1}, {}, {0});
   absl::StatusOr<Literal> result = EvalDot(dot, lhs, rhs);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({2.09375, -0.8515625,
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({2.09375, -0.8515625,
                                                  -0.279296875, -0.5703125}));
 }
 
@@ -255,7 +249,7 @@ TEST(ConvolutionTest, ComputesAPaddedNhwcConvolution) {
                                "b01f_01io->b01f", {{3, 1, 1, 1}, {3, 1, 1, 1}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 4, 4, 2}, {3, 3, 2, 3});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({30,  -18, 0,   -23, -2,  19,  -36, -16, 4,   37,
                                 -16, 8,   11,  -30, 17,  10,  -22, 23,  26,  20,
                                 -41, 2,   36,  -40, -39, -40, 36,  52,  -41, 20,
@@ -268,7 +262,7 @@ TEST(ConvolutionTest, AppliesWindowStrides) {
                                "b01f_01io->b01f", {{3, 2, 1, 1}, {3, 2, 1, 1}});
   absl::StatusOr<Literal> result = Conv(conv, {2, 5, 5, 2}, {3, 3, 2, 2});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({29, -1,  15,   -37, 51, 41, 13,  -67, -100,
                                 61, 50,  -77,  -65, 27, 65, 20,  -12, -43,
                                 0,  -43, -72,  38,  41, 51, -29, 9,   88,
@@ -281,7 +275,7 @@ TEST(ConvolutionTest, DilatesTheInputAsInTheInputGradient) {
                 {{3, 1, 2, 1, 2, 1}, {3, 1, 2, 1, 2, 1}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 3, 3, 2}, {3, 3, 2, 1});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({-12, 24,  3,   -17, -2,  -14, -14, -11, 33,
                                 26,  -3,  8,   -20, -24, 29,  39,  -10, -8,
                                 8,   -10, -31, -17, 32,  20,  24,  -11, -11,
@@ -295,7 +289,7 @@ TEST(ConvolutionTest, DilatesTheWindow) {
   absl::StatusOr<Literal> result = Conv(conv, {1, 6, 6, 1}, {2, 2, 1, 2});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(
-      Values(*result),
+      DoubleValues(*result),
       ElementsAreArray({39,  -32, -23, 36,  -8,  -17, -4,  -4,  -12, 10,
                         -25, 46,  -10, -7,  38,  -27, -24, 41,  -16, 0,
                         -23, 36,  -8,  -17, -4,  -4,  -11, -2,  24,  -10,
@@ -309,7 +303,7 @@ TEST(ConvolutionTest, CropsWithNegativePadding) {
                 {{2, 1, -1, 0}, {2, 1, 0, -2}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 5, 5, 1}, {2, 2, 1, 1});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({41, -18, -12, 6, -10, 41}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({41, -18, -12, 6, -10, 41}));
 }
 
 TEST(ConvolutionTest, ComputesADepthwiseConvolutionWithFeatureGroups) {
@@ -318,7 +312,7 @@ TEST(ConvolutionTest, ComputesADepthwiseConvolutionWithFeatureGroups) {
                 {{2, 1, 0, 0}, {2, 1, 0, 0}}, /*feature_groups=*/4);
   absl::StatusOr<Literal> result = Conv(conv, {1, 4, 4, 4}, {2, 2, 1, 8});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray(
                   {10,  -34, 14,  -10, 32,  -5,  20, -41, -2,  12,  -14, -2,
                    32,  -2,  4,   12,  8,   -41, -9, -5,  -23, -10, 10,  -34,
@@ -334,7 +328,7 @@ TEST(ConvolutionTest, SplitsTheBatchIntoBatchGroupsAsInAGroupedWeightGradient) {
                 {{2, 1, 0, 0}, {2, 1, 0, 0}}, 1, /*batch_groups=*/2);
   absl::StatusOr<Literal> result = Conv(conv, {2, 3, 3, 4}, {2, 2, 2, 6});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({12,  3,  -17, -68, 47,  8,   3,   12,  -23, -12,
                                 -33, 1,  9,   6,   -19, -42, 2,   2,   0,   15,
                                 -25, 47, -45, 28,  3,   12,  -23, -12, -33, 1,
@@ -348,7 +342,7 @@ TEST(ConvolutionTest, HonoursNchwDimLabels) {
   absl::StatusOr<Literal> result = Conv(conv, {2, 3, 4, 4}, {4, 3, 2, 2});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(
-      Values(*result),
+      DoubleValues(*result),
       ElementsAreArray({18,  9,   13,  -4,  -21, -38, 11, 5,  -7,  -22, -27,
                         -12, 47,  18,  22,  -29, -43, 24, -1, 13,  -6,  41,
                         -33, -41, 20,  15,  -30, -17, 7,  9,  -22, 13,  -22,
@@ -363,7 +357,7 @@ TEST(ConvolutionTest, ReversesTheWindow) {
                 {{3, 1, 1, 1, 1, 1, true}, {2, 1, 0, 0}});
   absl::StatusOr<Literal> result = Conv(conv, {1, 4, 4, 1}, {3, 2, 1, 1});
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-27, 35, 9, 18, -13, -22, -18,
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-27, 35, 9, 18, -13, -22, -18,
                                                  -27, 52, -6, 30, -11}));
 }
 
@@ -374,7 +368,7 @@ TEST(ConvolutionTest, ComputesBf16InFloat) {
   absl::StatusOr<Literal> result =
       Conv(conv, {1, 5, 5, 1}, {2, 2, 1, 1}, PrimitiveType::kBF16);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({41, -18, -12, 6, -10, 41}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({41, -18, -12, 6, -10, 41}));
 }
 
 TEST(ConvolutionTest, RejectsAnOutputShapeThatDoesNotMatchTheWindow) {

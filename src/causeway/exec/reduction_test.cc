@@ -11,6 +11,7 @@
 
 #include "causeway/exec/kernels.h"
 #include "causeway/hlo/parser.h"
+#include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,6 +21,8 @@ namespace {
 using hlo::PrimitiveType;
 using hlo::Shape;
 using ::testing::ElementsAreArray;
+using hlo::testutil::Array;
+using hlo::testutil::DoubleValues;
 
 Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed) {
   Literal literal{Shape(type, std::move(dims))};
@@ -38,22 +41,6 @@ Literal Fill(PrimitiveType type, std::vector<int64_t> dims, int64_t seed) {
     }
   });
   return literal;
-}
-
-template <typename T>
-Literal Array(PrimitiveType type, std::vector<int64_t> dims,
-              std::vector<T> values) {
-  Literal literal{Shape(type, std::move(dims))};
-  std::copy(values.begin(), values.end(), literal.mutable_data<T>().begin());
-  return literal;
-}
-
-std::vector<double> Values(const Literal& literal) {
-  std::vector<double> values;
-  for (int64_t i = 0; i < literal.shape().ElementCount(); ++i) {
-    values.push_back(literal.GetAsDouble(i));
-  }
-  return values;
 }
 
 // Computations shared by the tests.
@@ -202,7 +189,7 @@ TEST_F(ReductionTest, SumsOverSeveralDimensions) {
   const Literal* operands[] = {&x, &zero};
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-8, 7, 0}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-8, 7, 0}));
 }
 
 TEST_F(ReductionTest, TakesTheMaximumOverAMiddleDimension) {
@@ -215,7 +202,7 @@ TEST_F(ReductionTest, TakesTheMaximumOverAMiddleDimension) {
   const Literal* operands[] = {&x, &init};
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({2, 4, 5, 1, 4, 5, 1, 3}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({2, 4, 5, 1, 4, 5, 1, 3}));
 }
 
 TEST_F(ReductionTest, SumsLongRowsExactly) {
@@ -233,7 +220,7 @@ TEST_F(ReductionTest, SumsLongRowsExactly) {
   double row0 = 0.5, row1 = 0.5;
   for (int i = 0; i < 1000; ++i) row0 += i % 7;
   for (int i = 1000; i < 2000; ++i) row1 += i % 7 + 1;
-  EXPECT_THAT(Values(*result), ElementsAreArray({row0, row1}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({row0, row1}));
 }
 
 TEST_F(ReductionTest, PropagatesNanThroughALongMaxReduction) {
@@ -264,7 +251,7 @@ TEST_F(ReductionTest, RecognisesACommutedAdder) {
   const Literal* operands[] = {&x, &init};
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({-8 + 7 + 0 + 10}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({-8 + 7 + 0 + 10}));
 }
 
 TEST_F(ReductionTest, RoundsEachStepOfABf16Reducer) {
@@ -301,8 +288,8 @@ TEST_F(ReductionTest, ComputesAVariadicArgmax) {
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->elements().size(), 2u);
-  EXPECT_THAT(Values(result->elements()[1]), ElementsAreArray({1, 3, 0, 2}));
-  EXPECT_THAT(Values(result->elements()[0]), ElementsAreArray({4, 5, 4, 5}));
+  EXPECT_THAT(DoubleValues(result->elements()[1]), ElementsAreArray({1, 3, 0, 2}));
+  EXPECT_THAT(DoubleValues(result->elements()[0]), ElementsAreArray({4, 5, 4, 5}));
 }
 
 TEST_F(ReductionTest, ComputesAnArgmaxOverManyRowsInBatches) {
@@ -320,10 +307,10 @@ TEST_F(ReductionTest, ComputesAnArgmaxOverManyRowsInBatches) {
   const Literal* operands[] = {&x, &iota, &init, &izero};
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(result->elements()[1]),
+  EXPECT_THAT(DoubleValues(result->elements()[1]),
               ElementsAreArray({1, 5, 1, 2, 6, 2, 3, 2, 0, 4,
                                 0, 1, 5, 1, 2, 6, 2, 3, 2, 0}));
-  EXPECT_THAT(Values(result->elements()[0]),
+  EXPECT_THAT(DoubleValues(result->elements()[0]),
               ElementsAreArray({5, 5, 4, 5, 5, 4, 5, 3, 5, 5,
                                 4, 5, 5, 4, 5, 5, 4, 5, 3, 5}));
 }
@@ -339,7 +326,7 @@ TEST_F(ReductionTest, RunsANonAssociativeReducerInRowMajorOrder) {
   absl::StatusOr<Literal> result = EvalReduce(reduce, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
   // |||4-5|-2|-10| = 9; |||4-1|-7|-3| = 1.
-  EXPECT_THAT(Values(*result), ElementsAreArray({9, 1}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({9, 1}));
 }
 
 TEST_F(ReductionTest, FallsBackToTheRunnerForUnknownInstructions) {
@@ -405,7 +392,7 @@ TEST_F(ReductionTest, ComputesACumulativeSumWithReduceWindow) {
   const Literal* operands[] = {&x, &zero};
   absl::StatusOr<Literal> result = EvalReduceWindow(rw, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({-2, 3, 4, 1, 5, 0, -4, -1, -2, -7}));
 }
 
@@ -419,7 +406,7 @@ TEST_F(ReductionTest, MaxPoolsWithStridesAndPadding) {
   const Literal* operands[] = {&x, &init};
   absl::StatusOr<Literal> result = EvalReduceWindow(rw, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result), ElementsAreArray({1, 4, 5, 5, 4, 0, 3, -1, 2}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({1, 4, 5, 5, 4, 0, 3, -1, 2}));
 }
 
 TEST_F(ReductionTest, DilatesBaseAndWindowInReduceWindow) {
@@ -432,7 +419,7 @@ TEST_F(ReductionTest, DilatesBaseAndWindowInReduceWindow) {
   const Literal* operands[] = {&x, &zero};
   absl::StatusOr<Literal> result = EvalReduceWindow(rw, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({-4, 0, 3, -4, -1, 3, -5, -1, 2, -5, 0}));
 }
 
@@ -450,8 +437,8 @@ TEST_F(ReductionTest, ComputesAVariadicReduceWindow) {
   const Literal* operands[] = {&x, &idx, &init, &izero};
   absl::StatusOr<Literal> result = EvalReduceWindow(rw, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(result->elements()[0]), ElementsAreArray({3, 3, 7}));
-  EXPECT_THAT(Values(result->elements()[1]), ElementsAreArray({1, 2, 4}));
+  EXPECT_THAT(DoubleValues(result->elements()[0]), ElementsAreArray({3, 3, 7}));
+  EXPECT_THAT(DoubleValues(result->elements()[1]), ElementsAreArray({1, 2, 4}));
 }
 
 TEST_F(ReductionTest, ScattersTheMaxPoolGradientToTheFirstMaximum) {
@@ -467,7 +454,7 @@ TEST_F(ReductionTest, ScattersTheMaxPoolGradientToTheFirstMaximum) {
   absl::StatusOr<Literal> result =
       EvalSelectAndScatter(sas, x, source, zero, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({0, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 0,
                                 0, 0, 3, 0, 0, 4, 5, 0, 6, 7, 0, 8}));
 }
@@ -487,7 +474,7 @@ TEST_F(ReductionTest, SelectsThroughAGeneralSelectComputation) {
   absl::StatusOr<Literal> result =
       EvalSelectAndScatter(sas, x, source, zero, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(*result),
+  EXPECT_THAT(DoubleValues(*result),
               ElementsAreArray({0, 0, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 0,
                                 0, 0, 3, 0, 0, 4, 5, 0, 6, 7, 0, 8}));
 }
@@ -506,7 +493,7 @@ TEST_F(ReductionTest, SortsWithJaxsTotalOrderComparator) {
   const Literal* operands[] = {&x, &idx};
   absl::StatusOr<Literal> result = EvalSort(sort, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(result->elements()[1]),
+  EXPECT_THAT(DoubleValues(result->elements()[1]),
               ElementsAreArray({5, 2, 3, 4, 6, 0, 1, 3, 2, 0, 1, 4, 5, 6}));
   auto sorted = result->elements()[0].data<float>();
   EXPECT_EQ(sorted[0], -INFINITY);
@@ -525,9 +512,9 @@ TEST_F(ReductionTest, SortsDescendingAndStablyOnTheFirstOperand) {
   const Literal* operands[] = {&x, &idx};
   absl::StatusOr<Literal> result = EvalSort(sort, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Values(result->elements()[0]),
+  EXPECT_THAT(DoubleValues(result->elements()[0]),
               ElementsAreArray({3, 3, 2, 1, 1, 0}));
-  EXPECT_THAT(Values(result->elements()[1]),
+  EXPECT_THAT(DoubleValues(result->elements()[1]),
               ElementsAreArray({1, 4, 3, 0, 2, 5}));
 }
 
@@ -541,7 +528,7 @@ TEST_F(ReductionTest, SortsAlongAnOuterDimensionWithAGeneralComparator) {
   absl::StatusOr<Literal> result = EvalSort(sort, operands, NoRunner());
   ASSERT_TRUE(result.ok()) << result.status();
   // Columns {5,2,7,4} -> evens first: {2,4,5,7}; {1,8,3,6} -> {6,8,1,3}.
-  EXPECT_THAT(Values(*result), ElementsAreArray({2, 6, 4, 8, 5, 1, 7, 3}));
+  EXPECT_THAT(DoubleValues(*result), ElementsAreArray({2, 6, 4, 8, 5, 1, 7, 3}));
 }
 
 TEST_F(ReductionTest, RejectsASortDimensionOutOfRange) {

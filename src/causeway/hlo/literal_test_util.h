@@ -1,8 +1,9 @@
-// Test helpers: small f32 literals from value lists, and their values back.
+// Test helpers: small literals from value lists, and their values back.
 // For tests only.
 #ifndef CAUSEWAY_HLO_LITERAL_TEST_UTIL_H_
 #define CAUSEWAY_HLO_LITERAL_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -26,6 +27,25 @@ inline Literal F32(std::vector<int64_t> dims, std::vector<float> values) {
 inline std::vector<float> Values(const Literal& literal) {
   auto data = literal.data<float>();
   return {data.begin(), data.end()};
+}
+
+// An array of any type from its C++ element values (T is the type that
+// stores `type`'s elements: float, int32_t, BF16, bool, ...).
+template <typename T>
+Literal Array(PrimitiveType type, std::vector<int64_t> dims,
+              std::vector<T> values) {
+  Literal literal{Shape(type, std::move(dims))};
+  std::copy(values.begin(), values.end(), literal.mutable_data<T>().begin());
+  return literal;
+}
+
+// The elements of an array of any type, as doubles, row-major.
+inline std::vector<double> DoubleValues(const Literal& literal) {
+  std::vector<double> values;
+  for (int64_t i = 0; i < literal.shape().ElementCount(); ++i) {
+    values.push_back(literal.GetAsDouble(i));
+  }
+  return values;
 }
 
 }  // namespace causeway::hlo::testutil
