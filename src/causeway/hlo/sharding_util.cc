@@ -116,6 +116,80 @@ absl::Status CheckArray(const Shape& shape, const Sharding& sharding) {
   return absl::OkStatus();
 }
 
+// A tiled sharding checked against an array of `global_shape` (rank and
+// type already checked) on `num_partitions` partitions: its devices in tile
+// order (each in range, none twice) and the dims of one shard (the last
+// shards of an uneven split are padded to them).
+struct Tiling {
+  std::vector<int64_t> devices;
+  std::vector<int64_t> shard_dims;
+};
+
+absl::StatusOr<Tiling> CheckTiling(const Sharding& sharding,
+                                   const Shape& global_shape,
+                                   int64_t num_partitions) {
+  const int64_t rank = global_shape.rank();
+  const std::vector<int64_t>& global = global_shape.dims();
+  const std::vector<int64_t>& tile_dims = sharding.tile_dims;
+  const int64_t extra = static_cast<int64_t>(tile_dims.size()) - rank;
+  int64_t expected_extra = sharding.last_tile_dim_replicate ? 1 : 0;
+  for (const std::string& kind : sharding.last_tile_dims) {
+    if (kind != "replicated") {
+      return absl::UnimplementedError(
+          absl::StrCat("sharding with last_tile_dims={",
+                       absl::StrJoin(sharding.last_tile_dims, ", "),
+                       "} is not supported (only replicated subgroups)"));
+    }
+  }
+  if (!sharding.last_tile_dims.empty()) {
+    expected_extra = static_cast<int64_t>(sharding.last_tile_dims.size());
+  }
+  if (extra != expected_extra) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sharding ", Describe(sharding), " has ", tile_dims.size(),
+                     " tile dimensions; an array of rank ", rank, " needs ",
+                     rank + expected_extra));
+  }
+  std::vector<int64_t> devices = sharding.tile_devices;
+  if (devices.empty() && sharding.iota.has_value()) {
+    devices = IotaDevices(*sharding.iota);
+  }
+  int64_t tile_count = 1;
+  for (int64_t t : tile_dims) {
+    if (t < 1 || t > num_partitions) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharding ", Describe(sharding),
+                       " has a tile dimension outside 1..", num_partitions));
+    }
+    tile_count *= t;
+  }
+  if (tile_count != static_cast<int64_t>(devices.size()) ||
+      tile_count != num_partitions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sharding ", Describe(sharding), " spans ", tile_count, " tiles over ",
+        devices.size(), " devices; the program has ", num_partitions,
+        " partitions"));
+  }
+  std::vector<bool> seen(num_partitions, false);
+  for (const int64_t device : devices) {
+    if (device < 0 || device >= num_partitions) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sharding ", Describe(sharding), " lists device ", device,
+          ", outside the program's ", num_partitions, " partitions"));
+    }
+    if (seen[device]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sharding ", Describe(sharding), " lists device ", device, " twice"));
+    }
+    seen[device] = true;
+  }
+  std::vector<int64_t> shard_dims(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    shard_dims[i] = (global[i] + tile_dims[i] - 1) / tile_dims[i];
+  }
+  return Tiling{std::move(devices), std::move(shard_dims)};
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ShardRegion>> ShardRegions(const Sharding& sharding,
@@ -162,63 +236,11 @@ absl::StatusOr<std::vector<ShardRegion>> ShardRegions(const Sharding& sharding,
   }
 
   const std::vector<int64_t>& tile_dims = sharding.tile_dims;
-  const int64_t extra = static_cast<int64_t>(tile_dims.size()) - rank;
-  int64_t expected_extra = sharding.last_tile_dim_replicate ? 1 : 0;
-  for (const std::string& kind : sharding.last_tile_dims) {
-    if (kind != "replicated") {
-      return absl::UnimplementedError(
-          absl::StrCat("sharding with last_tile_dims={",
-                       absl::StrJoin(sharding.last_tile_dims, ", "),
-                       "} is not supported (only replicated subgroups)"));
-    }
-  }
-  if (!sharding.last_tile_dims.empty()) {
-    expected_extra = static_cast<int64_t>(sharding.last_tile_dims.size());
-  }
-  if (extra != expected_extra) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sharding ", Describe(sharding), " has ", tile_dims.size(),
-                     " tile dimensions; an array of rank ", rank, " needs ",
-                     rank + expected_extra));
-  }
-  std::vector<int64_t> devices = sharding.tile_devices;
-  if (devices.empty() && sharding.iota.has_value()) {
-    devices = IotaDevices(*sharding.iota);
-  }
-  int64_t tile_count = 1;
-  for (int64_t t : tile_dims) {
-    if (t < 1 || t > num_partitions) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sharding ", Describe(sharding),
-                       " has a tile dimension outside 1..", num_partitions));
-    }
-    tile_count *= t;
-  }
-  if (tile_count != static_cast<int64_t>(devices.size()) ||
-      tile_count != num_partitions) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sharding ", Describe(sharding), " spans ", tile_count, " tiles over ",
-        devices.size(), " devices; the program has ", num_partitions,
-        " partitions"));
-  }
-  std::vector<bool> seen(num_partitions, false);
-  std::vector<int64_t> shard_dims(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    shard_dims[i] = (global[i] + tile_dims[i] - 1) / tile_dims[i];
-  }
+  CW_ASSIGN_OR_RETURN(Tiling tiling,
+                      CheckTiling(sharding, global_shape, num_partitions));
+  const std::vector<int64_t>& shard_dims = tiling.shard_dims;
   std::vector<int64_t> index(tile_dims.size(), 0);
-  for (int64_t k = 0; k < tile_count; ++k) {
-    const int64_t device = devices[k];
-    if (device < 0 || device >= num_partitions) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " lists device ", device,
-          ", outside the program's ", num_partitions, " partitions"));
-    }
-    if (seen[device]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sharding ", Describe(sharding), " lists device ", device, " twice"));
-    }
-    seen[device] = true;
+  for (const int64_t device : tiling.devices) {
     ShardRegion& region = regions[device];
     region.dims = shard_dims;
     region.offsets.resize(rank);
@@ -258,6 +280,19 @@ absl::StatusOr<Shape> ShardShape(const Sharding& sharding,
       elements.push_back(std::move(element));
     }
     return Shape::Tuple(std::move(elements));
+  }
+  // Replicated and tiled shardings directly (this runs for every argument
+  // and output of every launch); the others through ShardRegions, which
+  // also gives their errors.
+  if (sharding.kind == Sharding::Kind::kTiled && num_partitions >= 1) {
+    CW_RETURN_IF_ERROR(CheckArray(global_shape, sharding));
+    CW_ASSIGN_OR_RETURN(Tiling tiling,
+                        CheckTiling(sharding, global_shape, num_partitions));
+    return Shape(global_shape.type(), std::move(tiling.shard_dims));
+  }
+  if (sharding.kind == Sharding::Kind::kReplicated && num_partitions >= 1) {
+    CW_RETURN_IF_ERROR(CheckArray(global_shape, sharding));
+    return Shape(global_shape.type(), global_shape.dims());
   }
   CW_ASSIGN_OR_RETURN(std::vector<ShardRegion> regions,
                       ShardRegions(sharding, global_shape, num_partitions));
