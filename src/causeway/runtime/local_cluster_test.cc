@@ -513,23 +513,40 @@ TEST(LocalClusterTest, AnOpThatDoesNotFitYetWaitsUntilMemoryIsFreed) {
   EXPECT_THAT(Values(*value), ElementsAre(2, 4));
 }
 
+// Two islands of 2 devices with 8 bytes each. times_two on island 0 waits
+// for memory (a blocker holds it) and plus_one on island 1 waits for its
+// output: z = plus_one(times_two(x)), x = [1, 2].
+struct BlockedChain {
+  explicit BlockedChain(const std::string& session)
+      : cluster(MakeCluster(
+            {.islands = 2, .devices_per_host = 2, .memory_per_device = 8})),
+        client(*cluster, session) {
+    a = client.Slice(2, IslandId(0));
+    b = client.Slice(2, IslandId(1));
+    auto compiled_twice = client.Compile(kTimesTwo, a.handle, 2);
+    auto compiled_plus_one = client.Compile(kPlusOne, b.handle, 2);
+    CW_CHECK(compiled_twice.ok() && compiled_plus_one.ok());
+    twice = *compiled_twice;
+    plus_one = *compiled_plus_one;
+    ArrayHandle x =
+        client.Put(a.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
+    blocker = client.Put(a.handle, F32({2}, {0, 0}), "{devices=[2]<=[2]}");
+    CW_CHECK(client.Ready(blocker).ok());
+    z = client.Execute(plus_one, {client.Execute(twice, {x})[0]})[0];
+  }
+
+  std::unique_ptr<LocalCluster> cluster;
+  TestClient client;
+  transport::SliceInfo a, b;
+  ExecutableHandle twice, plus_one;
+  ArrayHandle blocker, z;
+};
+
 TEST(LocalClusterTest, StatusShowsAQueuedOpWaitingForAnInputAndWhere) {
-  auto cluster = MakeCluster(
-      {.islands = 2, .devices_per_host = 2, .memory_per_device = 8});
-  TestClient client(*cluster, "status");
-  transport::SliceInfo a = client.Slice(2, IslandId(0));
-  transport::SliceInfo b = client.Slice(2, IslandId(1));
-  auto twice = client.Compile(kTimesTwo, a.handle, 2);
-  auto plus_one = client.Compile(kPlusOne, b.handle, 2);
-  ASSERT_TRUE(twice.ok() && plus_one.ok());
-  ArrayHandle x = client.Put(a.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
-  ArrayHandle blocker =
-      client.Put(a.handle, F32({2}, {0, 0}), "{devices=[2]<=[2]}");
-  ASSERT_TRUE(client.Ready(blocker).ok());
-  // twice waits for memory on island 0; plus_one waits for its output.
-  ArrayHandle y = client.Execute(*twice, {x})[0];
-  ArrayHandle z = client.Execute(*plus_one, {y})[0];
-  auto report = cluster->Status();
+  BlockedChain chain("status");
+  TestClient& client = chain.client;
+  ArrayHandle blocker = chain.blocker, z = chain.z;
+  auto report = chain.cluster->Status();
   ASSERT_TRUE(report.ok());
   EXPECT_THAT(report->text,
               HasSubstr("queued 'plus_one' seq 0 partition 0 [status] waits "
@@ -585,27 +602,16 @@ TEST(LocalClusterTest, AStoppedHostLosesItsArraysAndItsSliceMovesOn) {
 }
 
 TEST(LocalClusterTest, AnOpWaitingForDataFromAStoppedHostFailsWithDataLoss) {
-  auto cluster = MakeCluster(
-      {.islands = 2, .devices_per_host = 2, .memory_per_device = 8});
-  TestClient client(*cluster, "waiting");
-  transport::SliceInfo a = client.Slice(2, IslandId(0));
-  transport::SliceInfo b = client.Slice(2, IslandId(1));
-  auto twice = client.Compile(kTimesTwo, a.handle, 2);
-  auto plus_one = client.Compile(kPlusOne, b.handle, 2);
-  ASSERT_TRUE(twice.ok() && plus_one.ok());
-  ArrayHandle x = client.Put(a.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
-  ArrayHandle blocker =
-      client.Put(a.handle, F32({2}, {0, 0}), "{devices=[2]<=[2]}");
-  ASSERT_TRUE(client.Ready(blocker).ok());
-  // twice waits for memory on host 0; plus_one on host 1 waits for it.
-  ArrayHandle z = client.Execute(*plus_one, {client.Execute(*twice, {x})[0]})[0];
-  ArrayHandle w = client.Put(b.handle, F32({2}, {7, 8}), "{devices=[2]<=[2]}");
-  ASSERT_TRUE(cluster->StopHost(HostId(0)).ok());
-  absl::Status lost = client.Ready(z);
+  BlockedChain chain("waiting");
+  TestClient& client = chain.client;
+  ArrayHandle w =
+      client.Put(chain.b.handle, F32({2}, {7, 8}), "{devices=[2]<=[2]}");
+  ASSERT_TRUE(chain.cluster->StopHost(HostId(0)).ok());
+  absl::Status lost = client.Ready(chain.z);
   EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
   EXPECT_THAT(lost.message(), HasSubstr("host 0"));
   // Work on the healthy island goes on.
-  auto value = client.Fetch(client.Execute(*plus_one, {w})[0]);
+  auto value = client.Fetch(client.Execute(chain.plus_one, {w})[0]);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_THAT(Values(*value), ElementsAre(8, 9));
 }
