@@ -20,13 +20,7 @@ using hlo::Literal;
 using hlo::PrimitiveType;
 using hlo::Shape;
 using hlo::testutil::Values;
-
-Literal Vector(std::vector<float> values) {
-  Literal literal(
-      Shape(PrimitiveType::kF32, {static_cast<int64_t>(values.size())}));
-  std::copy(values.begin(), values.end(), literal.mutable_data<float>().begin());
-  return literal;
-}
+using hlo::testutil::Vector;
 
 class ProgramTraceTest : public ::testing::Test {
  protected:

@@ -23,6 +23,12 @@ inline Literal F32(std::vector<int64_t> dims, std::vector<float> values) {
   return literal;
 }
 
+// A rank-1 f32 array of `values`.
+inline Literal Vector(std::vector<float> values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  return F32({n}, std::move(values));
+}
+
 // The elements of an f32 array, row-major.
 inline std::vector<float> Values(const Literal& literal) {
   auto data = literal.data<float>();
