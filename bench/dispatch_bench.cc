@@ -19,8 +19,8 @@
 // Prints one JSON object per line and a table. The all-reduce takes the
 // max, so after k steps from 0 every device holds k (checked).
 #include <algorithm>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,11 +35,11 @@
 #include "causeway/base/status.h"
 #include "causeway/client/client.h"
 #include "causeway/client/local_client.h"
+#include "causeway/cluster/local_cluster.h"
 #include "causeway/exec/evaluator.h"
 #include "causeway/exec/in_process_collectives.h"
 #include "causeway/exec/spmd_program.h"
 #include "causeway/hlo/parser.h"
-#include "causeway/runtime/local_cluster.h"
 
 namespace causeway {
 namespace {
@@ -158,8 +158,8 @@ absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs) {
 absl::StatusOr<std::vector<Result>> Runtime(int64_t devices,
                                             int64_t programs) {
   CW_ASSIGN_OR_RETURN(
-      std::unique_ptr<runtime::LocalCluster> cluster,
-      runtime::LocalCluster::Create({.islands = 1,
+      std::unique_ptr<cluster::LocalCluster> cluster,
+      cluster::LocalCluster::Create({.islands = 1,
                                      .hosts_per_island = 1,
                                      .devices_per_host = devices}));
   std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster);

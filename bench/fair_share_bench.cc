@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
 #include "causeway/client/local_client.h"
-#include "causeway/runtime/local_cluster.h"
+#include "causeway/cluster/local_cluster.h"
 
 namespace causeway {
 namespace {
@@ -102,8 +102,8 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 1,
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 1,
                                      .hosts_per_island = 1,
                                      .devices_per_host = devices,
                                      .max_inflight_launches_per_island = 2});

@@ -35,8 +35,8 @@
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
 #include "causeway/client/local_client.h"
-#include "causeway/runtime/local_cluster.h"
-#include "causeway/runtime/trace_recorder.h"
+#include "causeway/cluster/local_cluster.h"
+#include "causeway/trace/trace_recorder.h"
 #include "pipeline_lib.h"
 
 namespace causeway {
@@ -78,9 +78,9 @@ absl::Status Run(const Flags& flags) {
   const int64_t warmup = 2;
   examples::PipelineData data = examples::RandomPipelineData(
       sizes, flags.batch, warmup + flags.rounds * flags.steps, /*seed=*/7);
-  auto recorder = std::make_shared<runtime::TraceRecorder>();
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<runtime::LocalCluster> cluster,
-                      runtime::LocalCluster::Create(
+  auto recorder = std::make_shared<trace::TraceRecorder>();
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<cluster::LocalCluster> cluster,
+                      cluster::LocalCluster::Create(
                           {.islands = flags.stages,
                            .hosts_per_island = 1,
                            .devices_per_host = flags.devices_per_stage,

@@ -6,7 +6,7 @@
 #include "causeway/client/client.h"
 #include "causeway/client/fake_session_channel.h"
 #include "causeway/client/local_client.h"
-#include "causeway/runtime/local_cluster.h"
+#include "causeway/cluster/local_cluster.h"
 #include "figure2_lib.h"
 #include "pipeline_lib.h"
 #include "sharing_lib.h"
@@ -35,8 +35,8 @@ TEST(Figure2Test, FOfOneTwoIsThreeFiveAndTwoFourOnTheFakeHead) {
 }
 
 TEST(Figure2Test, FOfOneTwoIsThreeFiveAndTwoFourOnALocalCluster) {
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 3, .devices_per_host = 2});
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 3, .devices_per_host = 2});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
   absl::StatusOr<Figure2Result> result = RunFigure2(*client);
@@ -72,8 +72,8 @@ TEST(PipelineTest, PipelinedTrainingOnFourIslandsMatchesJaxOnOneDevice) {
   absl::StatusOr<PipelineData> data =
       LoadPipelineData(CAUSEWAY_PIPELINE_DATA_DIR);
   ASSERT_TRUE(data.ok()) << data.status();
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 4, .devices_per_host = 2});
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 4, .devices_per_host = 2});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
   PipelineOptions options;
@@ -95,8 +95,8 @@ TEST(PipelineTest, PipelinedTrainingOnFourIslandsMatchesJaxOnOneDevice) {
 // Three sessions want 2 of the island's 4 devices: the third waits and is
 // granted when the first ends, before the second ends.
 TEST(SharingTest, TheThirdSessionRunsAsSoonAsTheFirstEnds) {
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 1, .devices_per_host = 4});
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 1, .devices_per_host = 4});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
   absl::StatusOr<SharingResult> result = RunSharing(*client);

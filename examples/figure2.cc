@@ -11,8 +11,8 @@
 #include <string>
 
 #include "causeway/client/local_client.h"
-#include "causeway/runtime/local_cluster.h"
-#include "causeway/runtime/trace_recorder.h"
+#include "causeway/cluster/local_cluster.h"
+#include "causeway/trace/trace_recorder.h"
 #include "figure2_lib.h"
 
 int main(int argc, char** argv) {
@@ -27,9 +27,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto recorder = std::make_shared<runtime::TraceRecorder>();
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 3,
+  auto recorder = std::make_shared<trace::TraceRecorder>();
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 3,
                                      .hosts_per_island = 1,
                                      .devices_per_host = 2,
                                      .event_sink = recorder});

@@ -15,8 +15,8 @@
 
 #include "absl/strings/numbers.h"
 #include "causeway/client/local_client.h"
-#include "causeway/runtime/local_cluster.h"
-#include "causeway/runtime/trace_recorder.h"
+#include "causeway/cluster/local_cluster.h"
+#include "causeway/trace/trace_recorder.h"
 #include "pipeline_lib.h"
 
 int main(int argc, char** argv) {
@@ -50,9 +50,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.learning_rate = data->learning_rate;
-  auto recorder = std::make_shared<runtime::TraceRecorder>();
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 4,
+  auto recorder = std::make_shared<trace::TraceRecorder>();
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 4,
                                      .hosts_per_island = 1,
                                      .devices_per_host = 2,
                                      .event_sink = recorder});
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
               "steps\n",
               static_cast<long long>(options.micro_batches),
               static_cast<long long>(steps));
-  runtime::LocalCluster& local = **cluster;
+  cluster::LocalCluster& local = **cluster;
   auto progress = [&](int64_t step, float loss, double steps_per_second) {
     std::printf("\rstep %lld/%lld  loss %.6f  %.1f steps/s",
                 static_cast<long long>(step + 1),

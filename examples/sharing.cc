@@ -8,13 +8,13 @@
 #include <memory>
 
 #include "causeway/client/local_client.h"
-#include "causeway/runtime/local_cluster.h"
+#include "causeway/cluster/local_cluster.h"
 #include "sharing_lib.h"
 
 int main() {
   using namespace causeway;
-  absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-      runtime::LocalCluster::Create({.islands = 1,
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 1,
                                      .hosts_per_island = 1,
                                      .devices_per_host = 4});
   if (!cluster.ok()) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <string>
+#include <utility>
 
 namespace causeway {
 
@@ -33,6 +35,22 @@ using HostId = StrongId<struct HostIdTag>;
 using IslandId = StrongId<struct IslandIdTag>;
 using SessionId = StrongId<struct SessionIdTag>;
 using ArrayHandle = StrongId<struct ArrayHandleTag, uint64_t>;
+
+// One shard of an array on one device: the unit an object store holds and
+// the data plane moves.
+struct BufferId {
+  ArrayHandle array;
+  int64_t shard = 0;
+
+  friend bool operator==(const BufferId&, const BufferId&) = default;
+  friend auto operator<=>(const BufferId&, const BufferId&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const BufferId& id) {
+    return H::combine(std::move(h), id.array, id.shard);
+  }
+  // "array 12 shard 3".
+  std::string ToString() const;
+};
 
 }  // namespace causeway
 

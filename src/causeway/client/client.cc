@@ -7,7 +7,8 @@
 namespace causeway::client {
 
 std::unique_ptr<Client> Client::Create(
-    ChannelFactory factory, std::shared_ptr<const runtime::Topology> topology) {
+    ChannelFactory factory,
+    std::shared_ptr<const transport::Topology> topology) {
   return std::unique_ptr<Client>(
       new Client(std::move(factory), std::move(topology)));
 }
@@ -18,8 +19,8 @@ absl::StatusOr<Session> Client::OpenSession(SessionOptions options) {
   return Session::Open(std::move(channel), std::move(options));
 }
 
-std::vector<runtime::DeviceInfo> Client::devices() const {
-  std::vector<runtime::DeviceInfo> out;
+std::vector<transport::DeviceInfo> Client::devices() const {
+  std::vector<transport::DeviceInfo> out;
   if (topology_ == nullptr) return out;
   for (int64_t i = 0; i < topology_->num_devices(); ++i) {
     out.push_back(topology_->device(DeviceId(i)));

@@ -22,8 +22,8 @@
 #include "causeway/client/session.h"
 #include "causeway/client/sharding.h"
 #include "causeway/client/slice.h"
-#include "causeway/runtime/topology.h"
 #include "causeway/transport/session_channel.h"
+#include "causeway/transport/topology.h"
 
 namespace causeway::client {
 
@@ -36,26 +36,26 @@ class Client {
   // `topology`, when known, lets the client list devices and islands.
   static std::unique_ptr<Client> Create(
       ChannelFactory factory,
-      std::shared_ptr<const runtime::Topology> topology = nullptr);
+      std::shared_ptr<const transport::Topology> topology = nullptr);
 
   // Opens a session on a new connection.
   absl::StatusOr<Session> OpenSession(SessionOptions options = {});
 
   // The cluster's devices and islands (empty / 0 when the topology is not
   // known to this client).
-  std::vector<runtime::DeviceInfo> devices() const;
+  std::vector<transport::DeviceInfo> devices() const;
   int64_t num_islands() const;
-  const std::shared_ptr<const runtime::Topology>& topology() const {
+  const std::shared_ptr<const transport::Topology>& topology() const {
     return topology_;
   }
 
  private:
   Client(ChannelFactory factory,
-         std::shared_ptr<const runtime::Topology> topology)
+         std::shared_ptr<const transport::Topology> topology)
       : factory_(std::move(factory)), topology_(std::move(topology)) {}
 
   const ChannelFactory factory_;
-  const std::shared_ptr<const runtime::Topology> topology_;
+  const std::shared_ptr<const transport::Topology> topology_;
 };
 
 }  // namespace causeway::client

@@ -4,12 +4,13 @@
 
 namespace causeway::client {
 
-std::unique_ptr<Client> ConnectLocal(runtime::LocalCluster& cluster) {
+std::unique_ptr<Client> ConnectLocal(cluster::LocalCluster& cluster) {
   return Client::Create(
-      [&cluster]() -> absl::StatusOr<std::unique_ptr<transport::SessionChannel>> {
+      [&cluster]()
+          -> absl::StatusOr<std::unique_ptr<transport::SessionChannel>> {
         return cluster.Connect();
       },
-      std::make_shared<const runtime::Topology>(cluster.topology()));
+      std::make_shared<const transport::Topology>(cluster.topology()));
 }
 
 }  // namespace causeway::client

@@ -1,7 +1,7 @@
 // A Client for a LocalCluster (embedded mode: the whole runtime in this
 // process).
 //
-//   auto cluster = *runtime::LocalCluster::Create({.islands = 3});
+//   auto cluster = *cluster::LocalCluster::Create({.islands = 3});
 //   std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster);
 #ifndef CAUSEWAY_CLIENT_LOCAL_CLIENT_H_
 #define CAUSEWAY_CLIENT_LOCAL_CLIENT_H_
@@ -9,13 +9,13 @@
 #include <memory>
 
 #include "causeway/client/client.h"
-#include "causeway/runtime/local_cluster.h"
+#include "causeway/cluster/local_cluster.h"
 
 namespace causeway::client {
 
 // Each session gets its own in-process connection. `cluster` must outlive
 // the client and every session it opens.
-std::unique_ptr<Client> ConnectLocal(runtime::LocalCluster& cluster);
+std::unique_ptr<Client> ConnectLocal(cluster::LocalCluster& cluster);
 
 }  // namespace causeway::client
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "causeway/client/test_programs.h"
-#include "causeway/runtime/local_cluster.h"
-#include "causeway/runtime/trace_recorder.h"
+#include "causeway/cluster/local_cluster.h"
 #include "causeway/hlo/literal_test_util.h"
+#include "causeway/trace/trace_recorder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -27,11 +27,11 @@ using hlo::testutil::Vector;
 
 class LocalClientTest : public ::testing::Test {
  protected:
-  void Start(runtime::LocalClusterOptions options) {
-    recorder_ = std::make_shared<runtime::TraceRecorder>();
+  void Start(cluster::LocalClusterOptions options) {
+    recorder_ = std::make_shared<trace::TraceRecorder>();
     options.event_sink = recorder_;
-    absl::StatusOr<std::unique_ptr<runtime::LocalCluster>> cluster =
-        runtime::LocalCluster::Create(options);
+    absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+        cluster::LocalCluster::Create(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
     client_ = ConnectLocal(*cluster_);
@@ -46,8 +46,8 @@ class LocalClientTest : public ::testing::Test {
     return *exe;
   }
 
-  std::shared_ptr<runtime::TraceRecorder> recorder_;
-  std::unique_ptr<runtime::LocalCluster> cluster_;
+  std::shared_ptr<trace::TraceRecorder> recorder_;
+  std::unique_ptr<cluster::LocalCluster> cluster_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<Session> session_;
 };
@@ -55,7 +55,7 @@ class LocalClientTest : public ::testing::Test {
 TEST_F(LocalClientTest, TheClientListsTheClustersDevicesAndIslands) {
   Start({.islands = 2, .hosts_per_island = 1, .devices_per_host = 3});
   EXPECT_EQ(client_->num_islands(), 2);
-  std::vector<runtime::DeviceInfo> devices = client_->devices();
+  std::vector<transport::DeviceInfo> devices = client_->devices();
   ASSERT_EQ(devices.size(), 6u);
   EXPECT_EQ(devices[4].island, IslandId(1));
   EXPECT_EQ(devices[4].kind, "cpu");

@@ -1,8 +1,9 @@
 // The client→head session protocol: what a client may ask of the head, as
 // plain request/response structs, and the channel interface that carries
-// them. The in-process implementation calls the head's session service
-// directly; a gRPC implementation (a later issue) carries the same structs,
-// so the head's logic never sees the transport.
+// them (client side: SessionChannel; head side: SessionService). The
+// in-process implementation calls the head's SessionService directly; the
+// gRPC one carries the same structs, so the head's logic never sees the
+// transport.
 //
 // After IFRT Proxy (reference/ifrt_hlo.md A.1b): handles of arrays and
 // executables are minted by the client, so Execute and Copy are
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "causeway/base/future.h"
 #include "causeway/base/ids.h"
 #include "causeway/hlo/ir.h"
@@ -149,6 +151,38 @@ class SessionChannel {
 
   virtual Future<StatusReport> GetStatus() = 0;
   // Chrome trace-event JSON of recent work (opens in Perfetto).
+  virtual Future<std::string> GetTrace() = 0;
+};
+
+
+// What the head serves to its sessions: the SessionChannel's calls, each
+// naming the session it belongs to. The head implements it; the server side
+// of every session channel (in-process, gRPC) adapts it, having opened the
+// session first. Calls naming a session that is not open fail with
+// FailedPrecondition (the fire-and-forget ones are dropped). Thread-safe.
+class SessionService {
+ public:
+  virtual ~SessionService() = default;
+
+  virtual absl::StatusOr<SessionId> OpenSession(
+      const OpenSessionRequest& request) = 0;
+  virtual Future<> CloseSession(SessionId session) = 0;
+  virtual Future<SliceInfo> RequestSlice(SessionId session,
+                                         SliceRequest request) = 0;
+  virtual Future<SliceInfo> GetSlice(SessionId session, SliceHandle slice) = 0;
+  virtual Future<> ReleaseSlice(SessionId session, SliceHandle slice) = 0;
+  virtual Future<CompileInfo> Compile(SessionId session,
+                                      CompileRequest request) = 0;
+  virtual Future<> PutArray(SessionId session, ArraySpec spec,
+                            hlo::Literal global) = 0;
+  virtual void Execute(SessionId session, ExecuteOp op) = 0;
+  virtual void Copy(SessionId session, CopyOp op) = 0;
+  virtual void Submit(SessionId session, ProgramGraph graph) = 0;
+  virtual Future<> ArrayReady(SessionId session, ArrayHandle array) = 0;
+  virtual Future<hlo::Literal> Fetch(SessionId session, ArrayHandle array) = 0;
+  virtual void Delete(SessionId session, std::vector<ArrayHandle> arrays) = 0;
+  // Not tied to a session: `causeway status` asks without opening one.
+  virtual Future<StatusReport> GetStatus() = 0;
   virtual Future<std::string> GetTrace() = 0;
 };
 

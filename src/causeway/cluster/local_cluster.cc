@@ -1,0 +1,124 @@
+#include "causeway/cluster/local_cluster.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/base/status.h"
+#include "causeway/transport/in_process_session_channel.h"
+
+namespace causeway::cluster {
+
+using head::Head;
+using head::HeadOptions;
+using transport::ControlChannel;
+using transport::InProcessControlChannel;
+using transport::InProcessDataPlane;
+using transport::InProcessLaunchCollectives;
+using transport::InProcessSessionChannel;
+using transport::OpDone;
+using transport::Topology;
+using transport::WorkerListener;
+using worker::Worker;
+using worker::WorkerOptions;
+
+class LocalCluster::ListenerProxy final : public WorkerListener {
+ public:
+  void set_head(Head* head) { head_.store(head, std::memory_order_release); }
+  void OnOpDone(const OpDone& done) override {
+    if (Head* head = head_.load(std::memory_order_acquire)) {
+      head->OnOpDone(done);
+    }
+  }
+
+ private:
+  std::atomic<Head*> head_{nullptr};
+};
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
+    LocalClusterOptions options) {
+  CW_ASSIGN_OR_RETURN(
+      Topology topology,
+      Topology::Uniform(options.islands, options.hosts_per_island,
+                        options.devices_per_host, options.memory_per_device));
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster());
+  cluster->options_ = options;
+  cluster->topology_ = std::make_shared<const Topology>(std::move(topology));
+  const Topology& t = *cluster->topology_;
+  cluster->data_plane_ = std::make_unique<InProcessDataPlane>();
+  cluster->listener_ = std::make_unique<ListenerProxy>();
+  for (int64_t i = 0; i < t.num_islands(); ++i) {
+    cluster->collectives_.push_back(
+        std::make_unique<InProcessLaunchCollectives>(
+            options.collective_timeout));
+  }
+  std::vector<ControlChannel*> channels;
+  for (int64_t h = 0; h < t.num_hosts(); ++h) {
+    const HostId host(h);
+    WorkerOptions worker_options;
+    worker_options.host = host;
+    worker_options.island = t.IslandOfHost(host);
+    for (DeviceId device : t.DevicesOfHost(host)) {
+      worker_options.devices.push_back(t.device(device));
+    }
+    worker_options.data_plane = cluster->data_plane_.get();
+    worker_options.collectives =
+        cluster->collectives_[worker_options.island.value()].get();
+    worker_options.listener = cluster->listener_.get();
+    worker_options.events = options.event_sink.get();
+    CW_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
+                        Worker::Create(std::move(worker_options)));
+    cluster->data_plane_->Register(host, worker.get());
+    cluster->channels_.push_back(
+        std::make_unique<InProcessControlChannel>(worker.get()));
+    channels.push_back(cluster->channels_.back().get());
+    cluster->workers_.push_back(std::move(worker));
+  }
+  HeadOptions head_options;
+  head_options.topology = cluster->topology_;
+  head_options.workers = std::move(channels);
+  head_options.events = options.event_sink.get();
+  head_options.heartbeat_interval = options.heartbeat_interval;
+  head_options.heartbeat_timeout = options.heartbeat_timeout;
+  head_options.max_inflight_launches_per_island =
+      options.max_inflight_launches_per_island;
+  CW_ASSIGN_OR_RETURN(cluster->head_, Head::Create(std::move(head_options)));
+  cluster->listener_->set_head(cluster->head_.get());
+  return cluster;
+}
+
+LocalCluster::~LocalCluster() {
+  if (head_ != nullptr) head_->Shutdown();
+  for (auto& worker : workers_) {
+    data_plane_->Unregister(worker->host());
+    worker->Stop();
+  }
+  if (listener_ != nullptr) listener_->set_head(nullptr);
+  head_.reset();
+  workers_.clear();
+  channels_.clear();
+}
+
+std::unique_ptr<transport::SessionChannel> LocalCluster::Connect() {
+  return std::make_unique<InProcessSessionChannel>(head_.get());
+}
+
+absl::Status LocalCluster::StopHost(HostId host) {
+  CW_RETURN_IF_ERROR(topology_->ValidateHost(host));
+  Worker& worker = *workers_[host.value()];
+  data_plane_->Unregister(host);
+  worker.Stop();
+  if (options_.heartbeat_interval <= absl::ZeroDuration()) {
+    head_->MarkHostDead(host, "stopped (told directly: no health checker)");
+    return absl::OkStatus();
+  }
+  const absl::Duration limit = options_.heartbeat_interval +
+                               options_.heartbeat_timeout + absl::Seconds(5);
+  return head_->AwaitHostDead(host, absl::Now() + limit);
+}
+
+absl::StatusOr<transport::StatusReport> LocalCluster::Status() {
+  return head_->GetStatus().Await();
+}
+
+}  // namespace causeway::cluster

@@ -1,0 +1,106 @@
+// The dispatcher's planning and batching: how an array on one device list
+// and sharding reaches another (transfer plans), and how the messages of
+// one dispatch are gathered into ONE message per worker.
+//
+// Transfer plans (DESIGN "Move and reshard"): for each destination shard,
+// the overlapping boxes of the source shards. Each box is one piece: the
+// source's worker pushes it through the data plane straight into the
+// destination buffer, which the destination's worker reserved. Among
+// replicas of a source tile the plan picks the one on the destination
+// device, else on its host, else the first. Padding of an uneven
+// destination shard is zero-filled by the receiver.
+//
+// Pure logic except DispatchBatch::Send, which hands messages to control
+// channels. Not thread-safe (the head serializes dispatch).
+#ifndef CAUSEWAY_HEAD_DISPATCHER_H_
+#define CAUSEWAY_HEAD_DISPATCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "causeway/base/ids.h"
+#include "causeway/hlo/ir.h"
+#include "causeway/hlo/shape.h"
+#include "causeway/hlo/sharding_util.h"
+#include "causeway/transport/control_channel.h"
+#include "causeway/transport/topology.h"
+
+namespace causeway::head {
+
+// Where an array's shards live: shard i on devices[i].
+struct ArrayPlacement {
+  hlo::Shape global_shape;
+  hlo::Sharding sharding;
+  std::vector<DeviceId> devices;
+};
+
+// The shard regions of `placement` (InvalidArgument if the sharding does
+// not fit the shape or the device count).
+absl::StatusOr<std::vector<hlo::ShardRegion>> RegionsOf(
+    const ArrayPlacement& placement);
+
+// True if both hold the same data in the same buffers: the same devices in
+// the same order, and every shard the same region.
+absl::StatusOr<bool> SamePlacement(const ArrayPlacement& a,
+                                   const ArrayPlacement& b);
+
+// One transfer: what the destination workers receive and what the source
+// workers send, each addressed to its host.
+struct TransferPlan {
+  std::vector<std::pair<HostId, transport::ReceiveSpec>> receives;
+  std::vector<std::pair<HostId, transport::SendSpec>> sends;
+  int64_t bytes = 0;  // Moved in total, for traces.
+};
+
+// Plans moving array `source` (placed as `from`) into a new array
+// `destination` (placed as `to`; same global shape). Transfer ids are taken
+// from `*next_transfer_id`. InvalidArgument for mismatched shapes or
+// shardings that do not fit.
+absl::StatusOr<TransferPlan> PlanTransfer(ArrayHandle source,
+                                          const ArrayPlacement& from,
+                                          ArrayHandle destination,
+                                          const ArrayPlacement& to,
+                                          const transport::Topology& topology,
+                                          uint64_t* next_transfer_id);
+
+// The messages of one dispatch, per worker, and what to do once they are
+// sent. Workers handle a batch's receives, then launches, then sends, then
+// releases, so adding them in any order keeps that order.
+class DispatchBatch {
+ public:
+  void AddReceive(HostId host, transport::ReceiveSpec receive) {
+    batches_[host].receives.push_back(std::move(receive));
+  }
+  void AddLaunch(HostId host, transport::LaunchOp launch) {
+    batches_[host].launches.push_back(std::move(launch));
+  }
+  void AddSend(HostId host, transport::SendSpec send) {
+    batches_[host].sends.push_back(std::move(send));
+  }
+  void AddRelease(HostId host, transport::DeviceBuffer buffer) {
+    batches_[host].releases.push_back(buffer);
+  }
+  // Runs after every message was handed over.
+  void AfterSend(std::function<void()> callback) {
+    after_send_.push_back(std::move(callback));
+  }
+  bool empty() const { return batches_.empty() && after_send_.empty(); }
+
+  // One Dispatch per worker (`workers[host]`; null entries are skipped: a
+  // lost host), then the AfterSend callbacks in order. Leaves the batch
+  // empty.
+  void Send(const std::vector<transport::ControlChannel*>& workers);
+
+ private:
+  std::map<HostId, transport::WorkerBatch> batches_;
+  std::vector<std::function<void()>> after_send_;
+};
+
+}  // namespace causeway::head
+
+#endif  // CAUSEWAY_HEAD_DISPATCHER_H_

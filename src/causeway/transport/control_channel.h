@@ -1,0 +1,263 @@
+// The head→worker control channel: everything the head asks of one worker
+// (host), as plain messages, and the worker→head notices that come back.
+//
+// The hot path is Dispatch: ONE message per worker per dispatched graph (or
+// Execute), carrying every op of that worker's devices, every buffer it must
+// reserve to receive data and every piece it must send. It is
+// fire-and-forget: errors end up inside the output buffers.
+//
+// Ordering: messages from the head to one worker are delivered in the order
+// sent. Each device runs its launches in the order received, which the
+// dispatcher makes the island's gang order (increasing seq).
+//
+// The worker serves WorkerService; the head holds a ControlChannel per
+// worker. Implementations: InProcessControlChannel
+// (in_process_control_channel.h, a direct call into the WorkerService) and
+// gRPC. Messages are
+// plain structs that could be serialized; the in-process implementation
+// passes hlo::Literal values and the parsed module (shared, immutable) as an
+// optimisation of "serialize".
+#ifndef CAUSEWAY_TRANSPORT_CONTROL_CHANNEL_H_
+#define CAUSEWAY_TRANSPORT_CONTROL_CHANNEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "causeway/base/future.h"
+#include "causeway/base/ids.h"
+#include "causeway/hlo/ir.h"
+#include "causeway/hlo/literal.h"
+#include "causeway/hlo/shape.h"
+
+namespace causeway::transport {
+
+// A compiled program, named by the fingerprint of its text (the head's
+// compile cache key).
+using ProgramId = StrongId<struct ProgramIdTag, uint64_t>;
+
+// A buffer on a device of the worker.
+struct DeviceBuffer {
+  DeviceId device;
+  BufferId buffer;
+};
+
+struct LoadProgramRequest {
+  ProgramId program;
+  std::string name;  // The module's name, for errors and traces.
+  // The parsed and verified module (a network channel sends `hlo_text` and
+  // the worker parses it again).
+  std::shared_ptr<const hlo::Module> module;
+  std::string hlo_text;
+};
+
+// Where one piece of a receive comes from.
+struct PieceOrigin {
+  DeviceId device;
+  HostId host;
+  std::string description;  // For the status view.
+};
+
+// A box inside a buffer (offsets and sizes per dimension).
+struct Box {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> dims;
+};
+
+// Reserve `buffer` on `device` and fill it from pieces pushed by other
+// devices through the data plane (and zeros for `zero_fill`, the padding of
+// an uneven shard).
+struct ReceiveSpec {
+  DeviceId device;
+  BufferId buffer;
+  hlo::Shape shape;
+  // One entry per piece that will arrive.
+  std::vector<PieceOrigin> pieces;
+  std::vector<Box> zero_fill;
+  // A single piece that is the whole buffer (no copy on arrival).
+  bool whole = false;
+};
+
+// An input of a launch on one device.
+struct LaunchInput {
+  BufferId buffer;
+  // The buffer is a staging copy made for this launch only (a transfer from
+  // another device list or sharding): the launch drops its reference after
+  // running, which frees it.
+  bool release_after_use = false;
+  // Where the data comes from, for the status view: "output 0 of 'add'
+  // (seq 4) on device 2 (host 1)", "transfer from device 3 (host 1)".
+  std::string source;
+};
+
+struct LaunchOutput {
+  BufferId buffer;
+  hlo::Shape shape;  // The shard shape, reserved at enqueue.
+};
+
+// One partition of a launch: what one device runs.
+struct LaunchOp {
+  DeviceId device;
+  IslandId island;
+  uint64_t seq = 0;  // Gang sequence number on `island`.
+  ProgramId program;
+  std::string program_name;
+  SessionId session;
+  std::string session_name;
+  int64_t partition = 0;
+  int64_t num_partitions = 1;
+  // The hosts of every device of the launch (collective peers): if one of
+  // them dies, the launch fails with DATA_LOSS everywhere.
+  std::vector<HostId> participant_hosts;
+  // Staging buffers on this device that transfers fill for this launch's
+  // inputs (an argument on another device list or sharding). Reserved right
+  // before the outputs, so a device's memory is taken in launch order.
+  std::vector<ReceiveSpec> staging;
+  std::vector<LaunchInput> inputs;
+  std::vector<LaunchOutput> outputs;  // The root, a tuple flattened.
+  // Not OK: the launch must not run (a device of it was lost before it was
+  // sent); its outputs fail with this status, in order.
+  absl::Status abandoned;
+};
+
+// When `source` (on `device`) is ready, push the box `region` of it to
+// `destination` on `destination_device` of `destination_host`, at
+// `destination_offsets`.
+struct SendSpec {
+  uint64_t transfer_id = 0;
+  DeviceId device;
+  BufferId source;
+  Box region;
+  bool whole = false;  // `region` is all of `source` and all of the
+                       // destination.
+  HostId destination_host;
+  DeviceId destination_device;
+  BufferId destination;
+  std::vector<int64_t> destination_offsets;
+};
+
+// One dispatch message. The worker handles `receives` first (so launches
+// can read them), then `launches` in order, then `sends`, then `releases`
+// (the head's references to buffers of deleted arrays).
+struct WorkerBatch {
+  std::vector<ReceiveSpec> receives;
+  std::vector<LaunchOp> launches;
+  std::vector<SendSpec> sends;
+  std::vector<DeviceBuffer> releases;
+};
+
+// Host data into a buffer (one shard of an uploaded array).
+struct PutBufferRequest {
+  DeviceId device;
+  BufferId buffer;
+  hlo::Literal value;
+};
+
+// What one queued or running op looks like, for the status view.
+struct OpStatus {
+  uint64_t seq = 0;
+  IslandId island;
+  std::string program;
+  std::string session;
+  int64_t partition = 0;
+  // Inputs not ready yet, each "array 5 shard 1 <- <source>".
+  std::vector<std::string> waiting_for;
+  bool waiting_for_memory = false;
+};
+
+// A snapshot of one device's object store (its memory accounting). Bytes of
+// waiting reservations are not part of used_bytes.
+struct ObjectStoreStats {
+  int64_t budget_bytes = 0;
+  int64_t used_bytes = 0;      // Reserved and ready buffers.
+  int64_t reserved_bytes = 0;  // Part of used_bytes still awaiting data.
+  int64_t waiting_bytes = 0;   // Asked for by waiting reservations.
+  int64_t num_waiting = 0;
+  int64_t num_reserved = 0;
+  int64_t num_ready = 0;
+  int64_t num_error = 0;
+};
+
+struct DeviceStatus {
+  DeviceId device;
+  std::optional<OpStatus> running;
+  std::vector<OpStatus> queued;  // In run order, the running op excluded.
+  ObjectStoreStats memory;
+  int64_t ops_completed = 0;
+};
+
+struct WorkerStatus {
+  HostId host;
+  std::vector<DeviceStatus> devices;
+  // Receives still waiting for pieces: "array 9 shard 0 on device 4 <- ...".
+  std::vector<std::string> pending_receives;
+};
+
+// What a worker serves: every call the head makes on it. The worker
+// implements it; the server side of every control channel (in-process,
+// gRPC) delivers the head's calls to it in the order the head made them.
+// Thread-safe; every method returns promptly (waiting happens in the
+// futures).
+class WorkerService {
+ public:
+  virtual ~WorkerService() = default;
+
+  // Prepares the program on the worker (idempotent per program). Resolves
+  // when the worker can run it, or with why not.
+  virtual Future<> LoadProgram(LoadProgramRequest request) = 0;
+  virtual void UnloadProgram(ProgramId program) = 0;
+
+  // Fire-and-forget, in order (see the header comment).
+  virtual void Dispatch(WorkerBatch batch) = 0;
+
+  // Resolves when the buffer holds the value (after back-pressure), or with
+  // the error (ResourceExhausted if it can never fit).
+  virtual Future<> PutBuffer(PutBufferRequest request) = 0;
+  // Resolves when every buffer is ready, or with the first error.
+  virtual Future<> AwaitBuffers(std::vector<DeviceBuffer> buffers) = 0;
+  // The buffer's value once ready.
+  virtual Future<hlo::Literal> FetchBuffer(DeviceBuffer buffer) = 0;
+  // Drops the head's reference to each buffer (unknown ones are ignored).
+  virtual void ReleaseBuffers(std::vector<DeviceBuffer> buffers) = 0;
+
+  // Another host is gone: fail receives waiting for its data and launches
+  // that have a device there, with `status` (DATA_LOSS).
+  virtual void PeerLost(HostId host, absl::Status status) = 0;
+
+  // A session ended: fail its queued launches with `status` and stop its
+  // running ones (Device::CancelSession).
+  virtual void CancelSession(SessionId session, absl::Status status) = 0;
+
+  // Liveness: resolves OK promptly while the worker runs.
+  virtual Future<> Heartbeat() = 0;
+  virtual Future<WorkerStatus> GetStatus() = 0;
+};
+
+// The head's handle to one worker: the worker's service, reached through a
+// transport (InProcessControlChannel, gRPC). Thread-safe. Calls on a worker
+// that is gone return (or resolve with) Unavailable.
+class ControlChannel : public WorkerService {};
+
+// What a device reports when an op leaves it (ran, failed or abandoned).
+struct OpDone {
+  HostId host;
+  DeviceId device;
+  IslandId island;
+  uint64_t seq = 0;
+  absl::Status status;
+};
+
+// Worker→head notices. The in-process implementation is the head itself.
+// Called on device threads; must not block on device work.
+class WorkerListener {
+ public:
+  virtual ~WorkerListener() = default;
+  virtual void OnOpDone(const OpDone& done) = 0;
+};
+
+}  // namespace causeway::transport
+
+#endif  // CAUSEWAY_TRANSPORT_CONTROL_CHANNEL_H_

@@ -1,0 +1,137 @@
+// A worker: one host's side of the runtime. It owns the host's devices (each
+// an in-order launch stream with its object store), the programs loaded on
+// it, and its end of the data plane. The head reaches it only through a
+// ControlChannel; other workers only through the DataPlane.
+//
+// Dispatch messages are handled in order: receives are reserved (data from
+// other devices will land there), launches are enqueued on their devices
+// (inputs referenced, outputs reserved), and sends are armed: each pushes
+// its piece through the data plane as soon as its source buffer is ready (or
+// pushes the source's error, so the destination fails instead of waiting).
+//
+// Thread-safe. Every method returns promptly: waiting happens on the device
+// threads and the worker's transfer thread. Futures it returns resolve on
+// worker threads; attach continuations with an executor of your own, not
+// InlineExecutor, if they may call back into a worker.
+#ifndef CAUSEWAY_WORKER_WORKER_H_
+#define CAUSEWAY_WORKER_WORKER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "causeway/base/executor.h"
+#include "causeway/base/future.h"
+#include "causeway/base/ids.h"
+#include "causeway/trace/events.h"
+#include "causeway/transport/control_channel.h"
+#include "causeway/transport/data_plane.h"
+#include "causeway/transport/launch_collectives.h"
+#include "causeway/transport/topology.h"
+#include "causeway/worker/device.h"
+
+namespace causeway::worker {
+
+struct WorkerOptions {
+  HostId host;
+  IslandId island;
+  std::vector<transport::DeviceInfo> devices;  // This host's devices.
+  // Not owned; must outlive the worker (or its Stop).
+  transport::DataPlane* data_plane = nullptr;            // Required.
+  transport::LaunchCollectives* collectives =
+      nullptr;  // The island's; required.
+  transport::WorkerListener* listener = nullptr;         // May be null.
+  trace::EventSink* events = nullptr;                // Null: NullEventSink().
+};
+
+class Worker final : public transport::WorkerService,
+                     public transport::PieceReceiver {
+ public:
+  // InvalidArgument for a worker without devices or without its required
+  // collaborators.
+  static absl::StatusOr<std::unique_ptr<Worker>> Create(WorkerOptions options);
+  ~Worker() override;  // Stop() if still running.
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  HostId host() const { return options_.host; }
+
+  // --- transport::WorkerService (see control_channel.h). ---
+  Future<> LoadProgram(transport::LoadProgramRequest request) override;
+  void UnloadProgram(transport::ProgramId program) override;
+  void Dispatch(transport::WorkerBatch batch) override;
+  Future<> PutBuffer(transport::PutBufferRequest request) override;
+  Future<> AwaitBuffers(std::vector<transport::DeviceBuffer> buffers) override;
+  Future<hlo::Literal> FetchBuffer(transport::DeviceBuffer buffer) override;
+  void ReleaseBuffers(std::vector<transport::DeviceBuffer> buffers) override;
+  void PeerLost(HostId host, absl::Status status) override;
+  void CancelSession(SessionId session, absl::Status status) override;
+  Future<> Heartbeat() override;
+  Future<transport::WorkerStatus> GetStatus() override;
+
+  // The data plane delivers pieces here.
+  void ReceivePiece(transport::PieceMessage piece) override;
+
+  // Stops the host as a crash would, minus the mess: its devices stop after
+  // the op they run (queued ops are dropped), every buffer becomes
+  // DATA_LOSS, pushes to it fail, and every later call fails (or resolves)
+  // with Unavailable. Idempotent. Do not call from a worker thread.
+  void Stop();
+  bool stopped() const;
+
+ private:
+  // A receive still waiting for pieces. It holds a reference to its buffer
+  // so that late pieces find it even if the owner let go.
+  struct PendingReceive {
+    int64_t remaining = 0;
+    bool whole = false;
+    bool failed = false;  // A piece failed; the reference is gone.
+    std::vector<transport::PieceOrigin> origins;
+  };
+  using BufferKey = std::pair<DeviceId, BufferId>;
+
+  explicit Worker(WorkerOptions options);
+
+  // Call guard: false once stopped; otherwise the worker stays up until
+  // Exit.
+  bool Enter();
+  void Exit();
+  absl::Status StoppedError() const;
+  Device* FindDevice(DeviceId device);
+
+  void SetUpReceive(const transport::ReceiveSpec& spec);
+  void EnqueueLaunch(transport::LaunchOp op);
+  void ArmSend(transport::SendSpec spec);
+  void Send(const transport::SendSpec& spec,
+            const absl::StatusOr<hlo::Literal>& source);
+  // Writes one piece into a pending receive (the caller removed nothing).
+  void AcceptPiece(transport::PieceMessage piece);
+
+  const WorkerOptions options_;
+  trace::EventSink* const events_;
+  std::map<DeviceId, std::unique_ptr<Device>> devices_;  // Fixed at Create.
+  // Pushes pieces out once their sources are ready.
+  std::unique_ptr<ThreadPool> transfers_;
+
+  mutable absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<transport::ProgramId, std::shared_ptr<const LoadedProgram>> programs_
+      ABSL_GUARDED_BY(mu_);
+  std::map<BufferKey, PendingReceive> pending_receives_ ABSL_GUARDED_BY(mu_);
+  // Pieces that came before their receive was announced.
+  std::multimap<BufferKey, transport::PieceMessage> early_pieces_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace causeway::worker
+
+#endif  // CAUSEWAY_WORKER_WORKER_H_

@@ -1,0 +1,380 @@
+#include "causeway/worker/worker.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "causeway/hlo/parser.h"
+#include "causeway/transport/in_process_control_channel.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::worker {
+
+using transport::Box;
+using transport::DeviceStatus;
+using transport::InProcessDataPlane;
+using transport::InProcessLaunchCollectives;
+using transport::LaunchOp;
+using transport::LoadProgramRequest;
+using transport::OpDone;
+using transport::PieceOrigin;
+using transport::ProgramId;
+using transport::ReceiveSpec;
+using transport::SendSpec;
+using transport::Topology;
+using transport::WorkerBatch;
+using transport::WorkerListener;
+namespace {
+
+using hlo::Literal;
+using hlo::PrimitiveType;
+using hlo::Shape;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using hlo::testutil::F32;
+using hlo::testutil::Values;
+
+// Sums x over both partitions, and returns x + partition id.
+constexpr char kAllReduce[] = R"(
+HloModule sum2, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+  p = u32[] partition-id()
+  pf = f32[] convert(p)
+  b = f32[2] broadcast(pf), dimensions={}
+  y = f32[2] add(x, b)
+  ROOT t = (f32[2], f32[2]) tuple(r, y)
+}
+)";
+
+constexpr char kDouble[] = R"(
+HloModule double
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT y = f32[2] add(x, x)
+}
+)";
+
+class RecordingListener : public WorkerListener {
+ public:
+  void OnOpDone(const OpDone& done) override {
+    absl::MutexLock lock(&mu_);
+    done_.push_back(done);
+  }
+  std::vector<OpDone> done() {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<OpDone> done_;
+};
+
+// One island, two hosts with two devices each: host 0 has devices 0 and 1,
+// host 1 has devices 2 and 3.
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MakeWorkers(int64_t{1} << 20); }
+
+  void MakeWorkers(int64_t memory_per_device) {
+    for (auto& worker : workers_) worker->Stop();
+    workers_.clear();
+    auto topology = Topology::Uniform(1, 2, 2, memory_per_device);
+    ASSERT_TRUE(topology.ok()) << topology.status();
+    topology_ = std::make_unique<Topology>(*topology);
+    data_plane_ = std::make_unique<InProcessDataPlane>();
+    collectives_ = std::make_unique<InProcessLaunchCollectives>();
+    for (int64_t h = 0; h < 2; ++h) {
+      WorkerOptions options;
+      options.host = HostId(h);
+      options.island = IslandId(0);
+      for (DeviceId d : topology_->DevicesOfHost(HostId(h))) {
+        options.devices.push_back(topology_->device(d));
+      }
+      options.data_plane = data_plane_.get();
+      options.collectives = collectives_.get();
+      options.listener = &listener_;
+      auto worker = Worker::Create(options);
+      ASSERT_TRUE(worker.ok()) << worker.status();
+      data_plane_->Register(HostId(h), worker->get());
+      workers_.push_back(*std::move(worker));
+    }
+  }
+
+  void TearDown() override {
+    for (auto& worker : workers_) {
+      data_plane_->Unregister(worker->host());
+      worker->Stop();
+    }
+  }
+
+  Worker& worker(int64_t host) { return *workers_[host]; }
+
+  void Load(int64_t host, ProgramId id, const char* text) {
+    auto module = hlo::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.status();
+    LoadProgramRequest request;
+    request.program = id;
+    request.module = std::shared_ptr<const hlo::Module>(std::move(*module));
+    ASSERT_TRUE(worker(host).LoadProgram(std::move(request)).Await().ok());
+  }
+
+  void Put(int64_t device, uint64_t array, int64_t shard, Literal value) {
+    const int64_t host = device / 2;
+    ASSERT_TRUE(worker(host)
+                    .PutBuffer({DeviceId(device),
+                                BufferId{ArrayHandle(array), shard},
+                                std::move(value)})
+                    .Await()
+                    .ok());
+  }
+
+  absl::StatusOr<Literal> Fetch(int64_t device, uint64_t array,
+                                int64_t shard) {
+    return worker(device / 2)
+        .FetchBuffer({DeviceId(device), BufferId{ArrayHandle(array), shard}})
+        .AwaitFor(absl::Seconds(30));
+  }
+
+  static LaunchOp Launch(int64_t device, uint64_t seq, ProgramId program,
+                         std::string name, int64_t partition,
+                         int64_t partitions, std::vector<uint64_t> inputs,
+                         std::vector<uint64_t> outputs, Shape shape,
+                         int64_t shard) {
+    LaunchOp op;
+    op.device = DeviceId(device);
+    op.island = IslandId(0);
+    op.seq = seq;
+    op.program = program;
+    op.program_name = std::move(name);
+    op.partition = partition;
+    op.num_partitions = partitions;
+    op.participant_hosts = {HostId(device / 2)};
+    for (uint64_t input : inputs) {
+      op.inputs.push_back({BufferId{ArrayHandle(input), shard}, false, ""});
+    }
+    for (uint64_t output : outputs) {
+      op.outputs.push_back({BufferId{ArrayHandle(output), shard}, shape});
+    }
+    return op;
+  }
+
+  std::unique_ptr<Topology> topology_;
+  std::unique_ptr<InProcessDataPlane> data_plane_;
+  std::unique_ptr<InProcessLaunchCollectives> collectives_;
+  RecordingListener listener_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+TEST_F(WorkerTest, TwoDevicesOfALaunchMeetInTheirAllReduce) {
+  Load(0, ProgramId(1), kAllReduce);
+  Put(0, 1, 0, F32({2}, {1, 2}));
+  Put(1, 1, 1, F32({2}, {10, 20}));
+  WorkerBatch batch;
+  const Shape f2(PrimitiveType::kF32, {2});
+  for (int64_t p = 0; p < 2; ++p) {
+    batch.launches.push_back(
+        Launch(p, 1, ProgramId(1), "sum2", p, 2, {1}, {2, 3}, f2, p));
+  }
+  worker(0).Dispatch(std::move(batch));
+  for (int64_t p = 0; p < 2; ++p) {
+    auto sum = Fetch(p, 2, p);
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    EXPECT_THAT(Values(*sum), ElementsAre(11, 22));
+  }
+  auto shifted = Fetch(1, 3, 1);
+  ASSERT_TRUE(shifted.ok()) << shifted.status();
+  EXPECT_THAT(Values(*shifted), ElementsAre(11, 21));
+  EXPECT_EQ(collectives_->NumLive(), 0);
+}
+
+TEST_F(WorkerTest, ConsumerOnAnotherHostIsEnqueuedBeforeItsProducerRuns) {
+  Load(0, ProgramId(2), kDouble);
+  Load(1, ProgramId(2), kDouble);
+  const Shape f2(PrimitiveType::kF32, {2});
+  // Host 1 first: receive array 11 on device 2, then double it into 12.
+  WorkerBatch consumer;
+  consumer.receives.push_back(ReceiveSpec{
+      DeviceId(2), BufferId{ArrayHandle(11), 0}, f2,
+      {PieceOrigin{DeviceId(0), HostId(0), "device 0"}}, {}, true});
+  LaunchOp twice =
+      Launch(2, 1, ProgramId(2), "double", 0, 1, {11}, {12}, f2, 0);
+  twice.inputs[0].release_after_use = true;
+  consumer.launches.push_back(twice);
+  worker(1).Dispatch(std::move(consumer));
+  // Host 0: the producer (array 10 doubled) pushes straight into array 11.
+  Put(0, 9, 0, F32({2}, {1, 2}));
+  WorkerBatch producer;
+  producer.launches.push_back(
+      Launch(0, 2, ProgramId(2), "double", 0, 1, {9}, {10}, f2, 0));
+  producer.sends.push_back(SendSpec{
+      7, DeviceId(0), BufferId{ArrayHandle(10), 0}, Box{{0}, {2}}, true,
+      HostId(1), DeviceId(2), BufferId{ArrayHandle(11), 0}, {0}});
+  worker(0).Dispatch(std::move(producer));
+  auto result = Fetch(2, 12, 0);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(4, 8));
+}
+
+TEST_F(WorkerTest, PiecesOfTwoSourceShardsAssembleOneDestinationBuffer) {
+  Put(0, 20, 0, F32({2}, {1, 2}));
+  Put(1, 20, 1, F32({2}, {3, 4}));
+  const Shape f4(PrimitiveType::kF32, {4});
+  WorkerBatch receive;
+  receive.receives.push_back(
+      ReceiveSpec{DeviceId(3), BufferId{ArrayHandle(21), 0}, f4,
+                  {PieceOrigin{DeviceId(0), HostId(0), ""},
+                   PieceOrigin{DeviceId(1), HostId(0), ""}},
+                  {}, false});
+  worker(1).Dispatch(std::move(receive));
+  WorkerBatch sends;
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    sends.sends.push_back(SendSpec{
+        static_cast<uint64_t>(shard), DeviceId(shard),
+        BufferId{ArrayHandle(20), shard}, Box{{0}, {2}}, false, HostId(1),
+        DeviceId(3), BufferId{ArrayHandle(21), 0}, {2 * shard}});
+  }
+  worker(0).Dispatch(std::move(sends));
+  auto gathered = Fetch(3, 21, 0);
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  EXPECT_THAT(Values(*gathered), ElementsAre(1, 2, 3, 4));
+}
+
+TEST_F(WorkerTest, AFailingLaunchFailsItsDependantsAndNothingElse) {
+  Load(0, ProgramId(2), kDouble);
+  const Shape f2(PrimitiveType::kF32, {2});
+  Put(0, 30, 0, F32({3}, {1, 2, 3}));  // Wrong shape for 'double'.
+  Put(0, 40, 0, F32({2}, {5, 6}));
+  WorkerBatch batch;
+  batch.launches.push_back(
+      Launch(0, 1, ProgramId(2), "double", 0, 1, {30}, {31}, f2, 0));
+  batch.launches.push_back(
+      Launch(0, 2, ProgramId(2), "double", 0, 1, {31}, {32}, f2, 0));
+  batch.launches.push_back(
+      Launch(0, 3, ProgramId(2), "double", 0, 1, {40}, {41}, f2, 0));
+  worker(0).Dispatch(std::move(batch));
+  auto failed = Fetch(0, 31, 0);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(failed.status().message(), HasSubstr("program 'double'"));
+  auto dependant = Fetch(0, 32, 0);
+  EXPECT_EQ(dependant.status(), failed.status());
+  auto independent = Fetch(0, 41, 0);
+  ASSERT_TRUE(independent.ok()) << independent.status();
+  EXPECT_THAT(Values(*independent), ElementsAre(10, 12));
+}
+
+TEST_F(WorkerTest, APartitionWhoseInputFailedCancelsItsPeersCollective) {
+  Load(0, ProgramId(1), kAllReduce);
+  Put(1, 50, 1, F32({2}, {1, 2}));
+  WorkerBatch batch;
+  const Shape f2(PrimitiveType::kF32, {2});
+  for (int64_t p = 0; p < 2; ++p) {
+    batch.launches.push_back(
+        Launch(p, 1, ProgramId(1), "sum2", p, 2, {50}, {51, 52}, f2, p));
+  }
+  worker(0).Dispatch(std::move(batch));  // Shard 0 of array 50 is missing.
+  auto peer = Fetch(1, 51, 1);
+  EXPECT_EQ(peer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(peer.status().message(), HasSubstr("array 50 shard 0"));
+  EXPECT_EQ(collectives_->NumLive(), 0);
+}
+
+TEST_F(WorkerTest, AnOutputThatCanNeverFitFailsWithResourceExhausted) {
+  MakeWorkers(64);
+  Load(0, ProgramId(2), kDouble);
+  Put(0, 60, 0, F32({2}, {1, 2}));
+  WorkerBatch batch;
+  LaunchOp op = Launch(0, 1, ProgramId(2), "double", 0, 1, {60}, {61},
+                       Shape(PrimitiveType::kF32, {2}), 0);
+  op.outputs[0].shape = Shape(PrimitiveType::kF32, {100});
+  batch.launches.push_back(op);
+  worker(0).Dispatch(std::move(batch));
+  auto result = Fetch(0, 61, 0);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(result.status().message(), HasSubstr("400 bytes"));
+}
+
+TEST_F(WorkerTest, AQueuedLaunchWaitsForMemoryUntilABufferIsReleased) {
+  MakeWorkers(24);  // Room for three f32[2] buffers.
+  Load(0, ProgramId(2), kDouble);
+  Put(0, 70, 0, F32({2}, {1, 2}));
+  Put(0, 71, 0, F32({2}, {3, 4}));
+  WorkerBatch batch;
+  const Shape f2(PrimitiveType::kF32, {2});
+  batch.launches.push_back(
+      Launch(0, 1, ProgramId(2), "double", 0, 1, {70}, {72}, f2, 0));
+  batch.launches.push_back(
+      Launch(0, 2, ProgramId(2), "double", 0, 1, {71}, {73}, f2, 0));
+  worker(0).Dispatch(std::move(batch));
+  // Outputs are reserved at enqueue: the second one waits for memory.
+  auto status = worker(0).GetStatus().Await();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->devices[0].memory.num_waiting, 1);
+  ASSERT_TRUE(Fetch(0, 72, 0).ok());
+  worker(0).ReleaseBuffers({{DeviceId(0), BufferId{ArrayHandle(70), 0}}});
+  auto second = Fetch(0, 73, 0);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_THAT(Values(*second), ElementsAre(6, 8));
+}
+
+TEST_F(WorkerTest, StatusNamesTheInputAQueuedLaunchWaitsFor) {
+  Load(1, ProgramId(2), kDouble);
+  const Shape f2(PrimitiveType::kF32, {2});
+  WorkerBatch batch;
+  batch.receives.push_back(ReceiveSpec{
+      DeviceId(2), BufferId{ArrayHandle(80), 0}, f2,
+      {PieceOrigin{DeviceId(0), HostId(0), "device 0 (host 0)"}}, {}, true});
+  LaunchOp op = Launch(2, 5, ProgramId(2), "double", 0, 1, {80}, {81}, f2, 0);
+  op.inputs[0].source = "transfer from device 0 (host 0)";
+  batch.launches.push_back(op);
+  worker(1).Dispatch(std::move(batch));
+  auto status = worker(1).GetStatus().Await();
+  ASSERT_TRUE(status.ok());
+  const DeviceStatus& device = status->devices[0];
+  EXPECT_FALSE(device.running.has_value());
+  ASSERT_EQ(device.queued.size(), 1u);
+  EXPECT_EQ(device.queued[0].seq, 5u);
+  EXPECT_THAT(device.queued[0].waiting_for,
+              ElementsAre("array 80 shard 0 <- transfer from device 0 (host "
+                          "0)"));
+  ASSERT_EQ(status->pending_receives.size(), 1u);
+  EXPECT_THAT(status->pending_receives[0], HasSubstr("device 0 (host 0)"));
+}
+
+TEST_F(WorkerTest, LosingAPeerFailsReceivesThatWaitForItsData) {
+  Load(1, ProgramId(2), kDouble);
+  const Shape f2(PrimitiveType::kF32, {2});
+  WorkerBatch batch;
+  batch.receives.push_back(ReceiveSpec{
+      DeviceId(2), BufferId{ArrayHandle(90), 0}, f2,
+      {PieceOrigin{DeviceId(0), HostId(0), ""}}, {}, true});
+  batch.launches.push_back(
+      Launch(2, 1, ProgramId(2), "double", 0, 1, {90}, {91}, f2, 0));
+  worker(1).Dispatch(std::move(batch));
+  worker(1).PeerLost(HostId(0), absl::DataLossError("host 0 was lost"));
+  auto result = Fetch(2, 91, 0);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(result.status().message(), HasSubstr("host 0 was lost"));
+}
+
+TEST_F(WorkerTest, AStoppedWorkerLosesItsBuffersAndRefusesCalls) {
+  Put(0, 100, 0, F32({2}, {1, 2}));
+  worker(0).Stop();
+  EXPECT_EQ(worker(0).Heartbeat().Await().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Fetch(0, 100, 0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(worker(1).Heartbeat().Await().ok());
+}
+
+}  // namespace
+}  // namespace causeway::worker
