@@ -9,10 +9,12 @@ PY := $(VENV)/bin/python
 APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libeigen3-dev libabsl-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev python3-venv
-PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest
+# nanobind and scikit-build-core build the Python package (python/), tqdm is
+# the training example's progress bar.
+PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps apt-deps py-deps build test demo bench fuzz sanitize clean
+.PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize clean
 
 all: build
 
@@ -42,6 +44,14 @@ $(BUILD)/build.ninja: apt-deps
 
 build: apt-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j$(JOBS)
+	$(MAKE) python
+
+# The `causeway` Python package, built by the project's CMake through
+# scikit-build-core (its own tree, build-python/, kept between builds) and
+# installed into .venv (python/pyproject.toml builds with -j2).
+python: py-deps
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
+	  --no-deps ./python
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -77,4 +87,4 @@ sanitize: deps
 	cd $(BUILD)-sanitize && ctest -j$(JOBS) --output-on-failure
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize
+	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize build-python

@@ -1,4 +1,5 @@
-"""Shared helpers: JAX on 8 fake CPU devices and the built `causeway` tool."""
+"""Shared helpers: JAX on 8 fake CPU devices, the built `causeway` tool, and
+an embedded Causeway cluster per test (`cluster`)."""
 import os
 import subprocess
 
@@ -49,3 +50,16 @@ def run_causeway(*args, check=True):
 def built_tool():
     if not os.path.exists(CAUSEWAY):
         pytest.fail(f"{CAUSEWAY} is missing: run `make` first")
+
+
+@pytest.fixture
+def cluster(request):
+    """`cluster(**sizes)` connects an embedded cluster (the current client)
+    for this test; it is disconnected when the test ends, pass or fail."""
+    import causeway
+
+    def connect(**kwargs):
+        return causeway.connect(**kwargs)
+
+    yield connect
+    causeway.disconnect()

@@ -1,0 +1,134 @@
+"""JAX as Causeway's compiler: lowering and SPMD partitioning for a slice.
+
+A slice of N devices needs a module partitioned by XLA for N partitions, but
+this process has no N accelerators (JAX's CPU backend has one device unless
+XLA flags said otherwise before JAX started). So each partition count gets
+its own XLA CPU client of N devices, made here and used only to compile
+(never to run): JAX lowers the function with shardings over a mesh of that
+client's devices, XLA's SPMD partitioner partitions it for N partitions, and
+the partitioned module's text, with every constant printed in full, is what
+Causeway runs. The user sets no XLA flags and JAX's own backend is left as it
+was.
+
+The mesh's device i is the slice's virtual device i (row-major in the
+slice's mesh shape), which is also XLA's partition i: the shardings written
+in the module number devices exactly as the runtime does.
+
+jaxlib's `get_tfrt_cpu_client` is not public API; pyproject.toml pins the
+jax minor version this was written against.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import jax
+import jaxlib._hlo as _hlo
+import numpy as np
+from jax._src.lib import _jax
+from jax._src.sharding_impls import GSPMDSharding
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .errors import InvalidArgumentError
+
+_PRINT_OPTIONS = _hlo.HloPrintOptions()
+# XLA prints constants of more than 10 elements as `{...}` by default; such
+# text cannot be run (the head refuses it), so print them in full.
+_PRINT_OPTIONS.print_large_constants = True
+
+
+@functools.lru_cache(maxsize=None)
+def compile_devices(num_devices: int) -> tuple:
+    """N devices of a compile-only XLA CPU client, in partition order."""
+    client = _jax.get_tfrt_cpu_client(asynchronous=True, num_devices=num_devices)
+    devices = tuple(client.devices())
+    assert len(devices) == num_devices
+    return devices
+
+
+@functools.lru_cache(maxsize=None)
+def compile_mesh(mesh_shape: tuple, axis_names: tuple) -> Mesh:
+    """A jax Mesh of compile-only devices: device i at row-major position i."""
+    n = int(np.prod(mesh_shape))
+    devices = np.array(compile_devices(n), dtype=object).reshape(mesh_shape)
+    return Mesh(devices, axis_names)
+
+
+def check_spec(spec: PartitionSpec, axis_names: Sequence[str], ndim: int,
+               what: str) -> None:
+    """InvalidArgumentError unless `spec` fits an array of `ndim` dims on a
+    mesh with `axis_names`."""
+    if not isinstance(spec, PartitionSpec):
+        raise InvalidArgumentError(
+            f"{what}: expected a jax.sharding.PartitionSpec, got {spec!r}")
+    if len(spec) > ndim:
+        raise InvalidArgumentError(
+            f"{what}: {spec} has {len(spec)} entries for an array of rank {ndim}")
+    used = []
+    for entry in spec:
+        names = () if entry is None else (entry if isinstance(entry, tuple) else (entry,))
+        for name in names:
+            if name not in axis_names:
+                raise InvalidArgumentError(
+                    f"{what}: {spec} names mesh axis {name!r}; the slice's mesh "
+                    f"has axes {tuple(axis_names)}")
+            if name in used:
+                raise InvalidArgumentError(
+                    f"{what}: {spec} uses mesh axis {name!r} twice")
+            used.append(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def spec_to_hlo_text(mesh_shape: tuple, axis_names: tuple, spec: PartitionSpec,
+                     ndim: int) -> str:
+    """XLA's text of a PartitionSpec over the mesh, for an array of `ndim`
+    dims: what the runtime's Sharding parses."""
+    sharding = NamedSharding(compile_mesh(mesh_shape, axis_names), spec)
+    return str(sharding._to_xla_hlo_sharding(ndim))
+
+
+@functools.lru_cache(maxsize=4096)
+def hlo_text_to_jax(num_devices: int, text: str) -> jax.sharding.Sharding:
+    """The jax Sharding over compile-only devices that XLA's text describes."""
+    return GSPMDSharding(compile_devices(num_devices),
+                         _hlo.HloSharding.from_string(text))
+
+
+def module_text(compiled) -> str:
+    """The optimized, partitioned module XLA compiled, constants in full."""
+    modules = compiled.runtime_executable().hlo_modules()
+    if len(modules) != 1:
+        raise InvalidArgumentError(
+            f"XLA compiled {len(modules)} modules; Causeway runs one")
+    return modules[0].to_string(_PRINT_OPTIONS)
+
+
+def with_output_shardings(text: str, shardings: Sequence[str]) -> str:
+    """The module with its root annotated with the outputs' shardings.
+
+    XLA prints the parameters' shardings in a partitioned module but not the
+    root's; the runtime reads both from the text, so the shardings JAX
+    reports for the compiled outputs are written onto the entry's root
+    instruction (a tuple sharding for a tuple root). A root that declares
+    one already is left as it is.
+    """
+    lines = text.split("\n")
+    in_entry = False
+    for i, line in enumerate(lines):
+        if line.startswith("ENTRY "):
+            in_entry = True
+        elif in_entry and line.lstrip().startswith("ROOT "):
+            if " sharding={" in line:
+                return text
+            shape = line.split("=", 1)[1].lstrip()
+            if shape.startswith("("):
+                value = "{" + ", ".join(shardings) + "}"
+            elif len(shardings) == 1:
+                value = shardings[0]
+            else:
+                raise InvalidArgumentError(
+                    f"the module's root is one array but JAX reports {len(shardings)} outputs")
+            lines[i] = f"{line}, sharding={value}"
+            return "\n".join(lines)
+    raise InvalidArgumentError("the compiled module has no ENTRY computation with a ROOT")
