@@ -1,0 +1,108 @@
+"""Runtime errors as Python exceptions, and sessions that end mid-work: the
+error is raised where it is used, and everything else goes on."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import causeway
+
+
+def spin(x, steps=4000):
+    """A program that runs for a while (hundreds of ms here)."""
+    return jax.lax.fori_loop(0, steps, lambda i, v: jnp.sin(v) @ jnp.cos(v), x)
+
+
+def test_error_classes_follow_the_status_codes():
+    assert issubclass(causeway.InvalidArgumentError, causeway.Error)
+    assert issubclass(causeway.InvalidArgumentError, ValueError)
+    assert issubclass(causeway.DeadlineExceededError, TimeoutError)
+    assert issubclass(causeway.UnimplementedError, NotImplementedError)
+    assert causeway.DataLossError.code == 15
+    error = causeway.errors._from_status(9, "session closed")
+    assert isinstance(error, causeway.FailedPreconditionError)
+    assert str(error) == "FAILED_PRECONDITION: session closed"
+
+
+def test_a_sharding_naming_an_unknown_axis_is_a_value_error(cluster):
+    cluster(devices_per_host=2)
+    s = causeway.make_virtual_device_set().add_slice(devices=2, mesh={"data": 2})
+    with pytest.raises(ValueError, match="names mesh axis 'model'"):
+        causeway.device_put(np.zeros(4, np.float32), s, P("model"))
+    with pytest.raises(causeway.InvalidArgumentError, match="rank 1"):
+        causeway.jit(lambda x: x, devices=s, in_shardings=P("data", None))(np.zeros(4))
+    with pytest.raises(causeway.InvalidArgumentError, match="complex64 is not supported"):
+        causeway.device_put(np.zeros(2, np.complex64), s)
+    # The session goes on.
+    np.testing.assert_array_equal(np.asarray(causeway.device_put(np.ones(4), s, P("data"))), 1)
+
+
+def test_a_failed_program_raises_where_its_result_is_used_and_the_session_goes_on(cluster):
+    cluster(devices_per_host=2, memory_per_device=1 << 14)  # 16 KiB per device.
+    s = causeway.make_virtual_device_set().add_slice(devices=2)
+
+    def widen(x):
+        return jnp.broadcast_to(x[:, None], (x.shape[0], 8192))  # 256 KiB per device
+
+    wide = causeway.jit(widen, devices=s)(np.ones(8, np.float32))  # No error yet.
+    summed = causeway.jit(jnp.sum, devices=s)(wide)
+    with pytest.raises(causeway.ResourceExhaustedError, match="program 'jit_widen'"):
+        wide.block_until_ready()
+    # The error flows into what is computed from the failed array ...
+    with pytest.raises(causeway.ResourceExhaustedError, match="jit_widen"):
+        np.asarray(summed)
+    # ... and nowhere else.
+    double = causeway.jit(lambda x: x * 2, devices=s)
+    np.testing.assert_array_equal(np.asarray(double(np.arange(4.0, dtype=np.float32))), [0, 2, 4, 6])
+
+
+def test_a_wait_with_a_timeout_raises_deadline_exceeded(cluster):
+    cluster(devices_per_host=1)
+    s = causeway.make_virtual_device_set().add_slice(devices=1)
+    slow = causeway.jit(spin, devices=s)
+    y = slow(np.eye(64, dtype=np.float32))
+    with pytest.raises(causeway.DeadlineExceededError, match="not ready within"):
+        y.block_until_ready(timeout=0.001)
+    y.block_until_ready(timeout=60)
+
+
+def test_a_session_closed_mid_work_fails_its_work_and_others_go_on(cluster):
+    cluster(devices_per_host=2)
+    other = causeway.session("other")
+    other_slice = other.make_virtual_device_set().add_slice(devices=1)
+    doomed = causeway.session("doomed")
+    s = doomed.make_virtual_device_set().add_slice(devices=1)
+    slow = causeway.jit(spin, devices=s)
+    slow.as_text(np.eye(64, dtype=np.float32))  # Compiled before the work starts.
+    running = slow(np.eye(64, dtype=np.float32))
+    queued = slow(running)
+    doomed.close()
+    for array in (running, queued):
+        with pytest.raises((causeway.CancelledError, causeway.FailedPreconditionError)):
+            array.block_until_ready(timeout=30)
+    with pytest.raises(causeway.FailedPreconditionError, match="closed"):
+        slow(np.eye(64, dtype=np.float32))
+    with pytest.raises(causeway.FailedPreconditionError):
+        doomed.make_virtual_device_set().add_slice(devices=1)
+    # The other session is untouched.
+    double = causeway.jit(lambda x: x * 2, devices=other_slice)
+    np.testing.assert_array_equal(np.asarray(double(np.ones(3, np.float32))), [2, 2, 2])
+    other.close()
+
+
+def test_a_with_block_closes_its_session(cluster):
+    cluster(devices_per_host=2)
+    with causeway.session("scoped") as scoped:
+        assert causeway.current_session() is scoped
+        s = causeway.make_virtual_device_set().add_slice(devices=2)
+        a = causeway.device_put(np.arange(4), s)
+        np.testing.assert_array_equal(np.asarray(a), np.arange(4))
+    assert scoped.closed and causeway.current_session() is not scoped
+    with pytest.raises(causeway.FailedPreconditionError):
+        causeway.reshard(a, s)
+
+
+def test_connecting_to_an_address_says_the_network_client_is_missing():
+    with pytest.raises(causeway.UnimplementedError, match="network client"):
+        causeway.connect("127.0.0.1:1")
