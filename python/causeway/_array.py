@@ -234,7 +234,8 @@ def _host_value(x) -> np.ndarray:
 
 def put_host_value(value: np.ndarray, sharding: Sharding) -> Array:
     """Uploads a numpy array with `sharding` (on its slice)."""
-    value = np.ascontiguousarray(value)
+    if not value.flags.c_contiguous:  # (np.ascontiguousarray makes 0-d arrays 1-d.)
+        value = value.copy(order="C")
     name = dtype_name(value.dtype)
     s = sharding.slice
     impl = s.session._impl.from_host(

@@ -33,7 +33,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from . import _causeway
 from ._array import Array, ArrayMeta, Sharding, dtype_name, numpy_dtype, put_host_value
-from ._compile import check_spec, compile_mesh, module_text, with_output_shardings
+from ._compile import check_spec, compile_mesh, partition
 from ._devices import Slice, slice_of
 from .errors import InternalError, InvalidArgumentError, UnimplementedError
 
@@ -246,12 +246,8 @@ class Jitted:
         struct_args, struct_kwargs = jax.tree_util.tree_unflatten(
             jax.tree_util.tree_structure((args, kwargs)), structs)
         with jax.enable_x64(x64):
-            lowered = self._jax_fn.trace(*struct_args, **struct_kwargs).lower()
-            compiled = lowered.compile()
-        out_jax = jax.tree_util.tree_leaves(compiled.output_shardings)
-        out_info = jax.tree_util.tree_leaves(compiled.out_info)
-        text = with_output_shardings(module_text(compiled), [
-            str(js._to_xla_hlo_sharding(len(info.shape))) for js, info in zip(out_jax, out_info)])
+            partitioned = partition(self._jax_fn.trace(*struct_args, **struct_kwargs).lower())
+        text = partitioned.text
         session = self._slice.session
         executable = session._impl.compile(text, self._slice._impl)
 
@@ -270,6 +266,7 @@ class Jitted:
                     "evenly are supported")
             param_shardings.append(Sharding(self._slice, _spec_of(js, self._slice), str(impl), impl))
 
+        out_info, out_jax = partitioned.out_info, partitioned.out_shardings
         out_shapes = executable.output_shapes
         if len(out_shapes) != len(out_info):
             raise InternalError(
@@ -285,7 +282,7 @@ class Jitted:
                     "are supported")
             sharding = Sharding(self._slice, _spec_of(js, self._slice), str(impl), impl, js)
             out_meta.append(ArrayMeta(tuple(info.shape), numpy_dtype(name), sharding))
-        return _Compiled(executable, param_shardings, compiled.out_tree, out_meta, text)
+        return _Compiled(executable, param_shardings, partitioned.out_tree, out_meta, text)
 
 
 def _spec_of(sharding, slice: Slice) -> Optional[PartitionSpec]:

@@ -226,6 +226,15 @@ def test_an_array_is_a_future_with_shape_dtype_and_sharding(cluster):
         causeway.jit(lambda x: x, devices=s)(a)
 
 
+def test_scalars_keep_their_rank(cluster):
+    cluster(devices_per_host=1)
+    s = causeway.make_virtual_device_set().add_slice(devices=1)
+    x = causeway.device_put(np.float32(2.5), s)
+    y = causeway.jit(lambda x: x * 2, devices=s)(x)
+    assert x.shape == () and y.shape == ()
+    assert float(np.asarray(y)) == 5.0
+
+
 def test_waiting_releases_the_gil(cluster):
     cluster(devices_per_host=1)
     s = causeway.make_virtual_device_set().add_slice(devices=1)
