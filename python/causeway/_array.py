@@ -10,6 +10,7 @@ is moved there first, worker to worker, in the same submission.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 import ml_dtypes
@@ -123,6 +124,21 @@ def as_sharding(spec, slice: Slice, ndim: int, what: str) -> Sharding:
     return Sharding.from_spec(slice, spec, ndim, what)
 
 
+_placement_keys: dict = {}
+_placement_keys_lock = threading.Lock()
+
+
+def placement_key(shape: tuple, dtype: np.dtype, slice_handle: int, hlo: str) -> int:
+    """A small int standing for (shape, dtype, slice, sharding): jit's cache
+    keys hash these instead of the tuples, on every call."""
+    full = (shape, dtype, slice_handle, hlo)
+    key = _placement_keys.get(full)
+    if key is None:
+        with _placement_keys_lock:
+            key = _placement_keys.setdefault(full, len(_placement_keys))
+    return key
+
+
 class ArrayMeta:
     """What every array of one kind shares: shape, dtype, sharding, and the
     key jit looks compiled programs up by."""
@@ -133,7 +149,7 @@ class ArrayMeta:
         self.shape = shape
         self.dtype = dtype
         self.sharding = sharding
-        self.key = (shape, dtype, sharding.slice.handle, sharding.hlo)
+        self.key = placement_key(shape, dtype, sharding.slice.handle, sharding.hlo)
 
 
 class Array:

@@ -144,11 +144,16 @@ class _Compiled:
     """One compiled signature of a jit: the executable, how to place host
     arguments, and what its outputs are."""
 
-    __slots__ = ("executable", "param_shardings", "out_tree", "out_meta", "text")
+    __slots__ = ("executable", "param_shardings", "takes_host_values", "out_tree",
+                 "out_meta", "text")
 
-    def __init__(self, executable, param_shardings, out_tree, out_meta, text):
+    def __init__(self, executable, param_shardings, takes_host_values, out_tree, out_meta,
+                 text):
         self.executable = executable
         self.param_shardings = param_shardings
+        # Whether some argument leaf of this signature is a host value (to
+        # upload on every call) rather than an Array.
+        self.takes_host_values = takes_host_values
         self.out_tree = out_tree
         self.out_meta = out_meta
         self.text = text
@@ -196,19 +201,20 @@ class Jitted:
                 if compiled is None:
                     compiled = self._compile(args, kwargs, leaves)
                     self._cache[key] = compiled
-        inputs = []
-        for x, sharding in zip(leaves, compiled.param_shardings):
-            if type(x) is Array:
-                inputs.append(x._impl)
-            else:
-                inputs.append(put_host_value(_host_leaf(x), sharding)._impl)
-        recording = current_recording()
+        if compiled.takes_host_values:
+            inputs = [x._impl if type(x) is Array else
+                      put_host_value(_host_leaf(x), sharding)._impl
+                      for x, sharding in zip(leaves, compiled.param_shardings)]
+        else:
+            inputs = [x._impl for x in leaves]
+        recording = getattr(_local, "recording", None)
         if recording is None:
             outputs = compiled.executable.execute(inputs)
         else:
             outputs = recording.trace(self._slice.session).execute(compiled.executable, inputs)
+        wrap = Array._wrap
         return compiled.out_tree.unflatten(
-            [Array._wrap(o, m) for o, m in zip(outputs, compiled.out_meta)])
+            [wrap(o, m) for o, m in zip(outputs, compiled.out_meta)])
 
     def as_text(self, *args, **kwargs) -> str:
         """The partitioned HLO module this call runs (compiling it if need be)."""
@@ -282,7 +288,9 @@ class Jitted:
                     "are supported")
             sharding = Sharding(self._slice, _spec_of(js, self._slice), str(impl), impl, js)
             out_meta.append(ArrayMeta(tuple(info.shape), numpy_dtype(name), sharding))
-        return _Compiled(executable, param_shardings, partitioned.out_tree, out_meta, text)
+        takes_host_values = any(type(x) is not Array for x in leaves)
+        return _Compiled(executable, param_shardings, takes_host_values, partitioned.out_tree,
+                         out_meta, text)
 
 
 def _spec_of(sharding, slice: Slice) -> Optional[PartitionSpec]:
