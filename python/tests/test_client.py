@@ -220,6 +220,9 @@ def test_an_array_is_a_future_with_shape_dtype_and_sharding(cluster):
     assert a.sharding.spec == P("x") and a.sharding.slice is s
     assert a.block_until_ready() is a and a.is_ready()
     assert repr(a) == repr(np.arange(6, dtype=np.int32).reshape(2, 3))
+    from_jax = causeway.device_put(jnp.arange(4.0), s, P("x"))
+    assert from_jax.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(from_jax), [0, 1, 2, 3])
     a.delete()
     assert a.is_deleted()
     with pytest.raises(causeway.FailedPreconditionError, match="deleted"):
