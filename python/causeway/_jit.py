@@ -191,7 +191,9 @@ class Jitted:
         return jax.tree_util.tree_map(to_jax, out_shardings,
                                       is_leaf=lambda x: isinstance(x, PartitionSpec))
 
-    def __call__(self, *args, **kwargs):
+    def _lookup(self, args: tuple, kwargs: dict) -> tuple:
+        """The argument leaves and the program compiled for their signature
+        (compiling it on first sight)."""
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
         key = (treedef, tuple([_leaf_key(x) for x in leaves]))
         compiled = self._cache.get(key)
@@ -199,8 +201,11 @@ class Jitted:
             with self._lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
-                    compiled = self._compile(args, kwargs, leaves)
-                    self._cache[key] = compiled
+                    compiled = self._cache[key] = self._compile(args, kwargs, leaves)
+        return leaves, compiled
+
+    def __call__(self, *args, **kwargs):
+        leaves, compiled = self._lookup(args, kwargs)
         if compiled.takes_host_values:
             inputs = [x._impl if type(x) is Array else
                       put_host_value(_host_leaf(x), sharding)._impl
@@ -218,13 +223,7 @@ class Jitted:
 
     def as_text(self, *args, **kwargs) -> str:
         """The partitioned HLO module this call runs (compiling it if need be)."""
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        key = (treedef, tuple([_leaf_key(x) for x in leaves]))
-        with self._lock:
-            compiled = self._cache.get(key)
-            if compiled is None:
-                compiled = self._cache[key] = self._compile(args, kwargs, leaves)
-        return compiled.text
+        return self._lookup(args, kwargs)[1].text
 
     def _compile(self, args: tuple, kwargs: dict, leaves: list) -> _Compiled:
         num_arg_leaves = len(jax.tree_util.tree_leaves(args))

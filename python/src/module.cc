@@ -69,8 +69,16 @@ struct PyExecutable {
 };
 
 struct PyArray {
+  PyArray(BackendRef backend, client::Array array)
+      : backend(std::move(backend)), array(std::move(array)) {}
+
   BackendRef backend;
   client::Array array;
+  // The last readiness answer asked for (Array::Ready() asks the head
+  // again on every call): is_ready polls it, so that polling costs one
+  // request, and wait() replaces it with the answer it waited for.
+  // Touched with the GIL held only.
+  mutable std::optional<Future<>> ready;
 };
 
 struct PySharding {
@@ -439,14 +447,19 @@ void BindArray(nb::module_& m) {
                      return PySlice{a.backend, a.array.slice()};
                    })
       .def_prop_ro("is_ready",
-                   [](const PyArray& a) { return a.array.Ready().IsReady(); })
+                   [](const PyArray& a) {
+                     if (!a.ready.has_value()) a.ready = a.array.Ready();
+                     return a.ready->IsReady();
+                   })
       .def_prop_ro("is_deleted",
                    [](const PyArray& a) { return a.array.IsDeleted(); })
       .def(
           "wait",
           [](const PyArray& a, std::optional<double> timeout_s) {
             Future<> ready = a.array.Ready();
-            ThrowIfError(Wait(ready, timeout_s, "array"));
+            const absl::Status& status = Wait(ready, timeout_s, "array");
+            a.ready = ready;
+            ThrowIfError(status);
           },
           "timeout_s"_a = nb::none(),
           "Waits until every shard holds its data; raises the array's error.")

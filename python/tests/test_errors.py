@@ -67,6 +67,25 @@ def test_a_wait_with_a_timeout_raises_deadline_exceeded(cluster):
     y.block_until_ready(timeout=60)
 
 
+def test_ctrl_c_interrupts_a_wait(cluster):
+    import os
+    import signal
+    import threading
+    cluster(devices_per_host=1)
+    s = causeway.make_virtual_device_set().add_slice(devices=1)
+    slow = causeway.jit(lambda x: spin(x, 40000), devices=s)  # Seconds of work.
+    slow.as_text(np.eye(64, dtype=np.float32))
+    y = slow(np.eye(64, dtype=np.float32))
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            y.block_until_ready(timeout=60)
+    finally:
+        timer.cancel()
+    assert not y.is_ready()  # The wait ended, not the work.
+
+
 def test_a_session_closed_mid_work_fails_its_work_and_others_go_on(cluster):
     cluster(devices_per_host=2)
     other = causeway.session("other")
