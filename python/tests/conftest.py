@@ -58,8 +58,5 @@ def cluster(request):
     for this test; it is disconnected when the test ends, pass or fail."""
     import causeway
 
-    def connect(**kwargs):
-        return causeway.connect(**kwargs)
-
-    yield connect
+    yield causeway.connect
     causeway.disconnect()
