@@ -17,6 +17,7 @@ using transport::InProcessDataPlane;
 using transport::InProcessLaunchCollectives;
 using transport::InProcessSessionChannel;
 using transport::OpDone;
+using transport::UndeliveredPiece;
 using transport::Topology;
 using transport::WorkerListener;
 using worker::Worker;
@@ -28,6 +29,11 @@ class LocalCluster::ListenerProxy final : public WorkerListener {
   void OnOpDone(const OpDone& done) override {
     if (Head* head = head_.load(std::memory_order_acquire)) {
       head->OnOpDone(done);
+    }
+  }
+  void OnPushFailed(const UndeliveredPiece& piece) override {
+    if (Head* head = head_.load(std::memory_order_acquire)) {
+      head->OnPushFailed(piece);
     }
   }
 

@@ -174,7 +174,7 @@ absl::StatusOr<TransferPlan> PlanTransfer(ArrayHandle source,
       send.destination_offsets = Minus(overlap.offsets, target.offsets);
       plan.bytes += overlap.ElementCount() * width;
       receive.pieces.push_back(PieceOrigin{
-          source_device, topology.HostOf(source_device),
+          send.transfer_id, source_device, topology.HostOf(source_device),
           absl::StrCat("array ", source.value(), " shard ", chosen, " on ",
                        DeviceName(topology, source_device))});
       sends.emplace_back(topology.HostOf(source_device), std::move(send));

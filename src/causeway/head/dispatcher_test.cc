@@ -1,5 +1,6 @@
 #include "causeway/head/dispatcher.h"
 
+#include <set>
 #include <vector>
 
 #include "causeway/hlo/parser.h"
@@ -80,6 +81,27 @@ TEST_F(PlanTransferTest, RowsToColumnsTakesTheOverlapOfEverySourceTile) {
   EXPECT_THAT(lower.region.offsets, ElementsAre(0, 1));
   EXPECT_THAT(lower.region.dims, ElementsAre(2, 1));
   EXPECT_THAT(lower.destination_offsets, ElementsAre(2, 0));
+}
+
+TEST_F(PlanTransferTest, EveryPieceNamesTheTransferThatSendsIt) {
+  TransferPlan plan = Plan({F32({4, 2}),
+                            Sharding("{devices=[2,1]<=[2]}"),
+                            {DeviceId(0), DeviceId(1)}},
+                           {F32({4, 2}),
+                            Sharding("{devices=[1,2]<=[2]}"),
+                            {DeviceId(2), DeviceId(3)}});
+  std::set<uint64_t> sent;
+  for (const auto& [host, send] : plan.sends) {
+    EXPECT_NE(send.transfer_id, 0u);
+    EXPECT_TRUE(sent.insert(send.transfer_id).second);  // Unique.
+  }
+  std::set<uint64_t> expected;
+  for (const auto& [host, receive] : plan.receives) {
+    for (const auto& origin : receive.pieces) {
+      EXPECT_TRUE(expected.insert(origin.transfer_id).second);
+    }
+  }
+  EXPECT_EQ(sent, expected);
 }
 
 TEST_F(PlanTransferTest, AReplicatedSourceIsReadFromTheClosestReplica) {

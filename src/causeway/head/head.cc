@@ -1649,6 +1649,26 @@ void Head::OnOpDone(const OpDone& done) {
   if (finished) LaunchFinished(done.island, done.seq);
 }
 
+void Head::OnPushFailed(const transport::UndeliveredPiece& piece) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (dead_hosts_.contains(piece.source_host) ||
+        dead_hosts_.contains(piece.destination_host)) {
+      return;
+    }
+  }
+  ControlChannel* destination = nullptr;
+  {
+    absl::MutexLock lock(&dispatch_mu_);
+    const int64_t host = piece.destination_host.value();
+    if (host >= 0 && host < static_cast<int64_t>(live_workers_.size())) {
+      destination = live_workers_[host];
+    }
+  }
+  // Outside the locks: over a network this is a message to a worker.
+  if (destination != nullptr) destination->FailBuffers({piece});
+}
+
 // ---------------------------------------------------------------------------
 // Failure.
 

@@ -116,6 +116,10 @@ class Head final : public transport::SessionService,
 
   // Worker notices.
   void OnOpDone(const transport::OpDone& done) override;
+  // A piece its sender could not deliver: fails the destination buffer
+  // through the destination's channel (FailBuffers), unless the source or
+  // the destination host is dead (their failure handling covers it).
+  void OnPushFailed(const transport::UndeliveredPiece& piece) override;
 
   // Stops the health checker and fails later requests with Unavailable.
   // Idempotent.

@@ -54,8 +54,10 @@ struct LoadProgramRequest {
   std::string hlo_text;
 };
 
-// Where one piece of a receive comes from.
+// Where one piece of a receive comes from: the transfer that sends it
+// (unique within the receive) and its source.
 struct PieceOrigin {
+  uint64_t transfer_id = 0;
   DeviceId device;
   HostId host;
   std::string description;  // For the status view.
@@ -189,6 +191,21 @@ struct DeviceStatus {
   int64_t ops_completed = 0;
 };
 
+// A piece that will never arrive: its sender's data plane could not deliver
+// it. The sending worker reports it (WorkerListener::OnPushFailed); the
+// head passes it to the destination's worker (WorkerService::FailBuffers),
+// which fails the destination buffer with `status`.
+struct UndeliveredPiece {
+  uint64_t transfer_id = 0;
+  HostId source_host;
+  DeviceId source_device;
+  HostId destination_host;
+  DeviceBuffer destination;
+  // DATA_LOSS: "transfer 7 from device 0 (host 0) to array 3 shard 1 on
+  // device 5 (host 2) was not delivered: <the data plane's cause>".
+  absl::Status status;
+};
+
 struct WorkerStatus {
   HostId host;
   std::vector<DeviceStatus> devices;
@@ -227,6 +244,11 @@ class WorkerService {
   // that have a device there, with `status` (DATA_LOSS).
   virtual void PeerLost(HostId host, absl::Status status) = 0;
 
+  // Pieces another worker could not deliver here: each fails its
+  // destination buffer with its status (once the receive is announced, if
+  // it is not yet). Pieces already received are not touched.
+  virtual void FailBuffers(std::vector<UndeliveredPiece> pieces) = 0;
+
   // A session ended: fail its queued launches with `status` and stop its
   // running ones (Device::CancelSession).
   virtual void CancelSession(SessionId session, absl::Status status) = 0;
@@ -251,11 +273,15 @@ struct OpDone {
 };
 
 // Worker→head notices. The in-process implementation is the head itself.
-// Called on device threads; must not block on device work.
+// Called on device and data-plane threads; must not block on device work.
 class WorkerListener {
  public:
   virtual ~WorkerListener() = default;
   virtual void OnOpDone(const OpDone& done) = 0;
+  // This worker's data plane could not deliver `piece`: the head fails its
+  // destination (FailBuffers on the destination's channel), unless a host
+  // of it is dead already (its failure handling covers the piece).
+  virtual void OnPushFailed(const UndeliveredPiece& piece) = 0;
 };
 
 }  // namespace causeway::transport

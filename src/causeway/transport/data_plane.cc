@@ -10,6 +10,118 @@
 
 namespace causeway::transport {
 
+// ---------------------------------------------------------------------------
+// Boxes.
+
+BoxRuns::BoxRuns(absl::Span<const int64_t> array_dims,
+                 absl::Span<const int64_t> offsets,
+                 absl::Span<const int64_t> dims, int64_t element_bytes) {
+  const int64_t rank = static_cast<int64_t>(array_dims.size());
+  CW_CHECK(static_cast<int64_t>(offsets.size()) == rank &&
+           static_cast<int64_t>(dims.size()) == rank)
+      << "box of rank " << dims.size() << " in an array of rank " << rank;
+  int64_t elements = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    CW_CHECK(offsets[d] >= 0 && dims[d] >= 0 &&
+             offsets[d] <= array_dims[d] - dims[d])
+        << "box [" << absl::StrJoin(offsets, ",") << "] + ["
+        << absl::StrJoin(dims, ",") << "] outside ["
+        << absl::StrJoin(array_dims, ",") << "]";
+    elements *= dims[d];
+  }
+  if (elements == 0) return;  // No runs.
+  if (rank == 0) {
+    count_ = 1;
+    run_bytes_ = element_bytes;
+    return;
+  }
+  // Dimensions [outer, rank) are contiguous in the array.
+  int64_t outer = rank - 1;
+  int64_t run = dims[outer];
+  while (outer > 0 && dims[outer] == array_dims[outer]) {
+    --outer;
+    run *= dims[outer];
+  }
+  run_bytes_ = run * element_bytes;
+  count_ = elements / run;
+  int64_t stride = element_bytes;
+  std::vector<int64_t> strides(rank);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= array_dims[d];
+  }
+  for (int64_t d = 0; d < rank; ++d) first_ += offsets[d] * strides[d];
+  outer_dims_.assign(dims.begin(), dims.begin() + outer);
+  outer_strides_.assign(strides.begin(), strides.begin() + outer);
+}
+
+BoxRuns::Cursor::Cursor(const BoxRuns& runs)
+    : runs_(&runs), offset_(runs.first_), index_(runs.outer_dims_.size(), 0) {}
+
+void BoxRuns::Cursor::Next() {
+  ++run_;
+  for (int64_t d = static_cast<int64_t>(index_.size()) - 1; d >= 0; --d) {
+    offset_ += runs_->outer_strides_[d];
+    if (++index_[d] < runs_->outer_dims_[d]) return;
+    offset_ -= index_[d] * runs_->outer_strides_[d];
+    index_[d] = 0;
+  }
+}
+
+void CopyBox(const std::byte* source, absl::Span<const int64_t> source_dims,
+             absl::Span<const int64_t> source_offsets, std::byte* destination,
+             absl::Span<const int64_t> destination_dims,
+             absl::Span<const int64_t> destination_offsets,
+             absl::Span<const int64_t> dims, int64_t element_bytes) {
+  const BoxRuns from(source_dims, source_offsets, dims, element_bytes);
+  const BoxRuns to(destination_dims, destination_offsets, dims, element_bytes);
+  if (from.count() == 0) return;
+  // Both runs cover a suffix of the box's dimensions, so the shorter one
+  // divides the longer: copy in the shorter runs.
+  BoxRuns::Cursor in(from);
+  BoxRuns::Cursor out(to);
+  if (from.run_bytes() <= to.run_bytes()) {
+    const int64_t run = from.run_bytes();
+    const int64_t per = to.run_bytes() / run;
+    for (; !out.done(); out.Next()) {
+      for (int64_t k = 0; k < per; ++k, in.Next()) {
+        std::memcpy(destination + out.offset() + k * run,
+                    source + in.offset(), static_cast<size_t>(run));
+      }
+    }
+  } else {
+    const int64_t run = to.run_bytes();
+    const int64_t per = from.run_bytes() / run;
+    for (; !in.done(); in.Next()) {
+      for (int64_t k = 0; k < per; ++k, out.Next()) {
+        std::memcpy(destination + out.offset(), source + in.offset() + k * run,
+                    static_cast<size_t>(run));
+      }
+    }
+  }
+}
+
+PieceWriter::PieceWriter(std::byte* base, BoxRuns runs,
+                         absl::AnyInvocable<void(absl::Status) &&> finish)
+    : base_(base), runs_(std::move(runs)), finish_(std::move(finish)) {}
+
+PieceWriter::~PieceWriter() {
+  if (finish_ != nullptr) {
+    Finish(absl::CancelledError(
+        "data plane: a piece was abandoned before its bytes were written"));
+  }
+}
+
+void PieceWriter::Finish(absl::Status status) {
+  CW_CHECK(finish_ != nullptr) << "PieceWriter finished twice";
+  absl::AnyInvocable<void(absl::Status) &&> finish = std::move(finish_);
+  finish_ = nullptr;
+  std::move(finish)(std::move(status));
+}
+
+// ---------------------------------------------------------------------------
+// InProcessDataPlane.
+
 void InProcessDataPlane::Register(HostId host, PieceReceiver* receiver) {
   CW_CHECK(receiver != nullptr);
   absl::MutexLock lock(&mu_);
@@ -32,14 +144,14 @@ void InProcessDataPlane::Unregister(HostId host) {
   endpoints_.erase(host);
 }
 
-absl::Status InProcessDataPlane::Push(HostId destination, PieceMessage piece) {
+Future<> InProcessDataPlane::Push(HostId destination, PieceMessage piece) {
   PieceReceiver* receiver = nullptr;
   {
     absl::MutexLock lock(&mu_);
     auto it = endpoints_.find(destination);
     if (it == endpoints_.end() || it->second.receiver == nullptr) {
-      return absl::UnavailableError(absl::StrCat(
-          "data plane: host ", destination.value(), " is not reachable"));
+      return MakeErrorFuture(absl::UnavailableError(absl::StrCat(
+          "data plane: host ", destination.value(), " is not reachable")));
     }
     receiver = it->second.receiver;
     ++it->second.active_calls;
@@ -47,7 +159,7 @@ absl::Status InProcessDataPlane::Push(HostId destination, PieceMessage piece) {
   receiver->ReceivePiece(std::move(piece));
   absl::MutexLock lock(&mu_);
   --endpoints_[destination].active_calls;
-  return absl::OkStatus();
+  return MakeReadyFuture();
 }
 
 absl::StatusOr<hlo::Literal> ExtractPiece(const hlo::Literal& source,
@@ -65,43 +177,23 @@ absl::StatusOr<hlo::Literal> ExtractPiece(const hlo::Literal& source,
         "piece of rank ", dims.size(), " (offsets rank ", offsets.size(),
         ") does not match ", shape.ToString()));
   }
+  bool whole = true;
   for (int64_t d = 0; d < rank; ++d) {
-    if (offsets[d] < 0 || dims[d] < 0 || offsets[d] + dims[d] > shape.dim(d)) {
+    if (offsets[d] < 0 || dims[d] < 0 || offsets[d] > shape.dim(d) - dims[d]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "piece at [", absl::StrJoin(offsets, ","), "] of size [",
           absl::StrJoin(dims, ","), "] does not fit in ", shape.ToString()));
     }
+    whole = whole && offsets[d] == 0 && dims[d] == shape.dim(d);
   }
   hlo::Shape piece_shape(shape.type(),
                          std::vector<int64_t>(dims.begin(), dims.end()));
-  bool whole = true;
-  for (int64_t d = 0; d < rank; ++d) {
-    whole = whole && offsets[d] == 0 && dims[d] == shape.dim(d);
-  }
   if (whole) return source.WithShape(piece_shape);  // Shares storage.
-  hlo::Literal piece(piece_shape);
-  if (piece_shape.ElementCount() == 0) return piece;
-  const int64_t width = hlo::ByteWidth(shape.type());
-  const std::vector<int64_t> source_strides =
-      hlo::RowMajorStrides(shape.dims());
-  // Copy innermost rows: the last dimension is contiguous in both.
-  const int64_t row = rank == 0 ? 1 : dims[rank - 1];
-  const int64_t rows = rank == 0 ? 1 : piece_shape.ElementCount() / row;
-  const auto* src = static_cast<const char*>(source.untyped_data());
-  auto* dst = static_cast<char*>(piece.mutable_untyped_data());
-  std::vector<int64_t> index(rank > 0 ? rank - 1 : 0, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t element = 0;
-    for (int64_t d = 0; d + 1 < rank; ++d) {
-      element += (offsets[d] + index[d]) * source_strides[d];
-    }
-    if (rank > 0) element += offsets[rank - 1];
-    std::memcpy(dst + r * row * width, src + element * width, row * width);
-    for (int64_t d = rank - 2; d >= 0; --d) {
-      if (++index[d] < dims[d]) break;
-      index[d] = 0;
-    }
-  }
+  hlo::Literal piece = hlo::Literal::Uninitialized(piece_shape);
+  const std::vector<int64_t> zeros(rank, 0);
+  CopyBox(static_cast<const std::byte*>(source.untyped_data()), shape.dims(),
+          offsets, static_cast<std::byte*>(piece.mutable_untyped_data()), dims,
+          zeros, dims, hlo::ByteWidth(shape.type()));
   return piece;
 }
 

@@ -40,6 +40,9 @@ class InProcessControlChannel final : public ControlChannel {
   void PeerLost(HostId host, absl::Status status) override {
     worker_->PeerLost(host, std::move(status));
   }
+  void FailBuffers(std::vector<UndeliveredPiece> pieces) override {
+    worker_->FailBuffers(std::move(pieces));
+  }
   void CancelSession(SessionId session, absl::Status status) override {
     worker_->CancelSession(session, std::move(status));
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/data_plane.h"
 
 namespace causeway::worker {
 
@@ -76,40 +77,13 @@ absl::Status CopyPieceInto(const hlo::Literal& piece,
                            hlo::Literal* dest) {
   CW_RETURN_IF_ERROR(ValidatePiece(piece.shape(), offsets, dest->shape()));
   const hlo::Shape& shape = piece.shape();
-  const int64_t elements = shape.ElementCount();
-  if (elements == 0) return absl::OkStatus();
-  const int64_t width = hlo::ByteWidth(shape.type());
-  const auto* src = static_cast<const char*>(piece.untyped_data());
-  auto* dst = static_cast<char*>(dest->mutable_untyped_data());
-  const int64_t rank = shape.rank();
-  if (rank == 0) {
-    std::memcpy(dst, src, static_cast<size_t>(width));
-    return absl::OkStatus();
-  }
-  // The innermost dimensions that the piece spans whole, plus one more, are
-  // contiguous in both: copy them as one run per index of the outer ones.
-  int64_t outer = rank - 1;
-  int64_t run = shape.dim(outer);
-  while (outer > 0 && shape.dim(outer) == dest->shape().dim(outer)) {
-    --outer;
-    run *= shape.dim(outer);
-  }
-  const std::vector<int64_t> strides =
-      hlo::RowMajorStrides(dest->shape().dims());
-  int64_t dst_element = 0;
-  for (int64_t d = 0; d < rank; ++d) dst_element += offsets[d] * strides[d];
-  std::vector<int64_t> index(outer, 0);  // Over dimensions [0, outer).
-  const int64_t runs = elements / run;
-  for (int64_t r = 0; r < runs; ++r) {
-    std::memcpy(dst + dst_element * width, src + r * run * width,
-                static_cast<size_t>(run * width));
-    for (int64_t d = outer - 1; d >= 0; --d) {
-      dst_element += strides[d];
-      if (++index[d] < shape.dim(d)) break;
-      dst_element -= index[d] * strides[d];
-      index[d] = 0;
-    }
-  }
+  if (shape.ElementCount() == 0) return absl::OkStatus();
+  const std::vector<int64_t> zeros(shape.rank(), 0);
+  transport::CopyBox(static_cast<const std::byte*>(piece.untyped_data()),
+                     shape.dims(), zeros,
+                     static_cast<std::byte*>(dest->mutable_untyped_data()),
+                     dest->shape().dims(), offsets, shape.dims(),
+                     hlo::ByteWidth(shape.type()));
   return absl::OkStatus();
 }
 
@@ -124,12 +98,23 @@ struct ObjectStore::Entry {
   absl::Status error;                 // kError only.
   std::optional<hlo::Literal> early;  // Data that came while waiting.
   // Pieces: declared by ExpectPieces. Pieces that come while waiting are
-  // held in `early_pieces` and copied into `assembly` on grant.
+  // held in `early_pieces` and copied into `assembly` on grant. Received
+  // pieces passed the checks; written ones are in the assembly.
   int64_t pieces_expected = 0;
   int64_t pieces_received = 0;
+  int64_t pieces_written = 0;
   int64_t piece_elements = 0;
   std::vector<std::pair<std::vector<int64_t>, hlo::Literal>> early_pieces;
+  // The value being assembled (pieces) or written in place (a whole
+  // value), and its first byte.
   std::optional<hlo::Literal> assembly;
+  std::byte* assembly_data = nullptr;
+  // In-place writes (BeginWrite) not ended yet; `whole_writer` when one
+  // writes the whole value. A failed buffer keeps its assembly in
+  // `detached` until they end.
+  int64_t writers = 0;
+  bool whole_writer = false;
+  std::optional<hlo::Literal> detached;
 };
 
 // Promises to set once the store's lock is released. Declared before the
@@ -242,13 +227,12 @@ void ObjectStore::GrantWaitingLocked(Resolutions& out) {
       entry.early.reset();
       MakeReadyLocked(entry, std::move(value), out);
     } else if (!entry.early_pieces.empty()) {
-      entry.assembly.emplace(entry.shape);
       for (auto& [offsets, piece] : entry.early_pieces) {
-        // Validated when it came.
-        CW_CHECK(CopyPieceInto(piece, offsets, &*entry.assembly).ok());
+        CopyIntoAssemblyLocked(entry, piece, offsets);  // Checked on arrival.
+        ++entry.pieces_written;
       }
       entry.early_pieces.clear();
-      if (entry.pieces_received == entry.pieces_expected) {
+      if (entry.pieces_written == entry.pieces_expected) {
         CompletePiecesLocked(id, entry, out);
       }
     }
@@ -279,7 +263,11 @@ void ObjectStore::FailEntryLocked(BufferId id, Entry& entry, absl::Status error,
   entry.error = error;
   entry.early.reset();
   entry.early_pieces.clear();
+  if (entry.writers > 0 && entry.assembly.has_value()) {
+    entry.detached = std::move(entry.assembly);  // Writers still write there.
+  }
   entry.assembly.reset();
+  entry.assembly_data = nullptr;
   out.Resolve(entry.data, error);
   out.Resolve(entry.reservation, error);
 }
@@ -311,7 +299,8 @@ absl::Status ObjectStore::Fulfill(BufferId id, hlo::Literal value) {
 absl::Status ObjectStore::AcceptValueLocked(BufferId id, Entry& entry,
                                             hlo::Literal value,
                                             Resolutions& out) {
-  if (entry.state == BufferState::kReady || entry.early.has_value()) {
+  if (entry.state == BufferState::kReady || entry.early.has_value() ||
+      entry.whole_writer) {
     return absl::FailedPreconditionError(
         absl::StrCat("buffer ", id.ToString(), " already holds data"));
   }
@@ -384,10 +373,10 @@ absl::Status ObjectStore::WritePiece(BufferId id,
   return status;
 }
 
-absl::Status ObjectStore::AcceptPieceLocked(BufferId id, Entry& entry,
-                                            absl::Span<const int64_t> offsets,
-                                            hlo::Literal piece,
-                                            Resolutions& out) {
+absl::Status ObjectStore::CheckPieceLocked(BufferId id, Entry& entry,
+                                           absl::Span<const int64_t> offsets,
+                                           const hlo::Shape& piece,
+                                           Resolutions& out) {
   if (entry.state == BufferState::kReady) {
     return absl::FailedPreconditionError(
         absl::StrCat("buffer ", id.ToString(), " already holds data"));
@@ -411,14 +400,14 @@ absl::Status ObjectStore::AcceptPieceLocked(BufferId id, Entry& entry,
                             entry.pieces_expected, " pieces it expects")),
                         out);
   }
-  absl::Status valid = ValidatePiece(piece.shape(), offsets, entry.shape);
+  absl::Status valid = ValidatePiece(piece, offsets, entry.shape);
   if (!valid.ok()) {
     return RejectLocked(id, entry,
                         absl::InvalidArgumentError(absl::StrCat(
                             "buffer ", id.ToString(), ": ", valid.message())),
                         out);
   }
-  entry.piece_elements += piece.shape().ElementCount();
+  entry.piece_elements += piece.ElementCount();
   if (entry.piece_elements > entry.shape.ElementCount()) {
     return RejectLocked(
         id, entry,
@@ -429,17 +418,136 @@ absl::Status ObjectStore::AcceptPieceLocked(BufferId id, Entry& entry,
         out);
   }
   ++entry.pieces_received;
+  return absl::OkStatus();
+}
+
+absl::Status ObjectStore::AcceptPieceLocked(BufferId id, Entry& entry,
+                                            absl::Span<const int64_t> offsets,
+                                            hlo::Literal piece,
+                                            Resolutions& out) {
+  CW_RETURN_IF_ERROR(CheckPieceLocked(id, entry, offsets, piece.shape(), out));
   if (entry.state == BufferState::kWaiting) {
     entry.early_pieces.emplace_back(
         std::vector<int64_t>(offsets.begin(), offsets.end()), std::move(piece));
     return absl::OkStatus();
   }
-  if (!entry.assembly.has_value()) entry.assembly.emplace(entry.shape);
-  CW_CHECK(CopyPieceInto(piece, offsets, &*entry.assembly).ok());
-  if (entry.pieces_received == entry.pieces_expected) {
+  CopyIntoAssemblyLocked(entry, piece, offsets);
+  ++entry.pieces_written;
+  if (entry.pieces_written == entry.pieces_expected) {
     CompletePiecesLocked(id, entry, out);
   }
   return absl::OkStatus();
+}
+
+std::byte* ObjectStore::AssemblyLocked(Entry& entry) {
+  if (!entry.assembly.has_value()) {
+    // Every element is written before the buffer is ready (the pieces'
+    // element count is checked), so no zero fill.
+    entry.assembly.emplace(hlo::Literal::Uninitialized(entry.shape));
+    entry.assembly_data =
+        static_cast<std::byte*>(entry.assembly->mutable_untyped_data());
+  }
+  return entry.assembly_data;
+}
+
+void ObjectStore::CopyIntoAssemblyLocked(Entry& entry,
+                                         const hlo::Literal& piece,
+                                         absl::Span<const int64_t> offsets) {
+  const hlo::Shape& shape = piece.shape();
+  if (shape.ElementCount() == 0) return;
+  const std::vector<int64_t> zeros(shape.rank(), 0);
+  // The cached pointer, never mutable_untyped_data() again: in-place writers
+  // may share the assembly's storage.
+  transport::CopyBox(static_cast<const std::byte*>(piece.untyped_data()),
+                     shape.dims(), zeros, AssemblyLocked(entry),
+                     entry.shape.dims(), offsets, shape.dims(),
+                     hlo::ByteWidth(shape.type()));
+}
+
+absl::StatusOr<std::byte*> ObjectStore::BeginWrite(
+    BufferId id, absl::Span<const int64_t> offsets, const hlo::Shape& piece) {
+  Resolutions out;
+  absl::MutexLock lock(&mu_);
+  Entry* found = FindLocked(id);
+  if (found == nullptr) return NotFoundError(id);
+  Entry& entry = *found;
+  std::byte* data = nullptr;
+  if (entry.pieces_expected == 0) {
+    // The whole value, written where it will stay.
+    if (entry.state == BufferState::kReady || entry.early.has_value() ||
+        entry.whole_writer) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("buffer ", id.ToString(), " already holds data"));
+    }
+    if (entry.state == BufferState::kError) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "buffer ", id.ToString(), " has failed: ", entry.error.ToString()));
+    }
+    const bool at_origin =
+        std::all_of(offsets.begin(), offsets.end(),
+                    [](int64_t offset) { return offset == 0; });
+    if (!piece.Compatible(entry.shape) || !at_origin) {
+      absl::Status rejected = RejectLocked(
+          id, entry,
+          absl::InvalidArgumentError(absl::StrCat(
+              "buffer ", id.ToString(), " was reserved as ",
+              ShapeText(entry.shape), " but was given ", ShapeText(piece),
+              " at [", absl::StrJoin(offsets, ","), "]")),
+          out);
+      GrantWaitingLocked(out);
+      return rejected;
+    }
+    entry.whole_writer = true;
+    data = AssemblyLocked(entry);
+  } else {
+    if (entry.state == BufferState::kWaiting) {
+      return absl::UnavailableError(absl::StrCat(
+          "buffer ", id.ToString(), " is still waiting for memory"));
+    }
+    absl::Status checked = CheckPieceLocked(id, entry, offsets, piece, out);
+    if (!checked.ok()) {
+      GrantWaitingLocked(out);
+      return checked;
+    }
+    data = AssemblyLocked(entry);
+  }
+  ++entry.writers;
+  ++entry.refs;
+  return data;
+}
+
+void ObjectStore::EndWrite(BufferId id, absl::Status written) {
+  Resolutions out;
+  absl::MutexLock lock(&mu_);
+  Entry* found = FindLocked(id);
+  CW_CHECK(found != nullptr) << "EndWrite without BeginWrite";  // It holds a ref.
+  Entry& entry = *found;
+  --entry.writers;
+  const bool live = entry.state == BufferState::kWaiting ||
+                    entry.state == BufferState::kReserved;
+  if (!written.ok()) {
+    RejectLocked(id, entry, std::move(written), out).IgnoreError();
+  } else if (entry.whole_writer) {
+    if (live) {
+      hlo::Literal value = std::move(*entry.assembly);
+      entry.assembly.reset();
+      entry.assembly_data = nullptr;
+      if (entry.state == BufferState::kWaiting) {
+        entry.early = std::move(value);  // Ready on grant.
+      } else {
+        MakeReadyLocked(entry, std::move(value), out);
+      }
+    }
+  } else if (live) {
+    ++entry.pieces_written;
+    if (entry.pieces_written == entry.pieces_expected) {
+      CompletePiecesLocked(id, entry, out);
+    }
+  }
+  if (entry.pieces_expected == 0) entry.whole_writer = false;
+  if (entry.writers == 0) entry.detached.reset();
+  ReleaseLocked(id, entry, out);  // May remove the entry.
+  GrantWaitingLocked(out);
 }
 
 void ObjectStore::CompletePiecesLocked(BufferId id, Entry& entry,
@@ -453,9 +561,10 @@ void ObjectStore::CompletePiecesLocked(BufferId id, Entry& entry,
                     out);
     return;
   }
-  if (!entry.assembly.has_value()) entry.assembly.emplace(entry.shape);
+  AssemblyLocked(entry);  // A buffer of no elements has none yet.
   hlo::Literal value = std::move(*entry.assembly);
   entry.assembly.reset();
+  entry.assembly_data = nullptr;
   MakeReadyLocked(entry, std::move(value), out);
 }
 
@@ -498,19 +607,23 @@ absl::Status ObjectStore::Release(BufferId id) {
   absl::MutexLock lock(&mu_);
   Entry* entry = FindLocked(id);
   if (entry == nullptr) return NotFoundError(id);
-  if (--entry->refs > 0) return absl::OkStatus();
-  if (entry->state == BufferState::kReady) {
-    used_bytes_ -= entry->bytes;
+  ReleaseLocked(id, *entry, out);
+  GrantWaitingLocked(out);
+  return absl::OkStatus();
+}
+
+void ObjectStore::ReleaseLocked(BufferId id, Entry& entry, Resolutions& out) {
+  if (--entry.refs > 0) return;
+  if (entry.state == BufferState::kReady) {
+    used_bytes_ -= entry.bytes;
   } else {
     FailEntryLocked(
-        id, *entry,
+        id, entry,
         absl::CancelledError(absl::StrCat(
             "buffer ", id.ToString(), " was released before its data arrived")),
         out);
   }
   entries_.erase(id);
-  GrantWaitingLocked(out);
-  return absl::OkStatus();
 }
 
 void ObjectStore::FailAll(absl::Status error) {
@@ -575,8 +688,11 @@ std::string ObjectStore::DebugString() const {
                     " ", ShapeText(entry->shape), " ", entry->bytes,
                     " B, refs ", entry->refs);
     if (entry->pieces_expected > 0 && entry->state != BufferState::kReady) {
-      absl::StrAppend(&text, ", pieces ", entry->pieces_received, "/",
+      absl::StrAppend(&text, ", pieces ", entry->pieces_written, "/",
                       entry->pieces_expected);
+    }
+    if (entry->writers > 0) {
+      absl::StrAppend(&text, ", ", entry->writers, " being written");
     }
     if (entry->state == BufferState::kError) {
       absl::StrAppend(&text, ", ", entry->error.ToString());

@@ -118,6 +118,23 @@ class ObjectStore {
   absl::Status WritePiece(BufferId id, absl::Span<const int64_t> offsets,
                           hlo::Literal piece);
 
+  // Writing one piece in place: a network data plane reads its bytes
+  // straight into the buffer's memory. BeginWrite checks the piece as
+  // Fulfill (a piece covering the whole buffer, for a buffer that expects
+  // no pieces) or WritePiece would, and returns the first byte of the
+  // buffer's memory (row-major, its reserved shape); EndWrite(id, OK) then
+  // counts the piece as written (the buffer may become ready), an error
+  // fails the buffer. Between the two the memory stays valid, whatever
+  // happens to the buffer, and the entry stays (BeginWrite holds a
+  // reference, EndWrite drops it). Pieces need the buffer's memory granted
+  // (Unavailable while it waits: write them with WritePiece); a whole value
+  // may be written while it waits. Other errors as for Fulfill and
+  // WritePiece, and a rejected piece fails the buffer.
+  absl::StatusOr<std::byte*> BeginWrite(BufferId id,
+                                        absl::Span<const int64_t> offsets,
+                                        const hlo::Shape& piece);
+  void EndWrite(BufferId id, absl::Status written);
+
   // Puts a waiting or reserved buffer in error with `error` (not OK, CHECK):
   // its readers (and a waiting reservation's future) get `error`, and its
   // memory is freed at once. OK if the buffer had already failed (the first
@@ -161,6 +178,20 @@ class ObjectStore {
   absl::Status AcceptPieceLocked(BufferId id, Entry& entry,
                                  absl::Span<const int64_t> offsets,
                                  hlo::Literal piece, Resolutions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checks WritePiece and BeginWrite share; counts the piece as
+  // received.
+  absl::Status CheckPieceLocked(BufferId id, Entry& entry,
+                                absl::Span<const int64_t> offsets,
+                                const hlo::Shape& piece, Resolutions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The memory pieces are assembled in, made on first use.
+  std::byte* AssemblyLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CopyIntoAssemblyLocked(Entry& entry, const hlo::Literal& piece,
+                              absl::Span<const int64_t> offsets)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops one reference; the last removes the entry.
+  void ReleaseLocked(BufferId id, Entry& entry, Resolutions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompletePiecesLocked(BufferId id, Entry& entry, Resolutions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -22,12 +22,16 @@ using transport::DeviceInfo;
 using transport::ExtractPiece;
 using transport::LaunchOp;
 using transport::LoadProgramRequest;
+using transport::BoxRuns;
+using transport::PieceHeader;
 using transport::PieceMessage;
 using transport::PieceOrigin;
+using transport::PieceWriter;
 using transport::ProgramId;
 using transport::PutBufferRequest;
 using transport::ReceiveSpec;
 using transport::SendSpec;
+using transport::UndeliveredPiece;
 using transport::WorkerBatch;
 using transport::WorkerStatus;
 
@@ -42,18 +46,42 @@ bool HasCollectives(const hlo::Module& module) {
   return false;
 }
 
-std::string DescribeOrigins(const std::vector<PieceOrigin>& origins) {
-  std::vector<std::string> parts;
-  for (const PieceOrigin& origin : origins) {
-    parts.push_back(origin.description.empty()
-                        ? absl::StrCat("device ", origin.device.value(),
-                                       " (host ", origin.host.value(), ")")
-                        : origin.description);
-  }
-  return absl::StrJoin(parts, ", ");
+std::string DescribeOrigin(const PieceOrigin& origin) {
+  return origin.description.empty()
+             ? absl::StrCat("device ", origin.device.value(), " (host ",
+                            origin.host.value(), ")")
+             : origin.description;
 }
 
 }  // namespace
+
+struct Worker::PushReports {
+  trace::EventSink* events;
+  transport::WorkerListener* listener;
+
+  absl::Mutex mu;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  int64_t running ABSL_GUARDED_BY(mu) = 0;
+
+  bool Enter() {
+    absl::MutexLock lock(&mu);
+    if (stopped) return false;
+    ++running;
+    return true;
+  }
+  void Exit() {
+    absl::MutexLock lock(&mu);
+    --running;
+  }
+  void Stop() {
+    absl::MutexLock lock(&mu);
+    stopped = true;
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return running == 0;
+    };
+    mu.Await(absl::Condition(&idle));
+  }
+};
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
   if (options.devices.empty()) {
@@ -89,6 +117,9 @@ Worker::Worker(WorkerOptions options)
   }
   transfers_ = std::make_unique<ThreadPool>(
       absl::StrCat("xfer", options_.host.value()), 1);
+  reports_ = std::make_shared<PushReports>();
+  reports_->events = events_;
+  reports_->listener = options_.listener;
 }
 
 Worker::~Worker() { Stop(); }
@@ -159,11 +190,7 @@ void Worker::Dispatch(WorkerBatch batch) {
   for (const ReceiveSpec& receive : batch.receives) SetUpReceive(receive);
   for (LaunchOp& launch : batch.launches) EnqueueLaunch(std::move(launch));
   for (SendSpec& send : batch.sends) ArmSend(std::move(send));
-  for (const DeviceBuffer& release : batch.releases) {
-    if (Device* device = FindDevice(release.device)) {
-      device->store().Release(release.buffer).IgnoreError();
-    }
-  }
+  ReleaseBuffers(std::move(batch.releases));
   Exit();
 }
 
@@ -179,6 +206,24 @@ void Worker::SetUpReceive(const ReceiveSpec& spec) {
   store.Reserve(spec.buffer, spec.shape);
   // ... and the receive's own, dropped when the last piece is in.
   if (!store.AddRef(spec.buffer).ok()) return;
+  PendingReceive pending;
+  pending.whole = spec.whole;
+  pending.shape = spec.shape;
+  for (const PieceOrigin& origin : spec.pieces) {
+    if (!pending.pieces.emplace(origin.transfer_id, ExpectedPiece{origin})
+             .second) {
+      store
+          .Fail(spec.buffer,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "the receive of ", spec.buffer.ToString(), " on device ",
+                    spec.device.value(), " lists transfer ",
+                    origin.transfer_id, " twice")))
+          .IgnoreError();
+      store.Release(spec.buffer).IgnoreError();
+      return;
+    }
+  }
+  pending.unresolved = static_cast<int64_t>(pending.pieces.size());
   if (!spec.whole) {
     store
         .ExpectPieces(spec.buffer, static_cast<int64_t>(spec.pieces.size() +
@@ -191,27 +236,25 @@ void Worker::SetUpReceive(const ReceiveSpec& spec) {
           .IgnoreError();
     }
   }
+  if (spec.pieces.empty()) {
+    // Nothing will come (the zero fill was all of it).
+    store.Release(spec.buffer).IgnoreError();
+    return;
+  }
   const BufferKey key(spec.device, spec.buffer);
   std::vector<PieceMessage> early;
   {
     absl::MutexLock lock(&mu_);
-    if (spec.pieces.empty()) {
-      // Nothing will come (the zero fill was all of it).
+    if (!pending_receives_.emplace(key, std::move(pending)).second) {
+      CW_LOG(ERROR) << "receive of " << spec.buffer.ToString()
+                    << " on device " << spec.device << " announced twice";
     } else {
-      PendingReceive& pending = pending_receives_[key];
-      pending.remaining = static_cast<int64_t>(spec.pieces.size());
-      pending.whole = spec.whole;
-      pending.origins = spec.pieces;
       auto [first, last] = early_pieces_.equal_range(key);
       for (auto it = first; it != last; ++it) {
         early.push_back(std::move(it->second));
       }
       early_pieces_.erase(first, last);
     }
-  }
-  if (spec.pieces.empty()) {
-    store.Release(spec.buffer).IgnoreError();
-    return;
   }
   for (PieceMessage& piece : early) AcceptPiece(std::move(piece));
 }
@@ -222,6 +265,12 @@ void Worker::ReceivePiece(PieceMessage piece) {
   Exit();
 }
 
+void Worker::ForgetLocked(std::map<BufferKey, PendingReceive>::iterator it) {
+  // Anything still held for it came twice.
+  early_pieces_.erase(it->first);
+  pending_receives_.erase(it);
+}
+
 void Worker::AcceptPiece(PieceMessage piece) {
   Device* device = FindDevice(piece.destination_device);
   if (device == nullptr) {
@@ -230,9 +279,10 @@ void Worker::AcceptPiece(PieceMessage piece) {
     return;
   }
   const BufferKey key(piece.destination_device, piece.destination);
-  bool last = false;
   bool already_failed = false;
   bool whole = false;
+  bool release = false;  // Drop the receive's reference (once, by whoever
+                         // fails the buffer or brings its last piece).
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_receives_.find(key);
@@ -241,11 +291,24 @@ void Worker::AcceptPiece(PieceMessage piece) {
       return;
     }
     PendingReceive& pending = it->second;
+    auto expected = pending.pieces.find(piece.transfer_id);
+    if (expected == pending.pieces.end() ||
+        expected->second.state != PieceState::kWaiting) {
+      // Accounted for already (a duplicate, or reported undelivered by a
+      // sender whose piece did arrive), or no piece of this receive.
+      return;
+    }
     already_failed = pending.failed;
     whole = pending.whole;
-    if (!piece.data.ok()) pending.failed = true;
-    last = --pending.remaining <= 0;
-    if (last) pending_receives_.erase(it);
+    if (!piece.data.ok() && !pending.failed) {
+      pending.failed = true;
+      release = true;
+    }
+    expected->second.state = PieceState::kDone;
+    if (--pending.unresolved == 0) {
+      if (!pending.failed) release = true;
+      ForgetLocked(it);
+    }
   }
   if (already_failed) return;  // Its reference is gone already.
   ObjectStore& store = device->store();
@@ -259,14 +322,208 @@ void Worker::AcceptPiece(PieceMessage piece) {
     written = store.WritePiece(piece.destination, piece.offsets,
                                *std::move(piece.data));
   }
-  if (!written.ok() && !last) {
-    // The buffer failed (the store fails it on a rejected write): later
-    // pieces are dropped.
+  if (!written.ok() && !release) {
+    // The store failed the buffer on the rejected write: later pieces are
+    // dropped.
     absl::MutexLock lock(&mu_);
     auto it = pending_receives_.find(key);
-    if (it != pending_receives_.end()) it->second.failed = true;
+    if (it != pending_receives_.end() && !it->second.failed) {
+      it->second.failed = true;
+      release = true;
+    }
   }
-  if (!written.ok() || last) store.Release(piece.destination).IgnoreError();
+  if (release) store.Release(piece.destination).IgnoreError();
+}
+
+absl::StatusOr<std::unique_ptr<PieceWriter>> Worker::BeginPiece(
+    const PieceHeader& header) {
+  if (!Enter()) return StoppedError();
+  auto begin = [&]() -> absl::StatusOr<std::unique_ptr<PieceWriter>> {
+    Device* device = FindDevice(header.destination_device);
+    if (device == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("piece for device ", header.destination_device.value(),
+                       " on host ", options_.host.value(), ", which lacks it"));
+    }
+    const BufferKey key(header.destination_device, header.destination);
+    const uint64_t transfer = header.transfer_id;
+    bool release = false;
+    std::vector<int64_t> buffer_dims;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pending_receives_.find(key);
+      if (it == pending_receives_.end()) return nullptr;  // Not announced.
+      PendingReceive& pending = it->second;
+      auto expected = pending.pieces.find(transfer);
+      if (expected == pending.pieces.end() ||
+          expected->second.state != PieceState::kWaiting) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "transfer ", transfer, " to ", header.destination.ToString(),
+            " is accounted for already"));
+      }
+      if (pending.failed) {
+        // Its bytes are of no use: count the piece, drop them.
+        expected->second.state = PieceState::kDone;
+        if (--pending.unresolved == 0) ForgetLocked(it);
+        return absl::FailedPreconditionError(absl::StrCat(
+            header.destination.ToString(), " has failed already"));
+      }
+      expected->second.state = PieceState::kWriting;
+      buffer_dims = pending.shape.dims();
+    }
+    ObjectStore& store = device->store();
+    absl::StatusOr<std::byte*> base =
+        store.BeginWrite(header.destination, header.offsets, header.shape);
+    if (!base.ok()) {
+      bool through_literal = false;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = pending_receives_.find(key);
+        if (it != pending_receives_.end()) {
+          PendingReceive& pending = it->second;
+          auto expected = pending.pieces.find(transfer);
+          if (expected != pending.pieces.end() &&
+              expected->second.state == PieceState::kWriting) {
+            if (base.status().code() == absl::StatusCode::kUnavailable) {
+              // Its memory is not granted yet: it comes as a literal.
+              expected->second.state = PieceState::kWaiting;
+              through_literal = true;
+            } else {
+              // The store refused the piece and failed the buffer.
+              expected->second.state = PieceState::kDone;
+              if (!pending.failed) {
+                pending.failed = true;
+                release = true;
+              }
+              if (--pending.unresolved == 0) ForgetLocked(it);
+            }
+          }
+        }
+      }
+      if (release) store.Release(header.destination).IgnoreError();
+      if (through_literal) return nullptr;
+      return base.status();
+    }
+    return std::make_unique<PieceWriter>(
+        *base,
+        BoxRuns(buffer_dims, header.offsets, header.shape.dims(),
+                hlo::ByteWidth(header.shape.type())),
+        [this, key, transfer](absl::Status written) {
+          FinishPiece(key, transfer, std::move(written));
+        });
+  };
+  absl::StatusOr<std::unique_ptr<PieceWriter>> writer = begin();
+  Exit();
+  return writer;
+}
+
+void Worker::FinishPiece(BufferKey key, uint64_t transfer,
+                         absl::Status written) {
+  ObjectStore& store = FindDevice(key.first)->store();
+  store.EndWrite(key.second, written);
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_receives_.find(key);
+    if (it == pending_receives_.end()) return;
+    PendingReceive& pending = it->second;
+    auto expected = pending.pieces.find(transfer);
+    if (expected == pending.pieces.end() ||
+        expected->second.state != PieceState::kWriting) {
+      return;  // Accounted for meanwhile (its host was lost).
+    }
+    if (written.ok()) {
+      expected->second.state = PieceState::kDone;
+      if (--pending.unresolved == 0) {
+        if (!pending.failed) release = true;
+        ForgetLocked(it);
+      }
+    } else {
+      // Lost on the way: its sender reports it undelivered, or its host is
+      // declared lost; either accounts for it.
+      expected->second.state = PieceState::kWaiting;
+      if (!pending.failed) {
+        pending.failed = true;
+        release = true;
+      }
+    }
+  }
+  if (release) store.Release(key.second).IgnoreError();
+}
+
+void Worker::FailReceivesFrom(HostId host, const absl::Status& status,
+                              bool resolve) {
+  struct Lost {
+    BufferKey key;
+    std::string origins;
+  };
+  std::vector<Lost> lost;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = pending_receives_.begin(); it != pending_receives_.end();) {
+      PendingReceive& pending = it->second;
+      std::vector<std::string> origins;
+      bool from_host = false;
+      for (auto& [transfer, piece] : pending.pieces) {
+        if (piece.state == PieceState::kDone) continue;
+        origins.push_back(DescribeOrigin(piece.origin));
+        if (piece.origin.host != host) continue;
+        from_host = true;
+        if (resolve) {
+          piece.state = PieceState::kDone;
+          --pending.unresolved;
+        }
+      }
+      if (from_host && !pending.failed) {
+        pending.failed = true;
+        lost.push_back({it->first, absl::StrJoin(origins, ", ")});
+      }
+      if (pending.unresolved == 0) {
+        auto done = it++;
+        ForgetLocked(done);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Lost& receive : lost) {
+    ObjectStore& store = FindDevice(receive.key.first)->store();
+    store
+        .Fail(receive.key.second,
+              absl::Status(status.code(),
+                           absl::StrCat(status.message(), "; ",
+                                        receive.key.second.ToString(),
+                                        " was to receive data from ",
+                                        receive.origins)))
+        .IgnoreError();
+    store.Release(receive.key.second).IgnoreError();
+  }
+}
+
+void Worker::ConnectionLost(HostId peer, absl::Status status) {
+  if (!Enter()) return;
+  // The peer may still be alive: its pieces still come, or are reported.
+  FailReceivesFrom(peer, status, /*resolve=*/false);
+  Exit();
+}
+
+void Worker::FailBuffers(std::vector<UndeliveredPiece> pieces) {
+  if (!Enter()) return;
+  for (UndeliveredPiece& undelivered : pieces) {
+    PieceMessage piece;
+    piece.transfer_id = undelivered.transfer_id;
+    piece.source_device = undelivered.source_device;
+    piece.source_host = undelivered.source_host;
+    piece.destination_device = undelivered.destination.device;
+    piece.destination = undelivered.destination.buffer;
+    piece.data = undelivered.status.ok()
+                     ? absl::DataLossError(absl::StrCat(
+                           "transfer ", undelivered.transfer_id,
+                           " was not delivered"))
+                     : std::move(undelivered.status);
+    AcceptPiece(std::move(piece));
+  }
+  Exit();
 }
 
 void Worker::EnqueueLaunch(LaunchOp op) {
@@ -350,10 +607,37 @@ void Worker::Send(const SendSpec& spec,
   event.description = absl::StrCat(spec.source.ToString(), " -> ",
                                    spec.destination.ToString());
   events_->TransferStarted(event);
-  absl::Status pushed =
-      options_.data_plane->Push(spec.destination_host, std::move(piece));
-  event.time = absl::Now();
-  events_->TransferFinished(event, pushed);
+  UndeliveredPiece report;
+  report.transfer_id = spec.transfer_id;
+  report.source_host = options_.host;
+  report.source_device = spec.device;
+  report.destination_host = spec.destination_host;
+  report.destination = DeviceBuffer{spec.destination_device, spec.destination};
+  // Resolves on a data-plane thread once the destination took the piece,
+  // or if it never will: then the head must fail the destination.
+  options_.data_plane->Push(spec.destination_host, std::move(piece))
+      .OnReady(InlineExecutor::Instance(),
+               [reports = reports_, event, report = std::move(report)](
+                   const absl::Status& pushed) mutable {
+                 if (!reports->Enter()) return;
+                 event.time = absl::Now();
+                 reports->events->TransferFinished(event, pushed);
+                 if (!pushed.ok()) {
+                   report.status = absl::DataLossError(absl::StrCat(
+                       "transfer ", report.transfer_id, " from device ",
+                       report.source_device.value(), " (host ",
+                       report.source_host.value(), ") to ",
+                       report.destination.buffer.ToString(), " on device ",
+                       report.destination.device.value(), " (host ",
+                       report.destination_host.value(),
+                       ") was not delivered: ", pushed.message()));
+                   CW_LOG(WARNING) << report.status.message();
+                   if (reports->listener != nullptr) {
+                     reports->listener->OnPushFailed(report);
+                   }
+                 }
+                 reports->Exit();
+               });
 }
 
 Future<> Worker::PutBuffer(PutBufferRequest request) {
@@ -408,6 +692,13 @@ void Worker::ReleaseBuffers(std::vector<DeviceBuffer> buffers) {
       device->store().Release(buffer.buffer).IgnoreError();
     }
   }
+  {
+    // The head is done with them: nothing held for them is wanted.
+    absl::MutexLock lock(&mu_);
+    for (const DeviceBuffer& buffer : buffers) {
+      early_pieces_.erase(BufferKey(buffer.device, buffer.buffer));
+    }
+  }
   Exit();
 }
 
@@ -419,42 +710,8 @@ void Worker::CancelSession(SessionId session, absl::Status status) {
 
 void Worker::PeerLost(HostId host, absl::Status status) {
   if (!Enter()) return;
-  struct Lost {
-    BufferKey key;
-    bool failed;
-    std::string origins;
-  };
-  std::vector<Lost> lost;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto it = pending_receives_.begin(); it != pending_receives_.end();) {
-      const std::vector<PieceOrigin>& origins = it->second.origins;
-      const bool from_host =
-          std::any_of(origins.begin(), origins.end(),
-                      [&](const PieceOrigin& o) { return o.host == host; });
-      if (!from_host) {
-        ++it;
-        continue;
-      }
-      lost.push_back({it->first, it->second.failed,
-                      DescribeOrigins(it->second.origins)});
-      it = pending_receives_.erase(it);
-    }
-  }
-  for (const Lost& receive : lost) {
-    Device* device = FindDevice(receive.key.first);
-    if (!receive.failed) {
-      device->store()
-          .Fail(receive.key.second,
-                absl::Status(status.code(),
-                             absl::StrCat(status.message(), "; ",
-                                          receive.key.second.ToString(),
-                                          " was to receive data from ",
-                                          receive.origins)))
-          .IgnoreError();
-      device->store().Release(receive.key.second).IgnoreError();
-    }
-  }
+  // The host is gone for good: its pieces will never come.
+  FailReceivesFrom(host, status, /*resolve=*/true);
   for (auto& [id, device] : devices_) {
     device->AbandonLaunchesOnHost(host, status);
   }
@@ -478,10 +735,16 @@ Future<WorkerStatus> Worker::GetStatus() {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, pending] : pending_receives_) {
       if (pending.failed) continue;
+      std::vector<std::string> origins;
+      for (const auto& [transfer, piece] : pending.pieces) {
+        if (piece.state != PieceState::kDone) {
+          origins.push_back(DescribeOrigin(piece.origin));
+        }
+      }
       status.pending_receives.push_back(absl::StrCat(
           key.second.ToString(), " on device ", key.first.value(), ": ",
-          pending.remaining, " piece", pending.remaining == 1 ? "" : "s",
-          " to come from ", DescribeOrigins(pending.origins)));
+          pending.unresolved, " piece", pending.unresolved == 1 ? "" : "s",
+          " to come from ", absl::StrJoin(origins, ", ")));
     }
   }
   Exit();
@@ -501,8 +764,10 @@ void Worker::Stop() {
   const absl::Status lost = absl::DataLossError(
       absl::StrCat("host ", options_.host.value(), " stopped"));
   for (auto& [id, device] : devices_) device->Stop(lost);
-  // Sends armed on buffers that just failed drain here (and push nothing).
+  // Sends armed on buffers that just failed drain here (and push nothing);
+  // pushes that ended meanwhile have reported.
   transfers_.reset();
+  reports_->Stop();  // No push reports from now on.
   absl::MutexLock lock(&mu_);
   pending_receives_.clear();
   early_pieces_.clear();

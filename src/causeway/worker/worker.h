@@ -9,6 +9,13 @@
 // its piece through the data plane as soon as its source buffer is ready (or
 // pushes the source's error, so the destination fails instead of waiting).
 //
+// Pieces (docs/data_plane.md): a receive knows each of its pieces by the
+// transfer that sends it, and counts each exactly once: arrived (as a
+// literal or written in place), reported undelivered by its sender
+// (FailBuffers), or lost with its host (PeerLost). A piece that cannot be
+// pushed is reported to the head (WorkerListener::OnPushFailed), which
+// fails its destination.
+//
 // Thread-safe. Every method returns promptly: waiting happens on the device
 // threads and the worker's transfer thread. Futures it returns resolve on
 // worker threads; attach continuations with an executor of your own, not
@@ -73,12 +80,16 @@ class Worker final : public transport::WorkerService,
   Future<hlo::Literal> FetchBuffer(transport::DeviceBuffer buffer) override;
   void ReleaseBuffers(std::vector<transport::DeviceBuffer> buffers) override;
   void PeerLost(HostId host, absl::Status status) override;
+  void FailBuffers(std::vector<transport::UndeliveredPiece> pieces) override;
   void CancelSession(SessionId session, absl::Status status) override;
   Future<> Heartbeat() override;
   Future<transport::WorkerStatus> GetStatus() override;
 
-  // The data plane delivers pieces here.
+  // --- transport::PieceReceiver: the data plane delivers pieces here. ---
   void ReceivePiece(transport::PieceMessage piece) override;
+  absl::StatusOr<std::unique_ptr<transport::PieceWriter>> BeginPiece(
+      const transport::PieceHeader& header) override;
+  void ConnectionLost(HostId peer, absl::Status status) override;
 
   // Stops the host as a crash would, minus the mess: its devices stop after
   // the op they run (queued ops are dropped), every buffer becomes
@@ -88,15 +99,26 @@ class Worker final : public transport::WorkerService,
   bool stopped() const;
 
  private:
-  // A receive still waiting for pieces. It holds a reference to its buffer
-  // so that late pieces find it even if the owner let go.
+  enum class PieceState { kWaiting, kWriting, kDone };
+  struct ExpectedPiece {
+    transport::PieceOrigin origin;
+    PieceState state = PieceState::kWaiting;
+  };
+  // A receive still waiting for pieces, by transfer id. It holds a
+  // reference to its buffer, so that late pieces find it even if the owner
+  // let go; the reference goes when the buffer fails or its last piece is
+  // in. The receive is forgotten once every piece is accounted for.
   struct PendingReceive {
-    int64_t remaining = 0;
+    hlo::Shape shape;
     bool whole = false;
-    bool failed = false;  // A piece failed; the reference is gone.
-    std::vector<transport::PieceOrigin> origins;
+    bool failed = false;  // The buffer failed; the reference is gone.
+    std::map<uint64_t, ExpectedPiece> pieces;
+    int64_t unresolved = 0;  // Pieces not kDone.
   };
   using BufferKey = std::pair<DeviceId, BufferId>;
+  // Lets push continuations, which run on data-plane threads, report until
+  // the worker stops (and never after: Stop waits for those running).
+  struct PushReports;
 
   explicit Worker(WorkerOptions options);
 
@@ -112,14 +134,25 @@ class Worker final : public transport::WorkerService,
   void ArmSend(transport::SendSpec spec);
   void Send(const transport::SendSpec& spec,
             const absl::StatusOr<hlo::Literal>& source);
-  // Writes one piece into a pending receive (the caller removed nothing).
+  // Writes one piece (data or an error) into its pending receive, or holds
+  // it until the receive is announced.
   void AcceptPiece(transport::PieceMessage piece);
+  // An in-place write of piece `transfer` of `key` ended.
+  void FinishPiece(BufferKey key, uint64_t transfer, absl::Status written);
+  // Forgets a receive whose pieces are all accounted for.
+  void ForgetLocked(std::map<BufferKey, PendingReceive>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every receive that still waits for a piece from `host` with
+  // `status`; with `resolve`, those pieces count as accounted for (the host
+  // is gone: they will never come).
+  void FailReceivesFrom(HostId host, const absl::Status& status, bool resolve);
 
   const WorkerOptions options_;
   trace::EventSink* const events_;
   std::map<DeviceId, std::unique_ptr<Device>> devices_;  // Fixed at Create.
   // Pushes pieces out once their sources are ready.
   std::unique_ptr<ThreadPool> transfers_;
+  std::shared_ptr<PushReports> reports_;
 
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,6 +1,8 @@
 #include "causeway/worker/worker.h"
 
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,12 +21,17 @@ using transport::InProcessDataPlane;
 using transport::InProcessLaunchCollectives;
 using transport::LaunchOp;
 using transport::LoadProgramRequest;
+using transport::DeviceBuffer;
 using transport::OpDone;
+using transport::PieceHeader;
+using transport::PieceMessage;
 using transport::PieceOrigin;
+using transport::PieceWriter;
 using transport::ProgramId;
 using transport::ReceiveSpec;
 using transport::SendSpec;
 using transport::Topology;
+using transport::UndeliveredPiece;
 using transport::WorkerBatch;
 using transport::WorkerListener;
 namespace {
@@ -74,10 +81,26 @@ class RecordingListener : public WorkerListener {
     absl::MutexLock lock(&mu_);
     return done_;
   }
+  void OnPushFailed(const UndeliveredPiece& piece) override {
+    absl::MutexLock lock(&mu_);
+    undelivered_.push_back(piece);
+  }
+  // The first failed push, once there is one (nullopt after 30 s).
+  std::optional<UndeliveredPiece> AwaitPushFailure() {
+    absl::MutexLock lock(&mu_);
+    auto some = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !undelivered_.empty();
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&some), absl::Seconds(30))) {
+      return std::nullopt;
+    }
+    return undelivered_.front();
+  }
 
  private:
   absl::Mutex mu_;
   std::vector<OpDone> done_;
+  std::vector<UndeliveredPiece> undelivered_;
 };
 
 // One island, two hosts with two devices each: host 0 has devices 0 and 1,
@@ -146,6 +169,52 @@ class WorkerTest : public ::testing::Test {
         .AwaitFor(absl::Seconds(30));
   }
 
+  // Announces on `device` a receive of array `array` (shard 0) of `shape`
+  // from `origins`.
+  void Receive(int64_t device, uint64_t array, const Shape& shape,
+               std::vector<PieceOrigin> origins, bool whole) {
+    WorkerBatch batch;
+    batch.receives.push_back(ReceiveSpec{DeviceId(device),
+                                         BufferId{ArrayHandle(array), 0}, shape,
+                                         std::move(origins), {}, whole});
+    worker(device / 2).Dispatch(std::move(batch));
+  }
+
+  // A piece of transfer `transfer` from device `source` to array `array`
+  // (shard 0) on `device`.
+  static PieceMessage Piece(uint64_t transfer, int64_t source, int64_t device,
+                            uint64_t array, std::vector<int64_t> offsets,
+                            absl::StatusOr<Literal> data) {
+    PieceMessage piece;
+    piece.transfer_id = transfer;
+    piece.source_device = DeviceId(source);
+    piece.source_host = HostId(source / 2);
+    piece.destination_device = DeviceId(device);
+    piece.destination = BufferId{ArrayHandle(array), 0};
+    piece.offsets = std::move(offsets);
+    piece.data = std::move(data);
+    return piece;
+  }
+
+  static PieceHeader HeaderOf(const PieceMessage& piece, const Shape& shape) {
+    PieceHeader header;
+    header.transfer_id = piece.transfer_id;
+    header.source_device = piece.source_device;
+    header.source_host = piece.source_host;
+    header.destination_device = piece.destination_device;
+    header.destination = piece.destination;
+    header.offsets = piece.offsets;
+    header.whole = piece.whole;
+    header.shape = shape;
+    return header;
+  }
+
+  std::vector<std::string> PendingReceives(int64_t host) {
+    auto status = worker(host).GetStatus().Await();
+    CW_CHECK(status.ok()) << status.status();
+    return status->pending_receives;
+  }
+
   static LaunchOp Launch(int64_t device, uint64_t seq, ProgramId program,
                          std::string name, int64_t partition,
                          int64_t partitions, std::vector<uint64_t> inputs,
@@ -206,7 +275,7 @@ TEST_F(WorkerTest, ConsumerOnAnotherHostIsEnqueuedBeforeItsProducerRuns) {
   WorkerBatch consumer;
   consumer.receives.push_back(ReceiveSpec{
       DeviceId(2), BufferId{ArrayHandle(11), 0}, f2,
-      {PieceOrigin{DeviceId(0), HostId(0), "device 0"}}, {}, true});
+      {PieceOrigin{7, DeviceId(0), HostId(0), "device 0"}}, {}, true});
   LaunchOp twice =
       Launch(2, 1, ProgramId(2), "double", 0, 1, {11}, {12}, f2, 0);
   twice.inputs[0].release_after_use = true;
@@ -233,14 +302,14 @@ TEST_F(WorkerTest, PiecesOfTwoSourceShardsAssembleOneDestinationBuffer) {
   WorkerBatch receive;
   receive.receives.push_back(
       ReceiveSpec{DeviceId(3), BufferId{ArrayHandle(21), 0}, f4,
-                  {PieceOrigin{DeviceId(0), HostId(0), ""},
-                   PieceOrigin{DeviceId(1), HostId(0), ""}},
+                  {PieceOrigin{1, DeviceId(0), HostId(0), ""},
+                   PieceOrigin{2, DeviceId(1), HostId(0), ""}},
                   {}, false});
   worker(1).Dispatch(std::move(receive));
   WorkerBatch sends;
   for (int64_t shard = 0; shard < 2; ++shard) {
     sends.sends.push_back(SendSpec{
-        static_cast<uint64_t>(shard), DeviceId(shard),
+        static_cast<uint64_t>(shard + 1), DeviceId(shard),
         BufferId{ArrayHandle(20), shard}, Box{{0}, {2}}, false, HostId(1),
         DeviceId(3), BufferId{ArrayHandle(21), 0}, {2 * shard}});
   }
@@ -333,7 +402,7 @@ TEST_F(WorkerTest, StatusNamesTheInputAQueuedLaunchWaitsFor) {
   WorkerBatch batch;
   batch.receives.push_back(ReceiveSpec{
       DeviceId(2), BufferId{ArrayHandle(80), 0}, f2,
-      {PieceOrigin{DeviceId(0), HostId(0), "device 0 (host 0)"}}, {}, true});
+      {PieceOrigin{1, DeviceId(0), HostId(0), "device 0 (host 0)"}}, {}, true});
   LaunchOp op = Launch(2, 5, ProgramId(2), "double", 0, 1, {80}, {81}, f2, 0);
   op.inputs[0].source = "transfer from device 0 (host 0)";
   batch.launches.push_back(op);
@@ -357,7 +426,7 @@ TEST_F(WorkerTest, LosingAPeerFailsReceivesThatWaitForItsData) {
   WorkerBatch batch;
   batch.receives.push_back(ReceiveSpec{
       DeviceId(2), BufferId{ArrayHandle(90), 0}, f2,
-      {PieceOrigin{DeviceId(0), HostId(0), ""}}, {}, true});
+      {PieceOrigin{1, DeviceId(0), HostId(0), ""}}, {}, true});
   batch.launches.push_back(
       Launch(2, 1, ProgramId(2), "double", 0, 1, {90}, {91}, f2, 0));
   worker(1).Dispatch(std::move(batch));
@@ -374,6 +443,144 @@ TEST_F(WorkerTest, AStoppedWorkerLosesItsBuffersAndRefusesCalls) {
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(Fetch(0, 100, 0).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(worker(1).Heartbeat().Await().ok());
+}
+
+TEST_F(WorkerTest, APushThatFailsIsReportedNamingTheTransferAndTheHosts) {
+  Put(0, 110, 0, F32({2}, {1, 2}));
+  data_plane_->Unregister(HostId(1));  // Host 1 cannot be reached.
+  WorkerBatch batch;
+  batch.sends.push_back(SendSpec{
+      5, DeviceId(0), BufferId{ArrayHandle(110), 0}, Box{{0}, {2}}, true,
+      HostId(1), DeviceId(2), BufferId{ArrayHandle(111), 0}, {0}});
+  worker(0).Dispatch(std::move(batch));
+  std::optional<UndeliveredPiece> report = listener_.AwaitPushFailure();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->transfer_id, 5u);
+  EXPECT_EQ(report->source_host, HostId(0));
+  EXPECT_EQ(report->destination_host, HostId(1));
+  EXPECT_EQ(report->destination.device, DeviceId(2));
+  EXPECT_EQ(report->destination.buffer, (BufferId{ArrayHandle(111), 0}));
+  EXPECT_EQ(report->status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(report->status.message(),
+              HasSubstr("transfer 5 from device 0 (host 0) to array 111 shard "
+                        "0 on device 2 (host 1) was not delivered: data "
+                        "plane: host 1 is not reachable"));
+}
+
+TEST_F(WorkerTest, AnUndeliveredPieceFailsItsReceiveAnnouncedBeforeOrAfter) {
+  const Shape f2(PrimitiveType::kF32, {2});
+  UndeliveredPiece lost{3, HostId(0), DeviceId(0), HostId(1),
+                        DeviceBuffer{DeviceId(2), BufferId{ArrayHandle(120), 0}},
+                        absl::DataLossError("transfer 3 was not delivered")};
+  Receive(2, 120, f2, {PieceOrigin{3, DeviceId(0), HostId(0), ""}}, true);
+  worker(1).FailBuffers({lost});
+  EXPECT_THAT(Fetch(2, 120, 0).status().message(),
+              HasSubstr("transfer 3 was not delivered"));
+  // Reported before the receive is announced: held until it is.
+  lost.destination.buffer = BufferId{ArrayHandle(121), 0};
+  worker(1).FailBuffers({lost});
+  Receive(2, 121, f2, {PieceOrigin{3, DeviceId(0), HostId(0), ""}}, true);
+  EXPECT_THAT(Fetch(2, 121, 0).status().message(),
+              HasSubstr("transfer 3 was not delivered"));
+}
+
+TEST_F(WorkerTest, APieceReportedUndeliveredAfterItArrivedChangesNothing) {
+  const Shape f4(PrimitiveType::kF32, {4});
+  Receive(2, 130, f4,
+          {PieceOrigin{1, DeviceId(0), HostId(0), ""},
+           PieceOrigin{2, DeviceId(1), HostId(0), ""}},
+          false);
+  worker(1).ReceivePiece(Piece(1, 0, 2, 130, {0}, F32({2}, {1, 2})));
+  // The sender never heard that transfer 1 arrived, and says so.
+  worker(1).FailBuffers(
+      {UndeliveredPiece{1, HostId(0), DeviceId(0), HostId(1),
+                        DeviceBuffer{DeviceId(2), BufferId{ArrayHandle(130), 0}},
+                        absl::DataLossError("not acknowledged")}});
+  worker(1).ReceivePiece(Piece(2, 1, 2, 130, {2}, F32({2}, {3, 4})));
+  auto value = Fetch(2, 130, 0);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(PendingReceives(1), ElementsAre());
+}
+
+TEST_F(WorkerTest, ALostConnectionFailsOnlyTheReceivesWaitingForThatPeer) {
+  const Shape f2(PrimitiveType::kF32, {2});
+  Receive(2, 140, f2, {PieceOrigin{1, DeviceId(0), HostId(0), ""}}, true);
+  Receive(2, 141, f2, {PieceOrigin{2, DeviceId(3), HostId(1), ""}}, true);
+  worker(1).ConnectionLost(HostId(0),
+                           absl::DataLossError("connection from host 0 broke"));
+  absl::Status lost = Fetch(2, 140, 0).status();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(lost.message(),
+              HasSubstr("connection from host 0 broke; array 140 shard 0 was "
+                        "to receive data from device 0 (host 0)"));
+  // The peer may be alive: its piece (or its report) still counts it.
+  worker(1).ReceivePiece(Piece(1, 0, 2, 140, {0}, F32({2}, {1, 2})));
+  EXPECT_EQ(Fetch(2, 140, 0).status(), lost);
+  worker(1).ReceivePiece(Piece(2, 3, 2, 141, {0}, F32({2}, {5, 6})));
+  auto kept = Fetch(2, 141, 0);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_THAT(Values(*kept), ElementsAre(5, 6));
+  EXPECT_THAT(PendingReceives(1), ElementsAre());
+}
+
+TEST_F(WorkerTest, ALostPeerAccountsForItsPiecesAndLeavesTheOthersToCome) {
+  const Shape f4(PrimitiveType::kF32, {4});
+  Receive(2, 150, f4,
+          {PieceOrigin{1, DeviceId(0), HostId(0), ""},
+           PieceOrigin{2, DeviceId(3), HostId(1), ""}},
+          false);
+  worker(1).PeerLost(HostId(0), absl::DataLossError("host 0 was lost"));
+  EXPECT_THAT(Fetch(2, 150, 0).status().message(), HasSubstr("host 0 was lost"));
+  ASSERT_EQ(PendingReceives(1).size(), 0u);  // Failed: not shown as waiting.
+  // The other piece still comes and is dropped: the buffer stays failed.
+  worker(1).ReceivePiece(Piece(2, 3, 2, 150, {2}, F32({2}, {3, 4})));
+  EXPECT_THAT(Fetch(2, 150, 0).status().message(), HasSubstr("host 0 was lost"));
+}
+
+TEST_F(WorkerTest, AnAnnouncedPieceIsWrittenInPlaceAndAnEarlyOneIsNot) {
+  const Shape f4(PrimitiveType::kF32, {4});
+  const Shape f2(PrimitiveType::kF32, {2});
+  PieceMessage early = Piece(1, 0, 2, 160, {0}, F32({2}, {1, 2}));
+  auto none = worker(1).BeginPiece(HeaderOf(early, f2));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, nullptr);  // Not announced: it comes as a literal.
+  Receive(2, 160, f4,
+          {PieceOrigin{1, DeviceId(0), HostId(0), ""},
+           PieceOrigin{2, DeviceId(1), HostId(0), ""}},
+          false);
+  auto writer = worker(1).BeginPiece(HeaderOf(early, f2));
+  ASSERT_TRUE(writer.ok() && *writer != nullptr) << writer.status();
+  EXPECT_EQ((*writer)->runs().total_bytes(), 8);
+  const float first[] = {1, 2};
+  std::memcpy((*writer)->base() + transport::BoxRuns::Cursor((*writer)->runs())
+                                      .offset(),
+              first, sizeof first);
+  (*writer)->Finish(absl::OkStatus());
+  // The same transfer again is refused; the other piece completes it.
+  EXPECT_FALSE(worker(1).BeginPiece(HeaderOf(early, f2)).ok());
+  worker(1).ReceivePiece(Piece(2, 1, 2, 160, {2}, F32({2}, {3, 4})));
+  auto value = Fetch(2, 160, 0);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(1, 2, 3, 4));
+}
+
+TEST_F(WorkerTest, APieceLostWhileWrittenInPlaceFailsItsBuffer) {
+  const Shape f2(PrimitiveType::kF32, {2});
+  Receive(2, 170, f2, {PieceOrigin{1, DeviceId(0), HostId(0), ""}}, true);
+  PieceMessage piece = Piece(1, 0, 2, 170, {0}, F32({2}, {1, 2}));
+  piece.whole = true;
+  auto writer = worker(1).BeginPiece(HeaderOf(piece, f2));
+  ASSERT_TRUE(writer.ok() && *writer != nullptr) << writer.status();
+  (*writer)->Finish(absl::DataLossError("connection broke after 4 bytes"));
+  EXPECT_THAT(Fetch(2, 170, 0).status().message(),
+              HasSubstr("connection broke after 4 bytes"));
+  // Its sender's report accounts for it.
+  worker(1).FailBuffers(
+      {UndeliveredPiece{1, HostId(0), DeviceId(0), HostId(1),
+                        DeviceBuffer{DeviceId(2), BufferId{ArrayHandle(170), 0}},
+                        absl::DataLossError("not acknowledged")}});
+  EXPECT_THAT(PendingReceives(1), ElementsAre());
 }
 
 }  // namespace
