@@ -1,6 +1,7 @@
 #include "causeway/worker/object_store.h"
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -440,6 +441,110 @@ TEST_F(ObjectStoreTest, PieceBeforeExpectPiecesIsRefused) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_.Get(Id(1)).Await().status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Writes `value`'s bytes into the memory BeginWrite returned, as a
+// network data plane would.
+void WriteBytes(std::byte* at, const Literal& value) {
+  std::memcpy(at, value.untyped_data(), static_cast<size_t>(value.size_bytes()));
+}
+
+TEST_F(ObjectStoreTest, AWholeValueWrittenInPlaceBecomesTheValue) {
+  ASSERT_TRUE(store_.Reserve(Id(1), Shape(PrimitiveType::kF32, {2, 3}))
+                  .Await()
+                  .ok());
+  absl::StatusOr<std::byte*> at =
+      store_.BeginWrite(Id(1), {0, 0}, Shape(PrimitiveType::kF32, {2, 3}));
+  ASSERT_TRUE(at.ok()) << at.status();
+  WriteBytes(*at, Iota({2, 3}));
+  EXPECT_FALSE(store_.Get(Id(1)).IsReady());
+  store_.EndWrite(Id(1), absl::OkStatus());
+  EXPECT_EQ(*store_.Get(Id(1)).AwaitFor(kWait), Iota({2, 3}));
+  // The value is the written memory itself, not a copy of it.
+  EXPECT_EQ(store_.Get(Id(1)).Await()->untyped_data(), *at);
+}
+
+TEST_F(ObjectStoreTest, AWholeValueWrittenWhileWaitingIsReadyOnGrant) {
+  ASSERT_TRUE(store_.Put(Id(1), Iota({200})).Await().ok());
+  Future<> reservation = store_.Reserve(Id(2), Shape(PrimitiveType::kF32, {64}));
+  absl::StatusOr<std::byte*> at =
+      store_.BeginWrite(Id(2), {0}, Shape(PrimitiveType::kF32, {64}));
+  ASSERT_TRUE(at.ok()) << at.status();
+  WriteBytes(*at, Iota({64}));
+  store_.EndWrite(Id(2), absl::OkStatus());
+  EXPECT_FALSE(reservation.IsReady());
+  ASSERT_TRUE(store_.Release(Id(1)).ok());
+  EXPECT_EQ(*store_.Get(Id(2)).AwaitFor(kWait), Iota({64}));
+}
+
+TEST_F(ObjectStoreTest, APieceWrittenInPlaceCountsLikeWritePiece) {
+  ASSERT_TRUE(
+      store_.Reserve(Id(1), Shape(PrimitiveType::kF32, {8})).Await().ok());
+  ASSERT_TRUE(store_.ExpectPieces(Id(1), 2).ok());
+  absl::StatusOr<std::byte*> at =
+      store_.BeginWrite(Id(1), {4}, Shape(PrimitiveType::kF32, {4}));
+  ASSERT_TRUE(at.ok()) << at.status();
+  ASSERT_TRUE(store_.WritePiece(Id(1), {0}, Iota({4})).ok());
+  EXPECT_FALSE(store_.Get(Id(1)).IsReady());  // One piece is still coming.
+  WriteBytes(*at + 16, Iota({4}, 4));
+  store_.EndWrite(Id(1), absl::OkStatus());
+  EXPECT_EQ(*store_.Get(Id(1)).AwaitFor(kWait), Iota({8}));
+}
+
+TEST_F(ObjectStoreTest, PiecesAreWrittenInPlaceOnlyOnceTheirMemoryIsGranted) {
+  ASSERT_TRUE(store_.Put(Id(1), Iota({200})).Await().ok());
+  store_.Reserve(Id(2), Shape(PrimitiveType::kF32, {64}));
+  ASSERT_TRUE(store_.ExpectPieces(Id(2), 2).ok());
+  EXPECT_EQ(store_.BeginWrite(Id(2), {0}, Shape(PrimitiveType::kF32, {32}))
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+  // Nothing was counted: the pieces still arrive the ordinary way.
+  ASSERT_TRUE(store_.WritePiece(Id(2), {0}, Iota({32})).ok());
+  ASSERT_TRUE(store_.WritePiece(Id(2), {32}, Iota({32}, 32)).ok());
+  ASSERT_TRUE(store_.Release(Id(1)).ok());
+  EXPECT_EQ(*store_.Get(Id(2)).AwaitFor(kWait), Iota({64}));
+}
+
+TEST_F(ObjectStoreTest, AMismatchedValueWrittenInPlaceIsRefusedAndFailsTheBuffer) {
+  ASSERT_TRUE(
+      store_.Reserve(Id(1), Shape(PrimitiveType::kF32, {8})).Await().ok());
+  absl::Status refused =
+      store_.BeginWrite(Id(1), {0}, Shape(PrimitiveType::kF32, {4})).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(),
+              HasSubstr("was reserved as f32[8] but was given f32[4]"));
+  EXPECT_EQ(store_.Get(Id(1)).Await().status(), refused);
+  EXPECT_EQ(store_.Stats().used_bytes, 0);
+}
+
+TEST_F(ObjectStoreTest, MemoryBeingWrittenOutlivesAFailedAndReleasedBuffer) {
+  ASSERT_TRUE(
+      store_.Reserve(Id(1), Shape(PrimitiveType::kF32, {64})).Await().ok());
+  absl::StatusOr<std::byte*> at =
+      store_.BeginWrite(Id(1), {0}, Shape(PrimitiveType::kF32, {64}));
+  ASSERT_TRUE(at.ok()) << at.status();
+  ASSERT_TRUE(store_.Fail(Id(1), absl::DataLossError("peer lost")).ok());
+  ASSERT_TRUE(store_.Release(Id(1)).ok());  // The owner lets go.
+  EXPECT_EQ(store_.Stats().used_bytes, 0);  // Its budget is back at once.
+  WriteBytes(*at, Iota({64}));              // Still valid memory.
+  EXPECT_EQ(store_.Get(Id(1)).Await().status().code(),
+            absl::StatusCode::kDataLoss);  // The writer's reference.
+  store_.EndWrite(Id(1), absl::OkStatus());
+  EXPECT_EQ(store_.Get(Id(1)).Await().status().code(),
+            absl::StatusCode::kNotFound);  // Gone with the last reference.
+}
+
+TEST_F(ObjectStoreTest, AWriteThatEndsInErrorFailsTheBuffer) {
+  ASSERT_TRUE(
+      store_.Reserve(Id(1), Shape(PrimitiveType::kF32, {8})).Await().ok());
+  ASSERT_TRUE(store_.ExpectPieces(Id(1), 2).ok());
+  ASSERT_TRUE(
+      store_.BeginWrite(Id(1), {0}, Shape(PrimitiveType::kF32, {4})).ok());
+  store_.EndWrite(Id(1), absl::DataLossError("connection broke after 8 bytes"));
+  EXPECT_EQ(store_.Get(Id(1)).Await().status().message(),
+            "connection broke after 8 bytes");
+  EXPECT_EQ(store_.Stats().used_bytes, 0);
 }
 
 TEST_F(ObjectStoreTest, DebugStringShowsTheAccountingAndEachBuffer) {
