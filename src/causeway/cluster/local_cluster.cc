@@ -17,6 +17,7 @@ using transport::InProcessDataPlane;
 using transport::InProcessLaunchCollectives;
 using transport::InProcessSessionChannel;
 using transport::OpDone;
+using transport::TcpDataPlane;
 using transport::UndeliveredPiece;
 using transport::Topology;
 using transport::WorkerListener;
@@ -51,7 +52,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   cluster->options_ = options;
   cluster->topology_ = std::make_shared<const Topology>(std::move(topology));
   const Topology& t = *cluster->topology_;
-  cluster->data_plane_ = std::make_unique<InProcessDataPlane>();
+  if (options.data_plane == DataPlaneKind::kInProcess) {
+    cluster->data_plane_ = std::make_unique<InProcessDataPlane>();
+  } else {
+    for (int64_t h = 0; h < t.num_hosts(); ++h) {
+      CW_ASSIGN_OR_RETURN(std::unique_ptr<TcpDataPlane> plane,
+                          TcpDataPlane::Create({}));
+      cluster->tcp_data_planes_.push_back(std::move(plane));
+    }
+  }
   cluster->listener_ = std::make_unique<ListenerProxy>();
   for (int64_t i = 0; i < t.num_islands(); ++i) {
     cluster->collectives_.push_back(
@@ -67,18 +76,37 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     for (DeviceId device : t.DevicesOfHost(host)) {
       worker_options.devices.push_back(t.device(device));
     }
-    worker_options.data_plane = cluster->data_plane_.get();
+    worker_options.data_plane =
+        cluster->data_plane_ != nullptr
+            ? static_cast<transport::DataPlane*>(cluster->data_plane_.get())
+            : cluster->tcp_data_planes_[h].get();
     worker_options.collectives =
         cluster->collectives_[worker_options.island.value()].get();
     worker_options.listener = cluster->listener_.get();
     worker_options.events = options.event_sink.get();
     CW_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
                         Worker::Create(std::move(worker_options)));
-    cluster->data_plane_->Register(host, worker.get());
+    if (cluster->data_plane_ != nullptr) {
+      cluster->data_plane_->Register(host, worker.get());
+    } else {
+      cluster->tcp_data_planes_[h]->Attach(host, worker.get());
+    }
     cluster->channels_.push_back(
         std::make_unique<InProcessControlChannel>(worker.get()));
     channels.push_back(cluster->channels_.back().get());
     cluster->workers_.push_back(std::move(worker));
+  }
+  // Every TCP data plane knows every other (the peer table a networked
+  // worker gets from the head).
+  for (int64_t from = 0; from < static_cast<int64_t>(
+                                    cluster->tcp_data_planes_.size());
+       ++from) {
+    for (int64_t to = 0; to < t.num_hosts(); ++to) {
+      if (to == from) continue;
+      const TcpDataPlane& peer = *cluster->tcp_data_planes_[to];
+      cluster->tcp_data_planes_[from]->SetPeer(HostId(to), peer.address(),
+                                               peer.incarnation());
+    }
   }
   HeadOptions head_options;
   head_options.topology = cluster->topology_;
@@ -96,7 +124,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
 LocalCluster::~LocalCluster() {
   if (head_ != nullptr) head_->Shutdown();
   for (auto& worker : workers_) {
-    data_plane_->Unregister(worker->host());
+    StopDataPlane(worker->host());
     worker->Stop();
   }
   if (listener_ != nullptr) listener_->set_head(nullptr);
@@ -112,7 +140,7 @@ std::unique_ptr<transport::SessionChannel> LocalCluster::Connect() {
 absl::Status LocalCluster::StopHost(HostId host) {
   CW_RETURN_IF_ERROR(topology_->ValidateHost(host));
   Worker& worker = *workers_[host.value()];
-  data_plane_->Unregister(host);
+  StopDataPlane(host);
   worker.Stop();
   if (options_.heartbeat_interval <= absl::ZeroDuration()) {
     head_->MarkHostDead(host, "stopped (told directly: no health checker)");
@@ -121,6 +149,15 @@ absl::Status LocalCluster::StopHost(HostId host) {
   const absl::Duration limit = options_.heartbeat_interval +
                                options_.heartbeat_timeout + absl::Seconds(5);
   return head_->AwaitHostDead(host, absl::Now() + limit);
+}
+
+void LocalCluster::StopDataPlane(HostId host) {
+  if (data_plane_ != nullptr) {
+    data_plane_->Unregister(host);
+  } else {
+    // Its connections close: peers fail what they wait for from it.
+    tcp_data_planes_[host.value()]->Shutdown();
+  }
 }
 
 absl::StatusOr<transport::StatusReport> LocalCluster::Status() {

@@ -1,7 +1,8 @@
 // LocalCluster: the whole runtime in one process (embedded mode). Islands ×
 // hosts × devices of CPU devices; one Worker per host, one Head; the head
 // reaches the workers through in-process control channels, workers reach
-// each other through an in-process data plane, and the devices of each
+// each other through an in-process data plane (or TCP on loopback:
+// LocalClusterOptions::data_plane), and the devices of each
 // island meet for collectives through one in-process rendezvous per island.
 // Clients connect through in-process session channels. Nothing here
 // bypasses those interfaces, so a networked deployment swaps only them.
@@ -28,10 +29,17 @@
 #include "causeway/transport/in_process_control_channel.h"
 #include "causeway/transport/launch_collectives.h"
 #include "causeway/transport/session_channel.h"
+#include "causeway/transport/tcp_data_plane.h"
 #include "causeway/transport/topology.h"
 #include "causeway/worker/worker.h"
 
 namespace causeway::cluster {
+
+// How the workers of a LocalCluster reach each other.
+enum class DataPlaneKind {
+  kInProcess,  // Direct calls (transport::InProcessDataPlane).
+  kTcp,        // One transport::TcpDataPlane per worker on 127.0.0.1, port 0.
+};
 
 struct LocalClusterOptions {
   int64_t islands = 1;
@@ -48,6 +56,7 @@ struct LocalClusterOptions {
   absl::Duration collective_timeout = absl::Seconds(60);
   // The island schedulers' window (launches released, not finished).
   int64_t max_inflight_launches_per_island = 64;
+  DataPlaneKind data_plane = DataPlaneKind::kInProcess;
 };
 
 class LocalCluster {
@@ -80,13 +89,23 @@ class LocalCluster {
   transport::InProcessLaunchCollectives& collectives(IslandId island) {
     return *collectives_[island.value()];
   }
+  // For tests: the TCP data plane of `host` (null with kInProcess).
+  transport::TcpDataPlane* tcp_data_plane(HostId host) {
+    return tcp_data_planes_.empty() ? nullptr
+                                    : tcp_data_planes_[host.value()].get();
+  }
 
  private:
   LocalCluster() = default;
+  // Ends `host`'s data plane: after it returns, nothing calls into its
+  // worker through it.
+  void StopDataPlane(HostId host);
 
   LocalClusterOptions options_;
   std::shared_ptr<const transport::Topology> topology_;
-  std::unique_ptr<transport::InProcessDataPlane> data_plane_;
+  std::unique_ptr<transport::InProcessDataPlane> data_plane_;  // kInProcess.
+  std::vector<std::unique_ptr<transport::TcpDataPlane>>
+      tcp_data_planes_;  // kTcp, by host.
   std::vector<std::unique_ptr<transport::InProcessLaunchCollectives>>
       collectives_;
   std::vector<std::unique_ptr<worker::Worker>> workers_;

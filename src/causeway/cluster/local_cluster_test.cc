@@ -1,6 +1,7 @@
 #include "causeway/cluster/local_cluster.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -207,7 +208,18 @@ class TestClient {
   uint64_t next_ = 1;
 };
 
+// CMake runs this binary twice: as it is, and with CAUSEWAY_TEST_DATA_PLANE
+// set to "tcp", which puts every cluster's workers on the TCP data plane
+// (127.0.0.1) instead of the in-process one.
+DataPlaneKind TestDataPlane() {
+  const char* kind = std::getenv("CAUSEWAY_TEST_DATA_PLANE");
+  return kind != nullptr && std::string(kind) == "tcp"
+             ? DataPlaneKind::kTcp
+             : DataPlaneKind::kInProcess;
+}
+
 std::unique_ptr<LocalCluster> MakeCluster(LocalClusterOptions options) {
+  options.data_plane = TestDataPlane();
   auto cluster = LocalCluster::Create(std::move(options));
   CW_CHECK(cluster.ok()) << cluster.status();
   return *std::move(cluster);
@@ -410,6 +422,35 @@ ENTRY main {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_THAT(Values(*first), ElementsAre(3, 5));
   EXPECT_THAT(Values(*second), ElementsAre(2, 4));
+}
+
+TEST(LocalClusterTest, APieceTheDataPlaneCannotDeliverFailsItsDestination) {
+  LocalClusterOptions options{.islands = 2, .devices_per_host = 2};
+  options.data_plane = DataPlaneKind::kTcp;  // Whatever the test run says.
+  auto cluster = LocalCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // Host 0 has no way to host 1 (both stay up; host 1 still reaches 0).
+  (*cluster)->tcp_data_plane(HostId(0))->RemovePeer(HostId(1));
+  TestClient client(**cluster, "undelivered");
+  transport::SliceInfo a = client.Slice(2, IslandId(0));
+  transport::SliceInfo b = client.Slice(2, IslandId(1));
+  Literal value = F32({2}, {1, 2});
+  ArrayHandle y = client.Put(b.handle, value, "{devices=[2]<=[2]}");
+  auto back = client.Fetch(client.Copy(y, value.shape(), "{devices=[2]<=[2]}",
+                                       a.handle));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, value);
+  EXPECT_EQ((*cluster)->tcp_data_plane(HostId(0))->Stats().pieces_received, 2);
+  // The other way the pieces cannot go: the sender reports them and the
+  // head fails their destination.
+  ArrayHandle x = client.Put(a.handle, value, "{devices=[2]<=[2]}");
+  ArrayHandle lost = client.Copy(x, value.shape(), "{devices=[2]<=[2]}",
+                                 b.handle);
+  absl::Status status = client.Ready(lost);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr("was not delivered: data plane: "
+                                          "host 1 is not in the peer table"));
+  EXPECT_TRUE((*cluster)->head().IsHostAlive(HostId(1)));
 }
 
 TEST(LocalClusterTest, AnUnknownArgumentHandleFailsTheOutputsNamingIt) {

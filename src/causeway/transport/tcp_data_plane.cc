@@ -1,0 +1,1233 @@
+#include "causeway/transport/tcp_data_plane.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <asio.hpp>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "causeway/base/logging.h"
+#include "causeway/transport/tcp_wire.h"
+
+namespace causeway::transport {
+
+namespace {
+
+using asio::ip::tcp;
+namespace wire = tcp_wire;
+
+// Staging block for narrow box pieces and for discarded payloads.
+constexpr size_t kStagingBytes = size_t{1} << 20;
+// Destination runs per read when reading a box piece straight in.
+constexpr size_t kMaxDirectBuffers = 64;
+
+// Asio's transfer_all() moves at most 64 KiB per system call; a piece moves
+// as much per call as the socket has.
+struct LargeSteps {
+  size_t operator()(const asio::error_code& ec, size_t /*done*/) const {
+    return ec ? 0 : size_t{1} << 30;
+  }
+};
+
+absl::StatusOr<tcp::endpoint> ParseAddress(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  auto invalid = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data plane address '", address, "' is not IP:PORT ([IPv6]:PORT)"));
+  };
+  if (colon == absl::string_view::npos) return invalid();
+  std::string host(address.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return invalid();
+  }
+  asio::error_code ec;
+  const asio::ip::address ip = asio::ip::make_address(host, ec);
+  if (ec) return invalid();
+  return tcp::endpoint(ip, static_cast<uint16_t>(port));
+}
+
+std::string FormatEndpoint(const tcp::endpoint& endpoint) {
+  if (endpoint.address().is_v6()) {
+    return absl::StrCat("[", endpoint.address().to_string(),
+                        "]:", endpoint.port());
+  }
+  return absl::StrCat(endpoint.address().to_string(), ":", endpoint.port());
+}
+
+int Seconds(absl::Duration d) {
+  return static_cast<int>(std::max<int64_t>(1, absl::ToInt64Seconds(d)));
+}
+
+// TCP_NODELAY, keepalive and TCP_USER_TIMEOUT (docs/data_plane.md).
+void TuneSocket(tcp::socket& socket, const TcpDataPlaneOptions& options) {
+  asio::error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);
+  socket.set_option(asio::socket_base::keep_alive(true), ec);
+  const int fd = socket.native_handle();
+  const int idle = Seconds(options.keepalive_idle);
+  const int interval = Seconds(options.keepalive_interval);
+  const int count = std::max(1, options.keepalive_count);
+  const unsigned int user_timeout = static_cast<unsigned int>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.user_timeout)));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
+             sizeof user_timeout);
+}
+
+// Compares in time that depends only on the expected token's length.
+bool TokenMatches(absl::string_view given, absl::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const char g = i < given.size() ? given[i] : '\0';
+    diff |= static_cast<unsigned char>(g ^ expected[i]);
+  }
+  return diff == 0;
+}
+
+std::string TransferText(uint64_t transfer_id, const BufferId& destination,
+                         DeviceId device) {
+  return absl::StrCat("transfer ", transfer_id, " (", destination.ToString(),
+                      " on device ", device.value(), ")");
+}
+
+uint64_t RandomIncarnation() {
+  std::random_device random;
+  uint64_t value = 0;
+  while (value == 0) {
+    value = (uint64_t{random()} << 32) ^ uint64_t{random()};
+  }
+  return value;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The shared state. Everything below `io thread only` is touched only by the
+// I/O thread; the rest is guarded by mu_ or atomic.
+
+class TcpDataPlane::Impl {
+ public:
+  class Outgoing;
+  class Incoming;
+
+  explicit Impl(TcpDataPlaneOptions options)
+      : options_(std::move(options)),
+        work_(asio::make_work_guard(io_)),
+        acceptor_(io_),
+        accept_retry_(io_) {
+    if (options_.incarnation == 0) options_.incarnation = RandomIncarnation();
+  }
+
+  absl::Status Listen();
+  void Attach(HostId self, PieceReceiver* receiver);
+  void SetPeer(HostId host, std::string address, uint64_t incarnation);
+  void RemovePeer(HostId host);
+  Future<> Push(HostId destination, PieceMessage piece);
+  void Shutdown();
+
+  const TcpDataPlaneOptions& options() const { return options_; }
+  const std::string& address() const { return address_; }
+  asio::io_context& io() { return io_; }
+  PieceReceiver* receiver() const {
+    return receiver_.load(std::memory_order_acquire);
+  }
+  HostId self() const {
+    return HostId(self_.load(std::memory_order_acquire));
+  }
+  // The incarnation the peer table has for `host`, or 0 if none.
+  uint64_t KnownIncarnation(HostId host) {
+    absl::MutexLock lock(&mu_);
+    auto it = peers_.find(host);
+    return it == peers_.end() ? 0 : it->second.incarnation;
+  }
+
+  // I/O thread: connections accepted from peers.
+  void Established(const std::shared_ptr<Incoming>& connection);
+  void Forget(Incoming* connection);
+
+  struct Counters {
+    std::atomic<int64_t> connections_accepted{0};
+    std::atomic<int64_t> connections_refused{0};
+    std::atomic<int64_t> protocol_errors{0};
+    std::atomic<int64_t> pieces_received{0};
+    std::atomic<int64_t> pieces_in_place{0};
+    std::atomic<int64_t> bytes_received{0};
+    std::atomic<int64_t> pieces_sent{0};
+    std::atomic<int64_t> bytes_sent{0};
+  };
+  Counters counters;
+
+ private:
+  struct Peer {
+    std::string address;
+    uint64_t incarnation = 0;
+    std::shared_ptr<Outgoing> outgoing;  // Made on the first push.
+  };
+
+  void Accept();
+  std::shared_ptr<Outgoing> OutgoingLocked(HostId destination)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  TcpDataPlaneOptions options_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_;
+  std::string address_;
+  std::thread thread_;
+
+  std::atomic<PieceReceiver*> receiver_{nullptr};
+  std::atomic<int64_t> self_{-1};
+
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool joined_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<HostId, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  // Pushes to this worker itself inside the receiver now.
+  int64_t local_calls_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // io thread only.
+  std::set<std::shared_ptr<Incoming>> incoming_;
+  std::vector<std::shared_ptr<Incoming>> parked_;  // Waiting for Attach.
+};
+
+// ---------------------------------------------------------------------------
+// One piece on its way out.
+
+namespace {
+
+struct OutgoingPiece {
+  PieceMessage piece;
+  Promise<> promise;
+  std::vector<uint8_t> header;  // Length prefix and frame header.
+  std::string message;          // The payload of an error frame.
+};
+
+}  // namespace
+
+// The connection this worker dials to one peer, and the pieces queued for
+// it. I/O thread only, except construction.
+class TcpDataPlane::Impl::Outgoing
+    : public std::enable_shared_from_this<Outgoing> {
+ public:
+  Outgoing(Impl* impl, HostId peer, std::string address, uint64_t incarnation)
+      : impl_(impl),
+        peer_(peer),
+        address_(std::move(address)),
+        incarnation_(incarnation),
+        socket_(impl->io()),
+        timer_(impl->io()) {}
+
+  void Enqueue(OutgoingPiece piece) {
+    if (state_ == State::kClosed) {
+      piece.promise.Set(closed_);
+      return;
+    }
+    queue_.push_back(std::move(piece));
+    if (state_ == State::kIdle) {
+      Dial();
+    } else {
+      WriteNext();
+    }
+  }
+
+  // For good: every piece queued or unacknowledged fails with `status`.
+  void Close(absl::Status status) {
+    if (state_ == State::kClosed) return;
+    closed_ = status;
+    Disconnect();
+    state_ = State::kClosed;
+    FailAll(in_flight_, status);
+    FailAll(queue_, status);
+  }
+
+ private:
+  enum class State { kIdle, kConnecting, kReady, kClosed };
+
+  std::string Describe() const {
+    return absl::StrCat("host ", peer_.value(), " at ", address_);
+  }
+
+  static void FailAll(std::deque<OutgoingPiece>& pieces,
+                      const absl::Status& status) {
+    std::deque<OutgoingPiece> failed = std::move(pieces);
+    pieces.clear();
+    for (OutgoingPiece& piece : failed) piece.promise.Set(status);
+  }
+
+  void Disconnect() {
+    ++generation_;  // Handlers of the old connection see they are stale.
+    asio::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    writing_ = false;
+  }
+
+  void Dial() {
+    absl::StatusOr<tcp::endpoint> endpoint = ParseAddress(address_);
+    if (!endpoint.ok()) {
+      FailAll(queue_, absl::UnavailableError(absl::StrCat(
+                          "data plane: cannot reach host ", peer_.value(), ": ",
+                          endpoint.status().message())));
+      return;
+    }
+    state_ = State::kConnecting;
+    const uint64_t generation = ++generation_;
+    auto self = shared_from_this();
+    timer_.expires_after(std::chrono::microseconds(
+        absl::ToInt64Microseconds(impl_->options().handshake_timeout)));
+    timer_.async_wait([self, generation](const asio::error_code& ec) {
+      if (ec || generation != self->generation_ ||
+          self->state_ != State::kConnecting) {
+        return;
+      }
+      self->DialFailed(absl::StrCat(
+          "no handshake within ",
+          absl::FormatDuration(self->impl_->options().handshake_timeout)));
+    });
+    socket_.async_connect(*endpoint, [self, generation](
+                                         const asio::error_code& ec) {
+      if (generation != self->generation_) return;
+      if (ec) return self->DialFailed(ec.message());
+      self->Connected(generation);
+    });
+  }
+
+  void Connected(uint64_t generation) {
+    TuneSocket(socket_, impl_->options());
+    wire::Hello hello;
+    hello.sender = impl_->self();
+    hello.sender_incarnation = impl_->options().incarnation;
+    hello.receiver_incarnation = incarnation_;
+    hello.token = impl_->options().auth_token;
+    hello_ = wire::EncodeHello(hello);
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(hello_),
+                      [self, generation](const asio::error_code& ec, size_t) {
+                        if (generation != self->generation_) return;
+                        if (ec) return self->DialFailed(ec.message());
+                        self->ReadReply(generation);
+                      });
+  }
+
+  void ReadReply(uint64_t generation) {
+    auto self = shared_from_this();
+    asio::async_read(
+        socket_, asio::buffer(reply_),
+        [self, generation](const asio::error_code& ec, size_t) {
+          if (generation != self->generation_) return;
+          if (ec) return self->DialFailed(ec.message());
+          size_t message_bytes = 0;
+          absl::StatusOr<absl::StatusCode> code =
+              wire::DecodeReply(self->reply_, &message_bytes);
+          if (!code.ok()) return self->DialFailed(code.status().message());
+          self->reply_message_.resize(message_bytes);
+          asio::async_read(
+              self->socket_, asio::buffer(self->reply_message_),
+              [self, generation, code = *code](const asio::error_code& ec,
+                                               size_t) {
+                if (generation != self->generation_) return;
+                if (ec) return self->DialFailed(ec.message());
+                if (code != absl::StatusCode::kOk) {
+                  return self->DialFailed(
+                      absl::StrCat("refused: ", self->reply_message_));
+                }
+                self->timer_.cancel();
+                self->state_ = State::kReady;
+                self->ReadAck(generation);
+                self->WriteNext();
+              });
+        });
+  }
+
+  // Dialling failed: every queued piece fails (the next push dials again).
+  void DialFailed(absl::string_view cause) {
+    Disconnect();
+    state_ = State::kIdle;
+    const absl::Status status = absl::UnavailableError(absl::StrCat(
+        "data plane: cannot reach ", Describe(), ": ", cause));
+    CW_LOG(WARNING) << status.message();
+    FailAll(queue_, status);
+  }
+
+  // A connection that worked broke: pieces not acknowledged fail (the peer
+  // may not have them); queued ones go on a new connection.
+  void Broke(absl::string_view cause) {
+    Disconnect();
+    state_ = State::kIdle;
+    if (in_flight_.empty()) {
+      // Idle: the peer closed it (it stopped). The next push redials.
+      CW_LOG(INFO) << "data plane: the connection to " << Describe()
+                   << " closed: " << cause;
+    } else {
+      const absl::Status status = absl::UnavailableError(absl::StrCat(
+          "data plane: the connection to ", Describe(),
+          " broke before it acknowledged the piece: ", cause));
+      CW_LOG(WARNING) << status.message() << " (" << in_flight_.size()
+                      << " piece" << (in_flight_.size() == 1 ? "" : "s")
+                      << " lost)";
+      FailAll(in_flight_, status);
+    }
+    if (!queue_.empty()) Dial();
+  }
+
+  void WriteNext() {
+    if (state_ != State::kReady || writing_ || queue_.empty()) return;
+    in_flight_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+    OutgoingPiece& piece = in_flight_.back();
+    std::array<asio::const_buffer, 2> buffers;
+    buffers[0] = asio::buffer(piece.header);
+    if (piece.piece.data.ok()) {
+      const hlo::Literal& data = *piece.piece.data;
+      buffers[1] = asio::buffer(data.untyped_data(),
+                                static_cast<size_t>(data.size_bytes()));
+    } else {
+      buffers[1] = asio::buffer(piece.message);
+    }
+    const int64_t payload = static_cast<int64_t>(buffers[1].size());
+    writing_ = true;
+    const uint64_t generation = generation_;
+    auto self = shared_from_this();
+    asio::async_write(socket_, buffers, LargeSteps(),
+                      [self, generation, payload](const asio::error_code& ec,
+                                                  size_t) {
+                        if (generation != self->generation_) return;
+                        self->writing_ = false;
+                        if (ec) return self->Broke(ec.message());
+                        self->impl_->counters.bytes_sent += payload;
+                        self->WriteNext();
+                      });
+  }
+
+  void ReadAck(uint64_t generation) {
+    auto self = shared_from_this();
+    asio::async_read(
+        socket_, asio::buffer(ack_length_),
+        [self, generation](const asio::error_code& ec, size_t) {
+          if (generation != self->generation_) return;
+          if (ec) return self->Broke(ec.message());
+          absl::StatusOr<size_t> length = wire::DecodeFrameLength(self->ack_length_);
+          if (!length.ok() || *length != wire::kFrameFixedBytes) {
+            return self->Broke("malformed acknowledgement");
+          }
+          asio::async_read(
+              self->socket_, asio::buffer(self->ack_),
+              [self, generation](const asio::error_code& ec, size_t) {
+                if (generation != self->generation_) return;
+                if (ec) return self->Broke(ec.message());
+                self->Acknowledged(generation);
+              });
+        });
+  }
+
+  void Acknowledged(uint64_t generation) {
+    absl::StatusOr<wire::FrameHeader> ack = wire::DecodeFrameHeader(
+        ack_, impl_->options().max_piece_bytes);
+    if (!ack.ok() || ack->kind != wire::FrameKind::kAck || in_flight_.empty() ||
+        in_flight_.front().piece.transfer_id != ack->transfer_id) {
+      return Broke(absl::StrCat(
+          "unexpected acknowledgement",
+          ack.ok() ? absl::StrCat(" of transfer ", ack->transfer_id)
+                   : absl::StrCat(": ", ack.status().message())));
+    }
+    OutgoingPiece piece = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    ++impl_->counters.pieces_sent;
+    piece.promise.Set(absl::OkStatus());
+    ReadAck(generation);
+  }
+
+  Impl* const impl_;
+  const HostId peer_;
+  const std::string address_;
+  const uint64_t incarnation_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  State state_ = State::kIdle;
+  absl::Status closed_;
+  uint64_t generation_ = 0;
+  bool writing_ = false;
+  std::deque<OutgoingPiece> queue_;      // Not written yet.
+  std::deque<OutgoingPiece> in_flight_;  // Written (or being written).
+  std::vector<uint8_t> hello_;
+  std::array<uint8_t, wire::kReplyBytes> reply_{};
+  std::string reply_message_;
+  std::array<uint8_t, wire::kLengthBytes> ack_length_{};
+  std::array<uint8_t, wire::kFrameFixedBytes> ack_{};
+};
+
+// ---------------------------------------------------------------------------
+// A connection a peer dialled: its handshake, then frames. I/O thread only.
+
+class TcpDataPlane::Impl::Incoming
+    : public std::enable_shared_from_this<Incoming> {
+ public:
+  Incoming(Impl* impl, tcp::socket socket)
+      : impl_(impl), socket_(std::move(socket)), timer_(impl->io()) {
+    asio::error_code ec;
+    const tcp::endpoint remote = socket_.remote_endpoint(ec);
+    remote_ = ec ? "an unknown address" : FormatEndpoint(remote);
+  }
+
+  HostId peer() const { return peer_; }
+  bool established() const { return established_; }
+
+  void Start() {
+    TuneSocket(socket_, impl_->options());
+    auto self = shared_from_this();
+    timer_.expires_after(std::chrono::microseconds(
+        absl::ToInt64Microseconds(impl_->options().handshake_timeout)));
+    timer_.async_wait([self](const asio::error_code& ec) {
+      if (ec || self->closed_ || self->established_) return;
+      self->Drop(absl::StrCat("no handshake within ",
+                              absl::FormatDuration(
+                                  self->impl_->options().handshake_timeout)));
+    });
+    asio::async_read(socket_, asio::buffer(hello_),
+                     [self](const asio::error_code& ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Drop(ec.message());
+                       self->OnHello();
+                     });
+  }
+
+  // Reads frames once a receiver is attached.
+  void Resume() {
+    if (!closed_) ReadFrame();
+  }
+
+  // Closes the connection. `status`, when not OK, is what the receiver
+  // hears: the piece being read fails with it, and so (ConnectionLost) does
+  // every receive waiting for this peer.
+  void Close(const absl::Status& status) {
+    if (closed_) return;
+    closed_ = true;
+    asio::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    PieceReceiver* receiver = impl_->receiver();
+    if (writer_ != nullptr) {
+      std::unique_ptr<PieceWriter> writer = std::move(writer_);
+      writer->Finish(status.ok()
+                         ? absl::UnavailableError("data plane shut down")
+                         : status);
+    }
+    if (established_ && receiver != nullptr && !status.ok()) {
+      receiver->ConnectionLost(peer_, status);
+    }
+    impl_->Forget(this);
+  }
+
+ private:
+  std::string Describe() const {
+    return established_ ? absl::StrCat("host ", peer_.value(), " (", remote_, ")")
+                        : remote_;
+  }
+
+  // Before the handshake: nothing to tell anyone.
+  void Drop(absl::string_view cause) {
+    CW_LOG(WARNING) << "data plane: dropping the connection from " << remote_
+                    << ": " << cause;
+    ++impl_->counters.protocol_errors;
+    Close(absl::OkStatus());
+  }
+
+  void OnHello() {
+    size_t token_bytes = 0;
+    absl::StatusOr<wire::Hello> hello = wire::DecodeHello(hello_, &token_bytes);
+    if (!hello.ok()) return Drop(hello.status().message());
+    hello_decoded_ = *std::move(hello);
+    token_.resize(token_bytes);
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(token_),
+                     [self](const asio::error_code& ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Drop(ec.message());
+                       self->Authenticate();
+                     });
+  }
+
+  void Authenticate() {
+    const wire::Hello& hello = hello_decoded_;
+    const TcpDataPlaneOptions& options = impl_->options();
+    absl::Status refusal;
+    if (hello.version != wire::kVersion) {
+      refusal = absl::FailedPreconditionError(absl::StrCat(
+          "data-plane protocol version ", hello.version,
+          " is not supported; this worker speaks ", wire::kVersion));
+    } else if (!options.auth_token.empty() &&
+               !TokenMatches(token_, options.auth_token)) {
+      refusal = absl::UnauthenticatedError(
+          token_.empty() ? "this worker requires an auth token"
+                         : "wrong auth token");
+    } else if (hello.receiver_incarnation != 0 &&
+               hello.receiver_incarnation != options.incarnation) {
+      refusal = absl::FailedPreconditionError(absl::StrCat(
+          "this worker is incarnation ", options.incarnation, ", not ",
+          hello.receiver_incarnation));
+    } else {
+      const uint64_t known = impl_->KnownIncarnation(hello.sender);
+      if (known != 0 && known != hello.sender_incarnation) {
+        refusal = absl::FailedPreconditionError(absl::StrCat(
+            "host ", hello.sender.value(), " is incarnation ", known,
+            " here, not ", hello.sender_incarnation));
+      }
+    }
+    if (!refusal.ok()) {
+      CW_LOG(WARNING) << "data plane: refused a connection from " << remote_
+                      << " (host " << hello.sender.value()
+                      << "): " << refusal.message();
+      ++impl_->counters.connections_refused;
+      reply_ = wire::EncodeReply(refusal);
+      auto self = shared_from_this();
+      asio::async_write(socket_, asio::buffer(reply_),
+                        [self](const asio::error_code&, size_t) {
+                          self->Close(absl::OkStatus());
+                        });
+      return;
+    }
+    peer_ = hello.sender;
+    established_ = true;
+    timer_.cancel();
+    ++impl_->counters.connections_accepted;
+    // The reply goes first in the queue the acknowledgements share.
+    acks_.push_back(wire::EncodeReply(absl::OkStatus()));
+    WriteAcks();
+    impl_->Established(shared_from_this());
+  }
+
+  void ReadFrame() {
+    if (closed_) return;
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(length_),
+                     [self](const asio::error_code& ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Lost(ec.message());
+                       absl::StatusOr<size_t> length =
+                           wire::DecodeFrameLength(self->length_);
+                       if (!length.ok()) {
+                         return self->ProtocolError(length.status());
+                       }
+                       self->mid_frame_ = true;
+                       self->header_bytes_.resize(*length);
+                       self->ReadHeader();
+                     });
+  }
+
+  void ReadHeader() {
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(header_bytes_),
+                     [self](const asio::error_code& ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Lost(ec.message());
+                       self->OnHeader();
+                     });
+  }
+
+  void OnHeader() {
+    absl::StatusOr<wire::FrameHeader> header = wire::DecodeFrameHeader(
+        header_bytes_, impl_->options().max_piece_bytes);
+    if (!header.ok()) return ProtocolError(header.status());
+    header_ = *std::move(header);
+    switch (header_.kind) {
+      case wire::FrameKind::kAck:
+        return ProtocolError(absl::InvalidArgumentError(
+            "data plane: an acknowledgement on a connection that carries "
+            "pieces to this worker"));
+      case wire::FrameKind::kError:
+        return ReadError();
+      case wire::FrameKind::kPiece:
+        return BeginPiece();
+    }
+  }
+
+  PieceMessage MessageOf(const wire::FrameHeader& header) const {
+    PieceMessage message;
+    message.transfer_id = header.transfer_id;
+    message.source_device = header.source_device;
+    message.source_host = peer_;
+    message.destination_device = header.destination_device;
+    message.destination = header.destination;
+    message.offsets = header.offsets;
+    message.whole = header.whole;
+    return message;
+  }
+
+  void ReadError() {
+    message_.resize(header_.payload_bytes);
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(message_),
+                     [self](const asio::error_code& ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Lost(ec.message());
+                       PieceMessage piece = self->MessageOf(self->header_);
+                       piece.data = absl::Status(self->header_.code,
+                                                 self->message_);
+                       self->Deliver(std::move(piece));
+                     });
+  }
+
+  void BeginPiece() {
+    PieceHeader header;
+    header.transfer_id = header_.transfer_id;
+    header.source_device = header_.source_device;
+    header.source_host = peer_;
+    header.destination_device = header_.destination_device;
+    header.destination = header_.destination;
+    header.offsets = header_.offsets;
+    header.whole = header_.whole;
+    header.shape = hlo::Shape(header_.type, header_.dims);
+    remaining_ = header_.payload_bytes;
+    absl::StatusOr<std::unique_ptr<PieceWriter>> writer =
+        impl_->receiver()->BeginPiece(header);
+    if (!writer.ok()) {
+      // Refused (the receiver dealt with it): skip the bytes.
+      return Discard();
+    }
+    if (*writer == nullptr) {
+      // Not announced yet: the bytes go into a literal of their own.
+      literal_ = hlo::Literal::Uninitialized(std::move(header.shape));
+      return ReadLiteral();
+    }
+    writer_ = *std::move(writer);
+    const BoxRuns& runs = writer_->runs();
+    if (static_cast<uint64_t>(runs.total_bytes()) != header_.payload_bytes) {
+      // The receiver's destination does not match what it accepted.
+      std::unique_ptr<PieceWriter> bad = std::move(writer_);
+      bad->Finish(absl::InternalError(absl::StrCat(
+          "data plane: the destination of ",
+          TransferText(header_.transfer_id, header_.destination,
+                       header_.destination_device),
+          " holds ", runs.total_bytes(), " bytes, the piece ",
+          header_.payload_bytes)));
+      return Discard();
+    }
+    cursor_.emplace(runs);
+    if (runs.count() <= 1 ||
+        runs.run_bytes() >= impl_->options().min_direct_run_bytes) {
+      return ReadDirect();
+    }
+    return ReadStaged();
+  }
+
+  // Straight into the destination runs, up to kMaxDirectBuffers per read.
+  void ReadDirect() {
+    direct_.clear();
+    const BoxRuns& runs = writer_->runs();
+    std::byte* base = writer_->base();
+    while (!cursor_->done() && direct_.size() < kMaxDirectBuffers) {
+      direct_.push_back(asio::buffer(base + cursor_->offset(),
+                                     static_cast<size_t>(runs.run_bytes())));
+      cursor_->Next();
+    }
+    auto self = shared_from_this();
+    asio::async_read(socket_, direct_, LargeSteps(),
+                     [self](const asio::error_code& ec, size_t n) {
+                       if (self->closed_) return;
+                       self->remaining_ -= n;
+                       if (ec) return self->Lost(ec.message());
+                       if (!self->cursor_->done()) return self->ReadDirect();
+                       self->FinishInPlace();
+                     });
+  }
+
+  // Narrow runs: a staging block at a time, copied into the runs.
+  void ReadStaged() {
+    const int64_t run = writer_->runs().run_bytes();
+    const uint64_t block =
+        std::max<uint64_t>(run, kStagingBytes / static_cast<uint64_t>(run) * run);
+    const size_t chunk = static_cast<size_t>(std::min(remaining_, block));
+    staging_.resize(std::max(staging_.size(), chunk));
+    auto self = shared_from_this();
+    asio::async_read(
+        socket_, asio::buffer(staging_.data(), chunk), LargeSteps(),
+        [self, chunk, run](const asio::error_code& ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->Lost(ec.message());
+          self->remaining_ -= chunk;
+          std::byte* base = self->writer_->base();
+          for (size_t at = 0; at < chunk; at += static_cast<size_t>(run)) {
+            std::memcpy(base + self->cursor_->offset(),
+                        self->staging_.data() + at, static_cast<size_t>(run));
+            self->cursor_->Next();
+          }
+          if (self->remaining_ > 0) return self->ReadStaged();
+          self->FinishInPlace();
+        });
+  }
+
+  void FinishInPlace() {
+    ++impl_->counters.pieces_in_place;
+    ++impl_->counters.pieces_received;
+    impl_->counters.bytes_received += header_.payload_bytes;
+    std::unique_ptr<PieceWriter> writer = std::move(writer_);
+    cursor_.reset();
+    writer->Finish(absl::OkStatus());
+    Acknowledge(header_.transfer_id);
+  }
+
+  void ReadLiteral() {
+    auto self = shared_from_this();
+    asio::async_read(
+        socket_,
+        asio::buffer(literal_.mutable_untyped_data(),
+                     static_cast<size_t>(literal_.size_bytes())),
+        LargeSteps(), [self](const asio::error_code& ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->Lost(ec.message());
+          ++self->impl_->counters.pieces_received;
+          self->impl_->counters.bytes_received += self->header_.payload_bytes;
+          PieceMessage piece = self->MessageOf(self->header_);
+          piece.data = std::move(self->literal_);
+          self->literal_ = hlo::Literal();
+          self->Deliver(std::move(piece));
+        });
+  }
+
+  // Reads and drops the payload of a refused piece.
+  void Discard() {
+    if (remaining_ == 0) return Acknowledge(header_.transfer_id);
+    const size_t chunk =
+        static_cast<size_t>(std::min<uint64_t>(remaining_, kStagingBytes));
+    staging_.resize(std::max(staging_.size(), chunk));
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(staging_.data(), chunk),
+                     LargeSteps(),
+                     [self, chunk](const asio::error_code& ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->Lost(ec.message());
+                       self->remaining_ -= chunk;
+                       self->Discard();
+                     });
+  }
+
+  void Deliver(PieceMessage piece) {
+    const uint64_t transfer = piece.transfer_id;
+    impl_->receiver()->ReceivePiece(std::move(piece));
+    Acknowledge(transfer);
+  }
+
+  // Tells the sender the receiver has the piece, and reads the next frame.
+  void Acknowledge(uint64_t transfer_id) {
+    mid_frame_ = false;
+    wire::FrameHeader ack;
+    ack.kind = wire::FrameKind::kAck;
+    ack.transfer_id = transfer_id;
+    acks_.push_back(wire::EncodeFrameHeader(ack));
+    WriteAcks();
+    ReadFrame();
+  }
+
+  void WriteAcks() {
+    if (writing_acks_ || acks_.empty()) return;
+    writing_acks_ = true;
+    sending_.clear();
+    while (!acks_.empty()) {
+      sending_.insert(sending_.end(), acks_.front().begin(), acks_.front().end());
+      acks_.pop_front();
+    }
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(sending_),
+                      [self](const asio::error_code& ec, size_t) {
+                        if (self->closed_) return;
+                        self->writing_acks_ = false;
+                        if (ec) return self->Lost(ec.message());
+                        self->WriteAcks();
+                      });
+  }
+
+  // The connection broke (or the peer closed it).
+  void Lost(absl::string_view cause) {
+    std::string text = absl::StrCat("data plane: the connection from ",
+                                    Describe(), " broke");
+    if (writer_ != nullptr) {
+      absl::StrAppend(&text, " after ",
+                      header_.payload_bytes - remaining_, " of ",
+                      header_.payload_bytes, " bytes of ",
+                      TransferText(header_.transfer_id, header_.destination,
+                                   header_.destination_device));
+    }
+    absl::StrAppend(&text, ": ", cause);
+    if (mid_frame_) {
+      CW_LOG(WARNING) << text;
+    } else {
+      CW_LOG(INFO) << text;  // Between pieces: the peer stopped.
+    }
+    Close(absl::DataLossError(text));
+  }
+
+  void ProtocolError(const absl::Status& error) {
+    ++impl_->counters.protocol_errors;
+    const std::string text =
+        absl::StrCat("data plane: closing the connection from ", Describe(),
+                     ", which sent a malformed frame: ", error.message());
+    CW_LOG(WARNING) << text;
+    Close(absl::DataLossError(text));
+  }
+
+  Impl* const impl_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::string remote_;
+  bool closed_ = false;
+  bool established_ = false;
+  HostId peer_;
+
+  std::array<uint8_t, wire::kHelloBytes> hello_{};
+  wire::Hello hello_decoded_;
+  std::string token_;
+  std::vector<uint8_t> reply_;
+
+  std::array<uint8_t, wire::kLengthBytes> length_{};
+  std::vector<uint8_t> header_bytes_;
+  wire::FrameHeader header_;
+  bool mid_frame_ = false;  // Between a frame's length and its ack.
+  uint64_t remaining_ = 0;  // Payload bytes of the current frame not read.
+  std::unique_ptr<PieceWriter> writer_;
+  std::optional<BoxRuns::Cursor> cursor_;
+  std::vector<asio::mutable_buffer> direct_;
+  std::vector<std::byte> staging_;
+  hlo::Literal literal_;
+  std::string message_;
+
+  std::deque<std::vector<uint8_t>> acks_;
+  std::vector<uint8_t> sending_;
+  bool writing_acks_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Impl.
+
+absl::Status TcpDataPlane::Impl::Listen() {
+  absl::StatusOr<tcp::endpoint> endpoint = ParseAddress(options_.listen_address);
+  if (!endpoint.ok()) return endpoint.status();
+  asio::error_code ec;
+  acceptor_.open(endpoint->protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(*endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("data plane: cannot listen on ",
+                                               options_.listen_address, ": ",
+                                               ec.message()));
+  }
+  address_ = FormatEndpoint(acceptor_.local_endpoint(ec));
+  Accept();
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "dataplane");
+    io_.run();
+  });
+  return absl::OkStatus();
+}
+
+void TcpDataPlane::Impl::Accept() {
+  acceptor_.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {
+      // Out of descriptors and the like: try again shortly.
+      CW_LOG(WARNING) << "data plane: accept failed: " << ec.message();
+      accept_retry_.expires_after(std::chrono::milliseconds(10));
+      accept_retry_.async_wait([this](const asio::error_code& ec) {
+        if (!ec) Accept();
+      });
+      return;
+    }
+    auto connection = std::make_shared<Incoming>(this, std::move(socket));
+    incoming_.insert(connection);
+    connection->Start();
+    Accept();
+  });
+}
+
+void TcpDataPlane::Impl::Established(
+    const std::shared_ptr<Incoming>& connection) {
+  if (receiver() == nullptr) {
+    parked_.push_back(connection);
+  } else {
+    connection->Resume();
+  }
+}
+
+void TcpDataPlane::Impl::Forget(Incoming* connection) {
+  for (auto it = incoming_.begin(); it != incoming_.end(); ++it) {
+    if (it->get() == connection) {
+      incoming_.erase(it);
+      return;
+    }
+  }
+}
+
+void TcpDataPlane::Impl::Attach(HostId self, PieceReceiver* receiver) {
+  CW_CHECK(receiver != nullptr);
+  CW_CHECK(this->receiver() == nullptr) << "data plane attached twice";
+  self_.store(self.value(), std::memory_order_release);
+  receiver_.store(receiver, std::memory_order_release);
+  asio::post(io_, [this] {
+    std::vector<std::shared_ptr<Incoming>> parked = std::move(parked_);
+    parked_.clear();
+    for (auto& connection : parked) connection->Resume();
+  });
+}
+
+void TcpDataPlane::Impl::SetPeer(HostId host, std::string address,
+                                 uint64_t incarnation) {
+  std::shared_ptr<Outgoing> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    auto it = peers_.find(host);
+    if (it != peers_.end()) {
+      if (it->second.address == address &&
+          it->second.incarnation == incarnation) {
+        return;
+      }
+      old = std::move(it->second.outgoing);
+    }
+    peers_[host] = Peer{std::move(address), incarnation, nullptr};
+  }
+  if (old != nullptr) {
+    asio::post(io_, [old, host] {
+      old->Close(absl::UnavailableError(absl::StrCat(
+          "data plane: host ", host.value(),
+          " changed its address or incarnation")));
+    });
+  }
+}
+
+void TcpDataPlane::Impl::RemovePeer(HostId host) {
+  std::shared_ptr<Outgoing> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    auto it = peers_.find(host);
+    if (it == peers_.end()) return;
+    old = std::move(it->second.outgoing);
+    peers_.erase(it);
+  }
+  asio::post(io_, [this, old, host] {
+    const absl::Status gone = absl::UnavailableError(absl::StrCat(
+        "data plane: host ", host.value(), " was removed from the peer table"));
+    if (old != nullptr) old->Close(gone);
+    std::vector<std::shared_ptr<Incoming>> from_host;
+    for (const auto& connection : incoming_) {
+      if (connection->established() && connection->peer() == host) {
+        from_host.push_back(connection);
+      }
+    }
+    for (auto& connection : from_host) {
+      connection->Close(absl::DataLossError(absl::StrCat(
+          "data plane: host ", host.value(), " is gone")));
+    }
+  });
+}
+
+Future<> TcpDataPlane::Impl::Push(HostId destination, PieceMessage piece) {
+  wire::FrameHeader header;
+  header.transfer_id = piece.transfer_id;
+  header.source_device = piece.source_device;
+  header.destination_device = piece.destination_device;
+  header.destination = piece.destination;
+  header.whole = piece.whole;
+  std::string message;
+  if (piece.data.ok()) {
+    const hlo::Shape& shape = piece.data->shape();
+    if (!shape.IsArray() || shape.rank() > wire::kMaxRank ||
+        static_cast<int64_t>(piece.offsets.size()) != shape.rank() ||
+        wire::WireType(shape.type()) == 0) {
+      return MakeErrorFuture(absl::InvalidArgumentError(absl::StrCat(
+          "data plane: cannot send a piece of ", shape.ToString(false),
+          " at ", piece.offsets.size(), " offsets")));
+    }
+    header.kind = wire::FrameKind::kPiece;
+    header.type = shape.type();
+    header.dims = shape.dims();
+    header.offsets = piece.offsets;
+    header.payload_bytes = static_cast<uint64_t>(piece.data->size_bytes());
+  } else {
+    header.kind = wire::FrameKind::kError;
+    header.code = piece.data.status().code();
+    const absl::string_view text = piece.data.status().message();
+    message = std::string(text.substr(
+        0, std::min(text.size(), wire::kMaxErrorMessageBytes)));
+    header.payload_bytes = message.size();
+  }
+  if (piece.transfer_id == 0 || piece.source_device.value() < 0 ||
+      piece.destination_device.value() < 0 || piece.destination.shard < 0) {
+    // The receiver would refuse the frame and close the connection.
+    return MakeErrorFuture(absl::InvalidArgumentError(absl::StrCat(
+        "data plane: a piece needs a transfer id and real devices and shard "
+        "(transfer ", piece.transfer_id, ", device ",
+        piece.source_device.value(), " to ", piece.destination.ToString(),
+        " on device ", piece.destination_device.value(), ")")));
+  }
+  std::shared_ptr<Outgoing> outgoing;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return MakeErrorFuture(
+          absl::UnavailableError("data plane: shut down"));
+    }
+    if (self().value() < 0) {
+      return MakeErrorFuture(absl::FailedPreconditionError(
+          "data plane: not attached to a worker yet"));
+    }
+    if (destination == self()) {
+      ++local_calls_;
+    } else {
+      outgoing = OutgoingLocked(destination);
+      if (outgoing == nullptr) {
+        return MakeErrorFuture(absl::UnavailableError(
+            absl::StrCat("data plane: host ", destination.value(),
+                         " is not in the peer table")));
+      }
+    }
+  }
+  if (outgoing == nullptr) {
+    // To this worker itself: no socket, as the in-process data plane does.
+    receiver()->ReceivePiece(std::move(piece));
+    absl::MutexLock lock(&mu_);
+    --local_calls_;
+    return MakeReadyFuture();
+  }
+  PromiseAndFuture<> result = MakePromise<>();
+  OutgoingPiece item{std::move(piece), std::move(result.promise),
+                     wire::EncodeFrameHeader(header), std::move(message)};
+  asio::post(io_, [outgoing, item = std::move(item)]() mutable {
+    outgoing->Enqueue(std::move(item));
+  });
+  return std::move(result.future);
+}
+
+std::shared_ptr<TcpDataPlane::Impl::Outgoing>
+TcpDataPlane::Impl::OutgoingLocked(HostId destination) {
+  auto it = peers_.find(destination);
+  if (it == peers_.end()) return nullptr;
+  if (it->second.outgoing == nullptr) {
+    it->second.outgoing = std::make_shared<Outgoing>(
+        this, destination, it->second.address, it->second.incarnation);
+  }
+  return it->second.outgoing;
+}
+
+void TcpDataPlane::Impl::Shutdown() {
+  std::vector<std::shared_ptr<Outgoing>> outgoing;
+  {
+    absl::MutexLock lock(&mu_);
+    if (joined_) return;
+    joined_ = true;
+    shut_down_ = true;
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return local_calls_ == 0;
+    };
+    mu_.Await(absl::Condition(&idle));
+    for (auto& [host, peer] : peers_) {
+      if (peer.outgoing != nullptr) outgoing.push_back(std::move(peer.outgoing));
+    }
+    peers_.clear();
+  }
+  asio::post(io_, [this, outgoing = std::move(outgoing)] {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+    const absl::Status down = absl::UnavailableError(
+        absl::StrCat("data plane of host ", self().value(), " shut down"));
+    for (const auto& connection : outgoing) connection->Close(down);
+    std::vector<std::shared_ptr<Incoming>> incoming(incoming_.begin(),
+                                                    incoming_.end());
+    for (auto& connection : incoming) connection->Close(absl::OkStatus());
+    parked_.clear();
+  });
+  work_.reset();
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---------------------------------------------------------------------------
+// TcpDataPlane.
+
+absl::StatusOr<std::unique_ptr<TcpDataPlane>> TcpDataPlane::Create(
+    TcpDataPlaneOptions options) {
+  if (options.max_piece_bytes <= 0) {
+    return absl::InvalidArgumentError("data plane: max_piece_bytes must be > 0");
+  }
+  if (options.auth_token.size() > wire::kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data plane: the auth token is longer than ", wire::kMaxTokenBytes,
+        " bytes"));
+  }
+  auto impl = std::make_unique<Impl>(std::move(options));
+  absl::Status listening = impl->Listen();
+  if (!listening.ok()) return listening;
+  return std::unique_ptr<TcpDataPlane>(new TcpDataPlane(std::move(impl)));
+}
+
+TcpDataPlane::TcpDataPlane(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+TcpDataPlane::~TcpDataPlane() { Shutdown(); }
+
+const std::string& TcpDataPlane::address() const { return impl_->address(); }
+
+uint64_t TcpDataPlane::incarnation() const {
+  return impl_->options().incarnation;
+}
+
+void TcpDataPlane::Attach(HostId self, PieceReceiver* receiver) {
+  impl_->Attach(self, receiver);
+}
+
+void TcpDataPlane::SetPeer(HostId host, std::string address,
+                           uint64_t incarnation) {
+  impl_->SetPeer(host, std::move(address), incarnation);
+}
+
+void TcpDataPlane::RemovePeer(HostId host) { impl_->RemovePeer(host); }
+
+Future<> TcpDataPlane::Push(HostId destination, PieceMessage piece) {
+  return impl_->Push(destination, std::move(piece));
+}
+
+TcpDataPlaneStats TcpDataPlane::Stats() const {
+  const Impl::Counters& c = impl_->counters;
+  TcpDataPlaneStats stats;
+  stats.connections_accepted = c.connections_accepted;
+  stats.connections_refused = c.connections_refused;
+  stats.protocol_errors = c.protocol_errors;
+  stats.pieces_received = c.pieces_received;
+  stats.pieces_in_place = c.pieces_in_place;
+  stats.bytes_received = c.bytes_received;
+  stats.pieces_sent = c.pieces_sent;
+  stats.bytes_sent = c.bytes_sent;
+  return stats;
+}
+
+void TcpDataPlane::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace causeway::transport

@@ -1,0 +1,112 @@
+// The wire format of the TCP data plane (docs/data_plane.md): the
+// connection handshake and the frames. Pure encoding and decoding; every
+// decoder validates every field and bounds every size before the caller
+// allocates anything for what follows. All integers are little-endian.
+//
+//   hello (dialler -> listener), 32 bytes + token:
+//     u32 magic "CWDP" | u16 version | u16 token bytes (<= 4096)
+//     i64 sender host | u64 sender incarnation
+//     u64 incarnation the dialler expects to reach | token
+//   reply (listener -> dialler), 12 bytes + message:
+//     u32 magic | u16 version | u16 status code (0: accepted)
+//     u32 message bytes (<= 4096) | message
+//   frame (either way): u32 header bytes | header | payload
+//     header, 56 bytes + 16 per dimension (rank <= 32):
+//       u8 kind (1 piece, 2 error in place of a piece, 3 acknowledgement)
+//       u8 flags (bit 0: whole) | u8 element type | u8 rank
+//       u32 status code (error frames)
+//       u64 transfer id | i64 source device | i64 destination device
+//       u64 destination array | i64 destination shard
+//       u64 payload bytes (piece: the elements, row-major; error: the
+//           message, <= 64 KiB; acknowledgement: 0)
+//       i64 dims[rank] | i64 offsets[rank]
+#ifndef CAUSEWAY_TRANSPORT_TCP_WIRE_H_
+#define CAUSEWAY_TRANSPORT_TCP_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "causeway/base/ids.h"
+#include "causeway/hlo/shape.h"
+
+namespace causeway::transport::tcp_wire {
+
+inline constexpr uint32_t kMagic = 0x50445743;  // "CWDP" on the wire.
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHelloBytes = 32;
+inline constexpr size_t kMaxTokenBytes = 4096;
+inline constexpr size_t kReplyBytes = 12;
+inline constexpr size_t kMaxReplyMessageBytes = 4096;
+inline constexpr size_t kLengthBytes = 4;
+inline constexpr size_t kFrameFixedBytes = 56;
+inline constexpr int64_t kMaxRank = 32;
+inline constexpr size_t kMaxFrameHeaderBytes = kFrameFixedBytes + 16 * kMaxRank;
+inline constexpr size_t kMaxErrorMessageBytes = size_t{64} << 10;
+
+struct Hello {
+  uint16_t version = kVersion;
+  HostId sender;
+  uint64_t sender_incarnation = 0;
+  uint64_t receiver_incarnation = 0;
+  std::string token;
+};
+
+std::vector<uint8_t> EncodeHello(const Hello& hello);
+// The fixed part of a hello (kHelloBytes); the token (`*token_bytes` long)
+// follows. InvalidArgument for a wrong magic, a token over kMaxTokenBytes
+// or a negative sender. The version is returned as sent (the caller
+// decides whether it speaks it).
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> fixed,
+                                  size_t* token_bytes);
+
+// `status` OK: accepted; otherwise its code and (truncated) message.
+std::vector<uint8_t> EncodeReply(const absl::Status& status);
+// The fixed part of a reply (kReplyBytes): the code (OK for accepted) with
+// an empty message, and the message length that follows. InvalidArgument
+// for a wrong magic or version, an unknown code or an oversized message.
+absl::StatusOr<absl::StatusCode> DecodeReply(absl::Span<const uint8_t> fixed,
+                                             size_t* message_bytes);
+
+enum class FrameKind : uint8_t { kPiece = 1, kError = 2, kAck = 3 };
+
+struct FrameHeader {
+  FrameKind kind = FrameKind::kPiece;
+  bool whole = false;
+  hlo::PrimitiveType type = hlo::PrimitiveType::kInvalid;  // kPiece.
+  absl::StatusCode code = absl::StatusCode::kOk;           // kError.
+  uint64_t transfer_id = 0;
+  DeviceId source_device;
+  DeviceId destination_device;
+  BufferId destination;
+  uint64_t payload_bytes = 0;
+  std::vector<int64_t> dims;     // kPiece: the piece's shape.
+  std::vector<int64_t> offsets;  // kPiece: where it lands.
+};
+
+// The length prefix and the header. CHECKs that the header is well formed
+// (callers build it from validated values).
+std::vector<uint8_t> EncodeFrameHeader(const FrameHeader& header);
+// The length prefix (kLengthBytes): the header's size. InvalidArgument
+// unless it is within [kFrameFixedBytes, kMaxFrameHeaderBytes].
+absl::StatusOr<size_t> DecodeFrameLength(absl::Span<const uint8_t> prefix);
+// A header of the size DecodeFrameLength returned. Validates everything:
+// the kind, the rank against the size, the element type, non-negative
+// dims and offsets whose sums do not overflow, the payload against the
+// element count (and `max_piece_bytes`) or the message bound, an error
+// code, ids, whole pieces at offset zero, acknowledgements without data.
+// InvalidArgument naming the field otherwise.
+absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> header,
+                                              int64_t max_piece_bytes);
+
+// Element types on the wire (a stable table, not the enum's values); 0 for
+// a type that has none.
+uint8_t WireType(hlo::PrimitiveType type);
+
+}  // namespace causeway::transport::tcp_wire
+
+#endif  // CAUSEWAY_TRANSPORT_TCP_WIRE_H_
