@@ -123,10 +123,12 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
 
 LocalCluster::~LocalCluster() {
   if (head_ != nullptr) head_->Shutdown();
-  for (auto& worker : workers_) {
-    StopDataPlane(worker->host());
-    worker->Stop();
+  // A clean stop: pieces on their way land (and are acknowledged) first.
+  for (auto& plane : tcp_data_planes_) {
+    plane->AwaitIdle(absl::Now() + absl::Seconds(5));
   }
+  for (auto& worker : workers_) worker->Stop();
+  for (auto& worker : workers_) StopDataPlane(worker->host());
   if (listener_ != nullptr) listener_->set_head(nullptr);
   head_.reset();
   workers_.clear();

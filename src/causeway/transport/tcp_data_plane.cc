@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <array>
@@ -36,8 +37,11 @@ namespace wire = tcp_wire;
 
 // Staging block for narrow box pieces and for discarded payloads.
 constexpr size_t kStagingBytes = size_t{1} << 20;
-// Destination runs per read when reading a box piece straight in.
-constexpr size_t kMaxDirectBuffers = 64;
+// Destination runs per readv(2) when reading a piece straight in (the
+// system's IOV_MAX), and the bytes one connection reads before letting the
+// others have the I/O thread.
+constexpr size_t kMaxDirectRuns = 1024;
+constexpr uint64_t kDirectBytesPerTurn = uint64_t{16} << 20;
 
 // Asio's transfer_all() moves at most 64 KiB per system call; a piece moves
 // as much per call as the socket has.
@@ -166,6 +170,20 @@ class TcpDataPlane::Impl {
     return it == peers_.end() ? 0 : it->second.incarnation;
   }
 
+  // Resolves a push (on the I/O thread) and counts it as no longer pending.
+  void Settle(Promise<>& promise, absl::Status status) {
+    promise.Set(std::move(status));
+    absl::MutexLock lock(&mu_);
+    --pending_pushes_;
+  }
+  bool AwaitIdle(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pending_pushes_ == 0;
+    };
+    return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  }
+
   // I/O thread: connections accepted from peers.
   void Established(const std::shared_ptr<Incoming>& connection);
   void Forget(Incoming* connection);
@@ -210,6 +228,8 @@ class TcpDataPlane::Impl {
   std::map<HostId, Peer> peers_ ABSL_GUARDED_BY(mu_);
   // Pushes to this worker itself inside the receiver now.
   int64_t local_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  // Pushes to peers not resolved yet.
+  int64_t pending_pushes_ ABSL_GUARDED_BY(mu_) = 0;
 
   // io thread only.
   std::set<std::shared_ptr<Incoming>> incoming_;
@@ -245,7 +265,7 @@ class TcpDataPlane::Impl::Outgoing
 
   void Enqueue(OutgoingPiece piece) {
     if (state_ == State::kClosed) {
-      piece.promise.Set(closed_);
+      impl_->Settle(piece.promise, closed_);
       return;
     }
     queue_.push_back(std::move(piece));
@@ -273,11 +293,10 @@ class TcpDataPlane::Impl::Outgoing
     return absl::StrCat("host ", peer_.value(), " at ", address_);
   }
 
-  static void FailAll(std::deque<OutgoingPiece>& pieces,
-                      const absl::Status& status) {
+  void FailAll(std::deque<OutgoingPiece>& pieces, const absl::Status& status) {
     std::deque<OutgoingPiece> failed = std::move(pieces);
     pieces.clear();
-    for (OutgoingPiece& piece : failed) piece.promise.Set(status);
+    for (OutgoingPiece& piece : failed) impl_->Settle(piece.promise, status);
   }
 
   void Disconnect() {
@@ -460,7 +479,7 @@ class TcpDataPlane::Impl::Outgoing
     OutgoingPiece piece = std::move(in_flight_.front());
     in_flight_.pop_front();
     ++impl_->counters.pieces_sent;
-    piece.promise.Set(absl::OkStatus());
+    impl_->Settle(piece.promise, absl::OkStatus());
     ReadAck(generation);
   }
 
@@ -501,6 +520,8 @@ class TcpDataPlane::Impl::Incoming
 
   void Start() {
     TuneSocket(socket_, impl_->options());
+    asio::error_code ignored;
+    socket_.native_non_blocking(true, ignored);  // ReadDirectNow's readv.
     auto self = shared_from_this();
     timer_.expires_after(std::chrono::microseconds(
         absl::ToInt64Microseconds(impl_->options().handshake_timeout)));
@@ -731,32 +752,76 @@ class TcpDataPlane::Impl::Incoming
       return Discard();
     }
     cursor_.emplace(runs);
-    if (runs.count() <= 1 ||
+    if (runs.count() == 0) return FinishInPlace();
+    if (runs.count() == 1 ||
         runs.run_bytes() >= impl_->options().min_direct_run_bytes) {
       return ReadDirect();
     }
     return ReadStaged();
   }
 
-  // Straight into the destination runs, up to kMaxDirectBuffers per read.
+  // Straight into the destination runs: readv(2) of up to kMaxDirectRuns
+  // runs per call (Asio's reads take at most 64 buffers), whenever the
+  // socket is readable.
   void ReadDirect() {
-    direct_.clear();
-    const BoxRuns& runs = writer_->runs();
-    std::byte* base = writer_->base();
-    while (!cursor_->done() && direct_.size() < kMaxDirectBuffers) {
-      direct_.push_back(asio::buffer(base + cursor_->offset(),
-                                     static_cast<size_t>(runs.run_bytes())));
-      cursor_->Next();
-    }
     auto self = shared_from_this();
-    asio::async_read(socket_, direct_, LargeSteps(),
-                     [self](const asio::error_code& ec, size_t n) {
-                       if (self->closed_) return;
-                       self->remaining_ -= n;
-                       if (ec) return self->Lost(ec.message());
-                       if (!self->cursor_->done()) return self->ReadDirect();
-                       self->FinishInPlace();
-                     });
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self](const asio::error_code& ec) {
+                         if (self->closed_) return;
+                         if (ec) return self->Lost(ec.message());
+                         self->ReadDirectNow();
+                       });
+  }
+
+  void ReadDirectNow() {
+    const int64_t run = writer_->runs().run_bytes();
+    std::byte* base = writer_->base();
+    uint64_t turn = 0;  // Bytes read in this turn of the I/O thread.
+    while (remaining_ > 0) {
+      if (turn >= kDirectBytesPerTurn) {
+        // Let the other connections have the thread, then go on.
+        auto self = shared_from_this();
+        asio::post(socket_.get_executor(), [self] {
+          if (!self->closed_) self->ReadDirectNow();
+        });
+        return;
+      }
+      // The window holds the next runs to read: refill what was consumed
+      // (building all kMaxDirectRuns per call would cost more than a short
+      // read brings).
+      if (window_start_ > 0) {
+        window_.erase(window_.begin(), window_.begin() + window_start_);
+        window_start_ = 0;
+      }
+      while (window_.size() < kMaxDirectRuns && !cursor_->done()) {
+        window_.push_back({base + cursor_->offset(), static_cast<size_t>(run)});
+        cursor_->Next();
+      }
+      const ssize_t n =
+          readv(socket_.native_handle(), window_.data(),
+                static_cast<int>(window_.size()));
+      if (n == 0) return Lost("End of file");
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadDirect();
+        return Lost(std::strerror(errno));
+      }
+      remaining_ -= static_cast<uint64_t>(n);
+      turn += static_cast<uint64_t>(n);
+      // Drop the runs filled; the first one left may be partly filled.
+      size_t left = static_cast<size_t>(n);
+      while (left > 0) {
+        iovec& first = window_[window_start_];
+        const size_t take = std::min(left, first.iov_len);
+        first.iov_base = static_cast<std::byte*>(first.iov_base) + take;
+        first.iov_len -= take;
+        left -= take;
+        if (first.iov_len == 0) ++window_start_;
+      }
+    }
+    window_.clear();
+    window_start_ = 0;
+    FinishInPlace();
   }
 
   // Narrow runs: a staging block at a time, copied into the runs.
@@ -913,7 +978,9 @@ class TcpDataPlane::Impl::Incoming
   uint64_t remaining_ = 0;  // Payload bytes of the current frame not read.
   std::unique_ptr<PieceWriter> writer_;
   std::optional<BoxRuns::Cursor> cursor_;
-  std::vector<asio::mutable_buffer> direct_;
+  // ReadDirectNow's runs still to read, from window_start_.
+  std::vector<iovec> window_;
+  size_t window_start_ = 0;
   std::vector<std::byte> staging_;
   hlo::Literal literal_;
   std::string message_;
@@ -1108,6 +1175,7 @@ Future<> TcpDataPlane::Impl::Push(HostId destination, PieceMessage piece) {
             absl::StrCat("data plane: host ", destination.value(),
                          " is not in the peer table")));
       }
+      ++pending_pushes_;
     }
   }
   if (outgoing == nullptr) {
@@ -1226,6 +1294,10 @@ TcpDataPlaneStats TcpDataPlane::Stats() const {
   stats.pieces_sent = c.pieces_sent;
   stats.bytes_sent = c.bytes_sent;
   return stats;
+}
+
+bool TcpDataPlane::AwaitIdle(absl::Time deadline) {
+  return impl_->AwaitIdle(deadline);
 }
 
 void TcpDataPlane::Shutdown() { impl_->Shutdown(); }

@@ -71,7 +71,7 @@ struct TcpDataPlaneOptions {
   // Box pieces whose contiguous runs are at least this long are read from
   // the socket straight into the destination runs; narrower ones are read
   // into a staging block and copied (see docs/data_plane.md, measured).
-  int64_t min_direct_run_bytes = int64_t{64} << 10;
+  int64_t min_direct_run_bytes = 256;
 };
 
 // Counters, for tests and the status view.
@@ -120,6 +120,11 @@ class TcpDataPlane final : public DataPlane {
   Future<> Push(HostId destination, PieceMessage piece) override;
 
   TcpDataPlaneStats Stats() const;
+
+  // Waits until every push made so far has resolved (acknowledged or
+  // failed), for a clean stop; false if some are still pending by
+  // `deadline`.
+  bool AwaitIdle(absl::Time deadline);
 
   // Closes the listener and every connection, fails pushes still pending
   // with Unavailable, and joins the I/O thread: after it returns, no call

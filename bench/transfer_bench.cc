@@ -1,0 +1,398 @@
+// Transfers between two workers over the TCP data plane, against raw TCP
+// measured in the same run (issue #7, "Transfers"). See bench/transfer_bench.sh
+// for the loopback and the network-namespace runs, and BENCHMARKS.md.
+//
+//   transfer_bench [--mib=64] [--iterations=8] [--repeats=5]
+//                  [--receiver-netns=NAME --receiver-ip=IP] [--only=TEXT]
+//
+// Two Worker objects in this process, each with its own TcpDataPlane (its
+// own I/O thread and sockets): host 0 sends, hosts 1 and 2 receive (host 2
+// reads box pieces straight into their runs whatever their width, host 1
+// uses the default threshold). One transfer is timed from the dispatch of
+// its sends to its destination buffer being ready on the receiver (the
+// receive is announced first, as the head's dispatch does). The raw
+// baseline moves the same bytes over one plain TCP connection (blocking
+// write() of the whole buffer, read() into a buffer, one byte back), timed
+// from the first write to the byte coming back. With --receiver-netns the
+// receiving side's sockets live in that network namespace (its threads
+// setns(2) into it before making them), so the bytes cross the veth pair.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "causeway/base/logging.h"
+#include "causeway/transport/launch_collectives.h"
+#include "causeway/transport/tcp_data_plane.h"
+#include "causeway/transport/topology.h"
+#include "causeway/worker/worker.h"
+
+namespace causeway {
+namespace {
+
+using transport::Box;
+using transport::DeviceBuffer;
+using transport::PieceOrigin;
+using transport::ReceiveSpec;
+using transport::SendSpec;
+using transport::TcpDataPlane;
+using transport::WorkerBatch;
+using worker::Worker;
+
+struct Flags {
+  int64_t mib = 64;
+  int iterations = 8;
+  int repeats = 5;
+  std::string receiver_netns;
+  std::string receiver_ip = "127.0.0.1";
+  std::string only;  // Cases whose name contains this (all when empty).
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      const std::string prefix = absl::StrCat("--", name, "=");
+      return arg.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
+    };
+    if (const char* v = value("mib")) {
+      CW_CHECK(absl::SimpleAtoi(v, &flags.mib));
+    } else if (const char* v = value("iterations")) {
+      CW_CHECK(absl::SimpleAtoi(v, &flags.iterations));
+    } else if (const char* v = value("repeats")) {
+      CW_CHECK(absl::SimpleAtoi(v, &flags.repeats));
+    } else if (const char* v = value("receiver-netns")) {
+      flags.receiver_netns = v;
+    } else if (const char* v = value("receiver-ip")) {
+      flags.receiver_ip = v;
+    } else if (const char* v = value("only")) {
+      flags.only = v;
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      std::exit(2);
+    }
+  }
+  return flags;
+}
+
+// Runs `fn` on a thread that is in network namespace `netns` (none: this
+// one's), so the sockets and threads it makes live there.
+void InNetns(const std::string& netns, const std::function<void()>& fn) {
+  std::thread thread([&] {
+    if (!netns.empty()) {
+      const std::string path = "/var/run/netns/" + netns;
+      const int fd = open(path.c_str(), O_RDONLY);
+      CW_CHECK(fd >= 0) << "cannot open " << path;
+      CW_CHECK(setns(fd, CLONE_NEWNET) == 0) << "setns " << netns;
+      close(fd);
+    }
+    fn();
+  });
+  thread.join();
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// ---------------------------------------------------------------------------
+// Raw TCP: one connection, the whole buffer per write(), one byte back.
+
+class RawTcp {
+ public:
+  RawTcp(const Flags& flags, int64_t bytes)
+      : bytes_(bytes), send_buffer_(bytes, 1), receive_buffer_(bytes) {
+    int listener = -1;
+    sockaddr_in address{};
+    InNetns(flags.receiver_netns, [&] {
+      listener = socket(AF_INET, SOCK_STREAM, 0);
+      address.sin_family = AF_INET;
+      CW_CHECK(inet_pton(AF_INET, flags.receiver_ip.c_str(),
+                         &address.sin_addr) == 1);
+      CW_CHECK(bind(listener, reinterpret_cast<sockaddr*>(&address),
+                    sizeof address) == 0);
+      CW_CHECK(listen(listener, 1) == 0);
+      socklen_t size = sizeof address;
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size);
+    });
+    sender_ = socket(AF_INET, SOCK_STREAM, 0);
+    CW_CHECK(connect(sender_, reinterpret_cast<sockaddr*>(&address),
+                     sizeof address) == 0);
+    receiver_ = accept(listener, nullptr, nullptr);
+    CW_CHECK(receiver_ >= 0);
+    close(listener);
+    const int one = 1;
+    setsockopt(sender_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(receiver_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RawTcp() {
+    shutdown(sender_, SHUT_RDWR);
+    thread_.join();
+    close(sender_);
+    close(receiver_);
+  }
+
+  // Seconds for one transfer of the buffer.
+  double Transfer() {
+    const absl::Time start = absl::Now();
+    for (int64_t sent = 0; sent < bytes_;) {
+      const ssize_t n = write(sender_, send_buffer_.data() + sent,
+                              static_cast<size_t>(bytes_ - sent));
+      CW_CHECK(n > 0);
+      sent += n;
+    }
+    char ack;
+    CW_CHECK(read(sender_, &ack, 1) == 1);
+    return absl::ToDoubleSeconds(absl::Now() - start);
+  }
+
+ private:
+  void Serve() {
+    while (true) {
+      for (int64_t got = 0; got < bytes_;) {
+        const ssize_t n = read(receiver_, receive_buffer_.data() + got,
+                               static_cast<size_t>(bytes_ - got));
+        if (n <= 0) return;
+        got += n;
+      }
+      const char ack = 1;
+      if (write(receiver_, &ack, 1) != 1) return;
+    }
+  }
+
+  const int64_t bytes_;
+  std::vector<char> send_buffer_;
+  std::vector<char> receive_buffer_;
+  int sender_ = -1;
+  int receiver_ = -1;
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------
+// Causeway: two workers, each on its own TCP data plane.
+
+class WorkerPair {
+ public:
+  explicit WorkerPair(const Flags& flags) {
+    topology_ = std::make_unique<transport::Topology>(
+        *transport::Topology::Uniform(1, 3, 1, int64_t{4} << 30));
+    transport::TcpDataPlaneOptions sender_options;
+    planes_.push_back(*TcpDataPlane::Create(sender_options));
+    InNetns(flags.receiver_netns, [&] {
+      // Host 1 stages every box piece, host 2 reads every one straight in.
+      for (int64_t threshold :
+           {std::numeric_limits<int64_t>::max(), int64_t{0}}) {
+        transport::TcpDataPlaneOptions options;
+        options.listen_address = absl::StrCat(flags.receiver_ip, ":0");
+        options.min_direct_run_bytes = threshold;
+        planes_.push_back(*TcpDataPlane::Create(options));
+      }
+    });
+    for (int64_t h = 0; h < 3; ++h) {
+      worker::WorkerOptions options;
+      options.host = HostId(h);
+      options.island = IslandId(0);
+      options.devices.push_back(topology_->device(DeviceId(h)));
+      options.data_plane = planes_[h].get();
+      options.collectives = &collectives_;
+      workers_.push_back(*Worker::Create(options));
+      planes_[h]->Attach(HostId(h), workers_[h].get());
+    }
+    for (int64_t to = 1; to < 3; ++to) {
+      planes_[0]->SetPeer(HostId(to), planes_[to]->address(),
+                          planes_[to]->incarnation());
+    }
+  }
+  ~WorkerPair() {
+    for (auto& plane : planes_) plane->AwaitIdle(absl::Now() + absl::Seconds(5));
+    for (auto& worker : workers_) worker->Stop();
+    for (auto& plane : planes_) plane->Shutdown();
+  }
+
+  // Puts `value` on the sender as array `array`, shard `shard`.
+  void Put(uint64_t array, int64_t shard, hlo::Literal value) {
+    CW_CHECK(workers_[0]
+                 ->PutBuffer({DeviceId(0), BufferId{ArrayHandle(array), shard},
+                              std::move(value)})
+                 .Await()
+                 .ok());
+  }
+
+  // Seconds to move the sender's shards of `source` (one piece each, at
+  // `offsets`) into a new buffer of `shape` on host `to`.
+  double Transfer(uint64_t source, const std::vector<hlo::Shape>& pieces,
+                  const std::vector<std::vector<int64_t>>& offsets,
+                  const hlo::Shape& shape, int64_t to) {
+    const uint64_t destination = next_array_++;
+    const bool whole = pieces.size() == 1;
+    WorkerBatch receive;
+    ReceiveSpec spec{DeviceId(to), BufferId{ArrayHandle(destination), 0},
+                     shape, {}, {}, whole};
+    WorkerBatch send;
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      const uint64_t transfer = next_transfer_++;
+      spec.pieces.push_back(PieceOrigin{transfer, DeviceId(0), HostId(0), ""});
+      std::vector<int64_t> zeros(pieces[p].rank(), 0);
+      send.sends.push_back(SendSpec{
+          transfer, DeviceId(0),
+          BufferId{ArrayHandle(source), static_cast<int64_t>(p)},
+          Box{zeros, pieces[p].dims()}, whole, HostId(to), DeviceId(to),
+          BufferId{ArrayHandle(destination), 0}, offsets[p]});
+    }
+    receive.receives.push_back(std::move(spec));
+    workers_[to]->Dispatch(std::move(receive));
+    const DeviceBuffer buffer{DeviceId(to),
+                              BufferId{ArrayHandle(destination), 0}};
+    const absl::Time start = absl::Now();
+    workers_[0]->Dispatch(std::move(send));
+    absl::Status ready = workers_[to]->AwaitBuffers({buffer}).Await();
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    CW_CHECK(ready.ok()) << ready;
+    workers_[to]->ReleaseBuffers({buffer});
+    return seconds;
+  }
+
+ private:
+  std::unique_ptr<transport::Topology> topology_;
+  transport::InProcessLaunchCollectives collectives_;
+  std::vector<std::unique_ptr<TcpDataPlane>> planes_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  uint64_t next_array_ = 1000;
+  uint64_t next_transfer_ = 1;
+};
+
+hlo::Literal Random(const hlo::Shape& shape, uint32_t seed) {
+  hlo::Literal value = hlo::Literal::Uninitialized(shape);
+  auto* words = static_cast<uint32_t*>(value.mutable_untyped_data());
+  std::mt19937 random(seed);
+  const int64_t count = value.size_bytes() / 4;
+  for (int64_t i = 0; i < count; ++i) words[i] = random();
+  return value;
+}
+
+struct Case {
+  std::string name;
+  std::string description;
+  uint64_t source;
+  std::vector<hlo::Shape> pieces;
+  std::vector<std::vector<int64_t>> offsets;
+  hlo::Shape shape;
+  int64_t to;
+};
+
+}  // namespace
+}  // namespace causeway
+
+int main(int argc, char** argv) {
+  using namespace causeway;  // NOLINT: a benchmark's main.
+  const Flags flags = ParseFlags(argc, argv);
+  const int64_t bytes = flags.mib << 20;
+  const int64_t elements = bytes / 4;
+  const hlo::PrimitiveType f32 = hlo::PrimitiveType::kF32;
+
+  RawTcp raw(flags, bytes);
+  WorkerPair pair(flags);
+  std::vector<Case> cases;
+  cases.push_back({"whole", absl::StrCat("one whole f32[", elements, "] shard"),
+                   1, {hlo::Shape(f32, {elements})}, {{0}},
+                   hlo::Shape(f32, {elements}), 1});
+  // Two column halves into one buffer (a reshard from column tiles to
+  // whole): the destination runs are half a row each.
+  // Each width read both ways: host 1 stages, host 2 reads straight in.
+  std::vector<std::tuple<std::string, int64_t, int64_t>> boxes;
+  for (int64_t run : {64, 256, 1024, 4096, 16384}) {
+    boxes.emplace_back(absl::StrCat("runs of ", run, " B, staged"), 1, run);
+    boxes.emplace_back(absl::StrCat("runs of ", run, " B, direct"), 2, run);
+  }
+  for (const auto& [name, to, run_bytes] : boxes) {
+    const int64_t half = run_bytes / 4;
+    const int64_t height = elements / (2 * half);
+    const hlo::Shape piece(f32, {height, half});
+    const uint64_t source = cases.size() + 1;
+    cases.push_back({name,
+                     absl::StrCat("2 pieces f32[", height, ",", half,
+                                  "] into f32[", height, ",", 2 * half, "]"),
+                     source,
+                     {piece, piece},
+                     {{0, 0}, {0, half}},
+                     hlo::Shape(f32, {height, 2 * half}),
+                     to});
+  }
+
+  cases.erase(std::remove_if(cases.begin(), cases.end(),
+                             [&](const Case& c) {
+                               return c.name.find(flags.only) ==
+                                      std::string::npos;
+                             }),
+              cases.end());
+  for (const Case& c : cases) {
+    for (size_t p = 0; p < c.pieces.size(); ++p) {
+      pair.Put(c.source, static_cast<int64_t>(p),
+               Random(c.pieces[p], static_cast<uint32_t>(c.source * 10 + p)));
+    }
+  }
+  std::printf("transfer_bench: %lld MiB, %d transfers per sample, %d samples; "
+              "receiver %s%s\n",
+              static_cast<long long>(flags.mib), flags.iterations,
+              flags.repeats, flags.receiver_ip.c_str(),
+              flags.receiver_netns.empty()
+                  ? " (loopback)"
+                  : absl::StrCat(" in netns ", flags.receiver_netns).c_str());
+  // Warm up both (connections, buffer pools).
+  raw.Transfer();
+  for (const Case& c : cases) {
+    pair.Transfer(c.source, c.pieces, c.offsets, c.shape, c.to);
+  }
+  std::vector<std::vector<double>> raw_rates(cases.size());
+  std::vector<std::vector<double>> rates(cases.size());
+  std::vector<std::vector<double>> ratios(cases.size());
+  const double gb = static_cast<double>(bytes) / 1e9;
+  for (int r = 0; r < flags.repeats; ++r) {
+    for (size_t k = 0; k < cases.size(); ++k) {
+      // Raw TCP right before each case, so that a noisy neighbour hurts
+      // both alike.
+      double raw_seconds = 0;
+      for (int i = 0; i < flags.iterations; ++i) raw_seconds += raw.Transfer();
+      raw_rates[k].push_back(gb * flags.iterations / raw_seconds);
+      const Case& c = cases[k];
+      double seconds = 0;
+      for (int i = 0; i < flags.iterations; ++i) {
+        seconds += pair.Transfer(c.source, c.pieces, c.offsets, c.shape, c.to);
+      }
+      rates[k].push_back(gb * flags.iterations / seconds);
+      ratios[k].push_back(rates[k].back() / raw_rates[k].back());
+    }
+  }
+  std::printf("| transfer | Causeway GB/s | raw TCP GB/s | ratio |\n"
+              "|---|---|---|---|\n");
+  for (size_t k = 0; k < cases.size(); ++k) {
+    std::printf("| %s: %s | %.2f | %.2f | %.2f |\n", cases[k].name.c_str(),
+                cases[k].description.c_str(), Median(rates[k]),
+                Median(raw_rates[k]), Median(ratios[k]));
+  }
+  std::printf("(medians of %d samples of %d transfers; ratio: the median of "
+              "per-sample ratios against raw TCP measured right before)\n",
+              flags.repeats, flags.iterations);
+  return 0;
+}
