@@ -239,25 +239,23 @@ class WorkerPair {
                  .ok());
   }
 
-  // Seconds to move the sender's shards of `source` (one piece each, at
-  // `offsets`) into a new buffer of `shape` on host `to`.
-  double Transfer(uint64_t source, const std::vector<hlo::Shape>& pieces,
+  // Seconds to move the boxes `boxes` of the sender's array `source`
+  // (shard 0) into a new buffer of `shape` on host `to`, box i at
+  // `offsets[i]` (one box that is all of both: a whole transfer).
+  double Transfer(uint64_t source, const std::vector<Box>& boxes,
                   const std::vector<std::vector<int64_t>>& offsets,
-                  const hlo::Shape& shape, int64_t to) {
+                  const hlo::Shape& shape, int64_t to, bool whole) {
     const uint64_t destination = next_array_++;
-    const bool whole = pieces.size() == 1;
     WorkerBatch receive;
     ReceiveSpec spec{DeviceId(to), BufferId{ArrayHandle(destination), 0},
                      shape, {}, {}, whole};
     WorkerBatch send;
-    for (size_t p = 0; p < pieces.size(); ++p) {
+    for (size_t p = 0; p < boxes.size(); ++p) {
       const uint64_t transfer = next_transfer_++;
       spec.pieces.push_back(PieceOrigin{transfer, DeviceId(0), HostId(0), ""});
-      std::vector<int64_t> zeros(pieces[p].rank(), 0);
       send.sends.push_back(SendSpec{
-          transfer, DeviceId(0),
-          BufferId{ArrayHandle(source), static_cast<int64_t>(p)},
-          Box{zeros, pieces[p].dims()}, whole, HostId(to), DeviceId(to),
+          transfer, DeviceId(0), BufferId{ArrayHandle(source), 0}, boxes[p],
+          whole, HostId(to), DeviceId(to),
           BufferId{ArrayHandle(destination), 0}, offsets[p]});
     }
     receive.receives.push_back(std::move(spec));
@@ -295,10 +293,12 @@ struct Case {
   std::string name;
   std::string description;
   uint64_t source;
-  std::vector<hlo::Shape> pieces;
+  hlo::Shape source_shape;
+  std::vector<Box> boxes;
   std::vector<std::vector<int64_t>> offsets;
   hlo::Shape shape;
   int64_t to;
+  bool whole;
 };
 
 }  // namespace
@@ -315,31 +315,32 @@ int main(int argc, char** argv) {
   WorkerPair pair(flags);
   std::vector<Case> cases;
   cases.push_back({"whole", absl::StrCat("one whole f32[", elements, "] shard"),
-                   1, {hlo::Shape(f32, {elements})}, {{0}},
-                   hlo::Shape(f32, {elements}), 1});
-  // Two column halves into one buffer (a reshard from column tiles to
-  // whole): the destination runs are half a row each.
-  // Each width read both ways: host 1 stages, host 2 reads straight in.
+                   1, hlo::Shape(f32, {elements}), {Box{{0}, {elements}}},
+                   {{0}}, hlo::Shape(f32, {elements}), 1, true});
+  // The two column halves of one source, sent as boxes of it (gathered
+  // from its runs) into the same places of the destination (scattered into
+  // its runs), each run width both ways: host 1 stages the runs, host 2
+  // reads them straight in.
   std::vector<std::tuple<std::string, int64_t, int64_t>> boxes;
-  for (int64_t run : {64, 256, 1024, 4096, 16384}) {
+  for (int64_t run : {64, 256, 512, 1024, 2048, 4096, 16384}) {
     boxes.emplace_back(absl::StrCat("runs of ", run, " B, staged"), 1, run);
     boxes.emplace_back(absl::StrCat("runs of ", run, " B, direct"), 2, run);
   }
   for (const auto& [name, to, run_bytes] : boxes) {
     const int64_t half = run_bytes / 4;
     const int64_t height = elements / (2 * half);
-    const hlo::Shape piece(f32, {height, half});
-    const uint64_t source = cases.size() + 1;
+    const hlo::Shape shape(f32, {height, 2 * half});
     cases.push_back({name,
-                     absl::StrCat("2 pieces f32[", height, ",", half,
-                                  "] into f32[", height, ",", 2 * half, "]"),
-                     source,
-                     {piece, piece},
+                     absl::StrCat("column halves of f32[", height, ",",
+                                  2 * half, "]"),
+                     cases.size() + 1,
+                     shape,
+                     {Box{{0, 0}, {height, half}}, Box{{0, half}, {height, half}}},
                      {{0, 0}, {0, half}},
-                     hlo::Shape(f32, {height, 2 * half}),
-                     to});
+                     shape,
+                     to,
+                     false});
   }
-
   cases.erase(std::remove_if(cases.begin(), cases.end(),
                              [&](const Case& c) {
                                return c.name.find(flags.only) ==
@@ -347,10 +348,7 @@ int main(int argc, char** argv) {
                              }),
               cases.end());
   for (const Case& c : cases) {
-    for (size_t p = 0; p < c.pieces.size(); ++p) {
-      pair.Put(c.source, static_cast<int64_t>(p),
-               Random(c.pieces[p], static_cast<uint32_t>(c.source * 10 + p)));
-    }
+    pair.Put(c.source, 0, Random(c.source_shape, static_cast<uint32_t>(c.source)));
   }
   std::printf("transfer_bench: %lld MiB, %d transfers per sample, %d samples; "
               "receiver %s%s\n",
@@ -362,7 +360,7 @@ int main(int argc, char** argv) {
   // Warm up both (connections, buffer pools).
   raw.Transfer();
   for (const Case& c : cases) {
-    pair.Transfer(c.source, c.pieces, c.offsets, c.shape, c.to);
+    pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to, c.whole);
   }
   std::vector<std::vector<double>> raw_rates(cases.size());
   std::vector<std::vector<double>> rates(cases.size());
@@ -378,7 +376,7 @@ int main(int argc, char** argv) {
       const Case& c = cases[k];
       double seconds = 0;
       for (int i = 0; i < flags.iterations; ++i) {
-        seconds += pair.Transfer(c.source, c.pieces, c.offsets, c.shape, c.to);
+        seconds += pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to, c.whole);
       }
       rates[k].push_back(gb * flags.iterations / seconds);
       ratios[k].push_back(rates[k].back() / raw_rates[k].back());

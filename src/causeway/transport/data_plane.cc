@@ -162,6 +162,41 @@ Future<> InProcessDataPlane::Push(HostId destination, PieceMessage piece) {
   return MakeReadyFuture();
 }
 
+absl::StatusOr<hlo::Shape> PieceShape(const PieceMessage& piece) {
+  if (!piece.data.ok()) return piece.data.status();
+  const hlo::Shape& shape = piece.data->shape();
+  if (!shape.IsArray()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a piece must be an array, not ", shape.ToString(false)));
+  }
+  if (piece.source_offsets.empty()) return shape;
+  const int64_t rank = shape.rank();
+  if (static_cast<int64_t>(piece.source_offsets.size()) != rank ||
+      static_cast<int64_t>(piece.dims.size()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "piece of rank ", piece.dims.size(), " (offsets rank ",
+        piece.source_offsets.size(), ") does not match ", shape.ToString()));
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t offset = piece.source_offsets[d];
+    const int64_t dim = piece.dims[d];
+    if (offset < 0 || dim < 0 || offset > shape.dim(d) - dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "piece at [", absl::StrJoin(piece.source_offsets, ","),
+          "] of size [", absl::StrJoin(piece.dims, ","), "] does not fit in ",
+          shape.ToString()));
+    }
+  }
+  return hlo::Shape(shape.type(), piece.dims);
+}
+
+absl::StatusOr<hlo::Literal> TakePieceValue(PieceMessage piece) {
+  if (!piece.data.ok() || piece.source_offsets.empty()) {
+    return std::move(piece.data);
+  }
+  return ExtractPiece(*piece.data, piece.source_offsets, piece.dims);
+}
+
 absl::StatusOr<hlo::Literal> ExtractPiece(const hlo::Literal& source,
                                           absl::Span<const int64_t> offsets,
                                           absl::Span<const int64_t> dims) {

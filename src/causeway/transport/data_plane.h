@@ -53,9 +53,22 @@ struct PieceMessage {
   std::vector<int64_t> offsets;
   // The piece is the destination buffer's whole value (no other pieces).
   bool whole = false;
-  // The bytes, or the error of the source.
+  // The bytes, or the error of the source. With `source_offsets` set, the
+  // piece is the box `source_offsets`..`+dims` of `data` (the sender's
+  // whole source shard, shared, not copied: a network data plane gathers
+  // the box's runs from it); otherwise it is all of `data`.
   absl::StatusOr<hlo::Literal> data;
+  std::vector<int64_t> source_offsets;
+  std::vector<int64_t> dims;
 };
+
+// The shape of the piece `piece.data` holds (an array): its box of `data`,
+// or `data`'s shape. InvalidArgument if the box does not fit in `data`.
+absl::StatusOr<hlo::Shape> PieceShape(const PieceMessage& piece);
+
+// The piece's bytes as a literal of their own: `data` itself (shared), or
+// a copy of its box.
+absl::StatusOr<hlo::Literal> TakePieceValue(PieceMessage piece);
 
 // What a network data plane knows of a piece before its bytes arrive.
 struct PieceHeader {

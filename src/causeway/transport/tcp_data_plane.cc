@@ -246,6 +246,8 @@ struct OutgoingPiece {
   Promise<> promise;
   std::vector<uint8_t> header;  // Length prefix and frame header.
   std::string message;          // The payload of an error frame.
+  // Where the payload is in the source literal (data pieces).
+  std::optional<BoxRuns> runs;
 };
 
 }  // namespace
@@ -306,6 +308,10 @@ class TcpDataPlane::Impl::Outgoing
     socket_.close(ignored);
     timer_.cancel();
     writing_ = false;
+    write_cursor_.reset();
+    write_runs_.reset();
+    window_.clear();
+    window_start_ = 0;
   }
 
   void Dial() {
@@ -340,6 +346,8 @@ class TcpDataPlane::Impl::Outgoing
 
   void Connected(uint64_t generation) {
     TuneSocket(socket_, impl_->options());
+    asio::error_code ignored;
+    socket_.native_non_blocking(true, ignored);  // WriteRunsNow's writev.
     wire::Hello hello;
     hello.sender = impl_->self();
     hello.sender_incarnation = impl_->options().incarnation;
@@ -420,28 +428,138 @@ class TcpDataPlane::Impl::Outgoing
     if (state_ != State::kReady || writing_ || queue_.empty()) return;
     in_flight_.push_back(std::move(queue_.front()));
     queue_.pop_front();
-    OutgoingPiece& piece = in_flight_.back();
+    const OutgoingPiece& piece = in_flight_.back();
+    writing_ = true;
+    // The piece may be acknowledged (and gone) as soon as its last byte is
+    // out: what the writes below need is copied out of it first.
+    bool gather = false;
     std::array<asio::const_buffer, 2> buffers;
     buffers[0] = asio::buffer(piece.header);
-    if (piece.piece.data.ok()) {
-      const hlo::Literal& data = *piece.piece.data;
-      buffers[1] = asio::buffer(data.untyped_data(),
-                                static_cast<size_t>(data.size_bytes()));
-    } else {
+    if (!piece.piece.data.ok()) {
       buffers[1] = asio::buffer(piece.message);
+    } else {
+      const auto* source =
+          static_cast<const std::byte*>(piece.piece.data->untyped_data());
+      const BoxRuns& runs = *piece.runs;
+      if (runs.count() <= 1) {
+        // Contiguous in the source: header and payload in one gather write.
+        buffers[1] = asio::buffer(source + BoxRuns::Cursor(runs).offset(),
+                                  static_cast<size_t>(runs.total_bytes()));
+      } else {
+        // The header, then the runs.
+        gather = true;
+        write_source_ = source;
+        write_runs_.emplace(runs);
+        write_cursor_.emplace(*write_runs_);
+      }
     }
     const int64_t payload = static_cast<int64_t>(buffers[1].size());
-    writing_ = true;
     const uint64_t generation = generation_;
     auto self = shared_from_this();
-    asio::async_write(socket_, buffers, LargeSteps(),
-                      [self, generation, payload](const asio::error_code& ec,
-                                                  size_t) {
+    asio::async_write(
+        socket_, buffers, LargeSteps(),
+        [self, generation, gather, payload](const asio::error_code& ec,
+                                            size_t) {
+          if (generation != self->generation_) return;
+          if (ec) return self->Broke(ec.message());
+          self->impl_->counters.bytes_sent += payload;
+          if (gather) return self->WriteRuns(generation);
+          self->Written();
+        });
+  }
+
+  // The piece being written is out.
+  void Written() {
+    writing_ = false;
+    write_cursor_.reset();
+    write_runs_.reset();
+    window_.clear();
+    window_start_ = 0;
+    WriteNext();
+  }
+
+  // A box of the source, gathered from its runs without a copy: writev(2)
+  // of up to kMaxDirectRuns runs per call whenever the socket can take
+  // more; runs narrower than min_direct_run_bytes are packed into a
+  // staging block first.
+  void WriteRuns(uint64_t generation) {
+    if (write_runs_->run_bytes() < impl_->options().min_direct_run_bytes) {
+      return WriteStaged(generation);
+    }
+    auto self = shared_from_this();
+    socket_.async_wait(tcp::socket::wait_write,
+                       [self, generation](const asio::error_code& ec) {
+                         if (generation != self->generation_) return;
+                         if (ec) return self->Broke(ec.message());
+                         self->WriteRunsNow(generation);
+                       });
+  }
+
+  void WriteRunsNow(uint64_t generation) {
+    const size_t run = static_cast<size_t>(write_runs_->run_bytes());
+    uint64_t turn = 0;
+    while (true) {
+      if (window_start_ > 0) {
+        window_.erase(window_.begin(), window_.begin() + window_start_);
+        window_start_ = 0;
+      }
+      while (window_.size() < kMaxDirectRuns && !write_cursor_->done()) {
+        window_.push_back({const_cast<std::byte*>(write_source_ +
+                                                  write_cursor_->offset()),
+                           run});
+        write_cursor_->Next();
+      }
+      if (window_.empty()) return Written();
+      if (turn >= kDirectBytesPerTurn) {
+        auto self = shared_from_this();
+        asio::post(socket_.get_executor(), [self, generation] {
+          if (generation == self->generation_) self->WriteRunsNow(generation);
+        });
+        return;
+      }
+      const ssize_t n = writev(socket_.native_handle(), window_.data(),
+                               static_cast<int>(window_.size()));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          return WriteRuns(generation);
+        }
+        return Broke(std::strerror(errno));
+      }
+      impl_->counters.bytes_sent += n;
+      turn += static_cast<uint64_t>(n);
+      for (size_t left = static_cast<size_t>(n); left > 0;) {
+        iovec& first = window_[window_start_];
+        const size_t take = std::min(left, first.iov_len);
+        first.iov_base = static_cast<std::byte*>(first.iov_base) + take;
+        first.iov_len -= take;
+        left -= take;
+        if (first.iov_len == 0) ++window_start_;
+      }
+    }
+  }
+
+  // Narrow runs: packed a staging block at a time.
+  void WriteStaged(uint64_t generation) {
+    if (write_cursor_->done()) return Written();
+    const size_t run = static_cast<size_t>(write_runs_->run_bytes());
+    staging_.resize(std::max(run, kStagingBytes / run * run));
+    size_t filled = 0;
+    while (!write_cursor_->done() && filled + run <= staging_.size()) {
+      std::memcpy(staging_.data() + filled,
+                  write_source_ + write_cursor_->offset(), run);
+      write_cursor_->Next();
+      filled += run;
+    }
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(staging_.data(), filled),
+                      LargeSteps(),
+                      [self, generation](const asio::error_code& ec, size_t n) {
                         if (generation != self->generation_) return;
-                        self->writing_ = false;
                         if (ec) return self->Broke(ec.message());
-                        self->impl_->counters.bytes_sent += payload;
-                        self->WriteNext();
+                        self->impl_->counters.bytes_sent +=
+                            static_cast<int64_t>(n);
+                        self->WriteStaged(generation);
                       });
   }
 
@@ -500,6 +618,14 @@ class TcpDataPlane::Impl::Outgoing
   std::string reply_message_;
   std::array<uint8_t, wire::kLengthBytes> ack_length_{};
   std::array<uint8_t, wire::kFrameFixedBytes> ack_{};
+  // Writing the runs of the piece at the back of in_flight_ (copied out
+  // of it: it may be acknowledged before the last write completes).
+  const std::byte* write_source_ = nullptr;
+  std::optional<BoxRuns> write_runs_;
+  std::optional<BoxRuns::Cursor> write_cursor_;
+  std::vector<iovec> window_;
+  size_t window_start_ = 0;
+  std::vector<std::byte> staging_;
 };
 
 // ---------------------------------------------------------------------------
@@ -1124,20 +1250,28 @@ Future<> TcpDataPlane::Impl::Push(HostId destination, PieceMessage piece) {
   header.destination = piece.destination;
   header.whole = piece.whole;
   std::string message;
+  std::optional<BoxRuns> runs;
   if (piece.data.ok()) {
-    const hlo::Shape& shape = piece.data->shape();
-    if (!shape.IsArray() || shape.rank() > wire::kMaxRank ||
-        static_cast<int64_t>(piece.offsets.size()) != shape.rank() ||
-        wire::WireType(shape.type()) == 0) {
+    absl::StatusOr<hlo::Shape> shape = PieceShape(piece);
+    if (!shape.ok() || shape->rank() > wire::kMaxRank ||
+        static_cast<int64_t>(piece.offsets.size()) != shape->rank() ||
+        wire::WireType(shape->type()) == 0) {
       return MakeErrorFuture(absl::InvalidArgumentError(absl::StrCat(
-          "data plane: cannot send a piece of ", shape.ToString(false),
+          "data plane: cannot send a piece of ",
+          shape.ok() ? shape->ToString(false) : shape.status().ToString(),
           " at ", piece.offsets.size(), " offsets")));
     }
+    const hlo::Shape& source = piece.data->shape();
+    runs.emplace(source.dims(),
+                 piece.source_offsets.empty()
+                     ? std::vector<int64_t>(source.rank(), 0)
+                     : piece.source_offsets,
+                 shape->dims(), hlo::ByteWidth(shape->type()));
     header.kind = wire::FrameKind::kPiece;
-    header.type = shape.type();
-    header.dims = shape.dims();
+    header.type = shape->type();
+    header.dims = shape->dims();
     header.offsets = piece.offsets;
-    header.payload_bytes = static_cast<uint64_t>(piece.data->size_bytes());
+    header.payload_bytes = static_cast<uint64_t>(runs->total_bytes());
   } else {
     header.kind = wire::FrameKind::kError;
     header.code = piece.data.status().code();
@@ -1187,7 +1321,8 @@ Future<> TcpDataPlane::Impl::Push(HostId destination, PieceMessage piece) {
   }
   PromiseAndFuture<> result = MakePromise<>();
   OutgoingPiece item{std::move(piece), std::move(result.promise),
-                     wire::EncodeFrameHeader(header), std::move(message)};
+                     wire::EncodeFrameHeader(header), std::move(message),
+                     std::move(runs)};
   asio::post(io_, [outgoing, item = std::move(item)]() mutable {
     outgoing->Enqueue(std::move(item));
   });

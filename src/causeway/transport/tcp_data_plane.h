@@ -68,10 +68,11 @@ struct TcpDataPlaneOptions {
   absl::Duration keepalive_interval = absl::Seconds(1);
   int keepalive_count = 3;
   absl::Duration user_timeout = absl::Seconds(10);
-  // Box pieces whose contiguous runs are at least this long are read from
-  // the socket straight into the destination runs; narrower ones are read
-  // into a staging block and copied (see docs/data_plane.md, measured).
-  int64_t min_direct_run_bytes = 256;
+  // Box pieces whose contiguous runs are at least this long are written
+  // from their source runs and read into their destination runs straight
+  // (writev/readv); narrower ones go through a staging block (measured:
+  // staging wins up to 1 KiB runs; docs/data_plane.md).
+  int64_t min_direct_run_bytes = 2048;
 };
 
 // Counters, for tests and the status view.

@@ -246,17 +246,36 @@ TYPED_TEST(DataPlaneConformanceTest, BoxPiecesOfEveryElementTypeAssemble) {
     for (uint64_t q = 0; q < 4; ++q) {
       const std::vector<int64_t> offsets = {static_cast<int64_t>(q / 2) * 3,
                                             static_cast<int64_t>(q % 2) * 5};
-      auto piece = ExtractPiece(global, offsets, {3, 5});
-      ASSERT_TRUE(piece.ok()) << piece.status();
+      // Each quarter a box of the whole source, as a worker sends it.
       const int64_t from = q % 2 * 2;
-      ASSERT_TRUE(this->Push(from, 1,
-                             this->Piece(q + 1, from, 1, array, offsets,
-                                         *std::move(piece)))
-                      .ok());
+      PieceMessage piece = this->Piece(q + 1, from, 1, array, offsets, global);
+      piece.source_offsets = offsets;
+      piece.dims = {3, 5};
+      ASSERT_TRUE(this->Push(from, 1, std::move(piece)).ok());
     }
     auto received = this->Fetch(1, array);
     ASSERT_TRUE(received.ok()) << received.status();
     EXPECT_EQ(*received, global);
+  }
+}
+
+TYPED_TEST(DataPlaneConformanceTest, ABoxOfASourceArrivesAsItsOwnValue) {
+  this->MakeHosts(2);
+  uint64_t array = 200;
+  // Narrow runs (80 B) and wide ones (64 KiB) of the sender's source.
+  for (const auto& [rows, columns] :
+       {std::pair<int64_t, int64_t>{64, 40}, {16, 32768}}) {
+    Literal source = this->Pattern(PrimitiveType::kF32, {rows, columns}, 3);
+    const int64_t half = columns / 2;
+    const Shape shape(PrimitiveType::kF32, {rows, half});
+    this->Receive(1, ++array, shape, {this->From(1, 0)}, true);
+    PieceMessage piece = this->Piece(1, 0, 1, array, {0, 0}, source, true);
+    piece.source_offsets = {0, half};  // The right half.
+    piece.dims = {rows, half};
+    ASSERT_TRUE(this->Push(0, 1, std::move(piece)).ok());
+    auto received = this->Fetch(1, array);
+    ASSERT_TRUE(received.ok()) << received.status();
+    EXPECT_EQ(*received, *ExtractPiece(source, {0, half}, {rows, half}));
   }
 }
 

@@ -19,7 +19,7 @@ using trace::TransferEvent;
 using transport::Box;
 using transport::DeviceBuffer;
 using transport::DeviceInfo;
-using transport::ExtractPiece;
+using transport::PieceShape;
 using transport::LaunchOp;
 using transport::LoadProgramRequest;
 using transport::BoxRuns;
@@ -31,6 +31,7 @@ using transport::ProgramId;
 using transport::PutBufferRequest;
 using transport::ReceiveSpec;
 using transport::SendSpec;
+using transport::TakePieceValue;
 using transport::UndeliveredPiece;
 using transport::WorkerBatch;
 using transport::WorkerStatus;
@@ -312,19 +313,21 @@ void Worker::AcceptPiece(PieceMessage piece) {
   }
   if (already_failed) return;  // Its reference is gone already.
   ObjectStore& store = device->store();
+  const BufferId destination = piece.destination;
+  const std::vector<int64_t> offsets = piece.offsets;
+  absl::StatusOr<hlo::Literal> value = TakePieceValue(std::move(piece));
   absl::Status written;
-  if (!piece.data.ok()) {
-    written = piece.data.status();
-    store.Fail(piece.destination, written).IgnoreError();
+  if (!value.ok()) {
+    written = value.status();
+    store.Fail(destination, written).IgnoreError();
   } else if (whole) {
-    written = store.Fulfill(piece.destination, *std::move(piece.data));
+    written = store.Fulfill(destination, *std::move(value));
   } else {
-    written = store.WritePiece(piece.destination, piece.offsets,
-                               *std::move(piece.data));
+    written = store.WritePiece(destination, offsets, *std::move(value));
   }
   if (!written.ok() && !release) {
-    // The store failed the buffer on the rejected write: later pieces are
-    // dropped.
+    // The store failed the buffer on the rejected write (or the box did
+    // not fit its source): later pieces are dropped.
     absl::MutexLock lock(&mu_);
     auto it = pending_receives_.find(key);
     if (it != pending_receives_.end() && !it->second.failed) {
@@ -332,7 +335,7 @@ void Worker::AcceptPiece(PieceMessage piece) {
       release = true;
     }
   }
-  if (release) store.Release(piece.destination).IgnoreError();
+  if (release) store.Release(destination).IgnoreError();
 }
 
 absl::StatusOr<std::unique_ptr<PieceWriter>> Worker::BeginPiece(
@@ -589,12 +592,12 @@ void Worker::Send(const SendSpec& spec,
   piece.destination = spec.destination;
   piece.offsets = spec.destination_offsets;
   piece.whole = spec.whole;
-  if (!source.ok()) {
-    piece.data = source.status();
-  } else if (spec.whole) {
-    piece.data = *source;
-  } else {
-    piece.data = ExtractPiece(*source, spec.region.offsets, spec.region.dims);
+  piece.data = source;  // Shared, never copied here.
+  if (source.ok() && !spec.whole &&
+      spec.region.dims != source->shape().dims()) {
+    // A box of the source: the data plane takes it from there.
+    piece.source_offsets = spec.region.offsets;
+    piece.dims = spec.region.dims;
   }
   TransferEvent event;
   event.time = absl::Now();
@@ -603,7 +606,8 @@ void Worker::Send(const SendSpec& spec,
   event.source_host = options_.host;
   event.destination_device = spec.destination_device;
   event.destination_host = spec.destination_host;
-  event.bytes = piece.data.ok() ? piece.data->size_bytes() : 0;
+  absl::StatusOr<hlo::Shape> shape = PieceShape(piece);
+  event.bytes = shape.ok() ? shape->ByteSize() : 0;
   event.description = absl::StrCat(spec.source.ToString(), " -> ",
                                    spec.destination.ToString());
   events_->TransferStarted(event);
