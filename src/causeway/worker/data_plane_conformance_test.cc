@@ -591,6 +591,41 @@ TEST_F(TcpDataPlaneTest, AnnouncedPiecesAreReadStraightIntoTheirBuffers) {
   EXPECT_EQ(harness_.PlaneOf(HostId(0))->Stats().pieces_sent, 2);
 }
 
+TEST_F(TcpDataPlaneTest, PiecesThatComeBeforeTheWorkerAttachesWaitForIt) {
+  TcpDataPlane& plane = *harness_.PlaneOf(HostId(0));  // No worker yet.
+  RawConnection early(plane.address());
+  ASSERT_EQ(early.Handshake(HostId(9)), absl::StatusCode::kOk);
+  Literal value = Pattern(PrimitiveType::kF32, {2}, 8);
+  wire::FrameHeader header;
+  header.kind = wire::FrameKind::kPiece;
+  header.whole = true;
+  header.type = PrimitiveType::kF32;
+  header.transfer_id = 1;
+  header.source_device = DeviceId(9);
+  header.destination_device = DeviceId(0);
+  header.destination = BufferId{ArrayHandle(300), 0};
+  header.dims = {2};
+  header.offsets = {0};
+  header.payload_bytes = 8;
+  std::vector<uint8_t> frame = wire::EncodeFrameHeader(header);
+  const auto* bytes = static_cast<const uint8_t*>(value.untyped_data());
+  frame.insert(frame.end(), bytes, bytes + 8);
+  early.Write(frame);
+  MakeHosts(1);  // Worker 0 attaches to the plane now.
+  Receive(0, 300, value.shape(), {From(1, 9)}, true);
+  auto received = Fetch(0, 300);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, value);
+  // And the sender hears that it arrived.
+  std::vector<uint8_t> ack;
+  ASSERT_TRUE(early.Read(wire::kLengthBytes + wire::kFrameFixedBytes, &ack));
+  auto decoded = wire::DecodeFrameHeader(
+      absl::MakeConstSpan(ack).subspan(wire::kLengthBytes), 1 << 20);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->kind, wire::FrameKind::kAck);
+  EXPECT_EQ(decoded->transfer_id, 1u);
+}
+
 TEST_F(TcpDataPlaneTest, ASenderKilledMidTransferFailsWhatWaitsForIt) {
   MakeHosts(3);
   const int64_t bytes = int64_t{64} << 20;
