@@ -478,7 +478,7 @@ class TcpDataPlane::Impl::Outgoing
     WriteNext();
   }
 
-  // A box of the source, gathered from its runs without a copy: writev(2)
+  // A box of the source, gathered from its runs without a copy: sendmsg(2)
   // of up to kMaxDirectRuns runs per call whenever the socket can take
   // more; runs narrower than min_direct_run_bytes are packed into a
   // staging block first.
@@ -517,8 +517,13 @@ class TcpDataPlane::Impl::Outgoing
         });
         return;
       }
-      const ssize_t n = writev(socket_.native_handle(), window_.data(),
-                               static_cast<int>(window_.size()));
+      // sendmsg rather than writev: MSG_NOSIGNAL, no SIGPIPE from a peer
+      // that is gone.
+      msghdr message{};
+      message.msg_iov = window_.data();
+      message.msg_iovlen = window_.size();
+      const ssize_t n =
+          sendmsg(socket_.native_handle(), &message, MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {

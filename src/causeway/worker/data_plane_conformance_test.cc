@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -191,9 +192,13 @@ class DataPlaneConformanceTest : public ::testing::Test {
     Literal value = Literal::Uninitialized(Shape(type, std::move(dims)));
     auto* bytes = static_cast<uint8_t*>(value.mutable_untyped_data());
     std::mt19937 random(seed);
-    for (int64_t i = 0; i < value.size_bytes(); ++i) {
-      bytes[i] = type == PrimitiveType::kPred ? random() % 2
-                                              : static_cast<uint8_t>(random());
+    const int64_t size = value.size_bytes();
+    for (int64_t i = 0; i < size; i += 4) {
+      const uint32_t word = random();
+      for (int64_t b = i; b < std::min(size, i + 4); ++b) {
+        const uint8_t byte = static_cast<uint8_t>(word >> (8 * (b - i)));
+        bytes[b] = type == PrimitiveType::kPred ? byte % 2 : byte;
+      }
     }
     return value;
   }
@@ -662,7 +667,7 @@ TEST_F(TcpDataPlaneTest, AReceiverKilledMidTransferFailsThePush) {
   harness_.PlaneOf(HostId(0))->SetPeer(HostId(6), line.substr(10), 0);
   Future<> pushed = plane(0).Push(
       HostId(6), Piece(9, 0, 6, 90, {0},
-                       Pattern(PrimitiveType::kU8, {int64_t{64} << 20}, 2),
+                       Pattern(PrimitiveType::kU8, {int64_t{16} << 20}, 2),
                        true));
   ASSERT_THAT(receiver.ReadLine(), HasSubstr("received transfer 9"));
   receiver.Kill();
@@ -670,6 +675,27 @@ TEST_F(TcpDataPlaneTest, AReceiverKilledMidTransferFailsThePush) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), HasSubstr("host 6"));
   EXPECT_THAT(status.message(), HasSubstr("before it acknowledged"));
+}
+
+TEST_F(TcpDataPlaneTest, AReceiverKilledWhileABoxIsGatheredFailsThePush) {
+  MakeHosts(1);
+  Child receiver({PeerBinary(), "receive"});
+  const std::string line = receiver.ReadLine();
+  ASSERT_THAT(line, HasSubstr("listening "));
+  harness_.PlaneOf(HostId(0))->SetPeer(HostId(6), line.substr(10), 0);
+  // The left half of [256, 32768] f32: 256 runs of 64 KiB, sent with
+  // sendmsg straight from the source (no SIGPIPE when the peer is gone).
+  PieceMessage piece =
+      Piece(9, 0, 6, 90, {0, 0},
+            Pattern(PrimitiveType::kF32, {256, 32768}, 2), true);
+  piece.source_offsets = {0, 0};
+  piece.dims = {256, 16384};
+  Future<> pushed = plane(0).Push(HostId(6), std::move(piece));
+  ASSERT_THAT(receiver.ReadLine(), HasSubstr("received transfer 9"));
+  receiver.Kill();
+  absl::Status status = pushed.AwaitFor(kDeadline);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("host 6"));
 }
 
 TEST_F(TcpDataPlaneTest, GarbageClosesTheConnectionAndTheWorkerGoesOn) {
