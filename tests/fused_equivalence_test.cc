@@ -1,7 +1,7 @@
 // The fused loop evaluator (exec/fused_loop.h) must give exactly the bits
 // of evaluating fusion bodies op by op. Every program of the conformance
 // corpus runs twice on its inputs: as written (fusions run as fused loops)
-// and with every fusion turned into a call (its body runs op by op); the
+// and with the fused loops off (every fusion body runs op by op); the
 // outputs must be identical, byte for byte. CAUSEWAY_CORPUS_DIR in the
 // environment points it at another corpus (gen_corpus.py --bench-only).
 #include <cstdint>
@@ -81,24 +81,24 @@ Inputs ReadInputs(const fs::path& dir) {
   return inputs;
 }
 
-// Runs `text` on `inputs`; with `fusions_as_calls`, every fusion becomes a
-// call, so that its body runs op by op.
+// Runs `text` on `inputs`; without `fused_loops`, every fusion body runs
+// op by op.
 std::vector<std::vector<hlo::Literal>> RunProgram(const std::string& text,
                                                   const Inputs& inputs,
-                                                  bool fusions_as_calls) {
+                                                  bool fused_loops) {
   auto module = hlo::ParseModule(text);
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return {};
   int fusions = 0;
   for (const auto& computation : (*module)->computations()) {
     for (const auto& instruction : computation->instructions()) {
-      if (instruction->opcode != hlo::Opcode::kFusion) continue;
-      ++fusions;
-      if (fusions_as_calls) instruction->opcode = hlo::Opcode::kCall;
+      if (instruction->opcode == hlo::Opcode::kFusion) ++fusions;
     }
   }
-  auto program = exec::SpmdProgram::Create(
-      *std::move(module), inputs.partitions, exec::SpmdProgram::Options());
+  exec::SpmdProgram::Options options;
+  options.evaluator.fused_loops = fused_loops;
+  auto program = exec::SpmdProgram::Create(*std::move(module),
+                                           inputs.partitions, options);
   EXPECT_TRUE(program.ok()) << program.status();
   if (!program.ok()) return {};
   auto outputs = (*program)->Run(inputs.per_partition);
@@ -116,8 +116,8 @@ TEST(FusedEquivalenceTest, EveryCorpusProgramGivesTheSameBitsFusedAndOpByOp) {
     const std::string text = ReadFile(dir / "program.hlo");
     const Inputs inputs = ReadInputs(dir);
     ASSERT_GT(inputs.partitions, 0);
-    const auto fused = RunProgram(text, inputs, /*fusions_as_calls=*/false);
-    const auto op_by_op = RunProgram(text, inputs, /*fusions_as_calls=*/true);
+    const auto fused = RunProgram(text, inputs, /*fused_loops=*/true);
+    const auto op_by_op = RunProgram(text, inputs, /*fused_loops=*/false);
     ASSERT_EQ(fused.size(), op_by_op.size());
     for (size_t p = 0; p < fused.size(); ++p) {
       ASSERT_EQ(fused[p].size(), op_by_op[p].size());

@@ -5,11 +5,12 @@
 //
 // Each kernel dispatches once on the element type and the opcode, then runs
 // a tight typed loop over the elements. f16/bf16 compute in float and round
-// to storage after each op, as XLA's CPU backend does. f32 exp, log, tanh,
-// logistic and rsqrt use Eigen's vectorized approximations (tanh is bit
-// for bit XLA's; the others within 1-2 ulp), erf, expm1 and log1p follow
-// XLA's own formulas; kernels run with denormals flushed to zero, as XLA's
-// do.
+// to storage after each op, as XLA's CPU backend does (docs/hlo.md,
+// "Rounding"). f32 exp, log and logistic use Eigen's vectorized
+// approximations (within 1-2 ulp of XLA's); tanh (Eigen's, bit for bit
+// XLA's), rsqrt (the processor's estimate and two Newton steps), erf, expm1
+// and log1p follow XLA's own formulas. Kernels run with denormals flushed
+// to zero and read as zero, as XLA's do.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -18,7 +19,7 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__AVX__)
+#if defined(__SSE__) || defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -30,6 +31,7 @@
 #include "causeway/exec/elementwise.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/exec/multiply_add.h"
 
 namespace causeway::exec {
 namespace {
@@ -87,10 +89,29 @@ void MapBinary(const T* a, const T* b, T* out, int64_t n, F f) {
   }
 }
 
-// IEEE 754-2019 maximum/minimum: NaN-propagating, -0 < +0 (as XLA's CPU
-// backend).
+// A denormal as the signed zero the processor reads it as under DAZ (XLA's
+// kernels run so). Bit-based, so that it holds whatever the mode: f16
+// values are widened to float first, where none of them is denormal, as
+// the processor's half-precision instructions do not flush either.
+template <typename C>
+inline C DenormalAsZero(C x) {
+  using U = FloatBitsType<C>;
+  constexpr int kMantissaBits = FloatFormat<C>::kMantissaBits;
+  constexpr int kExponentBits = FloatFormat<C>::kExponentBits;
+  constexpr U kExponentMask =
+      static_cast<U>(((U{1} << kExponentBits) - 1) << kMantissaBits);
+  const U bits = FloatToBits(x);
+  if ((bits & kExponentMask) != 0) return x;
+  return FloatFromBits<C>(static_cast<U>(bits & ~((U{1} << kMantissaBits) - 1) &
+                                         ~kExponentMask));
+}
+
+// IEEE 754-2019 maximum/minimum: NaN-propagating, -0 < +0, denormals read
+// as zero (as XLA's CPU backend).
 template <typename C>
 inline C FloatMax(C a, C b) {
+  a = DenormalAsZero(a);
+  b = DenormalAsZero(b);
   if (std::isnan(a)) return a;
   if (std::isnan(b)) return b;
   if (a == b) return std::signbit(a) ? b : a;
@@ -98,6 +119,8 @@ inline C FloatMax(C a, C b) {
 }
 template <typename C>
 inline C FloatMin(C a, C b) {
+  a = DenormalAsZero(a);
+  b = DenormalAsZero(b);
   if (std::isnan(a)) return a;
   if (std::isnan(b)) return b;
   if (a == b) return std::signbit(a) ? a : b;
@@ -116,7 +139,10 @@ absl::Status UnaryScalarFloat(const Instruction& instr, const T* in, T* out,
     case Opcode::kAbs: MapUnary(in, out, n, [](C x) { return std::fabs(x); }); break;
     case Opcode::kSign:
       MapUnary(in, out, n, [](C x) -> C {
-        if (std::isnan(x) || x == C{0}) return x;  // NaN, ±0 unchanged.
+        // NaN unchanged; ±0 and denormals (read as zero) give ±0.
+        if (std::isnan(x)) return x;
+        x = DenormalAsZero(x);
+        if (x == C{0}) return x;
         return x > C{0} ? C{1} : C{-1};
       });
       break;
@@ -243,6 +269,74 @@ void ErfXla(const float* in, float* out, int64_t n) {
   }
 }
 
+// tanh as XLA's CPU emitter computes it: Eigen's rational approximation
+// (bit for bit, with FMAs), except that |x| < 0.0004 gives x itself before
+// any clamping, so a denormal x comes back unflushed, as XLA's does.
+void TanhXla(const float* in, float* out, int64_t n) {
+  Eigen::Map<ArrayF>(out, n) = Eigen::Map<const ArrayF>(in, n).tanh();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(in[i]) < 0.0004f) out[i] = in[i];
+  }
+}
+
+// Whether XLA's rsqrt takes the processor's estimate as it is: for every x
+// but NaN and positive normal numbers (zeros, infinities, denormals and
+// negatives).
+inline bool RsqrtEstimateIsFinal(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t exponent = (bits >> 23) & 0xFF;
+  const bool is_nan = exponent == 0xFF && (bits & 0x7FFFFF) != 0;
+  const bool positive_normal = (bits >> 31) == 0 && exponent != 0 &&
+                               exponent != 0xFF;
+  return !is_nan && !positive_normal;
+}
+
+// One Newton step for 1/sqrt(x) from y, with XLA's contractions:
+// y + (-y/2) * (x*y*y - 1).
+inline float RsqrtNewtonStep(float x, float y) {
+  const float e = std::fma(x * y, y, -1.0f);
+  return std::fma(y * -0.5f, e, y);
+}
+
+// rsqrt as XLA's CPU emitter computes it: the processor's estimate
+// (RSQRTSS/RSQRTPS) refined by two Newton steps, the estimate itself for
+// zeros, infinities, denormals and negatives. The estimate is the
+// processor's own table, so this matches XLA on the same processor.
+void RsqrtXla(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 minus_one = _mm256_set1_ps(-1.0f);
+  const __m256 minus_half = _mm256_set1_ps(-0.5f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 y0 = _mm256_rsqrt_ps(x);
+    __m256 y = y0;
+    for (int step = 0; step < 2; ++step) {
+      const __m256 e =
+          _mm256_fmadd_ps(_mm256_mul_ps(x, y), y, minus_one);
+      y = _mm256_fmadd_ps(_mm256_mul_ps(y, minus_half), e, y);
+    }
+    alignas(32) float refined[8], estimate[8];
+    _mm256_store_ps(refined, y);
+    _mm256_store_ps(estimate, y0);
+    for (int k = 0; k < 8; ++k) {
+      out[i + k] = RsqrtEstimateIsFinal(in[i + k]) ? estimate[k] : refined[k];
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    float estimate;
+#if defined(__SSE__) || defined(__x86_64__)
+    estimate = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(in[i])));
+#else
+    estimate = 1.0f / std::sqrt(in[i]);
+#endif
+    out[i] = RsqrtEstimateIsFinal(in[i])
+                 ? estimate
+                 : RsqrtNewtonStep(in[i], RsqrtNewtonStep(in[i], estimate));
+  }
+}
+
 absl::Status UnaryF32(const Instruction& instr, const float* in, float* out,
                       int64_t n) {
   Eigen::Map<const ArrayF> x(in, n);
@@ -254,10 +348,10 @@ absl::Status UnaryF32(const Instruction& instr, const float* in, float* out,
     case Opcode::kExpm1:
       Expm1Xla(in, out, n, [](const ArrayF& v) -> const ArrayF& { return v; });
       break;
-    case Opcode::kTanh: y = x.tanh(); break;
+    case Opcode::kTanh: TanhXla(in, out, n); break;
     case Opcode::kLogistic: y = (1.0f + (-x).exp()).inverse(); break;
     case Opcode::kErf: ErfXla(in, out, n); break;
-    case Opcode::kRsqrt: y = x.rsqrt(); break;
+    case Opcode::kRsqrt: RsqrtXla(in, out, n); break;
     case Opcode::kSqrt: SqrtF32(in, out, n); break;
     default: return UnaryScalarFloat<float>(instr, in, out, n);
   }
@@ -714,6 +808,57 @@ absl::Status BinaryElements(const Instruction& instr, const void* lhs,
   });
 }
 
+absl::Status MultiplyAddElements(PrimitiveType type, bool negate_product,
+                                 bool negate_addend, const void* a,
+                                 const void* b, const void* c, void* out,
+                                 int64_t n) {
+  auto loop = [&](auto tag, auto fma) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    const T* z = static_cast<const T*>(c);
+    T* r = static_cast<T*>(out);
+    const auto sign = [](bool negative) { return negative ? -1 : 1; };
+    const int product_sign = sign(negate_product);
+    const int addend_sign = sign(negate_addend);
+    for (int64_t i = 0; i < n; ++i) {
+      r[i] = fma(x[i], y[i], z[i], product_sign, addend_sign);
+    }
+  };
+  switch (type) {
+    case PrimitiveType::kF16:
+      // The product of two halves is exact in double, and so is the sum
+      // but where the addend is far below the product's last bit, which
+      // then only decides a rounding the double sum already made the same
+      // way: one rounding of the exact value, as the processor's own
+      // half-precision FMA.
+      loop(hlo::F16{}, [](hlo::F16 x, hlo::F16 y, hlo::F16 z, int ps, int as) {
+        const double product = static_cast<double>(static_cast<float>(x)) *
+                               static_cast<double>(static_cast<float>(y));
+        hlo::F16 result;
+        result.bits = hlo::F16::FromDouble(
+            ps * product + as * static_cast<double>(static_cast<float>(z)));
+        return result;
+      });
+      return absl::OkStatus();
+    case PrimitiveType::kF32:
+      loop(float{}, [](float x, float y, float z, int ps, int as) {
+        return std::fma(ps < 0 ? -x : x, y, as < 0 ? -z : z);
+      });
+      return absl::OkStatus();
+    case PrimitiveType::kF64:
+      loop(double{}, [](double x, double y, double z, int ps, int as) {
+        return std::fma(ps < 0 ? -x : x, y, as < 0 ? -z : z);
+      });
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("a fused multiply-add of ",
+                       std::string(hlo::PrimitiveTypeName(type)),
+                       " elements (only f16, f32 and f64 are contracted)"));
+  }
+}
+
 absl::Status CompareElements(const Instruction& instr, PrimitiveType type,
                              const void* lhs, const void* rhs, bool* out,
                              int64_t n) {
@@ -858,6 +1003,24 @@ absl::StatusOr<Literal> EvalBinary(const Instruction& instr, const Literal& lhs,
                                     rhs.untyped_data(),
                                     result.mutable_untyped_data(),
                                     instr.shape.ElementCount()));
+  return result;
+}
+
+absl::StatusOr<Literal> EvalMultiplyAdd(const Instruction& add,
+                                        const MultiplyAdd& contraction,
+                                        const Literal& a, const Literal& b,
+                                        const Literal& c) {
+  ScopedFlushDenormals flush_denormals;
+  CW_RETURN_IF_ERROR(CheckArrayResult(add));
+  const PrimitiveType type = add.shape.type();
+  CW_RETURN_IF_ERROR(CheckOperand(add, a, type, "the multiply's lhs"));
+  CW_RETURN_IF_ERROR(CheckOperand(add, b, type, "the multiply's rhs"));
+  CW_RETURN_IF_ERROR(CheckOperand(add, c, type, "the addend"));
+  Literal result = Literal::Uninitialized(add.shape);
+  CW_RETURN_IF_ERROR(MultiplyAddElements(
+      type, contraction.negate_product, contraction.negate_addend,
+      a.untyped_data(), b.untyped_data(), c.untyped_data(),
+      result.mutable_untyped_data(), add.shape.ElementCount()));
   return result;
 }
 

@@ -29,6 +29,14 @@ absl::Status UnaryElements(const hlo::Instruction& instr,
 absl::Status BinaryElements(const hlo::Instruction& instr, const void* lhs,
                             const void* rhs, void* out, int64_t n);
 
+// out[i] = round(±(a[i] * b[i]) ± c[i]) with one rounding (a fused
+// multiply-add, as XLA's CPU backend contracts a multiply into an add; see
+// multiply_add.h). `type` is f16, f32 or f64 (ContractsMultiplyAdd).
+absl::Status MultiplyAddElements(hlo::PrimitiveType type, bool negate_product,
+                                 bool negate_addend, const void* a,
+                                 const void* b, const void* c, void* out,
+                                 int64_t n);
+
 // compare with instr's direction and comparison type on operands of `type`.
 absl::Status CompareElements(const hlo::Instruction& instr,
                              hlo::PrimitiveType type, const void* lhs,

@@ -1,3 +1,4 @@
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -5,6 +6,7 @@
 
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/exec/multiply_add.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -524,6 +526,89 @@ TEST(ElementwiseTest, ConvertToBf16RoundsToNearestEvenThroughF32) {
   EXPECT_EQ(Values<BF16>(Convert(PrimitiveType::kBF16, d))[0].bits, 0x3F80);
   Literal i = Vec(PrimitiveType::kS32, std::vector<int64_t>{(1 << 24) + 65537});
   EXPECT_THAT(Doubles(Convert(PrimitiveType::kBF16, i)), ElementsAre(16777216.0));
+}
+
+TEST(ElementwiseTest, ConvertF64ToF16RoundsOnceAsTheProcessorDoes) {
+  Literal d = Vec(PrimitiveType::kF64,
+                  std::vector<double>{0x1p-25 * (1 + 0x1p-40), 0x1p-25,
+                                      1 + 0x1p-11 + 0x1p-40, 65519.99, 65520,
+                                      -0x1.ffcp-15});
+  std::vector<uint16_t> bits;
+  for (F16 v : Values<F16>(Convert(PrimitiveType::kF16, d))) {
+    bits.push_back(v.bits);
+  }
+  // Through f32 the first and third would round twice, to 0 and to 1.
+  EXPECT_THAT(bits, ElementsAre(0x0001, 0x0000, 0x3C01, 0x7BFF, 0x7C00,
+                                0x8400));
+}
+
+TEST(ElementwiseTest, MaxAndMinReadDenormalsAsZeroButNotHalfDenormals) {
+  Literal a = Vec(PrimitiveType::kF32, std::vector<double>{1e-39, -1e-39});
+  Literal b = Vec(PrimitiveType::kF32, std::vector<double>{-5, 5});
+  std::vector<float> mx = Values<float>(Binary(Opcode::kMaximum, a, b));
+  std::vector<float> mn = Values<float>(Binary(Opcode::kMinimum, a, b));
+  EXPECT_EQ(std::bit_cast<uint32_t>(mx[0]), 0u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(mn[1]), 0x80000000u);
+  Literal h = Vec(PrimitiveType::kF16, std::vector<double>{0x1p-24});
+  Literal minus = Vec(PrimitiveType::kF16, std::vector<double>{-1});
+  EXPECT_EQ(Values<F16>(Binary(Opcode::kMaximum, h, minus))[0].bits, 0x0001);
+}
+
+TEST(ElementwiseTest, SignOfADenormalIsASignedZeroAndTanhIsItself) {
+  Literal in = Vec(PrimitiveType::kF32, std::vector<double>{-1e-39, 1e-39});
+  std::vector<float> sign = Values<float>(Unary(Opcode::kSign, in));
+  EXPECT_EQ(std::bit_cast<uint32_t>(sign[0]), 0x80000000u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(sign[1]), 0u);
+  std::vector<float> tanh = Values<float>(Unary(Opcode::kTanh, in));
+  EXPECT_EQ(tanh[0], -1e-39f);
+  EXPECT_EQ(tanh[1], 1e-39f);
+}
+
+TEST(ElementwiseTest, RsqrtRefinesTheEstimateAsXlaDoes) {
+  std::vector<double> x = {0x1p-126, 4, 0.25, 0, -1, kInf, 2};
+  for (int i = 0; i < 10; ++i) x.push_back(4);  // Also the vector loop.
+  std::vector<float> r =
+      Values<float>(Unary(Opcode::kRsqrt, Vec(PrimitiveType::kF32, x)));
+  EXPECT_EQ(r[0], 0x1p63f);
+  EXPECT_EQ(r[1], 0.5f);
+  EXPECT_EQ(r[2], 2.0f);
+  EXPECT_EQ(r[3], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(r[4]));
+  EXPECT_EQ(r[5], 0.0f);
+  EXPECT_NEAR(r[6], 1 / std::sqrt(2.0), 1e-7);
+  for (int i = 7; i < 17; ++i) EXPECT_EQ(r[i], 0.5f);
+}
+
+// a * a - c with one rounding: the product's low bits survive.
+TEST(ElementwiseTest, MultiplyAddRoundsOnceInEveryContractedType) {
+  struct Case {
+    PrimitiveType type;
+    double a, c, want;
+  };
+  const Case cases[] = {
+      {PrimitiveType::kF16, 1 + 0x1p-10, 1 + 0x1p-9, 0x1p-20},
+      {PrimitiveType::kF32, 1 + 0x1p-23, 1 + 0x1p-22, 0x1p-46},
+      {PrimitiveType::kF64, 1 + 0x1p-52, 1 + 0x1p-51, 0x1p-104},
+  };
+  for (const Case& c : cases) {
+    Literal a = Vec(c.type, std::vector<double>{c.a});
+    Literal addend = Vec(c.type, std::vector<double>{c.c});
+    Instruction add = Instr(Opcode::kSubtract, c.type, 1);
+    MultiplyAdd contraction;
+    contraction.negate_addend = true;
+    auto fused = EvalMultiplyAdd(add, contraction, a, a, addend);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_EQ(fused->GetAsDouble(0), c.want)
+        << hlo::PrimitiveTypeName(c.type);
+    // Rounding the product first loses them.
+    Literal product = Binary(Opcode::kMultiply, a, a);
+    EXPECT_EQ(Binary(Opcode::kSubtract, product, addend).GetAsDouble(0), 0);
+    contraction.negate_product = true;
+    contraction.negate_addend = false;
+    fused = EvalMultiplyAdd(add, contraction, a, a, addend);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_EQ(fused->GetAsDouble(0), -c.want);
+  }
 }
 
 TEST(ElementwiseTest, ConvertBetweenIntegersWrapsAndToFloatRounds) {

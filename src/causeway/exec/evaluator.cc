@@ -18,6 +18,7 @@
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/in_process_collectives.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/exec/multiply_add.h"
 
 namespace causeway::exec {
 
@@ -57,6 +58,7 @@ struct ExecutionPlan::Computation {
       kKernel,         // The instruction's own kernel.
       kDotAccumulate,  // A dot whose last operand is the accumulator.
       kForward,        // An add fused into its dot: passes the dot's value.
+      kMultiplyAdd,    // An add contracted with its multiply (multiply_add.h).
     };
     const Instruction* instruction = nullptr;
     Opcode opcode = Opcode::kUnknown;
@@ -76,6 +78,8 @@ struct ExecutionPlan::Computation {
     // Index of this collective among the module's collectives (for the
     // per-run execution counts), or -1.
     int32_t collective_index = -1;
+    // kMultiplyAdd: index into multiply_adds.
+    int32_t multiply_add = -1;
   };
 
   const hlo::Computation* computation = nullptr;
@@ -87,6 +91,8 @@ struct ExecutionPlan::Computation {
   std::vector<int32_t> release_slots;
   std::vector<const Computation*> called;
   std::vector<int32_t> parameter_slots;  // By parameter number.
+  // The contractions of a fusion body (kMultiplyAdd steps read a, b, c).
+  std::vector<MultiplyAdd> multiply_adds;
   int32_t root_slot = kNoSlot;
   int32_t slot_count = 0;
   // A fusion body compiled to chunked loops (fused_loop.h), when it can
@@ -513,6 +519,13 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
   if (step.kind == PlanStep::Kind::kForward) {
     return TakeOperand(frame, plan, step.operands_begin);
   }
+  if (step.kind == PlanStep::Kind::kMultiplyAdd) {
+    const int32_t first = step.operands_begin;
+    return EvalMultiplyAdd(instr, plan.multiply_adds[step.multiply_add],
+                           frame.value(plan.operand_slots[first]),
+                           frame.value(plan.operand_slots[first + 1]),
+                           frame.value(plan.operand_slots[first + 2]));
+  }
   if (step.kind == PlanStep::Kind::kDotAccumulate) {
     const int32_t first = step.operands_begin;
     return EvalDotAccumulate(instr, frame.value(plan.operand_slots[first]),
@@ -719,7 +732,7 @@ int64_t Evaluator::num_dot_add_fusions() const {
 }
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
-    const hlo::Module& module) {
+    const hlo::Module& module, Options options) {
   if (module.entry() == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("module '", module.name(), "' has no entry computation"));
@@ -738,6 +751,17 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
         "the entry computation is not in the module");
   }
   plan->entry = plan->by_computation.at(module.entry());
+  // Fusion bodies: contracted as XLA does (multiply_add.h), and compiled to
+  // fused loops where they can be (the others run op by op).
+  std::unordered_set<const hlo::Computation*> fusion_bodies;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      if (instruction->opcode == Opcode::kFusion &&
+          !instruction->called_computations.empty()) {
+        fusion_bodies.insert(instruction->called_computations[0]);
+      }
+    }
+  }
 
   for (auto& computation_plan : plan->plans) {
     ExecutionPlan::Computation& cp = *computation_plan;
@@ -778,6 +802,31 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
     }
     plan->dot_add_fusions +=
         FuseDotAdds(computation, order, slot_of, operands_of, kind_of);
+    // Contracted multiply-adds read the multiply's operands and the
+    // addend; the multiply (and a negate between) have no step.
+    std::vector<int32_t> multiply_add_of(cp.slot_count, -1);
+    std::vector<uint8_t> folded_away(cp.slot_count, 0);
+    if (fusion_bodies.count(&computation)) {
+      for (const auto& [add, contraction] : FindMultiplyAdds(computation)) {
+        const int32_t slot = slot_of.at(add);
+        if (kind_of[slot] != PlanStep::Kind::kKernel) continue;
+        operands_of[slot] = {contraction.multiply->operands[0],
+                             contraction.multiply->operands[1],
+                             contraction.addend};
+        kind_of[slot] = PlanStep::Kind::kMultiplyAdd;
+        multiply_add_of[slot] = static_cast<int32_t>(cp.multiply_adds.size());
+        cp.multiply_adds.push_back(contraction);
+        folded_away[slot_of.at(contraction.multiply)] = 1;
+        if (contraction.negate != nullptr) {
+          folded_away[slot_of.at(contraction.negate)] = 1;
+        }
+      }
+      order.erase(std::remove_if(order.begin(), order.end(),
+                                 [&](const Instruction* instruction) {
+                                   return folded_away[slot_of.at(instruction)];
+                                 }),
+                  order.end());
+    }
 
     // Last use of every slot: the step index of its last reader.
     std::vector<int32_t> last_use(cp.slot_count, -1);
@@ -816,6 +865,7 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       step.opcode = instruction->opcode;
       step.result = slot_of.at(instruction);
       step.kind = kind_of[step.result];
+      step.multiply_add = multiply_add_of[step.result];
       if (instruction->opcode == Opcode::kGetTupleElement &&
           instruction->operands.size() == 1) {
         const int32_t tuple = slot_of.at(instruction->operands[0]);
@@ -872,16 +922,6 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       ++step_index;
     }
   }
-  // Fusion bodies that the fused loop evaluator can run (the others run
-  // op by op).
-  std::unordered_set<const hlo::Computation*> fusion_bodies;
-  for (const auto& computation : module.computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (instruction->opcode == Opcode::kFusion) {
-        fusion_bodies.insert(instruction->called_computations[0]);
-      }
-    }
-  }
   for (auto& computation_plan : plan->plans) {
     if (!fusion_bodies.count(computation_plan->computation)) continue;
     const Instruction* root = computation_plan->computation->root();
@@ -891,6 +931,7 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       computation_plan->in_place_parameter =
           root->operands[0]->parameter_number;
     }
+    if (!options.fused_loops) continue;
     absl::StatusOr<std::unique_ptr<FusedLoop>> fused =
         FusedLoop::Compile(*computation_plan->computation);
     if (fused.ok()) computation_plan->fused = *std::move(fused);

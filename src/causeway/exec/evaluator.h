@@ -41,12 +41,23 @@ class ExecutionPlan;
 
 class Evaluator {
  public:
+  struct Options {
+    // Fusion bodies run as fused loops (fused_loop.h) where they can. With
+    // false every body runs op by op: the same bits, more slowly (tests
+    // compare the two).
+    bool fused_loops = true;
+  };
+
   ~Evaluator();
 
   // Fails with Unimplemented naming the op and its line for any
   // unsupported instruction. `module` must outlive the Evaluator.
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(
-      const hlo::Module& module);
+      const hlo::Module& module, Options options);
+  static absl::StatusOr<std::unique_ptr<Evaluator>> Create(
+      const hlo::Module& module) {
+    return Create(module, Options());
+  }
 
   // Runs the entry computation. `arguments` must match the entry's
   // parameters in shape and dtype (InvalidArgument naming the parameter

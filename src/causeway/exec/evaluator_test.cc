@@ -43,6 +43,41 @@ class EvaluatorTest : public ::testing::Test {
   std::unique_ptr<Evaluator> evaluator_;
 };
 
+// XLA contracts a multiply into its add inside a fusion (one rounding), not
+// between two instructions of the entry computation (multiply_add.h).
+TEST_F(EvaluatorTest, FusionBodiesContractMultiplyAddsAndEntryCodeDoesNot) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+fused {
+  a = f16[3] parameter(0)
+  c = f16[3] parameter(1)
+  m = f16[3] multiply(a, a)
+  ROOT s = f16[3] subtract(m, c)
+}
+ENTRY main {
+  a = f16[3] parameter(0)
+  c = f16[3] parameter(1)
+  f = f16[3] fusion(a, c), kind=kLoop, calls=fused
+  m = f16[3] multiply(a, a)
+  s = f16[3] subtract(m, c)
+  ROOT t = (f16[3], f16[3]) tuple(f, s)
+})")
+                  .ok());
+  const double a = 1 + 0x1p-10, c = 1 + 0x1p-9;
+  Literal as(Shape(PrimitiveType::kF16, {3}));
+  Literal cs(Shape(PrimitiveType::kF16, {3}));
+  for (int i = 0; i < 3; ++i) {
+    as.mutable_data<hlo::F16>()[i] = hlo::F16(static_cast<float>(a));
+    cs.mutable_data<hlo::F16>()[i] = hlo::F16(static_cast<float>(c));
+  }
+  auto result = Run({as, cs});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(hlo::testutil::DoubleValues(result->elements()[0]),
+              ElementsAre(0x1p-20, 0x1p-20, 0x1p-20));
+  EXPECT_THAT(hlo::testutil::DoubleValues(result->elements()[1]),
+              ElementsAre(0, 0, 0));
+}
+
 TEST_F(EvaluatorTest, RunsElementwiseArithmetic) {
   ASSERT_TRUE(Load(R"(
 HloModule m

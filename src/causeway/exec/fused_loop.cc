@@ -19,6 +19,7 @@
 #include "causeway/base/status.h"
 #include "causeway/exec/elementwise.h"
 #include "causeway/exec/kernel_util.h"
+#include "causeway/exec/multiply_add.h"
 
 namespace causeway::exec {
 namespace {
@@ -166,6 +167,7 @@ enum class OpKind : uint8_t {
   kReducePrecision,
   kGather,  // broadcast, transpose, slice: reads a full value by strides.
   kSplat,   // broadcast of a scalar.
+  kMultiplyAdd,  // A contracted add: in[0] * in[1] + in[2] (multiply_add.h).
 };
 
 // Where a loop op reads its chunk: a register, or a full value (at the
@@ -185,6 +187,7 @@ struct LoopOp {
   int32_t out_width = 0;
   int32_t input_count = 0;
   std::array<ChunkSource, 3> in;
+  const MultiplyAdd* multiply_add = nullptr;  // kMultiplyAdd.
   // kGather: element i of the op (row-major over `dims`) is element
   // offset + sum(index[d] * strides[d]) of full value in[0].
   int64_t offset = 0;
@@ -374,8 +377,13 @@ bool IsElementwiseWidth(int64_t width) {
 
 struct FusedLoop::Program {
   const hlo::Computation* computation = nullptr;
-  // Live instructions, operands first; node i is nodes[i].
+  // Live instructions, operands first; node i is nodes[i]. A contracted
+  // add's operands are the multiply's operands and the addend; the multiply
+  // (and a negate between) are not nodes.
   std::vector<const Instruction*> nodes;
+  std::unordered_map<const Instruction*, MultiplyAdd> multiply_adds;
+  // Per node: its contraction, or null.
+  std::vector<const MultiplyAdd*> multiply_add;
   std::vector<NodeKind> kinds;
   std::vector<absl::InlinedVector<int32_t, 3>> operands;
   // kAlias: the node (not an alias) whose elements it shares.
@@ -472,19 +480,33 @@ class Compiler {
     return p_.kinds[node] == NodeKind::kAlias ? p_.alias_source[node] : node;
   }
 
+  // The operands a node reads: a contracted add reads a, b and c.
+  absl::InlinedVector<const Instruction*, 3> OperandsOf(
+      const Instruction* instruction) const {
+    auto it = p_.multiply_adds.find(instruction);
+    if (it == p_.multiply_adds.end()) {
+      return {instruction->operands.begin(), instruction->operands.end()};
+    }
+    const MultiplyAdd& contraction = it->second;
+    return {contraction.multiply->operands[0],
+            contraction.multiply->operands[1], contraction.addend};
+  }
+
   absl::Status CollectLiveNodes() {
     const Instruction* root = computation_.root();
     if (root == nullptr) {
       return absl::InvalidArgumentError("the computation has no root");
     }
+    p_.multiply_adds = FindMultiplyAdds(computation_);
     std::unordered_map<const Instruction*, int32_t> index;
     std::unordered_map<const Instruction*, uint8_t> state;  // 1 open, 2 done
     std::vector<std::pair<const Instruction*, size_t>> stack = {{root, 0}};
     state[root] = 1;
     while (!stack.empty()) {
       auto& [instruction, next] = stack.back();
-      if (next < instruction->operands.size()) {
-        const Instruction* operand = instruction->operands[next++];
+      const auto operands = OperandsOf(instruction);
+      if (next < operands.size()) {
+        const Instruction* operand = operands[next++];
         if (operand == nullptr) {
           return absl::InvalidArgumentError("an operand is missing");
         }
@@ -516,10 +538,13 @@ class Compiler {
       p_.nodes.push_back(done);
     }
     p_.operands.resize(p_.nodes.size());
+    p_.multiply_add.assign(p_.nodes.size(), nullptr);
     for (size_t i = 0; i < p_.nodes.size(); ++i) {
-      for (const Instruction* operand : p_.nodes[i]->operands) {
+      for (const Instruction* operand : OperandsOf(p_.nodes[i])) {
         p_.operands[i].push_back(index.at(operand));
       }
+      auto it = p_.multiply_adds.find(p_.nodes[i]);
+      if (it != p_.multiply_adds.end()) p_.multiply_add[i] = &it->second;
     }
     p_.root = index.at(root);
     for (const Instruction* parameter : computation_.parameters()) {
@@ -544,6 +569,10 @@ class Compiler {
       }
       p_.kinds[node] = NodeKind::kConstant;
       p_.constants[node] = &*in.literal;
+      return absl::OkStatus();
+    }
+    if (p_.multiply_add[node] != nullptr) {
+      p_.kinds[node] = NodeKind::kLoopOp;  // FindMultiplyAdds checked shapes.
       return absl::OkStatus();
     }
     if (TryFold(node)) return absl::OkStatus();
@@ -893,7 +922,10 @@ class Compiler {
         op.in[k] = SourceFor(operands[k], l, !aligned);
       }
       if (!operands.empty()) op.type = shape(operands[0]).type();
-      if (hlo::IsElementwiseUnary(in.opcode)) {
+      if (p_.multiply_add[node] != nullptr) {
+        op.kind = OpKind::kMultiplyAdd;
+        op.multiply_add = p_.multiply_add[node];
+      } else if (hlo::IsElementwiseUnary(in.opcode)) {
         op.kind = OpKind::kUnary;
       } else if (hlo::IsElementwiseBinary(in.opcode)) {
         op.kind = OpKind::kBinary;
@@ -1110,6 +1142,11 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
           break;
         case OpKind::kSplat:
           if (op.dst_slot < 0) Fill(op.out_width, full(op.in[0]), n, dst);
+          break;
+        case OpKind::kMultiplyAdd:
+          status = MultiplyAddElements(
+              op.type, op.multiply_add->negate_product,
+              op.multiply_add->negate_addend, in(0), in(1), in(2), dst, n);
           break;
       }
       if (!status.ok()) {

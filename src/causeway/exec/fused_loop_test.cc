@@ -1,5 +1,6 @@
 #include "causeway/exec/fused_loop.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "causeway/exec/evaluator.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/hlo/parser.h"
@@ -66,6 +68,7 @@ class FusedLoopTest : public ::testing::Test {
   // Parses `text`, whose ENTRY is the body under test, and compiles the
   // entry computation as a fused loop.
   void Load(std::string_view text) {
+    text_ = std::string(text);
     auto module = hlo::ParseModule(text);
     ASSERT_TRUE(module.ok()) << module.status();
     module_ = *std::move(module);
@@ -94,8 +97,30 @@ class FusedLoopTest : public ::testing::Test {
     return fused_->Run(pointers, runner);
   }
 
+  // Runs the body op by op as the evaluator runs a fusion body: the text
+  // again, its entry called by a fusion from a new entry computation.
   absl::StatusOr<Literal> RunOpByOp(const std::vector<Literal>& args) {
-    auto evaluator = Evaluator::Create(*module_);
+    const hlo::Computation& body = *module_->entry();
+    std::string text = text_;
+    const size_t entry = text.find("ENTRY ");
+    if (entry == std::string::npos) {
+      return absl::InvalidArgumentError("the test text has no ENTRY");
+    }
+    text.erase(entry, 6);
+    std::string wrapper = "\nENTRY wrapper {\n";
+    std::string operands;
+    for (int64_t i = 0; i < body.parameter_count(); ++i) {
+      absl::StrAppend(&wrapper, "  p", i, " = ",
+                      body.parameter(i)->shape.ToString(), " parameter(", i,
+                      ")\n");
+      absl::StrAppend(&operands, i > 0 ? ", " : "", "p", i);
+    }
+    absl::StrAppend(&wrapper, "  ROOT f = ", body.root()->shape.ToString(),
+                    " fusion(", operands, "), kind=kLoop, calls=",
+                    body.name(), "\n}\n");
+    auto module = hlo::ParseModule(text + wrapper);
+    if (!module.ok()) return module.status();
+    auto evaluator = Evaluator::Create(**module);
     if (!evaluator.ok()) return evaluator.status();
     return (*evaluator)->Run(args, RunContext{});
   }
@@ -116,6 +141,7 @@ class FusedLoopTest : public ::testing::Test {
     return *std::move(got);
   }
 
+  std::string text_;
   std::unique_ptr<hlo::Module> module_;
   std::unique_ptr<FusedLoop> fused_;
 };
@@ -206,6 +232,59 @@ ENTRY body {
   sum = f32[1030] add(wa, wb)
   ROOT narrow = bf16[1030] convert(sum)
 })");
+}
+
+TEST_F(FusedLoopTest, MultiplyAddsContractAsOpByOp) {
+  const Literal result = ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  a = f16[1100] parameter(0)
+  b = f16[1100] parameter(1)
+  c = f16[1100] parameter(2)
+  x = f32[1100] parameter(3)
+  y = f32[1100] parameter(4)
+  m = f16[1100] multiply(a, b)
+  s = f16[1100] add(m, c)
+  n = f16[1100] multiply(c, c)
+  ng = f16[1100] negate(n)
+  t = f16[1100] subtract(s, ng)
+  w = f32[1100] convert(t)
+  p = f32[1100] multiply(x, y)
+  q = f32[1100] multiply(y, y)
+  u = f32[1100] subtract(p, q)
+  ROOT r = f32[1100] add(u, w)
+})");
+  EXPECT_EQ(fused_->loop_count(), 1);
+  // Each sum rounded once: t = a*b + c + c*c, the second product rounded
+  // on its own, u = x*y - round(y*y), the sum rounded.
+  const std::vector<Literal> args = RandomArguments(1);
+  auto f16 = [&](int arg, int i) {
+    return static_cast<double>(
+        static_cast<float>(args[arg].data<hlo::F16>()[i]));
+  };
+  int checked = 0;
+  for (int i = 0; i < 1100; ++i) {
+    const double s = hlo::F16::ToFloat(
+        hlo::F16::FromDouble(f16(0, i) * f16(1, i) + f16(2, i)));
+    const double cc = f16(2, i) * f16(2, i);
+    hlo::F16 t;
+    t.bits = hlo::F16::FromDouble(s + cc);
+    const float x = args[3].data<float>()[i], y = args[4].data<float>()[i];
+    const float u = std::fma(x, y, -(y * y));
+    const float want = u + static_cast<float>(t);
+    const float got = result.data<float>()[i];
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << i;
+      continue;
+    }
+    if (std::fpclassify(want) == FP_SUBNORMAL ||
+        std::fpclassify(u) == FP_SUBNORMAL || std::fabs(y * y) < 1e-37f) {
+      continue;  // Flushed by the kernels, not by this reference.
+    }
+    EXPECT_EQ(got, want) << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 900);
 }
 
 TEST_F(FusedLoopTest, IntegerEdgeCasesMatchOpByOp) {

@@ -123,8 +123,8 @@ inline T FloatFromBits(FloatBitsType<T> bits) {
 //    beyond the range → the type's min/max (unsigned: negatives → 0);
 //  - anything → pred is `value != 0` (NaN → true);
 //  - pred → anything is 0 or 1;
-//  - narrowing float conversions round to nearest even; conversions to
-//    f16/bf16 go through f32 (round twice from f64 or wide integers), as
+//  - narrowing float conversions round to nearest even: f64 -> f16 once
+//    (the processor's own conversion), f64 -> bf16 through f32 (twice), as
 //    XLA's CPU backend does.
 
 namespace kernel_util_internal {
@@ -163,9 +163,16 @@ inline To ConvertElement(From value) {
   } else if constexpr (kIsFloat<From> && kIsInt<To>) {
     return kernel_util_internal::FloatToInt<To, ComputeType<From>>(
         ToCompute(value));
+  } else if constexpr (std::is_same_v<To, hlo::F16> &&
+                       std::is_same_v<From, double>) {
+    // The processor converts f64 to f16 directly, rounding once.
+    To result;
+    result.bits = hlo::F16::FromDouble(value);
+    return result;
   } else if constexpr (kIsHalf<To>) {
-    // XLA's CPU backend converts to f16/bf16 through f32 (so f64 and wide
-    // integers round twice, exactly as it does).
+    // XLA's CPU backend converts to bf16 through f32 (so f64 rounds twice,
+    // exactly as it does); integers reach f16 exactly or overflow either
+    // way.
     return To(static_cast<float>(value));
   } else if constexpr (kIsHalf<From>) {
     return static_cast<To>(static_cast<float>(value));

@@ -40,6 +40,14 @@ absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
                                   const Literal& operand);
 absl::StatusOr<Literal> EvalBinary(const Instruction& instr, const Literal& lhs,
                                    const Literal& rhs);
+// `add` (an add or subtract) computed as one fused multiply-add of the
+// multiply's operands `a`, `b` and the other operand `c`, signs as
+// `contraction` says (multiply_add.h).
+struct MultiplyAdd;
+absl::StatusOr<Literal> EvalMultiplyAdd(const Instruction& add,
+                                        const MultiplyAdd& contraction,
+                                        const Literal& a, const Literal& b,
+                                        const Literal& c);
 absl::StatusOr<Literal> EvalCompare(const Instruction& instr,
                                     const Literal& lhs, const Literal& rhs);
 absl::StatusOr<Literal> EvalSelect(const Instruction& instr,

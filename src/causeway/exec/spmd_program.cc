@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<SpmdProgram>> SpmdProgram::Create(
   }
   CW_RETURN_IF_ERROR(hlo::VerifyModule(*module));
   CW_ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> evaluator,
-                      Evaluator::Create(*module));
+                      Evaluator::Create(*module, options.evaluator));
   return std::unique_ptr<SpmdProgram>(new SpmdProgram(
       std::move(module), std::move(evaluator), num_partitions, options));
 }

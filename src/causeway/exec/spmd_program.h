@@ -29,6 +29,7 @@ class SpmdProgram {
   struct Options {
     // How long a device waits in a collective for its peers.
     absl::Duration collective_timeout = absl::Seconds(60);
+    Evaluator::Options evaluator;
   };
 
   // Parses, verifies and prepares `hlo_text` for `num_partitions`

@@ -108,7 +108,7 @@ ENTRY main {
 
 TEST(SpmdProgramTest, AFailingPartitionCancelsItsPeersInsteadOfHanging) {
   auto program = SpmdProgram::Load(kSumOfShards, 4,
-                                   {.collective_timeout = absl::Seconds(300)});
+                                   {.collective_timeout = absl::Seconds(300), .evaluator = {}});
   ASSERT_TRUE(program.ok()) << program.status();
   auto args = SameArgs(4, F32({2}, {1, 10}));
   args[2][0] = F32({3}, {1, 2, 3});

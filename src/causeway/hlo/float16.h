@@ -76,6 +76,28 @@ struct F16 {
     u -= (127 - 15) << 23;
     return sign | static_cast<uint16_t>(u >> 13);
   }
+
+  // Rounds a double to half once (nearest even), as the processor's own
+  // f64 -> f16 conversion does (rounding through float can round twice).
+  static uint16_t FromDouble(double d) {
+    uint64_t u = std::bit_cast<uint64_t>(d);
+    const uint16_t sign = static_cast<uint16_t>((u >> 48) & 0x8000);
+    u &= 0x7FFFFFFFFFFFFFFFull;
+    if (u >= 0x7FF0000000000000ull) {  // Inf or NaN.
+      return sign | 0x7C00 | (u > 0x7FF0000000000000ull ? 0x200 : 0);
+    }
+    // 65520 = 65504 + half an ulp: from there on the result is infinite.
+    if (u >= 0x40EFFE0000000000ull) return sign | 0x7C00;
+    if (u < 0x3F10000000000000ull) {  // Below 2^-14: subnormal or zero.
+      // Exact scaling, so the subnormal step 2^-24 becomes 1.
+      const double scaled = std::bit_cast<double>(u) * 16777216.0;
+      return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+    }
+    const uint64_t mantissa_odd = (u >> 42) & 1;
+    u += (uint64_t{1} << 41) - 1 + mantissa_odd;  // Round to nearest even.
+    u -= uint64_t{1023 - 15} << 52;
+    return sign | static_cast<uint16_t>(u >> 42);
+  }
   friend bool operator==(F16 a, F16 b) { return a.bits == b.bits; }
 };
 
