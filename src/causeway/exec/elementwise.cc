@@ -6,10 +6,9 @@
 // Each kernel dispatches once on the element type and the opcode, then runs
 // a tight typed loop over the elements. f16/bf16 compute in float and round
 // to storage after each op, as XLA's CPU backend does (docs/hlo.md,
-// "Rounding"). f32 exp, log and logistic use Eigen's vectorized
-// approximations (within 1-2 ulp of XLA's); tanh (Eigen's, bit for bit
-// XLA's), rsqrt (the processor's estimate and two Newton steps), erf, expm1
-// and log1p follow XLA's own formulas. Kernels run with denormals flushed
+// "Rounding"). f32 exp, log, tanh (Eigen's, bit for bit XLA's), rsqrt
+// (the processor's estimate and two Newton steps), erf, expm1, log1p and
+// logistic follow XLA's own formulas, with its contractions. Kernels run with denormals flushed
 // to zero and read as zero, as XLA's do.
 #include <algorithm>
 #include <bit>
@@ -190,6 +189,168 @@ void SqrtF32(const float* in, float* out, int64_t n) {
 
 using ArrayF = Eigen::Array<float, Eigen::Dynamic, 1>;
 
+// exp as XLA's CPU emitter computes it (Cephes' range reduction and
+// polynomial, with LLVM's contractions): exp(x) = 2^n * exp(r), n =
+// floor(x log2(e) + 1/2) clamped to [-127, 127], r = x - n ln(2) in two
+// parts. Written as a plain loop of fmas and selects that the compiler
+// vectorises.
+inline float ExpXlaElement(float x) {
+  x = !(x < -87.8f) ? x : -87.8f;  // NaN passes both clamps.
+  x = !(x > 88.8f) ? x : 88.8f;
+  float n = std::floor(std::fma(x, std::bit_cast<float>(0x3FB8AA3Bu), 0.5f));
+  n = !(n < -127.0f) ? n : -127.0f;
+  n = !(n > 127.0f) ? n : 127.0f;
+  float r = std::fma(-std::bit_cast<float>(0x3F318000u), n, x);
+  r = std::fma(-std::bit_cast<float>(0xB95E8083u), n, r);
+  float p = std::fma(r, std::bit_cast<float>(0x39506967u),
+                     std::bit_cast<float>(0x3AB743CEu));
+  p = std::fma(p, r, std::bit_cast<float>(0x3C088908u));
+  p = std::fma(p, r, std::bit_cast<float>(0x3D2AA9C1u));
+  p = std::fma(p, r, std::bit_cast<float>(0x3E2AAAAAu));
+  p = std::fma(p, r, 0.5f);
+  const float y = 1.0f + std::fma(p, r * r, r);
+  // 2^n from its exponent bits (n is NaN only when y is).
+  const int32_t exponent = static_cast<int32_t>(n == n ? n : 0.0f) + 127;
+  return y * std::bit_cast<float>(static_cast<uint32_t>(exponent) << 23);
+}
+
+void ExpXla(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  // ExpXlaElement, eight lanes at a time (the same operations).
+  const __m256 lo = _mm256_set1_ps(-87.8f), hi = _mm256_set1_ps(88.8f);
+  const __m256 n_lo = _mm256_set1_ps(-127.0f), n_hi = _mm256_set1_ps(127.0f);
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  auto c = [](uint32_t bits) { return _mm256_set1_ps(std::bit_cast<float>(bits)); };
+  const __m256 log2e = c(0x3FB8AA3B), minus_c1 = c(0xBF318000),
+               minus_c2 = c(0x395E8083);
+  const __m256 p0 = c(0x39506967), p1 = c(0x3AB743CE), p2 = c(0x3C088908),
+               p3 = c(0x3D2AA9C1), p4 = c(0x3E2AAAAA);
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps(in + i);
+    x = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    x = _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    __m256 k = _mm256_floor_ps(_mm256_fmadd_ps(x, log2e, half));
+    k = _mm256_blendv_ps(k, n_lo, _mm256_cmp_ps(k, n_lo, _CMP_LT_OQ));
+    k = _mm256_blendv_ps(k, n_hi, _mm256_cmp_ps(k, n_hi, _CMP_GT_OQ));
+    __m256 r = _mm256_fmadd_ps(minus_c1, k, x);
+    r = _mm256_fmadd_ps(minus_c2, k, r);
+    __m256 p = _mm256_fmadd_ps(r, p0, p1);
+    p = _mm256_fmadd_ps(p, r, p2);
+    p = _mm256_fmadd_ps(p, r, p3);
+    p = _mm256_fmadd_ps(p, r, p4);
+    p = _mm256_fmadd_ps(p, r, half);
+    const __m256 y =
+        _mm256_add_ps(one, _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r));
+    const __m256 k_or_zero = _mm256_blendv_ps(
+        k, _mm256_setzero_ps(), _mm256_cmp_ps(k, k, _CMP_UNORD_Q));
+    const __m256i exponent = _mm256_add_epi32(_mm256_cvttps_epi32(k_or_zero),
+                                              _mm256_set1_epi32(127));
+    _mm256_storeu_ps(out + i,
+                     _mm256_mul_ps(y, _mm256_castsi256_ps(
+                                          _mm256_slli_epi32(exponent, 23))));
+  }
+#endif
+  for (; i < n; ++i) out[i] = ExpXlaElement(in[i]);
+}
+
+// log as XLA's CPU emitter computes it (Cephes' frexp, a degree-8
+// polynomial in three parts, the exponent's ln(2) in two parts, with
+// LLVM's contractions): -inf at 0 (and denormals, read as 0), +inf at
+// +inf, NaN below 0 and for NaN.
+inline float LogXlaElement(float x) {
+  const float min_normal = std::bit_cast<float>(0x00800000u);
+  const float clamped = !(min_normal < x) ? min_normal : x;
+  const uint32_t bits = std::bit_cast<uint32_t>(clamped);
+  float m = std::bit_cast<float>((bits & 0x807FFFFFu) | 0x3F000000u);
+  float e = 1.0f + static_cast<float>(static_cast<int32_t>(bits >> 23) - 127);
+  const bool below = m < std::bit_cast<float>(0x3F3504F3u);  // sqrt(1/2)
+  const float tmp = below ? m : 0.0f;
+  m = m - 1.0f;
+  e = e - (below ? 1.0f : 0.0f);
+  m = m + tmp;
+  const float x2 = m * m;
+  const float x3 = x2 * m;
+  float y = std::fma(m, std::bit_cast<float>(0x3D9021BBu),
+                     std::bit_cast<float>(0xBDEBD1B8u));
+  float y1 = std::fma(m, std::bit_cast<float>(0xBDFE5D4Fu),
+                      std::bit_cast<float>(0x3E11E9BFu));
+  float y2 = std::fma(m, std::bit_cast<float>(0x3E4CCEACu),
+                      std::bit_cast<float>(0xBE7FFFFCu));
+  y = std::fma(y, m, std::bit_cast<float>(0x3DEF251Au));
+  y1 = std::fma(y1, m, std::bit_cast<float>(0xBE2AAE50u));
+  y2 = std::fma(y2, m, std::bit_cast<float>(0x3EAAAAAAu));
+  y = std::fma(y, x3, y1);
+  y = std::fma(y, x3, y2);
+  y = std::fma(y, x3, std::bit_cast<float>(0xB95E8083u) * e);
+  const float sum = std::fma(-0.5f, x2, m) + y;
+  const float result = std::fma(std::bit_cast<float>(0x3F318000u), e, sum);
+  if (x == 0.0f) return -std::numeric_limits<float>::infinity();
+  if (x == std::numeric_limits<float>::infinity()) return x;
+  if (!(x > 0.0f)) return std::bit_cast<float>(0xFFFFFFFFu);  // NaN.
+  return result;
+}
+
+void LogXla(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  // LogXlaElement, eight lanes at a time (the same operations).
+  auto c = [](uint32_t bits) { return _mm256_set1_ps(std::bit_cast<float>(bits)); };
+  const __m256 min_normal = c(0x00800000), one = _mm256_set1_ps(1.0f);
+  const __m256 sqrt_half = c(0x3F3504F3), minus_half = _mm256_set1_ps(-0.5f);
+  const __m256 zero = _mm256_setzero_ps(), inf = c(0x7F800000),
+               minus_inf = c(0xFF800000), nan = c(0xFFFFFFFF);
+  const __m256 p0 = c(0x3D9021BB), p1 = c(0xBDEBD1B8), p2 = c(0x3DEF251A),
+               p3 = c(0xBDFE5D4F), p4 = c(0x3E11E9BF), p5 = c(0xBE2AAE50),
+               p6 = c(0x3E4CCEAC), p7 = c(0xBE7FFFFC), p8 = c(0x3EAAAAAA);
+  const __m256 q1 = c(0xB95E8083), q2 = c(0x3F318000);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 clamped = _mm256_blendv_ps(
+        x, min_normal, _mm256_cmp_ps(min_normal, x, _CMP_NLT_UQ));
+    const __m256i bits = _mm256_castps_si256(clamped);
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_and_si256(bits, _mm256_set1_epi32(0x807FFFFF)),
+        _mm256_set1_epi32(0x3F000000)));
+    __m256 e = _mm256_add_ps(
+        one, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23),
+                                                 _mm256_set1_epi32(127))));
+    const __m256 below = _mm256_cmp_ps(m, sqrt_half, _CMP_LT_OQ);
+    const __m256 tmp = _mm256_and_ps(m, below);
+    m = _mm256_sub_ps(m, one);
+    e = _mm256_sub_ps(e, _mm256_and_ps(one, below));
+    m = _mm256_add_ps(m, tmp);
+    const __m256 x2 = _mm256_mul_ps(m, m);
+    const __m256 x3 = _mm256_mul_ps(x2, m);
+    __m256 y = _mm256_fmadd_ps(m, p0, p1);
+    __m256 y1 = _mm256_fmadd_ps(m, p3, p4);
+    __m256 y2 = _mm256_fmadd_ps(m, p6, p7);
+    y = _mm256_fmadd_ps(y, m, p2);
+    y1 = _mm256_fmadd_ps(y1, m, p5);
+    y2 = _mm256_fmadd_ps(y2, m, p8);
+    y = _mm256_fmadd_ps(y, x3, y1);
+    y = _mm256_fmadd_ps(y, x3, y2);
+    y = _mm256_fmadd_ps(y, x3, _mm256_mul_ps(q1, e));
+    const __m256 sum = _mm256_add_ps(_mm256_fmadd_ps(minus_half, x2, m), y);
+    __m256 result = _mm256_fmadd_ps(q2, e, sum);
+    result = _mm256_blendv_ps(result, nan, _mm256_cmp_ps(x, zero, _CMP_NGT_UQ));
+    result = _mm256_blendv_ps(result, minus_inf,
+                              _mm256_cmp_ps(x, zero, _CMP_EQ_OQ));
+    result = _mm256_blendv_ps(result, inf, _mm256_cmp_ps(x, inf, _CMP_EQ_OQ));
+    _mm256_storeu_ps(out + i, result);
+  }
+#endif
+  for (; i < n; ++i) out[i] = LogXlaElement(in[i]);
+}
+
+// exp on an array, for the formulas below.
+ArrayF ExpOf(const ArrayF& v) {
+  ArrayF r(v.size());
+  ExpXla(v.data(), r.data(), v.size());
+  return r;
+}
+
+
 // expm1 as XLA's CPU emitter computes it: tanh(x/2) * (exp(x) + 1) near
 // zero, exp(x) - 1 for |x| > 1/2, x itself when x/2 underflows. `Round`
 // rounds each intermediate to the storage type (identity for f32; f16
@@ -200,7 +361,7 @@ void Expm1Xla(const float* in, float* out, int64_t n, Round round) {
   Eigen::Map<ArrayF> y(out, n);
   const ArrayF half_x = round(x * 0.5f);
   const ArrayF tanh_half_x = round(half_x.tanh());
-  const ArrayF exp_x = round(x.exp());
+  const ArrayF exp_x = round(ExpOf(x));
   const ArrayF near_zero = round(tanh_half_x * round(exp_x + 1.0f));
   const ArrayF far = round(exp_x - 1.0f);
   y = (half_x == 0.0f).select(x, (x.abs() > 0.5f).select(far, near_zero));
@@ -222,20 +383,22 @@ void Log1pXla(const float* in, float* out, int64_t n) {
       6.5787325942061044846969E0,  2.9911919328553073277375E1,
       6.0949667980987787057556E1,  5.7112963590585538103336E1,
       2.0039553499201281259648E1};
-  Eigen::Map<const ArrayF> x(in, n);
-  Eigen::Map<ArrayF> y(out, n);
-  ArrayF numerator = ArrayF::Zero(n), denominator = ArrayF::Zero(n);
-  for (double c : kNumerator) {
-    numerator = numerator * x + static_cast<float>(c);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    float numerator = 0, denominator = 0;
+    for (double c : kNumerator) {
+      numerator = std::fma(numerator, x, static_cast<float>(c));
+    }
+    for (double c : kDenominator) {
+      denominator = std::fma(denominator, x, static_cast<float>(c));
+    }
+    const float x_squared = x * x;
+    const float small =
+        x + std::fma(x_squared, -0.5f,
+                     (x * x_squared) * (numerator / denominator));
+    out[i] = std::fabs(x) < 0.41421356237309504880f ? small
+                                                    : LogXlaElement(x + 1.0f);
   }
-  for (double c : kDenominator) {
-    denominator = denominator * x + static_cast<float>(c);
-  }
-  const ArrayF x_squared = x * x;
-  const ArrayF small =
-      x + ((-0.5f * x_squared) + (x * x_squared) * (numerator / denominator));
-  const ArrayF large = (x + 1.0f).log();
-  y = (x.abs() < 0.41421356237309504880f).select(small, large);
 }
 
 // erf as XLA's CPU emitter computes it for f32: an odd/even rational
@@ -316,12 +479,16 @@ void RsqrtXla(const float* in, float* out, int64_t n) {
           _mm256_fmadd_ps(_mm256_mul_ps(x, y), y, minus_one);
       y = _mm256_fmadd_ps(_mm256_mul_ps(y, minus_half), e, y);
     }
-    alignas(32) float refined[8], estimate[8];
-    _mm256_store_ps(refined, y);
-    _mm256_store_ps(estimate, y0);
-    for (int k = 0; k < 8; ++k) {
-      out[i + k] = RsqrtEstimateIsFinal(in[i + k]) ? estimate[k] : refined[k];
-    }
+    // The estimate is final unless x is a positive normal number.
+    const __m256i bits = _mm256_castps_si256(x);
+    const __m256i exponent =
+        _mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xFF));
+    const __m256i positive_normal = _mm256_andnot_si256(
+        _mm256_or_si256(_mm256_cmpeq_epi32(exponent, _mm256_setzero_si256()),
+                        _mm256_cmpeq_epi32(exponent, _mm256_set1_epi32(0xFF))),
+        _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(-1)));
+    _mm256_storeu_ps(out + i, _mm256_blendv_ps(y0, y, _mm256_castsi256_ps(
+                                                          positive_normal)));
   }
 #endif
   for (; i < n; ++i) {
@@ -342,14 +509,14 @@ absl::Status UnaryF32(const Instruction& instr, const float* in, float* out,
   Eigen::Map<const ArrayF> x(in, n);
   Eigen::Map<ArrayF> y(out, n);
   switch (instr.opcode) {
-    case Opcode::kExp: y = x.exp(); break;
-    case Opcode::kLog: y = x.log(); break;
+    case Opcode::kExp: ExpXla(in, out, n); break;
+    case Opcode::kLog: LogXla(in, out, n); break;
     case Opcode::kLog1p: Log1pXla(in, out, n); break;
     case Opcode::kExpm1:
       Expm1Xla(in, out, n, [](const ArrayF& v) -> const ArrayF& { return v; });
       break;
     case Opcode::kTanh: TanhXla(in, out, n); break;
-    case Opcode::kLogistic: y = (1.0f + (-x).exp()).inverse(); break;
+    case Opcode::kLogistic: y = (1.0f + ExpOf(-x)).inverse(); break;
     case Opcode::kErf: ErfXla(in, out, n); break;
     case Opcode::kRsqrt: RsqrtXla(in, out, n); break;
     case Opcode::kSqrt: SqrtF32(in, out, n); break;
@@ -377,7 +544,7 @@ absl::Status UnaryFloat(const Instruction& instr, const T* in, T* out,
       for (int64_t i = 0; i < m; ++i) wide[i] = static_cast<float>(in[start + i]);
       if (instr.opcode == Opcode::kLogistic) {
         Eigen::Map<const ArrayF> x(wide, m);
-        Eigen::Map<ArrayF>(result, m) = round(1.0f + round((-x).exp())).inverse();
+        Eigen::Map<ArrayF>(result, m) = round(1.0f + round(ExpOf(-x))).inverse();
       } else if (instr.opcode == Opcode::kExpm1 &&
                  std::is_same_v<T, hlo::F16>) {
         Expm1Xla(wide, result, m, round);
