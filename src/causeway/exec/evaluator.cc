@@ -19,6 +19,7 @@
 #include "causeway/exec/in_process_collectives.h"
 #include "causeway/exec/kernels.h"
 #include "causeway/exec/multiply_add.h"
+#include "causeway/hlo/custom_call.h"
 
 namespace causeway::exec {
 
@@ -110,8 +111,11 @@ namespace {
 
 std::string Str(std::string_view s) { return std::string(s); }
 
-bool IsSupported(Opcode opcode) {
-  return opcode != Opcode::kCustomCall && opcode != Opcode::kUnknown;
+bool IsSupported(const Instruction& instruction) {
+  if (instruction.opcode == Opcode::kCustomCall) {
+    return hlo::IsSupportedCustomCall(instruction.custom_call_target);
+  }
+  return instruction.opcode != Opcode::kUnknown;
 }
 
 // Operand counts for the opcodes whose arity is fixed; -1 for variadic.
@@ -166,6 +170,7 @@ int RequiredCalls(Opcode opcode) {
     case Opcode::kReduceWindow:
     case Opcode::kScatter:
     case Opcode::kSort:
+    case Opcode::kMap:
     case Opcode::kConditional:
       return 1;
     case Opcode::kWhile:
@@ -182,16 +187,13 @@ absl::Status CheckInstruction(const Instruction& instruction,
     return absl::Status(
         code, absl::StrCat(Where(instruction, computation), ": ", message));
   };
-  if (!IsSupported(instruction.opcode)) {
-    const std::string name = instruction.opcode == Opcode::kUnknown
-                                 ? instruction.opcode_name
-                                 : Str(hlo::OpcodeName(instruction.opcode));
-    std::string what = absl::StrCat("op '", name, "' is not supported");
+  if (!IsSupported(instruction)) {
     if (instruction.opcode == Opcode::kCustomCall) {
-      absl::StrAppend(&what, " (custom_call_target=\"",
-                      instruction.custom_call_target, "\")");
+      return hlo::UnsupportedCustomCall(instruction);
     }
-    return fail(absl::StatusCode::kUnimplemented, what);
+    return fail(absl::StatusCode::kUnimplemented,
+                absl::StrCat("op '", instruction.opcode_name,
+                             "' is not supported"));
   }
   const int arity = FixedArity(instruction.opcode);
   if (arity >= 0 && instruction.operand_count() != arity) {

@@ -73,6 +73,10 @@ absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
       return EvalConvolution(instr, operand(0), operand(1));
     case Opcode::kRngBitGenerator:
       return EvalRngBitGenerator(instr, operand(0));
+    case Opcode::kMap:
+      return EvalMap(instr, operands, runner);
+    case Opcode::kCustomCall:
+      return EvalCustomCall(instr, operands, runner);
     default:
       return absl::UnimplementedError(
           absl::StrCat("op '", std::string(hlo::OpcodeName(opcode)),

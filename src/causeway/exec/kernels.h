@@ -145,6 +145,17 @@ absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
                                         const Literal& input,
                                         const Literal& kernel);
 
+// map: `to_apply` (scalar) on the operands' elements at each index.
+absl::StatusOr<Literal> EvalMap(const Instruction& instr,
+                                std::span<const Literal* const> operands,
+                                const ComputationRunner& runner);
+
+// A custom-call whose target hlo/custom_call.h lists (TopK, ...);
+// Unimplemented naming any other target.
+absl::StatusOr<Literal> EvalCustomCall(const Instruction& instr,
+                                       std::span<const Literal* const> operands,
+                                       const ComputationRunner& runner);
+
 // Random bits: operand is the state; result is (new state, bits), with
 // XLA's ThreeFry / Philox algorithms so that outputs match XLA bit for bit.
 absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,

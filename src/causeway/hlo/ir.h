@@ -109,6 +109,7 @@ namespace causeway::hlo {
   V(kAllToAll, "all-to-all")                                \
   V(kCollectivePermute, "collective-permute")               \
   V(kAfterAll, "after-all")                                 \
+  V(kMap, "map")                                            \
   V(kCustomCall, "custom-call")
 
 enum class Opcode {
@@ -263,10 +264,10 @@ struct Instruction {
   int64_t unique_id = 0;  // Dense per module, assigned in order of creation.
 
   // Called computations: fusion `calls=`, call/reduce/scatter/all-reduce/
-  // reduce-scatter/reduce-window/sort/select(-and-scatter) `to_apply=`/
+  // reduce-scatter/reduce-window/sort/map/select(-and-scatter) `to_apply=`/
   // `comparator=`, while (condition, body), conditional branches (true,
   // false or branch_computations in order), select-and-scatter (select,
-  // scatter).
+  // scatter), custom-call `called_computations=` in order.
   std::vector<Computation*> called_computations;
 
   // parameter(N)
@@ -276,7 +277,7 @@ struct Instruction {
   // get-tuple-element index=
   int64_t tuple_index = -1;
   // dimensions={...}: broadcast, transpose, reverse, reduce, concatenate,
-  // all-gather, reduce-scatter, all-to-all (array form), sort.
+  // all-gather, reduce-scatter, all-to-all (array form), sort, map.
   std::vector<int64_t> dimensions;
   // iota_dimension=
   int64_t iota_dimension = -1;
@@ -317,7 +318,8 @@ struct Instruction {
   bool use_global_device_ids = false;
   bool constrain_layout = false;
   std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
-  // custom-call custom_call_target=
+  // custom-call custom_call_target= (its called_computations={...} are in
+  // called_computations; backend_config and the rest stay raw).
   std::string custom_call_target;
   // sharding=
   std::optional<Sharding> sharding;

@@ -52,6 +52,7 @@ bool InterpretsAttribute(Opcode op, std::string_view name) {
       case Opcode::kReduceScatter:
       case Opcode::kAllToAll:
       case Opcode::kSort:
+      case Opcode::kMap:
         return true;
       default:
         return false;
@@ -95,6 +96,7 @@ bool InterpretsAttribute(Opcode op, std::string_view name) {
       case Opcode::kAllReduce:
       case Opcode::kReduceScatter:
       case Opcode::kSort:
+      case Opcode::kMap:
         return true;
       default:
         return false;
@@ -127,7 +129,9 @@ bool InterpretsAttribute(Opcode op, std::string_view name) {
            op == Opcode::kReduceScatter;
   }
   if (name == "source_target_pairs") return op == Opcode::kCollectivePermute;
-  if (name == "custom_call_target") return op == Opcode::kCustomCall;
+  if (name == "custom_call_target" || name == "called_computations") {
+    return op == Opcode::kCustomCall;
+  }
   if (name == "index") return op == Opcode::kGetTupleElement;
   if (name == "iota_dimension") return op == Opcode::kIota;
   return false;
@@ -1188,6 +1192,8 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
                      "branch_computations= and false_computation= both given");
     }
     CW_RETURN_IF_ERROR(ParseCalledComputation(inst, 1, slots_filled));
+  } else if (name == "called_computations") {
+    CW_RETURN_IF_ERROR(ParseBranchComputations(inst, slots_filled));
   } else if (name == "branch_computations") {
     if (seen->count("true_computation") || seen->count("false_computation")) {
       return ErrorAt(attr_pos,

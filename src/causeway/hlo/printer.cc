@@ -347,6 +347,7 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
     case Opcode::kReduce:
     case Opcode::kConcatenate:
     case Opcode::kSort:
+    case Opcode::kMap:
     case Opcode::kAllGather:
     case Opcode::kReduceScatter:
       attr("dimensions", IntList(inst.dimensions));
@@ -494,10 +495,19 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       attr("exponent_bits", absl::StrCat(inst.exponent_bits));
       attr("mantissa_bits", absl::StrCat(inst.mantissa_bits));
       break;
-    case Opcode::kCustomCall:
+    case Opcode::kCustomCall: {
       attr("custom_call_target",
            absl::StrCat("\"", absl::CEscape(inst.custom_call_target), "\""));
+      if (!inst.called_computations.empty()) {
+        std::vector<std::string> names;
+        for (const Computation* c : inst.called_computations) {
+          names.push_back(ComputationName(c));
+        }
+        attr("called_computations",
+             absl::StrCat("{", absl::StrJoin(names, ", "), "}"));
+      }
       break;
+    }
     case Opcode::kGetTupleElement:
       if (inst.tuple_index != -1) attr("index", absl::StrCat(inst.tuple_index));
       break;
@@ -533,7 +543,7 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
   }
   if (op == Opcode::kCall || op == Opcode::kReduce ||
       op == Opcode::kAllReduce || op == Opcode::kReduceScatter ||
-      op == Opcode::kSort) {
+      op == Opcode::kSort || op == Opcode::kMap) {
     if (!inst.called_computations.empty()) attr("to_apply", CalledAt(inst, 0));
   }
   if (inst.sharding.has_value())

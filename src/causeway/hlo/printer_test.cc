@@ -163,6 +163,8 @@ ENTRY %main (x: f32[4], idx: s32[3,1], img: f32[1,8,8,3], w: f32[3,3,3,4]) -> f3
   %pid = u32[] partition-id()
   %rid = u32[] replica-id()
   %cc = f32[4]{0} custom-call(%x), custom_call_target="my\"target", api_version=API_VERSION_TYPED_FFI, sharding={{maximal device=0}}
+  %cc2 = f32[4]{0} custom-call(%x), custom_call_target="TopK", called_computations={%add, %fused}
+  %mp = f32[4]{0} map(%x, %x), dimensions={0}, to_apply=%add
   %un = f32[4]{0} some-future-op(%x, %x), mystery={a, b}, sharding={devices=[4]0,2,1,3}
   %ob = (f32[4]{0}) opt-barrier(%x)
   ROOT %out = f32[4]{0} add(%fu, %x), control-predecessors={%un}, sharding={devices=[2,2]<=[4] last_tile_dims={manual}}
@@ -191,6 +193,9 @@ TEST(PrinterTest, PrintsEveryInstructionOfAHandWrittenModuleAsWritten) {
            "to_apply=%add",
            "  %cd = f32[4]{0} conditional(%p, %x, %x), "
            "true_computation=%fused, false_computation=%fused",
+           "  %cc2 = f32[4]{0} custom-call(%x), custom_call_target=\"TopK\", "
+           "called_computations={%add, %fused}",
+           "  %mp = f32[4]{0} map(%x, %x), dimensions={0}, to_apply=%add",
            "  %un = f32[4]{0} some-future-op(%x, %x), sharding={devices=[4]0,"
            "2,1,3}, mystery={a, b}",
            "ENTRY %main (x: f32[4], idx: s32[3,1], img: f32[1,8,8,3], w: "

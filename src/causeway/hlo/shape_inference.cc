@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/status.h"
+#include "causeway/hlo/custom_call.h"
 
 namespace causeway::hlo {
 namespace {
@@ -413,10 +414,11 @@ class Inferrer {
         return CollectivePermute();
       case Opcode::kAfterAll:
         return AfterAll();
+      case Opcode::kMap:
+        return Map();
       case Opcode::kCustomCall:
-        return absl::UnimplementedError(
-            absl::StrCat(Where(), ": unsupported custom-call target '",
-                         instr_.custom_call_target, "'"));
+        if (instr_.custom_call_target == kTopKTarget) return TopK();
+        return UnsupportedCustomCall(instr_);
       default:
         return absl::UnimplementedError(
             absl::StrCat(Where(), ": unsupported op '", OpName(), "'"));
@@ -1486,6 +1488,74 @@ class Inferrer {
   }
 
   // ---- Sort and random --------------------------------------------------
+
+  // map: scalar `to_apply` applied element by element to N operands of
+  // one shape, over all of their dims.
+  absl::StatusOr<Shape> Map() {
+    const int64_t n = instr_.operand_count();
+    if (n < 1) return Error("map needs at least one operand");
+    CW_RETURN_IF_ERROR(ExpectCalledCount(1));
+    std::vector<Shape> scalars;
+    for (int64_t i = 0; i < n; ++i) {
+      CW_RETURN_IF_ERROR(ExpectArrayOperand(i));
+      if (operand(i).dims() != operand(0).dims()) {
+        return Error("map operand ", i, " ", ShapeStr(operand(i)),
+                     " differs in dims from operand 0 ", ShapeStr(operand(0)));
+      }
+      scalars.push_back(Shape::Scalar(operand(i).type()));
+    }
+    CW_RETURN_IF_ERROR(CheckDimList(instr_.dimensions, operand(0).rank(),
+                                    "map dimensions", /*sorted=*/true));
+    if (static_cast<int64_t>(instr_.dimensions.size()) != operand(0).rank()) {
+      return Error("map must apply over every dim of rank ",
+                   operand(0).rank(), ", not ", ListStr(instr_.dimensions));
+    }
+    std::vector<const Shape*> args;
+    for (const Shape& scalar : scalars) args.push_back(&scalar);
+    const Computation* f = Called(0);
+    CW_RETURN_IF_ERROR(CheckParameters(f, args, "to_apply"));
+    CW_ASSIGN_OR_RETURN(const Shape* root, RootShape(f));
+    if (!root->IsArray() || root->rank() != 0) {
+      return Error("map's to_apply '", f->name(),
+                   "' must return a scalar, not ", ShapeStr(*root));
+    }
+    return Shape(root->type(), operand(0).dims());
+  }
+
+  // The TopK custom-call (custom_call.h): k comes from the declared result.
+  absl::StatusOr<Shape> TopK() {
+    CW_RETURN_IF_ERROR(ExpectOperandCount(1));
+    CW_RETURN_IF_ERROR(ExpectArrayOperand(0));
+    CW_RETURN_IF_ERROR(ExpectCalledCount(1));
+    const Shape& input = operand(0);
+    if (input.rank() < 1) return Error("TopK needs an operand of rank >= 1");
+    const Shape& d = declared();
+    if (!d.IsTuple() || d.tuple_shapes().size() != 2 ||
+        !d.tuple_shape(0).IsArray() ||
+        d.tuple_shape(0).rank() != input.rank()) {
+      return Error("TopK must declare (values, indices) of rank ",
+                   input.rank(), ", not ", ShapeStr(d));
+    }
+    const int64_t k = d.tuple_shape(0).dims().back();
+    if (k < 0 || k > input.dims().back()) {
+      return Error("TopK asks for the top ", k, " of ", input.dims().back(),
+                   " elements");
+    }
+    std::vector<int64_t> dims = input.dims();
+    dims.back() = k;
+    const Shape scalar = Shape::Scalar(input.type());
+    const Shape index = Shape::Scalar(PrimitiveType::kS32);
+    const Computation* comparator = Called(0);
+    CW_RETURN_IF_ERROR(CheckParameters(
+        comparator, {&scalar, &scalar, &index, &index}, "comparator"));
+    CW_ASSIGN_OR_RETURN(const Shape* root, RootShape(comparator));
+    if (!root->Compatible(Shape::Scalar(PrimitiveType::kPred))) {
+      return Error("comparator '", comparator->name(),
+                   "' must return pred[] but returns ", ShapeStr(*root));
+    }
+    return Shape::Tuple({Shape(input.type(), dims),
+                         Shape(PrimitiveType::kS32, std::move(dims))});
+  }
 
   absl::StatusOr<Shape> Sort() {
     int64_t n = instr_.operand_count();

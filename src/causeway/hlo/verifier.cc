@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
+#include "causeway/hlo/custom_call.h"
 #include "causeway/hlo/shape_inference.h"
 
 namespace causeway::hlo {
@@ -144,10 +145,9 @@ class ModuleVerifier {
           absl::StrCat(LinePrefix(instr), "unsupported op '", instr.opcode_name,
                        "' (instruction '", instr.name, "')"));
     }
-    if (instr.opcode == Opcode::kCustomCall) {
-      return absl::UnimplementedError(absl::StrCat(
-          LinePrefix(instr), "unsupported custom-call target '",
-          instr.custom_call_target, "' (instruction '", instr.name, "')"));
+    if (instr.opcode == Opcode::kCustomCall &&
+        !IsSupportedCustomCall(instr.custom_call_target)) {
+      return UnsupportedCustomCall(instr);
     }
     for (int64_t i = 0; i < instr.operand_count(); ++i) {
       const Instruction* operand = instr.operands[i];

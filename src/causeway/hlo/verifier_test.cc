@@ -75,11 +75,65 @@ TEST(VerifierTest, CustomCallIsUnimplementedNamingTheTarget) {
       "ENTRY main {\n"
       "  x = f32[5,4] parameter(0)\n"
       "  ROOT t = (f32[5,2], s32[5,2]) custom-call(x), "
-      "custom_call_target=\"TopK\"\n"
+      "custom_call_target=\"MyKernel\"\n"
       "}\n");
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(Message(status),
-            "line 4: unsupported custom-call target 'TopK' (instruction 't')");
+            "custom-call 't' (line 4): unsupported custom-call target "
+            "'MyKernel'");
+}
+
+TEST(VerifierTest, HostCallbacksAreRefusedSayingWhatToDoInstead) {
+  absl::Status status = VerifyText(
+      "HloModule m\n"
+      "ENTRY main {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  p = () custom-call(x), "
+      "custom_call_target=\"xla_ffi_python_cpu_callback\", "
+      "custom_call_has_side_effect=true\n"
+      "  ROOT y = f32[4] negate(x)\n"
+      "}\n");
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(status),
+              HasSubstr("custom-call 'p' (line 4) is a host callback"));
+  EXPECT_THAT(Message(status), HasSubstr("jax.debug.print"));
+  EXPECT_THAT(Message(status), HasSubstr("without Python"));
+}
+
+TEST(VerifierTest, TopKAndMapAreVerified) {
+  EXPECT_TRUE(VerifyText(R"(
+HloModule m
+gt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ROOT c = pred[] compare(a, b), direction=GT
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[5,4] parameter(0)
+  m = f32[5,4] map(x, x), dimensions={0,1}, to_apply=add
+  ROOT t = (f32[5,2], s32[5,2]) custom-call(m), custom_call_target="TopK", called_computations={gt}
+})").ok());
+  absl::Status too_many = VerifyText(R"(
+HloModule m
+gt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ROOT c = pred[] compare(a, b), direction=GT
+}
+ENTRY main {
+  x = f32[5,4] parameter(0)
+  ROOT t = (f32[5,6], s32[5,6]) custom-call(x), custom_call_target="TopK", called_computations={gt}
+})");
+  EXPECT_THAT(Message(too_many), HasSubstr("top 6 of 4"));
 }
 
 TEST(VerifierTest, DeclaredShapeMustMatchInferredShape) {

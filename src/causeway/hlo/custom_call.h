@@ -1,0 +1,37 @@
+// The custom-call targets Causeway runs, and what it says about the rest.
+//
+// XLA's CPU backend lowers some JAX operations to custom-calls instead of
+// HLO ops: lax.top_k and lax.approx_max_k to "TopK". Those listed here are
+// verified (hlo/shape_inference.cc) and run (exec/custom_call.cc); any
+// other target is refused by name, at load time. Host callbacks
+// (jax.debug.print, jax.pure_callback, io_callback) call back into the
+// Python process that compiled the program: Causeway runs programs without
+// Python, so they are refused with a message that says what to do instead.
+#ifndef CAUSEWAY_HLO_CUSTOM_CALL_H_
+#define CAUSEWAY_HLO_CUSTOM_CALL_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "causeway/hlo/ir.h"
+
+namespace causeway::hlo {
+
+// "TopK": operand T[..., n]; result (T[..., k], s32[..., k]), the k first
+// elements of each row along the last dim by the comparator
+// called_computations[0] (ties: the lower index first), and their indices.
+inline constexpr std::string_view kTopKTarget = "TopK";
+
+bool IsSupportedCustomCall(std::string_view target);
+
+// JAX's host-callback targets (xla_python_cpu_callback and its FFI forms).
+bool IsHostCallback(std::string_view target);
+
+// Unimplemented for a custom-call that Causeway does not run, naming the
+// instruction, its line and its target; for host callbacks, why and what
+// to do instead.
+absl::Status UnsupportedCustomCall(const Instruction& instruction);
+
+}  // namespace causeway::hlo
+
+#endif  // CAUSEWAY_HLO_CUSTOM_CALL_H_
