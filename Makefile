@@ -7,7 +7,7 @@ JOBS ?= 2
 VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
-                libeigen3-dev libabsl-dev libgtest-dev libgmock-dev \
+                libeigen3-dev liblapack-dev libabsl-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev libasio-dev python3-venv
 # nanobind and scikit-build-core build the Python package (python/), tqdm is
 # the training example's progress bar.

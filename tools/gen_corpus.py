@@ -713,6 +713,57 @@ def top_k_sharded_4():
                    f, [randn(108, 16, 50)], mesh_axes=[("x", 4)], in_specs=[spec], out_specs=(spec, spec))
 
 
+def _spd(seed, *batch_and_n, dtype=np.float32):
+    """Symmetric positive definite matrices, well conditioned."""
+    a = randn(seed, *batch_and_n, batch_and_n[-1], dtype=dtype)
+    return (a @ np.swapaxes(a, -1, -2) + batch_and_n[-1] * np.eye(batch_and_n[-1], dtype=dtype)).astype(dtype)
+
+
+@program
+def linalg_f32():
+    def f(spd, a, b, tall):
+        chol = jnp.linalg.cholesky(spd)
+        tri = jax.scipy.linalg.solve_triangular(chol, b, lower=True)
+        tri_t = jax.scipy.linalg.solve_triangular(chol, b, lower=True, trans=1)
+        lu, piv = jax.scipy.linalg.lu_factor(a)
+        q, r = jnp.linalg.qr(tall)
+        w, v = jnp.linalg.eigh(spd)
+        u, sv, vt = jnp.linalg.svd(tall, full_matrices=False)
+        return (chol, tri, tri_t, lu, piv, jnp.linalg.inv(a), jnp.linalg.det(a), jnp.linalg.solve(a, b[0]),
+                q, r, w, v, u, sv, vt, jnp.linalg.svd(a, compute_uv=False))
+
+    return Program("linalg_f32", "LAPACK custom-calls on CPU: batched cholesky (potrf), triangular solves (trsm, "
+                   "plain and transposed), lu (getrf: pivots), inv, det, solve, qr (geqrf, orgqr), eigh (syevd), "
+                   "svd (gesdd, thin and values only)",
+                   f, [_spd(111, 3, 5), randn(112, 5, 5), randn(113, 3, 5, 2), randn(114, 6, 4)],
+                   tol={"f32": (1e-4, 1e-5)})
+
+
+@program
+def linalg_f64():
+    def f(spd, a):
+        lu, piv = jax.scipy.linalg.lu_factor(a)
+        w, v = jnp.linalg.eigh(spd)
+        return jnp.linalg.cholesky(spd), lu, piv, w, v, jnp.linalg.svd(a, compute_uv=False), jnp.linalg.qr(a)[1]
+
+    return Program("linalg_f64", "LAPACK custom-calls in f64 (dpotrf, dgetrf, dsyevd, dgesdd, dgeqrf)",
+                   f, [_spd(115, 2, 4, dtype=np.float64), randn(116, 4, 4, dtype=np.float64)], x64=True,
+                   tol={"f64": (1e-10, 1e-11)}, f64_check=False)
+
+
+@program
+def cholesky_dp4():
+    def f(spd, b):
+        chol = jnp.linalg.cholesky(spd)
+        return chol, jax.scipy.linalg.cho_solve((chol, True), b)
+
+    spec = P("x")
+    return Program("cholesky_dp4", "a batch of cholesky factorizations and cho_solve, batch sharded over 4 "
+                   "partitions (data parallel: each partition factors its own matrices)",
+                   f, [_spd(117, 8, 6), randn(118, 8, 6, 3)], mesh_axes=[("x", 4)], in_specs=[spec, spec],
+                   out_specs=(spec, spec), tol={"f32": (1e-4, 1e-5)})
+
+
 @program
 def cumsum_bf16_map():
     def f(x, y):

@@ -92,6 +92,9 @@ absl::StatusOr<Literal> EvalCustomCall(const Instruction& instr,
   if (instr.custom_call_target == hlo::kTopKTarget) {
     return EvalTopK(instr, operands, runner);
   }
+  if (hlo::ParseLapackTarget(instr.custom_call_target).has_value()) {
+    return EvalLapack(instr, operands);
+  }
   return hlo::UnsupportedCustomCall(instr);
 }
 

@@ -156,6 +156,10 @@ absl::StatusOr<Literal> EvalCustomCall(const Instruction& instr,
                                        std::span<const Literal* const> operands,
                                        const ComputationRunner& runner);
 
+// The LAPACK custom-calls hlo/custom_call.h lists (exec/lapack.cc).
+absl::StatusOr<Literal> EvalLapack(const Instruction& instr,
+                                   std::span<const Literal* const> operands);
+
 // Random bits: operand is the state; result is (new state, bits), with
 // XLA's ThreeFry / Philox algorithms so that outputs match XLA bit for bit.
 absl::StatusOr<Literal> EvalRngBitGenerator(const Instruction& instr,

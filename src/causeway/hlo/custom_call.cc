@@ -6,8 +6,46 @@
 
 namespace causeway::hlo {
 
+std::optional<LapackCall> ParseLapackTarget(std::string_view target) {
+  constexpr std::string_view kPrefix = "lapack_", kSuffix = "_ffi";
+  if (target.size() <= kPrefix.size() + kSuffix.size() + 1 ||
+      target.substr(0, kPrefix.size()) != kPrefix ||
+      target.substr(target.size() - kSuffix.size()) != kSuffix) {
+    return std::nullopt;
+  }
+  std::string_view name = target.substr(
+      kPrefix.size(), target.size() - kPrefix.size() - kSuffix.size());
+  LapackCall call;
+  if (name[0] == 's') {
+    call.type = PrimitiveType::kF32;
+  } else if (name[0] == 'd') {
+    call.type = PrimitiveType::kF64;
+  } else {
+    return std::nullopt;
+  }
+  name.remove_prefix(1);
+  if (name == "potrf") {
+    call.routine = LapackRoutine::kPotrf;
+  } else if (name == "trsm") {
+    call.routine = LapackRoutine::kTrsm;
+  } else if (name == "getrf") {
+    call.routine = LapackRoutine::kGetrf;
+  } else if (name == "geqrf") {
+    call.routine = LapackRoutine::kGeqrf;
+  } else if (name == "orgqr") {
+    call.routine = LapackRoutine::kOrgqr;
+  } else if (name == "syevd") {
+    call.routine = LapackRoutine::kSyevd;
+  } else if (name == "gesdd") {
+    call.routine = LapackRoutine::kGesdd;
+  } else {
+    return std::nullopt;
+  }
+  return call;
+}
+
 bool IsSupportedCustomCall(std::string_view target) {
-  return target == kTopKTarget;
+  return target == kTopKTarget || ParseLapackTarget(target).has_value();
 }
 
 bool IsHostCallback(std::string_view target) {

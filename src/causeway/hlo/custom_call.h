@@ -10,6 +10,7 @@
 #ifndef CAUSEWAY_HLO_CUSTOM_CALL_H_
 #define CAUSEWAY_HLO_CUSTOM_CALL_H_
 
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -21,6 +22,26 @@ namespace causeway::hlo {
 // elements of each row along the last dim by the comparator
 // called_computations[0] (ties: the lower index first), and their indices.
 inline constexpr std::string_view kTopKTarget = "TopK";
+
+// The LAPACK custom-calls of jnp.linalg / jax.scipy.linalg on CPU:
+// "lapack_<s|d><routine>_ffi", f32 or f64, run by exec/lapack.cc with
+// LAPACK itself. Batch dims lead; each matrix is the last two dims.
+//   potrf  a[..., n, n]            -> (factor, info s32[...])        cholesky
+//   trsm   a[..., k, k], b[..., m, n] -> x with b's shape     triangular_solve
+//   getrf  a[..., m, n]            -> (lu, ipiv s32[..., min(m,n)] (1-based),
+//                                      info s32[...])                      lu
+//   geqrf  a[..., m, n]            -> (reflectors and r, tau[..., min(m,n)])
+//   orgqr  a[..., m, n], tau[..., k] -> q[..., m, n]      householder_product
+//   syevd  a[..., n, n]            -> (vectors, values[..., n], info)    eigh
+//   gesdd  a[..., m, n]            -> (a, s[..., min], u, vt, info)       svd
+// backend_config holds LAPACK's character options as ASCII codes
+// (uplo, side, trans_x, diag, mode).
+enum class LapackRoutine { kPotrf, kTrsm, kGetrf, kGeqrf, kOrgqr, kSyevd, kGesdd };
+struct LapackCall {
+  LapackRoutine routine;
+  PrimitiveType type;  // f32 or f64.
+};
+std::optional<LapackCall> ParseLapackTarget(std::string_view target);
 
 bool IsSupportedCustomCall(std::string_view target);
 

@@ -418,6 +418,9 @@ class Inferrer {
         return Map();
       case Opcode::kCustomCall:
         if (instr_.custom_call_target == kTopKTarget) return TopK();
+        if (auto lapack = ParseLapackTarget(instr_.custom_call_target)) {
+          return Lapack(*lapack);
+        }
         return UnsupportedCustomCall(instr_);
       default:
         return absl::UnimplementedError(
@@ -1555,6 +1558,90 @@ class Inferrer {
     }
     return Shape::Tuple({Shape(input.type(), dims),
                          Shape(PrimitiveType::kS32, std::move(dims))});
+  }
+
+  // The LAPACK custom-calls (custom_call.h). u and vt of gesdd come from
+  // the declared shape (their size depends on the mode), checked for batch
+  // dims, type and the sides they share with the operand.
+  absl::StatusOr<Shape> Lapack(const LapackCall& call) {
+    const bool two = call.routine == LapackRoutine::kTrsm ||
+                     call.routine == LapackRoutine::kOrgqr;
+    CW_RETURN_IF_ERROR(ExpectOperandCount(two ? 2 : 1));
+    for (int64_t i = 0; i < instr_.operand_count(); ++i) {
+      CW_RETURN_IF_ERROR(ExpectArrayOperand(i));
+      if (operand(i).type() != call.type) {
+        return Error(instr_.custom_call_target, " takes ",
+                     Str(PrimitiveTypeName(call.type)), " operands, not ",
+                     ShapeStr(operand(i)));
+      }
+    }
+    const Shape& a = operand(0);
+    const int64_t minimum = call.routine == LapackRoutine::kOrgqr ? 1 : 2;
+    if (a.rank() < 2 || (two && operand(1).rank() < minimum)) {
+      return Error(instr_.custom_call_target, " needs batches of matrices");
+    }
+    const std::vector<int64_t> batch(a.dims().begin(), a.dims().end() - 2);
+    const int64_t m = a.dims()[a.rank() - 2], n = a.dims().back();
+    const int64_t k = std::min(m, n);
+    auto with = [&](std::vector<int64_t> tail) {
+      std::vector<int64_t> dims = batch;
+      dims.insert(dims.end(), tail.begin(), tail.end());
+      return dims;
+    };
+    const Shape info(PrimitiveType::kS32, batch);
+    const PrimitiveType t = call.type;
+    switch (call.routine) {
+      case LapackRoutine::kPotrf:
+        if (m != n) return Error("potrf needs square matrices, not ", ShapeStr(a));
+        return Shape::Tuple({a, info});
+      case LapackRoutine::kTrsm: {
+        const Shape& b = operand(1);
+        if (m != n || b.rank() != a.rank() ||
+            !std::equal(batch.begin(), batch.end(), b.dims().begin()) ||
+            (b.dims()[b.rank() - 2] != m && b.dims().back() != m)) {
+          return Error("trsm of ", ShapeStr(a), " and ", ShapeStr(b));
+        }
+        return b;
+      }
+      case LapackRoutine::kGetrf:
+        return Shape::Tuple({a, Shape(PrimitiveType::kS32, with({k})), info});
+      case LapackRoutine::kGeqrf:
+        return Shape::Tuple({a, Shape(t, with({k}))});
+      case LapackRoutine::kOrgqr: {
+        const Shape& tau = operand(1);
+        if (tau.rank() != a.rank() - 1 ||
+            !std::equal(batch.begin(), batch.end(), tau.dims().begin()) ||
+            tau.dims().back() > n || n > m) {
+          return Error("orgqr of ", ShapeStr(a), " and ", ShapeStr(tau));
+        }
+        return a;
+      }
+      case LapackRoutine::kSyevd:
+        if (m != n) return Error("syevd needs square matrices, not ", ShapeStr(a));
+        return Shape::Tuple({a, Shape(t, with({n})), info});
+      case LapackRoutine::kGesdd: {
+        const Shape& d = declared();
+        if (!d.IsTuple() || d.tuple_shapes().size() != 5) {
+          return Error("gesdd declares (a, s, u, vt, info), not ", ShapeStr(d));
+        }
+        const Shape& u = d.tuple_shape(2);
+        const Shape& vt = d.tuple_shape(3);
+        for (const Shape* f : {&u, &vt}) {
+          if (!f->IsArray() || f->type() != t || f->rank() != a.rank() ||
+              !std::equal(batch.begin(), batch.end(), f->dims().begin())) {
+            return Error("gesdd's u and vt must be batches of ",
+                         Str(PrimitiveTypeName(t)), " matrices, not ",
+                         ShapeStr(d));
+          }
+        }
+        if (u.dims()[u.rank() - 2] != m || vt.dims().back() != n ||
+            u.dims().back() < k || vt.dims()[vt.rank() - 2] < k) {
+          return Error("gesdd of ", ShapeStr(a), " cannot give ", ShapeStr(d));
+        }
+        return Shape::Tuple({a, Shape(t, with({k})), u, vt, info});
+      }
+    }
+    return Error("unknown LAPACK routine");
   }
 
   absl::StatusOr<Shape> Sort() {

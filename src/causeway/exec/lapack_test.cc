@@ -1,0 +1,88 @@
+#include <cmath>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "causeway/exec/evaluator.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "causeway/hlo/parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::exec {
+namespace {
+
+using hlo::Literal;
+using hlo::testutil::DoubleValues;
+using hlo::testutil::F32;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Runs a module of one LAPACK custom-call on `args`.
+absl::StatusOr<Literal> RunCall(std::string_view call, std::string_view params,
+                                std::vector<Literal> args) {
+  const std::string text =
+      "HloModule m\nENTRY main {\n" + std::string(params) + "  ROOT r = " +
+      std::string(call) + "\n}\n";
+  auto module = hlo::ParseModule(text);
+  if (!module.ok()) return module.status();
+  auto evaluator = Evaluator::Create(**module);
+  if (!evaluator.ok()) return evaluator.status();
+  return (*evaluator)->Run(args, RunContext{});
+}
+
+TEST(LapackTest, PotrfFactorsEachMatrixOfTheBatchAndReportsInfo) {
+  // [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt(2)]]; [[1, 2], [2,
+  // 1]] is not positive definite: info 2.
+  auto result = RunCall(
+      "(f32[2,2,2]{1,2,0}, s32[2]{0}) custom-call(a), "
+      "custom_call_target=\"lapack_spotrf_ffi\", "
+      "backend_config={uplo = 76 : ui8}",
+      "  a = f32[2,2,2] parameter(0)\n",
+      {F32({2, 2, 2}, {4, 2, 2, 3, 1, 2, 2, 1})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<double> l = DoubleValues(result->elements()[0]);
+  EXPECT_EQ(l[0], 2);
+  EXPECT_EQ(l[2], 1);
+  EXPECT_THAT(l[3], DoubleNear(std::sqrt(2.0), 1e-6));
+  EXPECT_THAT(DoubleValues(result->elements()[1]), ElementsAre(0, 2));
+}
+
+TEST(LapackTest, TrsmReadsSideUploTransposeAndDiagonalFromBackendConfig) {
+  // Solves L^T x = b with L = [[2, 0], [1, 4]] (uplo L, trans T).
+  auto result = RunCall(
+      "f32[2,1]{0,1} custom-call(a, b), custom_call_target=\"lapack_strsm_ffi\", "
+      "backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, "
+      "uplo = 76 : ui8}",
+      "  a = f32[2,2] parameter(0)\n  b = f32[2,1] parameter(1)\n",
+      {F32({2, 2}, {2, 0, 1, 4}), F32({2, 1}, {5, 8})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  // L^T = [[2, 1], [0, 4]]: x1 = 2, x0 = (5 - 2) / 2.
+  EXPECT_THAT(DoubleValues(*result), ElementsAre(1.5, 2));
+}
+
+TEST(LapackTest, GetrfPivotsAreOneBasedAsLapackWritesThem) {
+  auto result = RunCall(
+      "(f32[2,2]{0,1}, s32[2]{0}, s32[]) custom-call(a), "
+      "custom_call_target=\"lapack_sgetrf_ffi\", backend_config={}",
+      "  a = f32[2,2] parameter(0)\n", {F32({2, 2}, {1, 2, 4, 8})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  // The larger first column entry (row 2) is the pivot; U is singular.
+  EXPECT_THAT(DoubleValues(result->elements()[0]), ElementsAre(4, 8, 0.25, 0));
+  EXPECT_THAT(DoubleValues(result->elements()[1]), ElementsAre(2, 2));
+  EXPECT_THAT(DoubleValues(result->elements()[2]), ElementsAre(2));
+}
+
+TEST(LapackTest, AnF64RoutineRefusesF32Operands) {
+  auto result = RunCall(
+      "(f32[2,2]{1,0}, s32[]) custom-call(a), "
+      "custom_call_target=\"lapack_dpotrf_ffi\"",
+      "  a = f32[2,2] parameter(0)\n", {F32({2, 2}, {1, 0, 0, 1})});
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("takes f64"));
+}
+
+}  // namespace
+}  // namespace causeway::exec
