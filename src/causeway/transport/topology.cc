@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/status.h"
 
 namespace causeway::transport {
 namespace {
@@ -63,6 +64,70 @@ absl::StatusOr<Topology> Topology::Uniform(int64_t islands,
   return Create(specs);
 }
 
+absl::Status Topology::ValidateHostSpec(const HostSpec& spec,
+                                        const std::string& where) {
+  if (spec.num_devices < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " has ", spec.num_devices, " devices; it needs at least 1"));
+  }
+  if (spec.num_devices > kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " has ", spec.num_devices, " devices; at most ", kMaxDevices));
+  }
+  if (spec.kind.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": device kind is empty"));
+  }
+  if (spec.memory_per_device <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": memory per device must be positive, got ",
+                     spec.memory_per_device));
+  }
+  return absl::OkStatus();
+}
+
+const char* HostStateName(HostState state) {
+  switch (state) {
+    case HostState::kJoining:
+      return "joining";
+    case HostState::kAlive:
+      return "alive";
+    case HostState::kDead:
+      return "dead";
+  }
+  return "?";
+}
+
+HostId Topology::AddHostUnchecked(IslandId island, const HostSpec& spec,
+                                  std::string incarnation, std::string address,
+                                  HostState state) {
+  while (num_islands() <= island.value()) {
+    island_devices_.emplace_back();
+    island_hosts_.emplace_back();
+    island_epochs_.push_back(0);
+  }
+  const HostId host(num_hosts());
+  HostInfo info;
+  info.id = host;
+  info.island = island;
+  info.incarnation = std::move(incarnation);
+  info.address = std::move(address);
+  info.state = state;
+  for (int64_t d = 0; d < spec.num_devices; ++d) {
+    const DeviceId device(num_devices());
+    devices_.push_back(DeviceInfo{device, host, island, d, spec.kind,
+                                  spec.memory_per_device});
+    info.devices.push_back(device);
+    island_devices_[island.value()].push_back(device);
+  }
+  hosts_.push_back(std::move(info));
+  island_hosts_[island.value()].push_back(host);
+  max_island_size_ = std::max(
+      max_island_size_,
+      static_cast<int64_t>(island_devices_[island.value()].size()));
+  return host;
+}
+
 absl::StatusOr<Topology> Topology::Create(
     absl::Span<const IslandSpec> islands) {
   if (islands.empty()) {
@@ -73,54 +138,84 @@ absl::StatusOr<Topology> Topology::Create(
         "cluster has ", islands.size(), " islands; at most ", kMaxIslands));
   }
   Topology topology;
+  topology.version_ = 1;
   for (size_t i = 0; i < islands.size(); ++i) {
     const IslandId island(static_cast<int64_t>(i));
     if (islands[i].hosts.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("island ", i, " has no hosts"));
     }
-    topology.island_devices_.emplace_back();
-    topology.island_hosts_.emplace_back();
     for (size_t h = 0; h < islands[i].hosts.size(); ++h) {
       const HostSpec& spec = islands[i].hosts[h];
-      const std::string where = absl::StrCat("island ", i, " host ", h);
-      if (spec.num_devices < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, " has ", spec.num_devices, " devices; it needs at least 1"));
-      }
-      if (spec.kind.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": device kind is empty"));
-      }
-      if (spec.memory_per_device <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": memory per device must be positive, got ",
-                         spec.memory_per_device));
-      }
+      CW_RETURN_IF_ERROR(
+          ValidateHostSpec(spec, absl::StrCat("island ", i, " host ", h)));
       if (topology.num_hosts() >= kMaxHosts ||
           spec.num_devices > kMaxDevices - topology.num_devices()) {
         return absl::InvalidArgumentError(
             absl::StrCat("cluster is too large: at most ", kMaxHosts,
                          " hosts and ", kMaxDevices, " devices"));
       }
-      const HostId host(topology.num_hosts());
-      topology.host_island_.push_back(island);
-      topology.host_devices_.emplace_back();
-      topology.island_hosts_.back().push_back(host);
-      for (int64_t d = 0; d < spec.num_devices; ++d) {
-        const DeviceId device(topology.num_devices());
-        topology.devices_.push_back(DeviceInfo{device, host, island, d,
-                                               spec.kind,
-                                               spec.memory_per_device});
-        topology.host_devices_.back().push_back(device);
-        topology.island_devices_.back().push_back(device);
-      }
+      topology.AddHostUnchecked(island, spec, "", "", HostState::kAlive);
     }
-    topology.max_island_size_ =
-        std::max(topology.max_island_size_,
-                 static_cast<int64_t>(topology.island_devices_.back().size()));
+    topology.island_epochs_[i] = 1;
   }
   return topology;
+}
+
+Topology Topology::Empty() { return Topology(); }
+
+absl::StatusOr<Topology> Topology::WithHost(IslandId island,
+                                            const HostSpec& spec,
+                                            std::string incarnation,
+                                            std::string address) const {
+  if (island.value() < 0 || island.value() >= kMaxIslands) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("island ", island.value(), " is out of range: islands "
+                     "are numbered 0..", kMaxIslands - 1));
+  }
+  CW_RETURN_IF_ERROR(ValidateHostSpec(
+      spec, absl::StrCat("a new host on island ", island.value())));
+  if (num_hosts() >= kMaxHosts ||
+      spec.num_devices > kMaxDevices - num_devices()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the cluster is full: it has ", num_hosts(), " hosts and ",
+        num_devices(), " devices, and allows at most ", kMaxHosts,
+        " hosts and ", kMaxDevices, " devices"));
+  }
+  Topology next = *this;
+  next.AddHostUnchecked(island, spec, std::move(incarnation),
+                        std::move(address), HostState::kJoining);
+  ++next.version_;
+  return next;
+}
+
+Topology Topology::WithHostAlive(HostId host) const {
+  CW_CHECK(HasHost(host)) << "no host " << host;
+  CW_CHECK(hosts_[host.value()].state == HostState::kJoining)
+      << "host " << host << " is " << HostStateName(hosts_[host.value()].state)
+      << ", not joining";
+  Topology next = *this;
+  HostInfo& info = next.hosts_[host.value()];
+  info.state = HostState::kAlive;
+  ++next.island_epochs_[info.island.value()];
+  ++next.version_;
+  return next;
+}
+
+Topology Topology::WithHostDead(HostId host) const {
+  CW_CHECK(HasHost(host)) << "no host " << host;
+  Topology next = *this;
+  HostInfo& info = next.hosts_[host.value()];
+  if (info.state == HostState::kDead) return next;
+  if (info.state == HostState::kAlive) ++next.island_epochs_[info.island.value()];
+  info.state = HostState::kDead;
+  ++next.version_;
+  return next;
+}
+
+uint64_t Topology::epoch(IslandId island) const {
+  CW_CHECK(HasIsland(island)) << "no island " << island;
+  return island_epochs_[island.value()];
 }
 
 absl::Status Topology::ValidateDevice(DeviceId device) const {
@@ -144,13 +239,16 @@ const DeviceInfo& Topology::device(DeviceId device) const {
 }
 
 IslandId Topology::IslandOfHost(HostId host) const {
+  return this->host(host).island;
+}
+
+const HostInfo& Topology::host(HostId host) const {
   CW_CHECK(HasHost(host)) << "no host " << host;
-  return host_island_[host.value()];
+  return hosts_[host.value()];
 }
 
 absl::Span<const DeviceId> Topology::DevicesOfHost(HostId host) const {
-  CW_CHECK(HasHost(host)) << "no host " << host;
-  return host_devices_[host.value()];
+  return this->host(host).devices;
 }
 
 absl::Span<const DeviceId> Topology::DevicesOfIsland(IslandId island) const {
@@ -169,14 +267,18 @@ std::string Topology::DebugString() const {
   for (int64_t i = 0; i < num_islands(); ++i) {
     absl::StrAppend(&out, "\n  island ", i, ":");
     for (HostId host : island_hosts_[i]) {
-      const std::vector<DeviceId>& devices = host_devices_[host.value()];
+      const std::vector<DeviceId>& devices = hosts_[host.value()].devices;
       const DeviceInfo& first = devices_[devices.front().value()];
       absl::StrAppend(&out, " host ", host.value(), " [",
                       devices.front().value());
-      if (devices.size() > 1)
+      if (devices.size() > 1) {
         absl::StrAppend(&out, "-", devices.back().value());
+      }
       absl::StrAppend(&out, " ", first.kind, " ",
                       FormatBytes(first.memory_bytes), "]");
+      if (hosts_[host.value()].state != HostState::kAlive) {
+        absl::StrAppend(&out, " ", HostStateName(hosts_[host.value()].state));
+      }
     }
   }
   return out;

@@ -110,5 +110,74 @@ TEST(TopologyTest, DebugStringListsEveryHost) {
             "  island 1: host 1 [2-3 cpu 1.0GiB]");
 }
 
+TEST(TopologyTest, AJoiningHostGetsTheNextIdsAndANewSnapshot) {
+  Topology before = *Topology::Uniform(1, 1, 2, 1024);
+  absl::StatusOr<Topology> after =
+      before.WithHost(IslandId(0), HostSpec{3, "cpu", 2048}, "w-1", "a:1");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->num_hosts(), 2);
+  EXPECT_THAT(ToVector(after->DevicesOfHost(HostId(1))),
+              ElementsAre(DeviceId(2), DeviceId(3), DeviceId(4)));
+  EXPECT_EQ(after->host(HostId(1)).incarnation, "w-1");
+  EXPECT_EQ(after->host(HostId(1)).address, "a:1");
+  EXPECT_EQ(after->device(DeviceId(4)).memory_bytes, 2048);
+  EXPECT_EQ(after->version(), before.version() + 1);
+  EXPECT_EQ(after->host(HostId(1)).state, HostState::kJoining);
+  EXPECT_FALSE(after->IsAlive(HostId(1)));
+  EXPECT_EQ(after->epoch(IslandId(0)), before.epoch(IslandId(0)));
+  EXPECT_EQ(before.num_hosts(), 1);  // The old snapshot is unchanged.
+}
+
+TEST(TopologyTest, AJoinedHostComingAliveBumpsItsIslandsEpoch) {
+  Topology joining = *Topology::Uniform(1, 1, 1, 64)->WithHost(
+      IslandId(0), HostSpec{1}, "w", "");
+  Topology alive = joining.WithHostAlive(HostId(1));
+  EXPECT_TRUE(alive.IsAlive(HostId(1)));
+  EXPECT_EQ(alive.epoch(IslandId(0)), joining.epoch(IslandId(0)) + 1);
+  EXPECT_EQ(alive.version(), joining.version() + 1);
+}
+
+TEST(TopologyTest, AHostOnANewIslandCreatesItAndTheIslandsBelowIt) {
+  absl::StatusOr<Topology> topology =
+      Topology::Empty().WithHost(IslandId(2), HostSpec{1}, "w", "");
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  EXPECT_EQ(topology->num_islands(), 3);
+  EXPECT_TRUE(topology->HostsOfIsland(IslandId(0)).empty());
+  EXPECT_EQ(topology->IslandOfHost(HostId(0)), IslandId(2));
+  EXPECT_EQ(topology->WithHostAlive(HostId(0)).epoch(IslandId(2)), 1u);
+  EXPECT_EQ(topology->MaxIslandSize(), 1);
+}
+
+TEST(TopologyTest, AJoiningHostIsValidatedAndBounded) {
+  const Topology empty = Topology::Empty();
+  EXPECT_EQ(empty.WithHost(IslandId(0), HostSpec{0}, "", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(empty.WithHost(IslandId(-1), HostSpec{1}, "", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(empty.WithHost(IslandId(Topology::kMaxIslands), HostSpec{1}, "",
+                           "")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status too_many =
+      empty.WithHost(IslandId(0), HostSpec{Topology::kMaxDevices + 1}, "", "")
+          .status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.message(), HasSubstr("at most"));
+}
+
+TEST(TopologyTest, ADeadHostKeepsItsIdsAndBumpsItsIslandsEpoch) {
+  Topology before = *Topology::Uniform(2, 2, 1, 1024);
+  Topology after = before.WithHostDead(HostId(2));
+  EXPECT_FALSE(after.IsAlive(HostId(2)));
+  EXPECT_TRUE(after.IsAlive(HostId(3)));
+  EXPECT_EQ(after.num_devices(), 4);
+  EXPECT_EQ(after.epoch(IslandId(1)), before.epoch(IslandId(1)) + 1);
+  EXPECT_EQ(after.epoch(IslandId(0)), before.epoch(IslandId(0)));
+  EXPECT_EQ(after.version(), before.version() + 1);
+  EXPECT_EQ(after.WithHostDead(HostId(2)).version(), after.version());
+  EXPECT_THAT(after.DebugString(), HasSubstr("host 2 [2 cpu 1024B] dead"));
+}
+
 }  // namespace
 }  // namespace causeway::transport
