@@ -211,10 +211,10 @@ void BindClient(nb::module_& m) {
           "stop_host",
           [](const PyClient& c, int64_t host) {
             cluster::LocalCluster& cluster = EmbeddedCluster(c);
-            if (!cluster.topology().HasHost(HostId(host))) {
+            if (!cluster.topology()->HasHost(HostId(host))) {
               throw StatusError(absl::InvalidArgumentError(
                   absl::StrCat("no host ", host, " in the cluster (",
-                               cluster.topology().num_hosts(), " hosts)")));
+                               cluster.topology()->num_hosts(), " hosts)")));
             }
             absl::Status status;
             {

@@ -10,7 +10,7 @@ std::unique_ptr<Client> ConnectLocal(cluster::LocalCluster& cluster) {
           -> absl::StatusOr<std::unique_ptr<transport::SessionChannel>> {
         return cluster.Connect();
       },
-      std::make_shared<const transport::Topology>(cluster.topology()));
+      cluster.topology());
 }
 
 }  // namespace causeway::client

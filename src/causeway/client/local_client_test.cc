@@ -101,7 +101,7 @@ TEST_F(LocalClientTest, AfterAHostStopsTheClientRestoresAndGoesOn) {
   Array x = *session_->FromHost(Vector({1, 2}), slice, split);
   ASSERT_TRUE((*twice.Execute({x}))[0].Ready().Await().ok());
 
-  const HostId lost = cluster_->topology().HostOf(before.devices[0]);
+  const HostId lost = cluster_->topology()->HostOf(before.devices[0]);
   ASSERT_TRUE(cluster_->StopHost(lost).ok());
   EXPECT_EQ(x.ToHost().Await().status().code(), absl::StatusCode::kDataLoss);
   absl::StatusOr<transport::SliceInfo> after = slice.Info().Await();

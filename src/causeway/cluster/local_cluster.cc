@@ -1,6 +1,5 @@
 #include "causeway/cluster/local_cluster.h"
 
-#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,159 +10,205 @@ namespace causeway::cluster {
 
 using head::Head;
 using head::HeadOptions;
-using transport::ControlChannel;
 using transport::InProcessControlChannel;
 using transport::InProcessDataPlane;
 using transport::InProcessLaunchCollectives;
 using transport::InProcessSessionChannel;
-using transport::OpDone;
 using transport::TcpDataPlane;
-using transport::UndeliveredPiece;
 using transport::Topology;
-using transport::WorkerListener;
 using worker::Worker;
 using worker::WorkerOptions;
 
-class LocalCluster::ListenerProxy final : public WorkerListener {
- public:
-  void set_head(Head* head) { head_.store(head, std::memory_order_release); }
-  void OnOpDone(const OpDone& done) override {
-    if (Head* head = head_.load(std::memory_order_acquire)) {
-      head->OnOpDone(done);
-    }
-  }
-  void OnPushFailed(const UndeliveredPiece& piece) override {
-    if (Head* head = head_.load(std::memory_order_acquire)) {
-      head->OnPushFailed(piece);
-    }
-  }
-
- private:
-  std::atomic<Head*> head_{nullptr};
-};
-
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     LocalClusterOptions options) {
-  CW_ASSIGN_OR_RETURN(
-      Topology topology,
+  // The same checks (and messages) as a fixed topology of that shape.
+  CW_RETURN_IF_ERROR(
       Topology::Uniform(options.islands, options.hosts_per_island,
-                        options.devices_per_host, options.memory_per_device));
+                        options.devices_per_host, options.memory_per_device)
+          .status());
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
   cluster->options_ = options;
-  cluster->topology_ = std::make_shared<const Topology>(std::move(topology));
-  const Topology& t = *cluster->topology_;
   if (options.data_plane == DataPlaneKind::kInProcess) {
     cluster->data_plane_ = std::make_unique<InProcessDataPlane>();
-  } else {
-    for (int64_t h = 0; h < t.num_hosts(); ++h) {
-      CW_ASSIGN_OR_RETURN(std::unique_ptr<TcpDataPlane> plane,
-                          TcpDataPlane::Create({}));
-      cluster->tcp_data_planes_.push_back(std::move(plane));
-    }
-  }
-  cluster->listener_ = std::make_unique<ListenerProxy>();
-  for (int64_t i = 0; i < t.num_islands(); ++i) {
-    cluster->collectives_.push_back(
-        std::make_unique<InProcessLaunchCollectives>(
-            options.collective_timeout));
-  }
-  std::vector<ControlChannel*> channels;
-  for (int64_t h = 0; h < t.num_hosts(); ++h) {
-    const HostId host(h);
-    WorkerOptions worker_options;
-    worker_options.host = host;
-    worker_options.island = t.IslandOfHost(host);
-    for (DeviceId device : t.DevicesOfHost(host)) {
-      worker_options.devices.push_back(t.device(device));
-    }
-    worker_options.data_plane =
-        cluster->data_plane_ != nullptr
-            ? static_cast<transport::DataPlane*>(cluster->data_plane_.get())
-            : cluster->tcp_data_planes_[h].get();
-    worker_options.collectives =
-        cluster->collectives_[worker_options.island.value()].get();
-    worker_options.listener = cluster->listener_.get();
-    worker_options.events = options.event_sink.get();
-    CW_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker,
-                        Worker::Create(std::move(worker_options)));
-    if (cluster->data_plane_ != nullptr) {
-      cluster->data_plane_->Register(host, worker.get());
-    } else {
-      cluster->tcp_data_planes_[h]->Attach(host, worker.get());
-    }
-    cluster->channels_.push_back(
-        std::make_unique<InProcessControlChannel>(worker.get()));
-    channels.push_back(cluster->channels_.back().get());
-    cluster->workers_.push_back(std::move(worker));
-  }
-  // Every TCP data plane knows every other (the peer table a networked
-  // worker gets from the head).
-  for (int64_t from = 0; from < static_cast<int64_t>(
-                                    cluster->tcp_data_planes_.size());
-       ++from) {
-    for (int64_t to = 0; to < t.num_hosts(); ++to) {
-      if (to == from) continue;
-      const TcpDataPlane& peer = *cluster->tcp_data_planes_[to];
-      cluster->tcp_data_planes_[from]->SetPeer(HostId(to), peer.address(),
-                                               peer.incarnation());
-    }
   }
   HeadOptions head_options;
-  head_options.topology = cluster->topology_;
-  head_options.workers = std::move(channels);
   head_options.events = options.event_sink.get();
   head_options.heartbeat_interval = options.heartbeat_interval;
   head_options.heartbeat_timeout = options.heartbeat_timeout;
   head_options.max_inflight_launches_per_island =
       options.max_inflight_launches_per_island;
+  head_options.slices_wait_for_hosts = options.slices_wait_for_hosts;
   CW_ASSIGN_OR_RETURN(cluster->head_, Head::Create(std::move(head_options)));
-  cluster->listener_->set_head(cluster->head_.get());
+  for (int64_t i = 0; i < options.islands; ++i) {
+    for (int64_t h = 0; h < options.hosts_per_island; ++h) {
+      CW_RETURN_IF_ERROR(
+          cluster->AddHost(IslandId(i), options.devices_per_host).status());
+    }
+  }
   return cluster;
 }
 
 LocalCluster::~LocalCluster() {
   if (head_ != nullptr) head_->Shutdown();
-  // A clean stop: pieces on their way land (and are acknowledged) first.
-  for (auto& plane : tcp_data_planes_) {
-    plane->AwaitIdle(absl::Now() + absl::Seconds(5));
+  std::map<HostId, Host> hosts;
+  {
+    absl::MutexLock lock(&mu_);
+    hosts.swap(hosts_);
   }
-  for (auto& worker : workers_) worker->Stop();
-  for (auto& worker : workers_) StopDataPlane(worker->host());
-  if (listener_ != nullptr) listener_->set_head(nullptr);
+  // A clean stop: pieces on their way land (and are acknowledged) first.
+  for (auto& [id, host] : hosts) {
+    if (host.tcp != nullptr) {
+      host.tcp->AwaitIdle(absl::Now() + absl::Seconds(5));
+    }
+  }
+  for (auto& [id, host] : hosts) host.worker->Stop();
+  for (auto& [id, host] : hosts) StopDataPlane(id, host);
+  // The head's last calls find the workers stopped.
   head_.reset();
-  workers_.clear();
-  channels_.clear();
+  hosts.clear();
 }
 
 std::unique_ptr<transport::SessionChannel> LocalCluster::Connect() {
   return std::make_unique<InProcessSessionChannel>(head_.get());
 }
 
-absl::Status LocalCluster::StopHost(HostId host) {
-  CW_RETURN_IF_ERROR(topology_->ValidateHost(host));
-  Worker& worker = *workers_[host.value()];
-  StopDataPlane(host);
-  worker.Stop();
-  if (options_.heartbeat_interval <= absl::ZeroDuration()) {
-    head_->MarkHostDead(host, "stopped (told directly: no health checker)");
-    return absl::OkStatus();
+transport::InProcessLaunchCollectives& LocalCluster::collectives(
+    IslandId island) {
+  absl::MutexLock lock(&mu_);
+  auto& collectives = collectives_[island];
+  if (collectives == nullptr) {
+    collectives = std::make_unique<InProcessLaunchCollectives>(
+        options_.collective_timeout);
   }
-  const absl::Duration limit = options_.heartbeat_interval +
-                               options_.heartbeat_timeout + absl::Seconds(5);
-  return head_->AwaitHostDead(host, absl::Now() + limit);
+  return *collectives;
 }
 
-void LocalCluster::StopDataPlane(HostId host) {
-  if (data_plane_ != nullptr) {
-    data_plane_->Unregister(host);
+absl::StatusOr<HostId> LocalCluster::AddHost(IslandId island, int64_t devices) {
+  head::HostRegistration registration;
+  registration.island = island;
+  registration.devices =
+      transport::HostSpec{devices, "cpu", options_.memory_per_device};
+  std::unique_ptr<TcpDataPlane> tcp;
+  if (options_.data_plane == DataPlaneKind::kTcp) {
+    CW_ASSIGN_OR_RETURN(tcp, TcpDataPlane::Create({}));
+    // Its peers dial it by address and expect its incarnation.
+    registration.incarnation = absl::StrCat(tcp->incarnation());
+    registration.address = tcp->address();
   } else {
-    // Its connections close: peers fail what they wait for from it.
-    tcp_data_planes_[host.value()]->Shutdown();
+    absl::MutexLock lock(&mu_);
+    registration.incarnation = absl::StrCat("local-", next_incarnation_++);
   }
+  CW_ASSIGN_OR_RETURN(head::HostAssignment assignment,
+                      head_->RegisterHost(registration));
+  WorkerOptions worker_options;
+  worker_options.host = assignment.host;
+  worker_options.island = island;
+  worker_options.devices = assignment.devices;
+  worker_options.data_plane =
+      tcp != nullptr ? static_cast<transport::DataPlane*>(tcp.get())
+                     : data_plane_.get();
+  worker_options.collectives = &collectives(island);
+  worker_options.listener = head_.get();
+  worker_options.events = options_.event_sink.get();
+  absl::StatusOr<std::unique_ptr<Worker>> worker =
+      Worker::Create(std::move(worker_options));
+  if (!worker.ok()) {
+    head_->MarkHostDead(assignment.host, "its worker could not start");
+    return worker.status();
+  }
+  if (tcp != nullptr) {
+    tcp->Attach(assignment.host, worker->get());
+    // Every TCP data plane knows every other (the peer table a networked
+    // worker gets from the head).
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, other] : hosts_) {
+      if (other.tcp == nullptr || other.stopped) continue;
+      other.tcp->SetPeer(assignment.host, tcp->address(), tcp->incarnation());
+      tcp->SetPeer(id, other.tcp->address(), other.tcp->incarnation());
+    }
+  } else {
+    data_plane_->Register(assignment.host, worker->get());
+  }
+  auto channel = std::make_shared<InProcessControlChannel>(worker->get());
+  {
+    absl::MutexLock lock(&mu_);
+    hosts_[assignment.host] =
+        Host{std::move(tcp), *std::move(worker), channel, devices};
+  }
+  CW_RETURN_IF_ERROR(head_->ActivateHost(assignment.host, channel));
+  return assignment.host;
+}
+
+absl::StatusOr<LocalCluster::Host*> LocalCluster::FindHostLocked(HostId id) {
+  auto it = hosts_.find(id);
+  if (it == hosts_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("host ", id.value(), " is not in this cluster"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<LocalCluster::Host*> LocalCluster::StopWorker(HostId id) {
+  Host* host = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    CW_ASSIGN_OR_RETURN(host, FindHostLocked(id));
+    if (host->stopped) return host;
+    host->stopped = true;
+  }
+  StopDataPlane(id, *host);
+  host->worker->Stop();
+  return host;
+}
+
+void LocalCluster::StopDataPlane(HostId id, Host& host) {
+  if (host.tcp != nullptr) {
+    host.tcp->Shutdown();
+  } else {
+    data_plane_->Unregister(id);
+  }
+}
+
+transport::TcpDataPlane* LocalCluster::tcp_data_plane(HostId id) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Host*> host = FindHostLocked(id);
+  return host.ok() ? (*host)->tcp.get() : nullptr;
+}
+
+absl::Status LocalCluster::StopHost(HostId id) {
+  CW_RETURN_IF_ERROR(StopWorker(id).status());
+  head_->OnWorkerDisconnected(
+      id, absl::UnavailableError("the worker process stopped"));
+  return head_->AwaitHostDead(id, absl::Now() + absl::Seconds(10));
+}
+
+absl::Status LocalCluster::SeverHost(HostId id) {
+  Host* host = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    CW_ASSIGN_OR_RETURN(host, FindHostLocked(id));
+  }
+  host->channel->Sever();
+  const absl::Duration limit = options_.heartbeat_interval +
+                               options_.heartbeat_timeout + absl::Seconds(5);
+  return head_->AwaitHostDead(id, absl::Now() + limit);
+}
+
+absl::StatusOr<HostId> LocalCluster::RestartHost(HostId id) {
+  CW_ASSIGN_OR_RETURN(Host * host, StopWorker(id));
+  head_->OnWorkerDisconnected(
+      id, absl::UnavailableError("the worker process restarted"));
+  CW_RETURN_IF_ERROR(head_->AwaitHostDead(id, absl::Now() + absl::Seconds(10)));
+  const std::shared_ptr<const Topology> topology = head_->topology();
+  return AddHost(topology->IslandOfHost(id), host->num_devices);
 }
 
 absl::StatusOr<transport::StatusReport> LocalCluster::Status() {
   return head_->GetStatus().Await();
+}
+
+std::shared_ptr<const transport::Topology> LocalCluster::topology() const {
+  return head_->topology();
 }
 
 }  // namespace causeway::cluster

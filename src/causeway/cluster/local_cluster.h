@@ -1,11 +1,17 @@
 // LocalCluster: the whole runtime in one process (embedded mode). Islands ×
 // hosts × devices of CPU devices; one Worker per host, one Head; the head
 // reaches the workers through in-process control channels, workers reach
-// each other through an in-process data plane (or TCP on loopback:
-// LocalClusterOptions::data_plane), and the devices of each
+// each other through an in-process data plane, and the devices of each
 // island meet for collectives through one in-process rendezvous per island.
 // Clients connect through in-process session channels. Nothing here
 // bypasses those interfaces, so a networked deployment swaps only them.
+//
+// Hosts join the way a worker process joins a networked head (register,
+// then activate), at creation and at any time later (AddHost); a stopped
+// host can come back as a new incarnation (RestartHost), which is a new
+// host with new device ids. With DataPlaneKind::kTcp every worker has a TCP
+// data plane of its own, whose peer table follows the membership the head
+// sends (as a worker process's does).
 //
 //   auto cluster = LocalCluster::Create({.islands = 2, .hosts_per_island = 2,
 //                                        .devices_per_host = 2});
@@ -17,11 +23,14 @@
 #define CAUSEWAY_CLUSTER_LOCAL_CLUSTER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "causeway/head/head.h"
 #include "causeway/trace/events.h"
@@ -57,6 +66,8 @@ struct LocalClusterOptions {
   // The island schedulers' window (launches released, not finished).
   int64_t max_inflight_launches_per_island = 64;
   DataPlaneKind data_plane = DataPlaneKind::kInProcess;
+  // See HeadOptions.
+  bool slices_wait_for_hosts = false;
 };
 
 class LocalCluster {
@@ -72,48 +83,72 @@ class LocalCluster {
   // channel must not outlive the cluster.
   std::unique_ptr<transport::SessionChannel> Connect();
 
+  // A new host of `devices` devices (of the options' memory) joins
+  // `island`, which comes into being if it is new, as a worker process
+  // joins a networked head. Returns its id once its devices are in the
+  // pool (slices waiting for devices may already have them).
+  absl::StatusOr<HostId> AddHost(IslandId island, int64_t devices);
+
   // Stops host `host` as a crash would: its devices stop, its buffers are
-  // gone, it answers nothing. The head is NOT told: it finds out through a
-  // missed heartbeat, as it would in a real cluster (docs/failure.md).
-  // Returns once the head has declared the host dead (or with
-  // DeadlineExceeded if it has not within heartbeat interval + timeout +
-  // 5 s). With the health checker off, the head is told directly.
+  // gone, it answers nothing, and its connection breaks, which tells the
+  // head at once (as a killed worker's stream does). Returns once the head
+  // has handled the death (arrays failed, slices remapped), or
+  // DeadlineExceeded after 10 s.
   absl::Status StopHost(HostId host);
+
+  // The link to `host` goes down (or the worker hangs): calls to it are
+  // lost, nothing is told. The head finds out when its heartbeats time
+  // out. Returns once the head has handled the death, or DeadlineExceeded
+  // if it has not within heartbeat interval + timeout + 5 s.
+  absl::Status SeverHost(HostId host);
+
+  // Brings a stopped (or severed) host back as a new incarnation: a new
+  // host, with new device ids, on the same island with as many devices. The
+  // old host stays dead and its buffers stay lost. Returns the new id.
+  absl::StatusOr<HostId> RestartHost(HostId host);
 
   // The head's status view (what GetStatus returns), awaited.
   absl::StatusOr<transport::StatusReport> Status();
 
-  const transport::Topology& topology() const { return *topology_; }
+  // The current snapshot of the cluster.
+  std::shared_ptr<const transport::Topology> topology() const;
   head::Head& head() { return *head_; }
   // For tests: the rendezvous of `island` (e.g. to check none is left over).
-  transport::InProcessLaunchCollectives& collectives(IslandId island) {
-    return *collectives_[island.value()];
-  }
-  // For tests: the TCP data plane of `host` (null with kInProcess).
-  transport::TcpDataPlane* tcp_data_plane(HostId host) {
-    return tcp_data_planes_.empty() ? nullptr
-                                    : tcp_data_planes_[host.value()].get();
-  }
+  transport::InProcessLaunchCollectives& collectives(IslandId island);
+  // For tests: the TCP data plane of `host` (null with kInProcess or for a
+  // host the cluster never had).
+  transport::TcpDataPlane* tcp_data_plane(HostId host);
 
  private:
+  struct Host {
+    std::unique_ptr<transport::TcpDataPlane> tcp;  // kTcp.
+    std::unique_ptr<worker::Worker> worker;
+    std::shared_ptr<transport::InProcessControlChannel> channel;
+    int64_t num_devices = 0;
+    bool stopped = false;
+  };
+
   LocalCluster() = default;
+  // NotFound for a host this cluster never had. Hosts are never erased
+  // before the cluster is destroyed, so the pointer stays valid.
+  absl::StatusOr<Host*> FindHostLocked(HostId host)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the worker (as a crash would) and takes it off the data plane.
+  absl::StatusOr<Host*> StopWorker(HostId host) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends `host`'s data plane: after it returns, nothing calls into its
-  // worker through it.
-  void StopDataPlane(HostId host);
+  // worker through it (a TCP one closes its connections: peers fail what
+  // they wait for from it).
+  void StopDataPlane(HostId id, Host& host);
 
   LocalClusterOptions options_;
-  std::shared_ptr<const transport::Topology> topology_;
   std::unique_ptr<transport::InProcessDataPlane> data_plane_;  // kInProcess.
-  std::vector<std::unique_ptr<transport::TcpDataPlane>>
-      tcp_data_planes_;  // kTcp, by host.
-  std::vector<std::unique_ptr<transport::InProcessLaunchCollectives>>
-      collectives_;
-  std::vector<std::unique_ptr<worker::Worker>> workers_;
-  std::vector<std::unique_ptr<transport::InProcessControlChannel>> channels_;
-  // Forwards worker notices to the head, which is created after them.
-  class ListenerProxy;
-  std::unique_ptr<ListenerProxy> listener_;
   std::unique_ptr<head::Head> head_;
+
+  mutable absl::Mutex mu_;
+  std::map<IslandId, std::unique_ptr<transport::InProcessLaunchCollectives>>
+      collectives_ ABSL_GUARDED_BY(mu_);
+  std::map<HostId, Host> hosts_ ABSL_GUARDED_BY(mu_);
+  int64_t next_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace causeway::cluster

@@ -614,8 +614,8 @@ TEST(LocalClusterTest, AStoppedHostLosesItsArraysAndItsSliceMovesOn) {
   TestClient bystander(*cluster, "bystander");
   transport::SliceInfo slice = victim.Slice(2);
   transport::SliceInfo other = bystander.Slice(2);
-  const HostId lost = cluster->topology().HostOf(slice.devices[0]);
-  ASSERT_NE(cluster->topology().HostOf(other.devices[0]), lost);
+  const HostId lost = cluster->topology()->HostOf(slice.devices[0]);
+  ASSERT_NE(cluster->topology()->HostOf(other.devices[0]), lost);
   auto twice = victim.Compile(kTimesTwo, slice.handle, 2);
   auto other_twice = bystander.Compile(kTimesTwo, other.handle, 2);
   ASSERT_TRUE(twice.ok() && other_twice.ok());
@@ -636,7 +636,7 @@ TEST(LocalClusterTest, AStoppedHostLosesItsArraysAndItsSliceMovesOn) {
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_GT(moved->generation, slice.generation);
   for (DeviceId device : moved->devices) {
-    EXPECT_NE(cluster->topology().HostOf(device), lost);
+    EXPECT_NE(cluster->topology()->HostOf(device), lost);
   }
   // The client re-uploads from its snapshot and goes on, same handles.
   ArrayHandle restored =
@@ -688,6 +688,116 @@ TEST(LocalClusterTest, TheThirdSessionWaitsForDevicesUntilAnotherCloses) {
   auto value = third.Fetch(y);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_THAT(Values(*value), ElementsAre(6, 8));
+}
+
+TEST(LocalClusterTest, AQueuedSliceIsGrantedWhenAHostJoins) {
+  auto cluster = MakeCluster({.devices_per_host = 2});
+  TestClient first(*cluster, "first");
+  TestClient second(*cluster, "second");
+  first.Slice(2);
+  Future<transport::SliceInfo> waiting = second.RequestSlice(2);
+  auto twice = second.Compile(kTimesTwo, SliceHandle(1), 2);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  ArrayHandle y = second.Execute(
+      *twice, {second.Put(SliceHandle(1), F32({2}, {3, 4}),
+                          "{devices=[2]<=[2]}")})[0];
+  EXPECT_FALSE(waiting.IsReady());
+  absl::StatusOr<HostId> joined = cluster->AddHost(IslandId(0), 2);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  auto granted = waiting.AwaitFor(absl::Seconds(30));
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  for (DeviceId device : granted->devices) {
+    EXPECT_EQ(cluster->topology()->HostOf(device), *joined);
+  }
+  auto value = second.Fetch(y);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(6, 8));
+}
+
+TEST(LocalClusterTest, AStoppedHostsSliceMovesOntoAHostThatJoinsLater) {
+  auto cluster = MakeCluster({.devices_per_host = 2});
+  TestClient client(*cluster, "client");
+  transport::SliceInfo slice = client.Slice(2);
+  auto twice = client.Compile(kTimesTwo, slice.handle, 2);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  ASSERT_TRUE(cluster->StopHost(HostId(0)).ok());
+  // No spares: the slice is broken and refuses work until a host joins.
+  ArrayHandle early =
+      client.Put(slice.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
+  EXPECT_EQ(client.Ready(early).code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<HostId> joined = cluster->AddHost(IslandId(0), 2);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  auto moved = client.channel().GetSlice(slice.handle).Await();
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_GT(moved->generation, slice.generation);
+  for (DeviceId device : moved->devices) {
+    EXPECT_EQ(cluster->topology()->HostOf(device), *joined);
+  }
+  // Its executable was reloaded there: the same handles run.
+  ArrayHandle x =
+      client.Put(slice.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
+  auto value = client.Fetch(client.Execute(*twice, {x})[0]);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(2, 4));
+}
+
+TEST(LocalClusterTest, ARestartedHostIsANewHostAndItsOldBuffersStayLost) {
+  auto cluster = MakeCluster({.hosts_per_island = 2, .devices_per_host = 1});
+  TestClient client(*cluster, "client");
+  transport::SliceInfo slice = client.Slice(2);
+  auto twice = client.Compile(kTimesTwo, slice.handle, 2);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  ArrayHandle x =
+      client.Put(slice.handle, F32({2}, {1, 2}), "{devices=[2]<=[2]}");
+  ASSERT_TRUE(client.Ready(x).ok());
+  absl::StatusOr<HostId> restarted = cluster->RestartHost(HostId(1));
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(*restarted, HostId(2));
+  EXPECT_FALSE(cluster->head().IsHostAlive(HostId(1)));
+  EXPECT_EQ(cluster->topology()->DevicesOfHost(*restarted)[0], DeviceId(2));
+  EXPECT_EQ(client.Ready(x).code(), absl::StatusCode::kDataLoss);
+  // The slice moved onto the new incarnation; work on it runs.
+  auto moved = client.channel().GetSlice(slice.handle).Await();
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->devices, (std::vector<DeviceId>{DeviceId(0), DeviceId(2)}));
+  ArrayHandle again =
+      client.Put(slice.handle, F32({2}, {3, 4}), "{devices=[2]<=[2]}");
+  auto value = client.Fetch(client.Execute(*twice, {again})[0]);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(6, 8));
+}
+
+TEST(LocalClusterTest, ASeveredHostIsFoundDeadByItsHeartbeats) {
+  auto cluster = MakeCluster({.hosts_per_island = 2,
+                              .devices_per_host = 1,
+                              .heartbeat_interval = absl::Milliseconds(20),
+                              .heartbeat_timeout = absl::Milliseconds(200)});
+  TestClient client(*cluster, "client");
+  transport::SliceInfo slice = client.Slice(1, IslandId(0));
+  const HostId severed = cluster->topology()->HostOf(slice.devices[0]);
+  ArrayHandle x = client.Put(slice.handle, F32({1}, {1}), "{replicated}");
+  ASSERT_TRUE(client.Ready(x).ok());
+  ASSERT_TRUE(cluster->SeverHost(severed).ok());
+  EXPECT_FALSE(cluster->head().IsHostAlive(severed));
+  absl::Status lost = client.Ready(x);
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(lost.message(), HasSubstr("no heartbeat answered"));
+}
+
+TEST(LocalClusterTest, AnIslandNamedByAJoiningHostComesIntoBeing) {
+  auto cluster = MakeCluster({.devices_per_host = 1});
+  TestClient client(*cluster, "client");
+  absl::StatusOr<HostId> joined = cluster->AddHost(IslandId(2), 2);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(cluster->topology()->num_islands(), 3);
+  transport::SliceInfo slice = client.Slice(2, IslandId(2));
+  auto twice = client.Compile(kTimesTwo, slice.handle, 2);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  ArrayHandle x =
+      client.Put(slice.handle, F32({2}, {5, 6}), "{devices=[2]<=[2]}");
+  auto value = client.Fetch(client.Execute(*twice, {x})[0]);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(10, 12));
 }
 
 // Loops forever: a program only its owner can stop.

@@ -1,101 +1,32 @@
 #include "causeway/head/head.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
-#include "causeway/exec/evaluator.h"
 #include "causeway/head/island_scheduler.h"
-#include "causeway/hlo/parser.h"
-#include "causeway/hlo/printer.h"
+#include "causeway/head/launch_plan.h"
+#include "causeway/head/status_report.h"
 #include "causeway/hlo/sharding_util.h"
-#include "causeway/hlo/verifier.h"
 
 namespace causeway::head {
 
-using trace::HostEvent;
-using trace::LaunchEvent;
-using trace::NullEventSink;
 using transport::ControlChannel;
 using transport::DeviceBuffer;
-using transport::DeviceStatus;
-using transport::LaunchInput;
-using transport::LaunchOp;
-using transport::LaunchOutput;
+using transport::HostState;
 using transport::LoadProgramRequest;
-using transport::OpDone;
-using transport::OpStatus;
-using transport::PieceOrigin;
-using transport::ProgramId;
 using transport::PutBufferRequest;
-using transport::ReceiveSpec;
-using transport::SendSpec;
+using transport::Topology;
 using transport::WorkerStatus;
 
 namespace {
-
-hlo::Sharding Replicated() { return hlo::Sharding(); }
-
-std::string ShardingText(const hlo::Sharding& sharding) {
-  return hlo::PrintSharding(sharding);
-}
-
-bool HasCollectives(const hlo::Module& module) {
-  for (const auto& computation : module.computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (hlo::IsCollective(instruction->opcode)) return true;
-    }
-  }
-  return false;
-}
-
-absl::Status CheckShardingSupported(const hlo::Sharding& sharding,
-                                    const std::string& what) {
-  switch (sharding.kind) {
-    case hlo::Sharding::Kind::kReplicated:
-    case hlo::Sharding::Kind::kMaximal:
-    case hlo::Sharding::Kind::kTiled:
-      return absl::OkStatus();
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat(what, " has sharding ", ShardingText(sharding),
-                       "; only replicated, maximal and tiled shardings are "
-                       "supported for program inputs and outputs"));
-  }
-}
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(&out, "\\u00", absl::Hex(c, absl::kZeroPad2));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
-
-// A worker that does not answer has lost the buffers it held.
-absl::Status LostIfUnreachable(const absl::Status& status) {
-  if (status.code() != absl::StatusCode::kUnavailable) return status;
-  return absl::DataLossError(status.message());
-}
 
 absl::Status WithContext(const absl::Status& status,
                          const std::string& context) {
@@ -103,55 +34,70 @@ absl::Status WithContext(const absl::Status& status,
                       absl::StrCat(context, ": ", status.message()));
 }
 
+// Sessions whose end is remembered for the error later calls get.
+constexpr size_t kEndedSessionsRemembered = 1024;
+
+// The shape of an array a client names must be one the runtime can hold.
+absl::Status ValidateArrayShape(const hlo::Shape& shape,
+                                const std::string& what) {
+  constexpr size_t kMaxRank = 64;
+  constexpr int64_t kMaxBytes = int64_t{1} << 50;
+  if (!shape.IsArray()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", shape.ToString(false), " is not an array"));
+  }
+  if (shape.dims().size() > kMaxRank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has rank ", shape.dims().size(), "; at most ", kMaxRank));
+  }
+  int64_t bytes = hlo::ByteWidth(shape.type());
+  for (int64_t dim : shape.dims()) {
+    if (dim < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has a negative dimension: ", shape.ToString(false)));
+    }
+    if (dim > 0 && bytes > kMaxBytes / dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", shape.ToString(false), " is larger than ",
+                       kMaxBytes, " bytes"));
+    }
+    bytes *= dim;
+  }
+  return absl::OkStatus();
+}
+
+// `future`, its error replaced by `map(error)`.
+template <typename T>
+Future<T> MapError(const Future<T>& future,
+                   std::function<absl::Status(const absl::Status&)> map) {
+  auto [promise, mapped] = MakePromise<T>();
+  future.OnReady(InlineExecutor::Instance(),
+                 [promise = std::move(promise), map = std::move(map)](
+                     const internal::FutureResult<T>& result) mutable {
+                   const absl::Status& status = internal::StatusOf(result);
+                   if (status.ok()) {
+                     promise.Set(result);
+                   } else {
+                     promise.Set(map(status));
+                   }
+                 });
+  return std::move(mapped);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// Head-side records.
-
-struct Head::CompiledProgram {
-  ProgramId id;
-  std::string name;
-  std::string text;
-  std::shared_ptr<const hlo::Module> module;
-  int64_t num_partitions = 1;
-  bool has_collectives = false;
-  std::vector<hlo::Shape> parameter_shapes;
-  std::vector<std::optional<hlo::Sharding>> parameter_shardings;
-  std::vector<hlo::Shape> output_shapes;
-  std::vector<std::optional<hlo::Sharding>> output_shardings;
-};
-
-// How far an array's buffers have got towards the workers. Guarded by
-// dispatch_mu_.
-struct Head::ArrayState {
-  // The messages that create the buffers are sent (or in the open batch).
-  bool released = false;
-  bool deleted = false;
-  bool buffers_released = false;
-  // Launches prepared at the head, not yet sent, that read the buffers.
-  int64_t pending_uses = 0;
-  // Sends from this array planned before it was released.
-  std::vector<std::pair<HostId, SendSpec>> pending_sends;
-  // Waiters for the buffers to exist (OK), or for the news that they never
-  // will (`dropped`).
-  std::vector<std::function<void(absl::Status)>> on_released;
-  absl::Status dropped;
-  std::vector<std::pair<HostId, DeviceBuffer>> buffers;
-};
-
-struct Head::ArrayRecord {
-  ArrayHandle handle;    // The client's.
-  ArrayHandle internal;  // Names its buffers on the workers.
-  SliceHandle slice;
-  ArrayPlacement placement;
-  absl::Status error;    // An error array (no buffers), or DATA_LOSS.
-  std::string producer;  // "output 0 of 'f'", for the status view.
-  std::shared_ptr<ArrayState> state;  // Null for error arrays.
-};
+// The session service's own records.
 
 struct Head::SliceRecord {
-  enum class State { kRequesting, kQueued, kGranted, kBroken, kReleased,
-                     kFailed };
+  enum class State {
+    kRequesting,
+    kQueued,
+    kGranted,
+    kBroken,
+    kReleased,
+    kFailed
+  };
   SliceHandle handle;
   SliceId id;
   transport::SliceRequest request;
@@ -166,10 +112,7 @@ struct Head::SliceRecord {
 struct Head::Executable {
   ExecutableHandle handle;
   SliceHandle slice;
-  std::shared_ptr<const CompiledProgram> program;
-  int64_t num_devices = 1;
-  std::vector<hlo::Sharding> parameter_shardings;
-  std::vector<hlo::Sharding> output_shardings;
+  BoundProgram bound;
 };
 
 struct Head::Deferred {
@@ -183,29 +126,20 @@ struct Head::Session {
   std::string name;
   double weight = 1.0;
   int priority = 0;
+  bool leased = false;
   std::map<SliceHandle, std::shared_ptr<SliceRecord>> slices;
   std::map<ExecutableHandle, std::shared_ptr<Executable>> executables;
-  std::map<ArrayHandle, std::shared_ptr<ArrayRecord>> arrays;
   std::deque<Deferred> deferred;
 };
 
-// A launch ready to go once its island's scheduler gives it a sequence
-// number. Immutable once submitted except through ReleaseLaunch.
-struct Head::PreparedLaunch {
-  IslandId island;
-  SessionId session;
-  std::string program;
-  std::string session_name;
-  std::vector<std::pair<HostId, LaunchOp>> ops;
-  // Sends that fill the staging inputs, grouped by source array.
-  std::vector<std::pair<std::shared_ptr<ArrayState>,
-                        std::vector<std::pair<HostId, SendSpec>>>>
-      source_sends;
-  std::vector<std::shared_ptr<ArrayState>> used;
-  std::vector<std::shared_ptr<ArrayState>> outputs;
-  std::vector<DeviceId> devices;
-  std::set<HostId> hosts;
-};
+template <typename T>
+void Head::ResolveLater(std::shared_ptr<Promise<T>> promise,
+                        internal::FutureResult<T> result) {
+  outbox_.Post(
+      [promise = std::move(promise), result = std::move(result)]() mutable {
+        promise->Set(std::move(result));
+      });
+}
 
 // ---------------------------------------------------------------------------
 // Construction.
@@ -217,21 +151,13 @@ absl::StatusOr<std::unique_ptr<Head>> Head::Create(HeadOptions options) {
   // lock many short-lived mutexes). The runtime's lock order is documented
   // and checked by its tests instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  if (options.topology == nullptr) {
-    return absl::InvalidArgumentError("the head needs a topology");
+  if (options.heartbeat_interval > absl::ZeroDuration() &&
+      options.heartbeat_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "the heartbeat timeout must be positive when heartbeats are on");
   }
-  if (static_cast<int64_t>(options.workers.size()) !=
-      options.topology->num_hosts()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the head needs one control channel per host: the topology has ",
-        options.topology->num_hosts(), " hosts, got ", options.workers.size(),
-        " channels"));
-  }
-  for (size_t h = 0; h < options.workers.size(); ++h) {
-    if (options.workers[h] == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("no control channel for host ", h));
-    }
+  if (options.session_lease < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the session lease must not be negative");
   }
   return std::unique_ptr<Head>(new Head(std::move(options)));
 }
@@ -239,43 +165,67 @@ absl::StatusOr<std::unique_ptr<Head>> Head::Create(HeadOptions options) {
 Head::Head(HeadOptions options)
     : options_(std::move(options)),
       events_(options_.events != nullptr ? options_.events
-                                         : &NullEventSink()) {
-  resources_ = std::make_unique<ResourceManager>(options_.topology);
-  for (int64_t i = 0; i < options_.topology->num_islands(); ++i) {
-    IslandScheduler::Options scheduler;
-    scheduler.max_in_flight =
-        std::max<int64_t>(1, options_.max_inflight_launches_per_island);
-    scheduler.name = absl::StrCat("island ", i);
-    schedulers_.push_back(std::make_unique<IslandScheduler>(scheduler));
-  }
+                                         : &trace::NullEventSink()),
+      membership_(options_.host_limits),
+      arrays_(ArrayTable::Options{
+          .max_arrays_per_session =
+              options_.session_limits.max_arrays_per_session}) {
+  resources_ = std::make_unique<ResourceManager>(
+      membership_.topology(),
+      ResourceManager::Options{.wait_for_hosts =
+                                   options_.slices_wait_for_hosts});
+  dispatcher_ = std::make_unique<Dispatcher>(
+      Dispatcher::Options{.max_inflight_launches_per_island =
+                              options_.max_inflight_launches_per_island,
+                          .events = events_},
+      &membership_, &outbox_);
   callbacks_ = std::make_unique<ThreadPool>("head-cb", 2);
-  {
-    absl::MutexLock lock(&dispatch_mu_);
-    live_workers_ = options_.workers;
-  }
+  status_pool_ = std::make_unique<ThreadPool>("head-status", 1);
   resources_->AddListener(
       [this](const SliceEvent& event) { OnSliceEvent(event); });
-  if (options_.heartbeat_interval > absl::ZeroDuration()) {
-    health_thread_ = std::thread([this] { HealthLoop(); });
-  }
+  health_ = std::make_unique<HealthMonitor>(
+      HealthMonitor::Options{.heartbeat_interval = options_.heartbeat_interval,
+                             .heartbeat_timeout = options_.heartbeat_timeout,
+                             .clock = nullptr},
+      &membership_,
+      HealthMonitor::Callbacks{
+          .host_lost =
+              [this](HostId host, const std::string& reason) {
+                MarkHostDead(host, reason);
+              },
+          .lease_expired =
+              [this](SessionId session, const std::string& reason) {
+                CW_LOG(WARNING) << "session " << session << ": " << reason;
+                EndSession(
+                    session,
+                    absl::CancelledError(absl::StrCat(
+                        "session ", session.value(), " ended: ", reason)),
+                    reason)
+                    .IgnoreError();
+              }});
+  health_->Start();
 }
 
 Head::~Head() {
   Shutdown();
-  // Drop queued launches while everything they touch still exists, then
-  // drain the continuations.
   std::vector<SessionId> sessions;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, session] : sessions_) sessions.push_back(id);
   }
   for (SessionId session : sessions) {
-    for (auto& scheduler : schedulers_) scheduler->RemoveSession(session);
-    // Queued slice requests fail now; their continuations run on callbacks_.
-    resources_->ReleaseSession(session);
+    EndSession(session, absl::CancelledError("the head shut down"),
+               "the head shut down")
+        .IgnoreError();
   }
+  outbox_.Drain();
+  // Continuations still queued run now; they may post more.
   callbacks_.reset();
+  status_pool_.reset();
+  outbox_.Drain();
+  dispatcher_.reset();
   resources_.reset();
+  outbox_.Drain();
 }
 
 void Head::Shutdown() {
@@ -283,11 +233,11 @@ void Head::Shutdown() {
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
   }
-  {
-    absl::MutexLock lock(&health_mu_);
-    health_stop_ = true;
-  }
-  if (health_thread_.joinable()) health_thread_.join();
+  health_->Stop();
+}
+
+std::shared_ptr<const Topology> Head::topology() const {
+  return membership_.topology();
 }
 
 // ---------------------------------------------------------------------------
@@ -298,35 +248,43 @@ Head::Session* Head::FindSessionLocked(SessionId session) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
-absl::StatusOr<std::shared_ptr<Head::ArrayRecord>> Head::FindArrayLocked(
-    const Session& session, ArrayHandle handle,
-    absl::FunctionRef<std::string()> context) const {
-  auto it = session.arrays.find(handle);
-  if (it == session.arrays.end()) {
-    const std::string prefix = context();
-    return absl::NotFoundError(absl::StrCat(
-        prefix, prefix.empty() ? "" : ": ", "unknown array handle ",
-        handle.value(), " (never created in this session, or deleted)"));
+absl::Status Head::NoSessionLocked(SessionId session) const {
+  auto ended = ended_.find(session);
+  if (ended != ended_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", session.value(), " is not open: ", ended->second,
+        " (its handles are gone)"));
   }
-  if (!it->second->error.ok()) return it->second->error;
-  return it->second;
-}
-
-namespace {
-absl::Status NoSession(SessionId session) {
   return absl::FailedPreconditionError(absl::StrCat(
       "session ", session.value(),
       " is not open (call OpenSession first; a closed session's handles are "
       "gone)"));
 }
-}  // namespace
 
 absl::StatusOr<SessionId> Head::OpenSession(
-    const transport::OpenSessionRequest& request) {
+    const transport::OpenSessionRequest& request,
+    transport::SessionLease lease) {
+  const SessionLimits& limits = options_.session_limits;
+  if (request.name.size() > limits.max_name_length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session name is ", request.name.size(),
+                     " bytes long; at most ", limits.max_name_length));
+  }
+  // Not positive (or NaN): the default; beyond the bounds: clamped.
+  const double weight = request.weight > 0 ? request.weight : 1.0;
+  const bool leased = lease == transport::SessionLease::kLeased &&
+                      options_.session_lease > absl::ZeroDuration();
   SessionId id;
-  double weight = request.weight > 0 ? request.weight : 1.0;
   {
     absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return absl::UnavailableError("the head is shutting down");
+    }
+    if (static_cast<int64_t>(sessions_.size()) >= limits.max_sessions) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the head has ", sessions_.size(),
+                       " sessions open, as many as it allows"));
+    }
     id = SessionId(next_session_++);
     auto session = std::make_unique<Session>();
     session->id = id;
@@ -334,61 +292,75 @@ absl::StatusOr<SessionId> Head::OpenSession(
                                          : request.name;
     session->weight = weight;
     session->priority = request.priority;
+    session->leased = leased;
     sessions_.emplace(id, std::move(session));
   }
-  for (auto& scheduler : schedulers_) {
-    absl::Status set = scheduler->SetWeight(
-        id, std::clamp(weight, IslandScheduler::kMinWeight,
-                       IslandScheduler::kMaxWeight));
-    if (!set.ok()) {
-      CW_LOG(WARNING) << "session weight: " << set;
-    }
-  }
+  dispatcher_->SetWeight(id, weight);
+  if (leased) health_->WatchSession(id, options_.session_lease);
   return id;
 }
 
-Future<> Head::CloseSession(SessionId session_id) {
-  absl::Status closed;
+Future<> Head::CloseSession(SessionId session) {
+  std::string name;
+  {
+    absl::MutexLock lock(&mu_);
+    if (Session* open = FindSessionLocked(session)) name = open->name;
+  }
+  absl::Status ended = EndSession(
+      session,
+      absl::CancelledError(absl::StrCat("session '", name, "' was closed")),
+      "it was closed");
+  return ended.ok() ? MakeReadyFuture() : MakeErrorFuture(std::move(ended));
+}
+
+absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
+                              const std::string& why) {
+  Outbox::Flush flush(outbox_);
+  std::vector<std::shared_ptr<const ArrayRecord>> arrays;
   {
     absl::MutexLock lock(&mu_);
     Session* session = FindSessionLocked(session_id);
-    if (session == nullptr) return MakeErrorFuture(NoSession(session_id));
-    closed = absl::CancelledError(
-        absl::StrCat("session '", session->name, "' was closed"));
+    if (session == nullptr) return NoSessionLocked(session_id);
     std::deque<Deferred> deferred;
     deferred.swap(session->deferred);
-    for (Deferred& op : deferred) op.cancel(closed);
-    std::vector<ArrayHandle> arrays;
-    for (const auto& [handle, record] : session->arrays) {
-      arrays.push_back(handle);
-    }
-    for (ArrayHandle handle : arrays) DeleteArrayLocked(*session, handle);
+    for (Deferred& op : deferred) op.cancel(status);
+    arrays = arrays_.RemoveSession(session_id);
     for (const auto& [handle, slice] : session->slices) {
       slices_by_id_.erase(slice->id);
     }
     sessions_.erase(session_id);
-  }
-  resources_->ReleaseSession(session_id);
-  for (auto& scheduler : schedulers_) scheduler->RemoveSession(session_id);
-  // Its launches already on devices stop (a program may loop forever):
-  // after anything already batched, so none slips past.
-  std::function<void()> notify_now;
-  {
-    absl::MutexLock dispatch_lock(&dispatch_mu_);
-    auto notify = [live = live_workers_, session_id, closed] {
-      for (ControlChannel* worker : live) {
-        if (worker != nullptr) worker->CancelSession(session_id, closed);
-      }
-    };
-    if (open_batch_ != nullptr) {
-      open_batch_->AfterSend(std::move(notify));
-    } else {
-      notify_now = std::move(notify);
+    ended_.emplace(session_id, why);
+    ended_order_.push_back(session_id);
+    if (ended_order_.size() > kEndedSessionsRemembered) {
+      ended_.erase(ended_order_.front());
+      ended_order_.pop_front();
     }
   }
-  if (notify_now) notify_now();
-  return MakeReadyFuture();
+  health_->ForgetSession(session_id);
+  {
+    Dispatcher::Batch batch(*dispatcher_);  // One message per worker.
+    for (const auto& record : arrays) {
+      if (record->buffers != nullptr) dispatcher_->Delete(record->buffers);
+    }
+  }
+  resources_->ReleaseSession(session_id);
+  dispatcher_->EndSession(session_id, status);
+  return absl::OkStatus();
 }
+
+absl::Status Head::AwaitSessionEnded(SessionId session, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this, session]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !sessions_.contains(session);
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&ended), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("session ", session.value(), " is still open"));
+  }
+  return absl::OkStatus();
+}
+
+void Head::Touch(SessionId session) { health_->Touch(session); }
 
 void Head::RunOrDeferLocked(Session& session, std::function<bool()> blocked,
                             std::function<void()> run,
@@ -402,13 +374,12 @@ void Head::RunOrDeferLocked(Session& session, std::function<bool()> blocked,
 }
 
 void Head::DrainDeferredLocked(Session& session) {
-  Batched([&] {
-    while (!session.deferred.empty() && !session.deferred.front().blocked()) {
-      Deferred op = std::move(session.deferred.front());
-      session.deferred.pop_front();
-      op.run();
-    }
-  });
+  Dispatcher::Batch batch(*dispatcher_);
+  while (!session.deferred.empty() && !session.deferred.front().blocked()) {
+    Deferred op = std::move(session.deferred.front());
+    session.deferred.pop_front();
+    op.run();
+  }
 }
 
 bool Head::SliceBlockedLocked(Session& session, SliceHandle slice) {
@@ -441,18 +412,25 @@ transport::SliceInfo Head::InfoOf(const SliceRecord& slice) {
 
 Future<transport::SliceInfo> Head::RequestSlice(
     SessionId session_id, transport::SliceRequest request) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   SliceRequest wanted;
   {
     absl::MutexLock lock(&mu_);
     Session* session = FindSessionLocked(session_id);
     if (session == nullptr) {
-      return MakeErrorFuture<transport::SliceInfo>(NoSession(session_id));
+      return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
     }
     if (session->slices.contains(request.handle)) {
-      return MakeErrorFuture<transport::SliceInfo>(
-          absl::AlreadyExistsError(absl::StrCat(
-              "slice handle ", request.handle.value(),
-              " is already used in this session")));
+      return MakeErrorFuture<transport::SliceInfo>(absl::AlreadyExistsError(
+          absl::StrCat("slice handle ", request.handle.value(),
+                       " is already used in this session")));
+    }
+    if (static_cast<int64_t>(session->slices.size()) >=
+        options_.session_limits.max_slices_per_session) {
+      return MakeErrorFuture<transport::SliceInfo>(absl::ResourceExhaustedError(
+          absl::StrCat("the session has ", session->slices.size(),
+                       " slices, as many as a session may have")));
     }
     auto record = std::make_shared<SliceRecord>();
     record->handle = request.handle;
@@ -484,17 +462,19 @@ Future<transport::SliceInfo> Head::RequestSlice(
   }
   if (orphaned) {
     resources_->Release(ticket.id).IgnoreError();
-    return MakeErrorFuture<transport::SliceInfo>(NoSession(session_id));
+    absl::MutexLock lock(&mu_);
+    return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
   }
   auto [promise, future] = MakePromise<transport::SliceInfo>();
-  auto shared = std::make_shared<Promise<transport::SliceInfo>>(
-      std::move(promise));
+  auto shared =
+      std::make_shared<Promise<transport::SliceInfo>>(std::move(promise));
   const SliceHandle handle = request.handle;
   ticket.grant.OnReady(
-      *callbacks_, [this, session_id, handle, shared](
-                       const absl::StatusOr<SliceGrant>& grant) {
+      *callbacks_, [this, session_id, handle,
+                    shared](const absl::StatusOr<SliceGrant>& grant) {
+        Outbox::Flush flush(outbox_);
         if (grant.ok()) {
-          shared->Set(OnSliceGranted(session_id, handle, *grant));
+          ResolveLater(shared, OnSliceGranted(session_id, handle, *grant));
           return;
         }
         {
@@ -508,7 +488,8 @@ Future<transport::SliceInfo> Head::RequestSlice(
             DrainDeferredLocked(*session);
           }
         }
-        shared->Set(grant.status());
+        ResolveLater(shared,
+                     absl::StatusOr<transport::SliceInfo>(grant.status()));
       });
   return future;
 }
@@ -517,7 +498,7 @@ absl::StatusOr<transport::SliceInfo> Head::OnSliceGranted(
     SessionId session_id, SliceHandle handle, const SliceGrant& grant) {
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
-  if (session == nullptr) return NoSession(session_id);
+  if (session == nullptr) return NoSessionLocked(session_id);
   auto it = session->slices.find(handle);
   if (it == session->slices.end()) {
     return absl::CancelledError(
@@ -540,6 +521,7 @@ absl::StatusOr<transport::SliceInfo> Head::OnSliceGranted(
 
 void Head::OnSliceEvent(const SliceEvent& event) {
   if (event.kind == SliceEvent::Kind::kGranted) return;  // Via the ticket.
+  Outbox::Flush flush(outbox_);
   absl::MutexLock lock(&mu_);
   auto by_id = slices_by_id_.find(event.slice);
   if (by_id == slices_by_id_.end()) return;
@@ -576,41 +558,45 @@ void Head::OnSliceEvent(const SliceEvent& event) {
 void Head::LoadExecutablesLocked(Session& session, const SliceRecord& slice) {
   for (const auto& [handle, executable] : session.executables) {
     if (executable->slice == slice.handle) {
-      LoadProgramLocked(*executable->program, slice.devices);
+      LoadProgramLocked(*executable->bound.program, slice.devices);
     }
   }
 }
 
 void Head::LoadProgramLocked(const CompiledProgram& program,
                              const std::vector<DeviceId>& devices) {
+  const std::shared_ptr<const Topology> topology = membership_.topology();
   std::set<HostId> hosts;
-  for (DeviceId device : devices) {
-    hosts.insert(options_.topology->HostOf(device));
-  }
+  for (DeviceId device : devices) hosts.insert(topology->HostOf(device));
   for (HostId host : hosts) {
-    if (dead_hosts_.contains(host)) continue;
     LoadProgramRequest request;
     request.program = program.id;
     request.name = program.name;
     request.module = program.module;
     request.hlo_text = program.text;
-    const std::string name = program.name;
-    options_.workers[host.value()]->LoadProgram(std::move(request))
-        .OnReady(*callbacks_, [name, host](const absl::Status& status) {
-          if (!status.ok()) {
-            CW_LOG(WARNING) << "loading '" << name << "' on host " << host
-                            << ": " << status;
-          }
+    dispatcher_->Call(
+        host, [request = std::move(request), host,
+               callbacks = callbacks_.get()](ControlChannel* worker) mutable {
+          if (worker == nullptr) return;  // Lost: its slices move anyway.
+          const std::string name = request.name;
+          worker->LoadProgram(std::move(request))
+              .OnReady(*callbacks, [name, host](const absl::Status& status) {
+                if (!status.ok()) {
+                  CW_LOG(WARNING) << "loading '" << name << "' on host " << host
+                                  << ": " << status;
+                }
+              });
         });
   }
 }
 
 Future<transport::SliceInfo> Head::GetSlice(SessionId session_id,
                                             SliceHandle handle) {
+  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) {
-    return MakeErrorFuture<transport::SliceInfo>(NoSession(session_id));
+    return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
   }
   auto it = session->slices.find(handle);
   if (it == session->slices.end()) {
@@ -625,11 +611,13 @@ Future<transport::SliceInfo> Head::GetSlice(SessionId session_id,
 }
 
 Future<> Head::ReleaseSlice(SessionId session_id, SliceHandle handle) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   SliceId id;
   {
     absl::MutexLock lock(&mu_);
     Session* session = FindSessionLocked(session_id);
-    if (session == nullptr) return MakeErrorFuture(NoSession(session_id));
+    if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
     auto it = session->slices.find(handle);
     if (it == session->slices.end()) {
       return MakeErrorFuture(absl::NotFoundError(
@@ -645,95 +633,23 @@ Future<> Head::ReleaseSlice(SessionId session_id, SliceHandle handle) {
 // ---------------------------------------------------------------------------
 // Compile.
 
-absl::StatusOr<std::shared_ptr<const Head::CompiledProgram>>
-Head::GetOrCompile(const std::string& hlo_text) {
-  const uint64_t fingerprint = std::hash<std::string>()(hlo_text);
-  {
-    absl::MutexLock lock(&compile_mu_);
-    auto it = compiled_.find(fingerprint);
-    if (it != compiled_.end()) {
-      if (auto program = it->second.lock();
-          program != nullptr && program->text == hlo_text) {
-        return program;
-      }
-    }
-  }
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
-                      hlo::ParseModule(hlo_text));
-  CW_RETURN_IF_ERROR(hlo::VerifyModule(*module));
-  if (module->replica_count() != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "module '", module->name(), "' has replica_count=",
-        module->replica_count(),
-        "; only programs of one replica (JAX's jit) can run here"));
-  }
-  // Refuses unsupported ops (name and line) before any worker sees them.
-  CW_RETURN_IF_ERROR(exec::Evaluator::Create(*module).status());
-  auto program = std::make_shared<CompiledProgram>();
-  program->id = ProgramId(fingerprint);
-  program->name = module->name();
-  program->text = hlo_text;
-  program->num_partitions = module->num_partitions();
-  program->has_collectives = HasCollectives(*module);
-  const hlo::Computation& entry = *module->entry();
-  for (const hlo::Instruction* parameter : entry.parameters()) {
-    if (!parameter->shape.IsArray()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "parameter ", parameter->parameter_number, " ('", parameter->name,
-          "') of '", module->name(), "' has shape ",
-          parameter->shape.ToString(false),
-          "; only array parameters are supported"));
-    }
-    program->parameter_shapes.push_back(parameter->shape);
-    program->parameter_shardings.push_back(parameter->sharding);
-  }
-  const hlo::Instruction& root = *entry.root();
-  if (root.shape.IsTuple()) {
-    for (size_t i = 0; i < root.shape.tuple_shapes().size(); ++i) {
-      const hlo::Shape& element = root.shape.tuple_shape(i);
-      if (!element.IsArray()) {
-        return absl::UnimplementedError(absl::StrCat(
-            "output ", i, " of '", module->name(), "' has shape ",
-            element.ToString(false),
-            "; nested tuple and token outputs are not supported"));
-      }
-      program->output_shapes.push_back(element);
-      if (root.sharding.has_value() &&
-          root.sharding->kind == hlo::Sharding::Kind::kTuple &&
-          i < root.sharding->tuple_elements.size()) {
-        program->output_shardings.push_back(root.sharding->tuple_elements[i]);
-      } else if (root.sharding.has_value() &&
-                 root.sharding->kind != hlo::Sharding::Kind::kTuple) {
-        program->output_shardings.push_back(root.sharding);
-      } else {
-        program->output_shardings.push_back(std::nullopt);
-      }
-    }
-  } else if (root.shape.IsArray()) {
-    program->output_shapes.push_back(root.shape);
-    program->output_shardings.push_back(root.sharding);
-  } else {
-    return absl::UnimplementedError(
-        absl::StrCat("the root of '", module->name(), "' has shape ",
-                     root.shape.ToString(false), "; it must be an array or "
-                     "a tuple of arrays"));
-  }
-  program->module = std::move(module);
-  std::shared_ptr<const CompiledProgram> shared = std::move(program);
-  absl::MutexLock lock(&compile_mu_);
-  auto& slot = compiled_[fingerprint];
-  if (slot.expired()) slot = shared;
-  return shared;
-}
-
 Future<transport::CompileInfo> Head::Compile(
     SessionId session_id, transport::CompileRequest request) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
+  if (request.hlo_text.size() > options_.session_limits.max_program_bytes) {
+    return MakeErrorFuture<transport::CompileInfo>(absl::InvalidArgumentError(
+        absl::StrCat("the program is ", request.hlo_text.size(),
+                     " bytes of HLO text; at most ",
+                     options_.session_limits.max_program_bytes)));
+  }
   int64_t num_devices = 0;
   {
     absl::MutexLock lock(&mu_);
     Session* session = FindSessionLocked(session_id);
     if (session == nullptr) {
-      return MakeErrorFuture<transport::CompileInfo>(NoSession(session_id));
+      return MakeErrorFuture<transport::CompileInfo>(
+          NoSessionLocked(session_id));
     }
     auto slice = session->slices.find(request.slice);
     if (slice == session->slices.end()) {
@@ -742,76 +658,48 @@ Future<transport::CompileInfo> Head::Compile(
                        " (request the slice first)")));
     }
     if (session->executables.contains(request.handle)) {
+      return MakeErrorFuture<transport::CompileInfo>(absl::AlreadyExistsError(
+          absl::StrCat("executable handle ", request.handle.value(),
+                       " is already used in this session")));
+    }
+    if (static_cast<int64_t>(session->executables.size()) >=
+        options_.session_limits.max_executables_per_session) {
       return MakeErrorFuture<transport::CompileInfo>(
-          absl::AlreadyExistsError(absl::StrCat(
-              "executable handle ", request.handle.value(),
-              " is already used in this session")));
+          absl::ResourceExhaustedError(
+              absl::StrCat("the session has ", session->executables.size(),
+                           " executables, as many as a session may have")));
     }
     const SliceRecord& record = *slice->second;
     num_devices = record.state == SliceRecord::State::kGranted
                       ? static_cast<int64_t>(record.devices.size())
                       : record.request.num_devices;
   }
+  // Parsing and verifying can take a while: outside the lock.
   absl::StatusOr<std::shared_ptr<const CompiledProgram>> compiled =
-      GetOrCompile(request.hlo_text);
+      programs_.GetOrCompile(request.hlo_text);
   if (!compiled.ok()) {
     return MakeErrorFuture<transport::CompileInfo>(compiled.status());
   }
-  const CompiledProgram& program = **compiled;
-  const bool independent_copies =
-      program.num_partitions == 1 && !program.has_collectives;
-  if (program.num_partitions != num_devices && !independent_copies) {
-    return MakeErrorFuture<transport::CompileInfo>(
-        absl::InvalidArgumentError(absl::StrCat(
-            "module '", program.name, "' was compiled for ",
-            program.num_partitions, " partition(s) but slice ",
-            request.slice.value(), " has ", num_devices, " device(s)")));
+  absl::StatusOr<BoundProgram> bound = BindProgram(*compiled, num_devices);
+  if (!bound.ok()) {
+    return MakeErrorFuture<transport::CompileInfo>(bound.status());
   }
-  auto executable = std::make_shared<Executable>();
-  executable->handle = request.handle;
-  executable->slice = request.slice;
-  executable->program = *compiled;
-  executable->num_devices = num_devices;
+  const CompiledProgram& program = **compiled;
   transport::CompileInfo info;
   info.handle = request.handle;
   info.num_partitions = num_devices;
-  // The program's own shardings when it was partitioned for these devices;
-  // a one-partition program copied onto each device sees whole arrays.
-  const bool partitioned = program.num_partitions == num_devices;
-  // Parameters and outputs alike: the sharding each gets, checked.
-  auto take_shardings =
-      [&](const char* what, const std::vector<hlo::Shape>& shapes,
-          const std::vector<std::optional<hlo::Sharding>>& declared,
-          std::vector<hlo::Sharding>& executable_shardings,
-          std::vector<hlo::Shape>& info_shapes,
-          std::vector<hlo::Sharding>& info_shardings) -> absl::Status {
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      hlo::Sharding sharding = partitioned && declared[i].has_value()
-                                   ? *declared[i]
-                                   : Replicated();
-      CW_RETURN_IF_ERROR(CheckShardingSupported(
-          sharding, absl::StrCat(what, " ", i, " of '", program.name, "'")));
-      executable_shardings.push_back(sharding);
-      info_shapes.push_back(shapes[i]);
-      info_shardings.push_back(std::move(sharding));
-    }
-    return absl::OkStatus();
-  };
-  absl::Status taken = take_shardings(
-      "parameter", program.parameter_shapes, program.parameter_shardings,
-      executable->parameter_shardings, info.parameter_shapes,
-      info.parameter_shardings);
-  if (taken.ok()) {
-    taken = take_shardings("output", program.output_shapes,
-                           program.output_shardings,
-                           executable->output_shardings, info.output_shapes,
-                           info.output_shardings);
-  }
-  if (!taken.ok()) return MakeErrorFuture<transport::CompileInfo>(taken);
+  info.parameter_shapes = program.parameter_shapes;
+  info.parameter_shardings = bound->parameter_shardings;
+  info.output_shapes = program.output_shapes;
+  info.output_shardings = bound->output_shardings;
+  auto executable = std::make_shared<Executable>();
+  executable->handle = request.handle;
+  executable->slice = request.slice;
+  executable->bound = *std::move(bound);
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) {
-    return MakeErrorFuture<transport::CompileInfo>(NoSession(session_id));
+    return MakeErrorFuture<transport::CompileInfo>(NoSessionLocked(session_id));
   }
   if (!session->executables.emplace(request.handle, executable).second) {
     return MakeErrorFuture<transport::CompileInfo>(absl::AlreadyExistsError(
@@ -829,126 +717,53 @@ Future<transport::CompileInfo> Head::Compile(
 // ---------------------------------------------------------------------------
 // Arrays.
 
-ArrayHandle Head::NewInternalHandle() {
-  return ArrayHandle(next_internal_handle_++);
-}
-
-std::shared_ptr<Head::ArrayRecord> Head::AddArrayLocked(
-    Session& session, const transport::ArraySpec& spec,
-    ArrayPlacement placement, absl::Status error, std::string producer) {
-  auto record = std::make_shared<ArrayRecord>();
-  record->handle = spec.handle;
-  record->slice = spec.slice;
-  record->placement = std::move(placement);
-  record->error = std::move(error);
-  record->producer = std::move(producer);
-  if (record->error.ok()) {
-    record->internal = NewInternalHandle();
-    record->state = std::make_shared<ArrayState>();
-    for (size_t i = 0; i < record->placement.devices.size(); ++i) {
-      const DeviceId device = record->placement.devices[i];
-      record->state->buffers.emplace_back(
-          options_.topology->HostOf(device),
-          DeviceBuffer{device, BufferId{record->internal,
-                                        static_cast<int64_t>(i)}});
-    }
+absl::Status Head::CallError(HostId host, const absl::Status& status) const {
+  if (status.ok()) return status;
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  if (topology->HasHost(host) && !topology->IsAlive(host)) {
+    return absl::DataLossError(
+        absl::StrCat("host ", host.value(), " was lost: ", status.message()));
   }
-  session.arrays[spec.handle] = record;
-  return record;
-}
-
-void Head::AddErrorArraysLocked(Session& session,
-                                const std::vector<transport::ArraySpec>& specs,
-                                const absl::Status& error) {
-  for (const transport::ArraySpec& spec : specs) {
-    if (session.arrays.contains(spec.handle)) continue;  // Never clobber.
-    AddArrayLocked(session, spec, ArrayPlacement{spec.global_shape,
-                                                 spec.sharding, {}},
-                   error, "");
-  }
-}
-
-absl::Status Head::CheckNewHandlesLocked(
-    Session& session, const std::vector<transport::ArraySpec>& specs) {
-  std::set<ArrayHandle> seen;
-  for (const transport::ArraySpec& spec : specs) {
-    if (session.arrays.contains(spec.handle) ||
-        !seen.insert(spec.handle).second) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "array handle ", spec.handle.value(),
-          " is already in use in this session (mint a fresh handle for "
-          "every result)"));
-    }
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 void Head::DeleteArrayLocked(Session& session, ArrayHandle handle) {
-  auto it = session.arrays.find(handle);
-  if (it == session.arrays.end()) return;
-  std::shared_ptr<ArrayRecord> record = std::move(it->second);
-  session.arrays.erase(it);
-  if (record->state == nullptr) return;
-  absl::MutexLock lock(&dispatch_mu_);
-  record->state->deleted = true;
-  DispatchBatch local;
-  DispatchBatch& batch = BatchLocked(&local);
-  MaybeReleaseBuffersLocked(*record, batch);
-  SendIfLocalLocked(batch, &local);
-}
-
-void Head::MaybeReleaseBuffersLocked(ArrayRecord& record,
-                                     DispatchBatch& batch) {
-  ArrayState& state = *record.state;
-  if (!state.deleted || !state.released || state.pending_uses > 0 ||
-      state.buffers_released) {
-    return;
-  }
-  state.buffers_released = true;
-  for (const auto& [host, buffer] : state.buffers) {
-    batch.AddRelease(host, buffer);
-  }
-}
-
-void Head::WhenPlacedLocked(ArrayRecord& record,
-                            std::function<void(absl::Status)> callback) {
-  absl::MutexLock lock(&dispatch_mu_);
-  ArrayState& state = *record.state;
-  if (!state.dropped.ok()) {
-    callback(state.dropped);
-  } else if (!state.released) {
-    state.on_released.push_back(std::move(callback));
-  } else if (open_batch_ != nullptr) {
-    open_batch_->AfterSend(
-        [callback = std::move(callback)] { callback(absl::OkStatus()); });
-  } else {
-    callback(absl::OkStatus());
+  std::shared_ptr<const ArrayRecord> record =
+      arrays_.Remove(session.id, handle);
+  if (record != nullptr && record->buffers != nullptr) {
+    dispatcher_->Delete(record->buffers);
   }
 }
 
 Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
                         hlo::Literal global) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
   auto value = std::make_shared<hlo::Literal>(std::move(global));
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
-  if (session == nullptr) return MakeErrorFuture(NoSession(session_id));
-  auto run = [this, session, spec, value, shared]()
-                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::Status fresh = CheckNewHandlesLocked(*session, {spec});
+  if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
+  auto run = [this, session, spec, value,
+              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Status fresh = arrays_.CheckNewHandles(session->id, {spec});
     if (!fresh.ok()) {
-      shared->Set(fresh);
+      ResolveLater(shared, fresh);
       return;
     }
     auto fail = [&](absl::Status status) {
-      AddErrorArraysLocked(*session, {spec}, status);
-      shared->Set(std::move(status));
+      arrays_.AddErrors(session->id, {spec}, status);
+      ResolveLater(shared, std::move(status));
     };
+    if (absl::Status shape = ValidateArrayShape(spec.global_shape, "PutArray");
+        !shape.ok()) {
+      return fail(shape);
+    }
     auto slice = session->slices.find(spec.slice);
     if (slice == session->slices.end()) {
-      return fail(absl::NotFoundError(absl::StrCat(
-          "PutArray: unknown slice handle ", spec.slice.value())));
+      return fail(absl::NotFoundError(
+          absl::StrCat("PutArray: unknown slice handle ", spec.slice.value())));
     }
     const SliceRecord& record = *slice->second;
     if (record.state != SliceRecord::State::kGranted) {
@@ -961,6 +776,7 @@ Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
           "PutArray: the value is ", value->shape().ToString(false),
           " but the array spec says ", spec.global_shape.ToString(false))));
     }
+    const std::shared_ptr<const Topology> topology = membership_.topology();
     const int64_t n = static_cast<int64_t>(record.devices.size());
     absl::StatusOr<hlo::Shape> shard_shape =
         hlo::ShardShape(spec.sharding, spec.global_shape, n);
@@ -968,7 +784,7 @@ Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
       return fail(WithContext(shard_shape.status(), "PutArray"));
     }
     for (DeviceId device : record.devices) {
-      const int64_t budget = options_.topology->device(device).memory_bytes;
+      const int64_t budget = topology->device(device).memory_bytes;
       if (shard_shape->ByteSize() > budget) {
         return fail(absl::ResourceExhaustedError(absl::StrCat(
             "PutArray: a shard of array ", spec.handle.value(), " needs ",
@@ -979,154 +795,204 @@ Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
     absl::StatusOr<std::vector<hlo::Literal>> shards =
         hlo::SplitGlobal(*value, spec.sharding, n);
     if (!shards.ok()) return fail(WithContext(shards.status(), "PutArray"));
-    std::shared_ptr<ArrayRecord> array = AddArrayLocked(
-        *session, spec,
-        ArrayPlacement{spec.global_shape, spec.sharding, record.devices},
-        absl::OkStatus(), "uploaded by the client");
+    auto array = std::make_shared<ArrayRecord>();
+    array->session = session->id;
+    array->handle = spec.handle;
+    array->internal = arrays_.NewInternalHandle();
+    array->slice = spec.slice;
+    array->placement =
+        ArrayPlacement{spec.global_shape, spec.sharding, record.devices};
+    array->producer = "uploaded by the client";
+    array->buffers =
+        NewArrayBuffers(array->internal, array->placement, *topology);
+    arrays_.Add(array);
     std::vector<Future<>> puts;
     for (int64_t i = 0; i < n; ++i) {
-      const auto& [host, buffer] = array->state->buffers[i];
-      if (dead_hosts_.contains(host)) {
-        puts.push_back(MakeErrorFuture(absl::DataLossError(
-            absl::StrCat("host ", host.value(), " was lost"))));
-        continue;
-      }
-      puts.push_back(options_.workers[host.value()]->PutBuffer(
-          PutBufferRequest{buffer.device, buffer.buffer,
-                           std::move((*shards)[i])}));
+      const auto& [host, buffer] = array->buffers->buffers[i];
+      auto [put, put_future] = MakePromise<>();
+      puts.push_back(std::move(put_future));
+      dispatcher_->Call(
+          host, [this, host,
+                 request = PutBufferRequest{buffer.device, buffer.buffer,
+                                            std::move((*shards)[i])},
+                 put = std::move(put)](ControlChannel* worker) mutable {
+            if (worker == nullptr) {
+              put.Set(CallError(
+                  host, absl::UnavailableError(absl::StrCat(
+                            "host ", host.value(), " cannot be reached"))));
+              return;
+            }
+            worker->PutBuffer(std::move(request))
+                .OnReady(InlineExecutor::Instance(),
+                         [this, host, put = std::move(put)](
+                             const absl::Status& status) mutable {
+                           put.Set(CallError(host, status));
+                         });
+          });
     }
-    {
-      absl::MutexLock dispatch_lock(&dispatch_mu_);
-      array->state->released = true;
-    }
+    // Whatever reads the buffers is sent after the PutBuffers.
+    dispatcher_->MarkPlaced(*array->buffers);
     JoinFutures(std::move(puts))
         .OnReady(*callbacks_,
                  [shared](const absl::Status& status) { shared->Set(status); });
   };
   RunOrDeferLocked(
       *session,
-      [this, session, slice = spec.slice]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-          mu_) { return SliceBlockedLocked(*session, slice); },
-      std::move(run), [shared](absl::Status status) { shared->Set(status); });
+      [this, session, slice = spec.slice]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return SliceBlockedLocked(*session, slice);
+      },
+      std::move(run),
+      [this, shared](absl::Status status) { ResolveLater(shared, status); });
   return future;
 }
 
 Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
-  if (session == nullptr) return MakeErrorFuture(NoSession(session_id));
-  auto run = [this, session, handle, shared]()
-                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
-        FindArrayLocked(*session, handle, [] { return std::string(); });
+  if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
+  auto run = [this, session, handle,
+              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
+        arrays_.Find(session->id, handle, [] { return std::string(); });
     if (!found.ok()) {
-      shared->Set(found.status());
+      ResolveLater(shared, found.status());
       return;
     }
-    std::shared_ptr<ArrayRecord> record = *std::move(found);
-    WhenPlacedLocked(*record, [this, record, shared](absl::Status placed) {
-      if (!placed.ok()) {
-        shared->Set(placed);
-        return;
-      }
-      std::map<HostId, std::vector<DeviceBuffer>> by_host;
-      for (const auto& [host, buffer] : record->state->buffers) {
-        by_host[host].push_back(buffer);
-      }
-      std::vector<Future<>> ready;
-      for (auto& [host, buffers] : by_host) {
-        ready.push_back(
-            options_.workers[host.value()]->AwaitBuffers(std::move(buffers)));
-      }
-      JoinFutures(std::move(ready))
-          .OnReady(*callbacks_, [shared](const absl::Status& status) {
-            shared->Set(LostIfUnreachable(status));
-          });
-    });
+    std::shared_ptr<const ArrayRecord> record = *std::move(found);
+    // Runs through the outbox, with no lock held.
+    dispatcher_->WhenPlaced(
+        record->buffers, [this, record, shared](absl::Status placed) {
+          if (!placed.ok()) {
+            shared->Set(placed);
+            return;
+          }
+          std::map<HostId, std::vector<DeviceBuffer>> by_host;
+          for (const auto& [host, buffer] : record->buffers->buffers) {
+            by_host[host].push_back(buffer);
+          }
+          std::vector<Future<>> ready;
+          for (auto& [host, buffers] : by_host) {
+            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
+            ready.push_back(MapError(
+                worker == nullptr
+                    ? MakeErrorFuture(absl::UnavailableError(
+                          absl::StrCat("host ", host.value(), " is not alive")))
+                    : worker->AwaitBuffers(std::move(buffers)),
+                [this, host](const absl::Status& status) {
+                  return CallError(host, status);
+                }));
+          }
+          JoinFutures(std::move(ready))
+              .OnReady(*callbacks_, [shared](const absl::Status& status) {
+                shared->Set(status);
+              });
+        });
   };
   RunOrDeferLocked(
       *session, [] { return false; }, std::move(run),
-      [shared](absl::Status status) { shared->Set(status); });
+      [this, shared](absl::Status status) { ResolveLater(shared, status); });
   return future;
 }
 
 Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   auto [promise, future] = MakePromise<hlo::Literal>();
   auto shared = std::make_shared<Promise<hlo::Literal>>(std::move(promise));
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) {
-    return MakeErrorFuture<hlo::Literal>(NoSession(session_id));
+    return MakeErrorFuture<hlo::Literal>(NoSessionLocked(session_id));
   }
-  auto run = [this, session, handle, shared]()
-                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
-        FindArrayLocked(*session, handle, [] { return std::string(); });
+  auto run = [this, session, handle,
+              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
+        arrays_.Find(session->id, handle, [] { return std::string(); });
     if (!found.ok()) {
-      shared->Set(found.status());
+      ResolveLater(shared, absl::StatusOr<hlo::Literal>(found.status()));
       return;
     }
-    std::shared_ptr<ArrayRecord> record = *std::move(found);
+    std::shared_ptr<const ArrayRecord> record = *std::move(found);
     absl::StatusOr<std::vector<hlo::ShardRegion>> regions =
         RegionsOf(record->placement);
     if (!regions.ok()) {
-      shared->Set(regions.status());
+      ResolveLater(shared, absl::StatusOr<hlo::Literal>(regions.status()));
       return;
     }
-    WhenPlacedLocked(*record, [this, record, shared,
-                               regions = *std::move(regions)](
-                                  absl::Status placed) {
-      if (!placed.ok()) {
-        shared->Set(placed);
-        return;
-      }
-      // Only the primary replica of each tile travels.
-      std::vector<Future<hlo::Literal>> shards;
-      std::vector<int64_t> fetched;
-      for (size_t i = 0; i < regions.size(); ++i) {
-        if (!regions[i].primary) continue;
-        const auto& [host, buffer] = record->state->buffers[i];
-        shards.push_back(
-            options_.workers[host.value()]->FetchBuffer(buffer));
-        fetched.push_back(static_cast<int64_t>(i));
-      }
-      JoinFutures(std::move(shards))
-          .OnReady(*callbacks_,
-                   [record, shared, fetched, regions](
-                       const absl::StatusOr<std::vector<hlo::Literal>>&
-                           values) {
-                     if (!values.ok()) {
-                       shared->Set(LostIfUnreachable(values.status()));
-                       return;
-                     }
-                     std::vector<hlo::Literal> all(regions.size());
-                     for (size_t k = 0; k < fetched.size(); ++k) {
-                       all[fetched[k]] = (*values)[k];
-                     }
-                     for (size_t i = 0; i < all.size(); ++i) {
-                       if (all[i].shape().IsArray()) continue;
-                       for (const hlo::Literal& value : *values) {
-                         if (value.shape().dims() == regions[i].dims) {
-                           all[i] = value;  // A stand-in; not read.
-                           break;
-                         }
-                       }
-                     }
-                     shared->Set(hlo::AssembleGlobal(
-                         all, record->placement.sharding,
-                         record->placement.global_shape));
-                   });
-    });
+    // Runs through the outbox, with no lock held.
+    dispatcher_->WhenPlaced(
+        record->buffers, [this, record, shared,
+                          regions = *std::move(regions)](absl::Status placed) {
+          if (!placed.ok()) {
+            shared->Set(placed);
+            return;
+          }
+          // Only the primary replica of each tile travels.
+          std::vector<Future<hlo::Literal>> shards;
+          std::vector<int64_t> fetched;
+          for (size_t i = 0; i < regions.size(); ++i) {
+            if (!regions[i].primary) continue;
+            const auto& [host, buffer] = record->buffers->buffers[i];
+            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
+            shards.push_back(MapError(
+                worker == nullptr
+                    ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
+                          absl::StrCat("host ", host.value(), " is not alive")))
+                    : worker->FetchBuffer(buffer),
+                [this, host](const absl::Status& status) {
+                  return CallError(host, status);
+                }));
+            fetched.push_back(static_cast<int64_t>(i));
+          }
+          JoinFutures(std::move(shards))
+              .OnReady(
+                  *callbacks_,
+                  [record, shared, fetched, regions](
+                      const absl::StatusOr<std::vector<hlo::Literal>>& values) {
+                    if (!values.ok()) {
+                      shared->Set(values.status());
+                      return;
+                    }
+                    std::vector<hlo::Literal> all(regions.size());
+                    for (size_t k = 0; k < fetched.size(); ++k) {
+                      all[fetched[k]] = (*values)[k];
+                    }
+                    for (size_t i = 0; i < all.size(); ++i) {
+                      if (all[i].shape().IsArray()) continue;
+                      for (const hlo::Literal& value : *values) {
+                        if (value.shape().dims() == regions[i].dims) {
+                          all[i] = value;  // A stand-in; not read.
+                          break;
+                        }
+                      }
+                    }
+                    shared->Set(
+                        hlo::AssembleGlobal(all, record->placement.sharding,
+                                            record->placement.global_shape));
+                  });
+        });
   };
   RunOrDeferLocked(
       *session, [] { return false; }, std::move(run),
-      [shared](absl::Status status) { shared->Set(status); });
+      [this, shared](absl::Status status) {
+        ResolveLater(shared, absl::StatusOr<hlo::Literal>(status));
+      });
   return future;
 }
 
 void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
+  if (arrays.size() > options_.session_limits.max_handles_per_call) {
+    CW_LOG(WARNING) << "Delete of " << arrays.size()
+                    << " arrays in one call refused (at most "
+                    << options_.session_limits.max_handles_per_call << ")";
+    return;
+  }
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) return;
@@ -1134,6 +1000,7 @@ void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
       *session, [] { return false; },
       [this, session, arrays = std::move(arrays)]()
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            Dispatcher::Batch batch(*dispatcher_);
             for (ArrayHandle handle : arrays) {
               DeleteArrayLocked(*session, handle);
             }
@@ -1142,59 +1009,59 @@ void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
 }
 
 // ---------------------------------------------------------------------------
-// Dispatch.
-
-void Head::Batched(const std::function<void()>& body) {
-  {
-    absl::MutexLock lock(&dispatch_mu_);
-    if (open_depth_++ == 0) open_batch_ = &batch_storage_;
-  }
-  body();
-  absl::MutexLock lock(&dispatch_mu_);
-  if (--open_depth_ == 0) {
-    open_batch_ = nullptr;
-    batch_storage_.Send(live_workers_);
-  }
-}
-
-DispatchBatch& Head::BatchLocked(DispatchBatch* local) {
-  return open_batch_ != nullptr ? *open_batch_ : *local;
-}
-
-void Head::SendIfLocalLocked(DispatchBatch& batch, DispatchBatch* local) {
-  if (&batch == local) local->Send(live_workers_);
-}
+// Execute and Copy.
 
 void Head::Execute(SessionId session_id, transport::ExecuteOp op) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) return;
-  Batched([&] { EnqueueExecuteLocked(*session, std::move(op)); });
+  Dispatcher::Batch batch(*dispatcher_);
+  EnqueueExecuteLocked(*session, std::move(op));
 }
 
 void Head::Copy(SessionId session_id, transport::CopyOp op) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) return;
-  Batched([&] { EnqueueCopyLocked(*session, std::move(op)); });
+  Dispatcher::Batch batch(*dispatcher_);
+  EnqueueCopyLocked(*session, std::move(op));
 }
 
 void Head::Submit(SessionId session_id, transport::ProgramGraph graph) {
+  Outbox::Flush flush(outbox_);
+  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
   Session* session = FindSessionLocked(session_id);
   if (session == nullptr) return;
-  // All nodes at once: every launch released meanwhile joins one batch, so
-  // each worker gets one message for the whole graph.
-  Batched([&] {
+  if (graph.ops.size() > options_.session_limits.max_ops_per_graph) {
+    const absl::Status refused = absl::InvalidArgumentError(
+        absl::StrCat("a program graph of ", graph.ops.size(), " ops; at most ",
+                     options_.session_limits.max_ops_per_graph));
     for (auto& node : graph.ops) {
       if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
-        EnqueueExecuteLocked(*session, std::move(*execute));
+        arrays_.AddErrors(session_id, execute->outputs, refused);
       } else {
-        EnqueueCopyLocked(*session,
-                          std::move(std::get<transport::CopyOp>(node)));
+        arrays_.AddErrors(session_id,
+                          {std::get<transport::CopyOp>(node).destination},
+                          refused);
       }
     }
-  });
+    return;
+  }
+  // All nodes at once: every launch released meanwhile joins one batch, so
+  // each worker gets one message for the whole graph.
+  Dispatcher::Batch batch(*dispatcher_);
+  for (auto& node : graph.ops) {
+    if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
+      EnqueueExecuteLocked(*session, std::move(*execute));
+    } else {
+      EnqueueCopyLocked(*session, std::move(std::get<transport::CopyOp>(node)));
+    }
+  }
 }
 
 void Head::EnqueueExecuteLocked(Session& session, transport::ExecuteOp op) {
@@ -1206,13 +1073,11 @@ void Head::EnqueueExecuteLocked(Session& session, transport::ExecuteOp op) {
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
             return ExecutableBlockedLocked(*s, executable);
           },
-      [this, s, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        ExecuteLocked(*s, *shared);
-      },
-      [this, s, shared](absl::Status status)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            AddErrorArraysLocked(*s, shared->outputs, status);
-          });
+      [this, s, shared]()
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ExecuteLocked(*s, *shared); },
+      [this, s, shared](absl::Status status) {
+        arrays_.AddErrors(s->id, shared->outputs, status);
+      });
 }
 
 void Head::EnqueueCopyLocked(Session& session, transport::CopyOp op) {
@@ -1224,25 +1089,30 @@ void Head::EnqueueCopyLocked(Session& session, transport::CopyOp op) {
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
             return SliceBlockedLocked(*s, slice);
           },
-      [this, s, shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        CopyLocked(*s, *shared);
-      },
-      [this, s, shared](absl::Status status)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            AddErrorArraysLocked(*s, {shared->destination}, status);
-          });
+      [this, s, shared]()
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { CopyLocked(*s, *shared); },
+      [this, s, shared](absl::Status status) {
+        arrays_.AddErrors(s->id, {shared->destination}, status);
+      });
 }
 
 void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
-  if (absl::Status fresh = CheckNewHandlesLocked(session, op.outputs);
+  const SessionLimits& limits = options_.session_limits;
+  if (op.arguments.size() > limits.max_handles_per_call ||
+      op.outputs.size() > limits.max_handles_per_call) {
+    CW_LOG(WARNING) << "Execute in session '" << session.name
+                    << "' dropped: too many handles";
+    return;
+  }
+  if (absl::Status fresh = arrays_.CheckNewHandles(session.id, op.outputs);
       !fresh.ok()) {
     CW_LOG(WARNING) << "Execute in session '" << session.name
                     << "' dropped: " << fresh;
-    AddErrorArraysLocked(session, op.outputs, fresh);
+    arrays_.AddErrors(session.id, op.outputs, fresh);
     return;
   }
-  auto fail = [&](absl::Status status) {
-    AddErrorArraysLocked(session, op.outputs, status);
+  auto fail = [&](const absl::Status& status) {
+    arrays_.AddErrors(session.id, op.outputs, status);
   };
   auto executable_it = session.executables.find(op.executable);
   if (executable_it == session.executables.end()) {
@@ -1251,345 +1121,55 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
         " (not compiled in this session)")));
   }
   const Executable& executable = *executable_it->second;
-  const CompiledProgram& program = *executable.program;
-  const std::string& name = program.name;
+  const std::string& name = executable.bound.program->name;
   const SliceRecord& slice = *session.slices.at(executable.slice);
   if (slice.state != SliceRecord::State::kGranted) {
-    return fail(absl::UnavailableError(absl::StrCat(
-        "program '", name, "': its slice ", slice.handle.value(),
-        slice.state == SliceRecord::State::kBroken
-            ? " lost devices and waits for spares"
-            : " has no devices (released or refused)")));
+    return fail(absl::UnavailableError(
+        absl::StrCat("program '", name, "': its slice ", slice.handle.value(),
+                     slice.state == SliceRecord::State::kBroken
+                         ? " lost devices and waits for spares"
+                         : " has no devices (released or refused)")));
   }
-  const int64_t n = static_cast<int64_t>(slice.devices.size());
-  if (n != executable.num_devices) {
-    return fail(absl::FailedPreconditionError(absl::StrCat(
-        "program '", name, "' was compiled for ", executable.num_devices,
-        " devices but its slice now has ", n, "; compile it again")));
-  }
-  if (op.arguments.size() != program.parameter_shapes.size()) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "program '", name, "' takes ", program.parameter_shapes.size(),
-        " argument(s); Execute passed ", op.arguments.size())));
-  }
-  if (op.outputs.size() != program.output_shapes.size()) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "program '", name, "' has ", program.output_shapes.size(),
-        " output(s); Execute named ", op.outputs.size())));
-  }
-  // Outputs: the client's specs must describe what the program produces.
-  std::vector<ArrayPlacement> outputs;
-  for (size_t i = 0; i < op.outputs.size(); ++i) {
-    const transport::ArraySpec& spec = op.outputs[i];
-    // Built only for a message.
-    auto what = [&] {
-      return absl::StrCat("output ", i, " of program '", name, "'");
-    };
-    if (spec.slice != executable.slice) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          what(), ": its spec names slice ", spec.slice.value(),
-          " but the program runs on slice ", executable.slice.value())));
-    }
-    ArrayPlacement placement{spec.global_shape, spec.sharding, slice.devices};
-    absl::StatusOr<hlo::Shape> shard =
-        hlo::ShardShape(spec.sharding, spec.global_shape, n);
-    if (!shard.ok()) return fail(WithContext(shard.status(), what()));
-    if (!shard->Compatible(program.output_shapes[i])) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          what(), " is ", program.output_shapes[i].ToString(false),
-          " per device, but its spec (", spec.global_shape.ToString(false),
-          " sharded ", ShardingText(spec.sharding), ") gives ",
-          shard->ToString(false))));
-    }
-    ArrayPlacement expected{spec.global_shape,
-                            executable.output_shardings[i], slice.devices};
-    absl::StatusOr<bool> same = SamePlacement(placement, expected);
-    if (!same.ok()) return fail(WithContext(same.status(), what()));
-    if (!*same) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          what(), ": the spec's sharding ", ShardingText(spec.sharding),
-          " is not the program's output sharding ",
-          ShardingText(executable.output_shardings[i]))));
-    }
-    outputs.push_back(std::move(placement));
-  }
-  // Arguments: direct when already where and how the program wants them,
-  // otherwise staged by a transfer.
-  auto launch = std::make_shared<PreparedLaunch>();
-  launch->island = slice.island;
-  launch->session = session.id;
-  launch->program = name;
-  launch->session_name = session.name;
-  launch->devices = slice.devices;
-  std::vector<std::vector<LaunchInput>> inputs(n);
-  std::vector<std::vector<ReceiveSpec>> staging(n);
-  for (size_t a = 0; a < op.arguments.size(); ++a) {
-    // Built only for a message.
-    auto what = [&] {
-      return absl::StrCat("argument ", a, " of program '", name, "'");
-    };
-    absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
-        FindArrayLocked(session, op.arguments[a], what);
-    if (!found.ok()) return fail(found.status());
-    const ArrayRecord& record = **found;
-    const hlo::Shape& parameter = program.parameter_shapes[a];
-    ArrayPlacement wanted{record.placement.global_shape,
-                          executable.parameter_shardings[a], slice.devices};
-    absl::StatusOr<hlo::Shape> shard =
-        hlo::ShardShape(wanted.sharding, wanted.global_shape, n);
-    if (!shard.ok() || !shard->Compatible(parameter)) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat(what(), ": array ", op.arguments[a].value(), " is ",
-                       record.placement.global_shape.ToString(false),
-                       ", which the program's sharding ",
-                       ShardingText(wanted.sharding), " cuts into ",
-                       shard.ok() ? shard->ToString(false)
-                                  : std::string(shard.status().message()),
-                       " per device, but parameter ", a, " is ",
-                       parameter.ToString(false))));
-    }
-    absl::StatusOr<bool> same = SamePlacement(record.placement, wanted);
-    if (!same.ok()) return fail(WithContext(same.status(), what()));
-    launch->used.push_back(record.state);
-    if (*same) {
-      const std::string source =
-          absl::StrCat("array ", op.arguments[a].value(), " (",
-                       record.producer, ") on this device");
-      for (int64_t i = 0; i < n; ++i) {
-        inputs[i].push_back(
-            LaunchInput{BufferId{record.internal, i}, false, source});
-      }
-      continue;
-    }
-    const ArrayHandle staged = NewInternalHandle();
-    absl::StatusOr<TransferPlan> plan =
-        PlanTransfer(record.internal, record.placement, staged, wanted,
-                     *options_.topology, &next_transfer_id_);
-    if (!plan.ok()) return fail(WithContext(plan.status(), what()));
-    for (auto& [host, receive] : plan->receives) {
-      const int64_t i = receive.buffer.shard;
-      std::vector<std::string> origins;
-      for (const PieceOrigin& origin : receive.pieces) {
-        origins.push_back(absl::StrCat("device ", origin.device.value(),
-                                       " (host ", origin.host.value(), ")"));
-      }
-      inputs[i].push_back(LaunchInput{
-          BufferId{staged, i}, true,
-          absl::StrCat("transfer of array ", op.arguments[a].value(), " (",
-                       record.producer, ") from ",
-                       origins.empty() ? std::string("nowhere (padding)")
-                                       : absl::StrJoin(origins, ", "))});
-      staging[i].push_back(std::move(receive));
-    }
-    launch->source_sends.emplace_back(record.state, std::move(plan->sends));
-  }
-  // A launch holds its inputs and outputs at once: if they cannot fit in a
-  // device's memory even when it is otherwise empty, it could never run.
-  {
-    int64_t bytes = 0;
-    for (const hlo::Shape& shape : program.parameter_shapes) {
-      bytes += shape.ByteSize();
-    }
-    for (const hlo::Shape& shape : program.output_shapes) {
-      bytes += shape.ByteSize();
-    }
-    for (DeviceId device : slice.devices) {
-      const int64_t budget = options_.topology->device(device).memory_bytes;
-      if (bytes > budget) {
-        return fail(absl::ResourceExhaustedError(absl::StrCat(
-            "program '", name, "' needs ", bytes,
-            " bytes per device for its inputs and outputs, but device ",
-            device.value(), " has a memory budget of ", budget, " bytes")));
-      }
+  for (const transport::ArraySpec& spec : op.outputs) {
+    if (absl::Status shape = ValidateArrayShape(
+            spec.global_shape,
+            absl::StrCat("output array ", spec.handle.value()));
+        !shape.ok()) {
+      return fail(shape);
     }
   }
-  // Valid: the outputs exist from now on.
-  std::vector<std::shared_ptr<ArrayRecord>> output_records;
-  for (size_t k = 0; k < op.outputs.size(); ++k) {
-    output_records.push_back(AddArrayLocked(
-        session, op.outputs[k], outputs[k], absl::OkStatus(),
-        absl::StrCat("output ", k, " of '", name, "'")));
-    launch->outputs.push_back(output_records.back()->state);
-  }
-  std::vector<HostId> participant_hosts;
-  for (DeviceId device : slice.devices) {
-    launch->hosts.insert(options_.topology->HostOf(device));
-  }
-  participant_hosts.assign(launch->hosts.begin(), launch->hosts.end());
-  for (int64_t i = 0; i < n; ++i) {
-    LaunchOp launch_op;
-    launch_op.device = slice.devices[i];
-    launch_op.island = slice.island;
-    launch_op.program = program.id;
-    launch_op.program_name = name;
-    launch_op.session = session.id;
-    launch_op.session_name = session.name;
-    launch_op.partition = i;
-    launch_op.num_partitions = n;
-    launch_op.participant_hosts = participant_hosts;
-    launch_op.staging = std::move(staging[i]);
-    launch_op.inputs = std::move(inputs[i]);
-    for (size_t k = 0; k < op.outputs.size(); ++k) {
-      launch_op.outputs.push_back(LaunchOutput{
-          BufferId{output_records[k]->internal, i}, program.output_shapes[k]});
-    }
-    launch->ops.emplace_back(options_.topology->HostOf(slice.devices[i]),
-                             std::move(launch_op));
-  }
-  {
-    absl::MutexLock lock(&dispatch_mu_);
-    for (const auto& state : launch->used) ++state->pending_uses;
-  }
-  Launch scheduled;
-  scheduled.session = session.id;
-  scheduled.devices = slice.devices;
-  scheduled.release = [this, launch](uint64_t seq) {
-    ReleaseLaunch(launch, seq);
-  };
-  scheduled.on_drop = [this, launch](absl::Status) { DropLaunch(launch); };
-  absl::Status submitted = schedulers_[slice.island.value()]->Submit(
-      std::move(scheduled));
-  if (!submitted.ok()) {
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  PlanContext context{session.id,        session.name,   slice.island,
+                      slice.devices,     topology.get(), &arrays_,
+                      &next_transfer_id_};
+  absl::StatusOr<LaunchPlan> plan =
+      PlanExecute(context, executable.bound, executable.slice, op);
+  if (!plan.ok()) return fail(plan.status());
+  for (const auto& output : plan->outputs) arrays_.Add(output);
+  absl::Status scheduled = dispatcher_->Schedule(plan->launch);
+  if (!scheduled.ok()) {
     // Never sent: the outputs are errors without buffers.
-    for (const auto& record : output_records) {
-      record->error =
-          WithContext(submitted, absl::StrCat("program '", name, "'"));
+    for (const auto& output : plan->outputs) {
+      arrays_.Fail(session.id, output->handle, scheduled);
     }
-    DropLaunch(launch);
-    for (const auto& record : output_records) record->state = nullptr;
-  }
-}
-
-void Head::DropLaunch(const std::shared_ptr<PreparedLaunch>& launch) {
-  absl::MutexLock lock(&dispatch_mu_);
-  DispatchBatch local;
-  DispatchBatch& batch = BatchLocked(&local);
-  for (const auto& state : launch->used) {
-    --state->pending_uses;
-    if (state->deleted && state->released && state->pending_uses == 0 &&
-        !state->buffers_released) {
-      state->buffers_released = true;
-      for (const auto& [host, buffer] : state->buffers) {
-        batch.AddRelease(host, buffer);
-      }
-    }
-  }
-  for (const auto& state : launch->outputs) {
-    state->buffers_released = true;  // They were never created.
-    // Sends parked on an output that will never exist go out anyway: the
-    // source worker does not find the buffer and pushes that error, so the
-    // receivers waiting for them fail instead of holding memory forever.
-    state->released = true;
-    for (auto& [host, send] : state->pending_sends) {
-      batch.AddSend(host, std::move(send));
-    }
-    state->pending_sends.clear();
-    state->dropped = absl::CancelledError(absl::StrCat(
-        "program '", launch->program,
-        "' was never run (its session ended before its turn)"));
-    for (auto& callback : state->on_released) callback(state->dropped);
-    state->on_released.clear();
-  }
-  SendIfLocalLocked(batch, &local);
-}
-
-void Head::ReleaseLaunch(const std::shared_ptr<PreparedLaunch>& launch,
-                         uint64_t seq) {
-  std::set<DeviceId> running;
-  {
-    absl::MutexLock lock(&dispatch_mu_);
-    DispatchBatch local;
-    DispatchBatch& batch = BatchLocked(&local);
-    absl::Status abandoned;
-    for (HostId host : launch->hosts) {
-      if (dead_for_dispatch_.contains(host)) {
-        abandoned = absl::DataLossError(absl::StrCat(
-            "program '", launch->program, "' (seq ", seq,
-            ") needs host ", host.value(), ", which was lost"));
-        break;
-      }
-    }
-    for (auto& [host, op] : launch->ops) {
-      op.seq = seq;
-      op.abandoned = abandoned;
-      if (dead_for_dispatch_.contains(host)) continue;
-      running.insert(op.device);
-      batch.AddLaunch(host, std::move(op));
-    }
-    for (auto& [source, sends] : launch->source_sends) {
-      for (auto& [host, send] : sends) {
-        if (source->released) {
-          batch.AddSend(host, std::move(send));
-        } else {
-          source->pending_sends.emplace_back(host, std::move(send));
-        }
-      }
-    }
-    for (const auto& state : launch->outputs) {
-      state->released = true;
-      for (auto& [host, send] : state->pending_sends) {
-        batch.AddSend(host, std::move(send));
-      }
-      state->pending_sends.clear();
-      for (auto& callback : state->on_released) {
-        batch.AfterSend(
-            [callback = std::move(callback)] { callback(absl::OkStatus()); });
-      }
-      state->on_released.clear();
-    }
-    // Outputs deleted before they were sent, and inputs nothing else waits
-    // for, go back now (after the launch in the same message).
-    auto release_if_done = [&](ArrayState& state) {
-      if (!state.deleted || !state.released || state.pending_uses > 0 ||
-          state.buffers_released) {
-        return;
-      }
-      state.buffers_released = true;
-      for (const auto& [host, buffer] : state.buffers) {
-        batch.AddRelease(host, buffer);
-      }
-    };
-    for (const auto& state : launch->used) {
-      --state->pending_uses;
-      release_if_done(*state);
-    }
-    for (const auto& state : launch->outputs) release_if_done(*state);
-    if (!running.empty()) {
-      absl::MutexLock inflight_lock(&inflight_mu_);
-      inflight_[{launch->island, seq}] = running;
-    }
-    LaunchEvent event;
-    event.time = absl::Now();
-    event.island = launch->island;
-    event.seq = seq;
-    event.session = launch->session;
-    event.session_name = launch->session_name;
-    event.program = launch->program;
-    event.devices = launch->devices;
-    events_->LaunchDispatched(event);
-    SendIfLocalLocked(batch, &local);
-  }
-  if (running.empty()) {
-    const IslandId island = launch->island;
-    callbacks_->Execute([this, island, seq] { LaunchFinished(island, seq); });
   }
 }
 
 void Head::CopyLocked(Session& session, const transport::CopyOp& op) {
   const transport::ArraySpec& spec = op.destination;
-  if (absl::Status fresh = CheckNewHandlesLocked(session, {spec});
+  if (absl::Status fresh = arrays_.CheckNewHandles(session.id, {spec});
       !fresh.ok()) {
     CW_LOG(WARNING) << "Copy in session '" << session.name
                     << "' dropped: " << fresh;
     return;
   }
-  auto fail = [&](absl::Status status) {
-    AddErrorArraysLocked(session, {spec}, status);
+  auto fail = [&](const absl::Status& status) {
+    arrays_.AddErrors(session.id, {spec}, status);
   };
-  absl::StatusOr<std::shared_ptr<ArrayRecord>> found =
-      FindArrayLocked(session, op.source, [] { return std::string("Copy"); });
-  if (!found.ok()) return fail(found.status());
-  const ArrayRecord& source = **found;
+  if (absl::Status shape = ValidateArrayShape(spec.global_shape, "Copy");
+      !shape.ok()) {
+    return fail(shape);
+  }
   auto slice_it = session.slices.find(spec.slice);
   if (slice_it == session.slices.end()) {
     return fail(absl::NotFoundError(
@@ -1600,81 +1180,44 @@ void Head::CopyLocked(Session& session, const transport::CopyOp& op) {
     return fail(absl::UnavailableError(absl::StrCat(
         "Copy: slice ", spec.slice.value(), " has no devices now")));
   }
-  ArrayPlacement to{spec.global_shape, spec.sharding, slice.devices};
-  const ArrayHandle internal(next_internal_handle_);  // AddArrayLocked's.
-  absl::StatusOr<TransferPlan> plan =
-      PlanTransfer(source.internal, source.placement, internal, to,
-                   *options_.topology, &next_transfer_id_);
-  if (!plan.ok()) return fail(WithContext(plan.status(), "Copy"));
-  std::shared_ptr<ArrayRecord> record = AddArrayLocked(
-      session, spec, std::move(to), absl::OkStatus(),
-      absl::StrCat("copy of array ", op.source.value()));
-  CW_CHECK(record->internal == internal);
-  absl::MutexLock lock(&dispatch_mu_);
-  DispatchBatch local;
-  DispatchBatch& batch = BatchLocked(&local);
-  for (auto& [host, receive] : plan->receives) {
-    batch.AddReceive(host, std::move(receive));
-  }
-  for (auto& [host, send] : plan->sends) {
-    if (source.state->released) {
-      batch.AddSend(host, std::move(send));
-    } else {
-      source.state->pending_sends.emplace_back(host, std::move(send));
-    }
-  }
-  record->state->released = true;
-  SendIfLocalLocked(batch, &local);
-}
-
-void Head::LaunchFinished(IslandId island, uint64_t seq) {
-  absl::Status completed = schedulers_[island.value()]->OnLaunchComplete(seq);
-  if (!completed.ok()) {
-    CW_LOG(WARNING) << "launch complete: " << completed;
-  }
-}
-
-void Head::OnOpDone(const OpDone& done) {
-  bool finished = false;
-  {
-    absl::MutexLock lock(&inflight_mu_);
-    auto it = inflight_.find({done.island, done.seq});
-    if (it == inflight_.end()) return;
-    it->second.erase(done.device);
-    if (it->second.empty()) {
-      inflight_.erase(it);
-      finished = true;
-    }
-  }
-  if (finished) LaunchFinished(done.island, done.seq);
-}
-
-void Head::OnPushFailed(const transport::UndeliveredPiece& piece) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (dead_hosts_.contains(piece.source_host) ||
-        dead_hosts_.contains(piece.destination_host)) {
-      return;
-    }
-  }
-  ControlChannel* destination = nullptr;
-  {
-    absl::MutexLock lock(&dispatch_mu_);
-    const int64_t host = piece.destination_host.value();
-    if (host >= 0 && host < static_cast<int64_t>(live_workers_.size())) {
-      destination = live_workers_[host];
-    }
-  }
-  // Outside the locks: over a network this is a message to a worker.
-  if (destination != nullptr) destination->FailBuffers({piece});
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  PlanContext context{session.id,        session.name,   slice.island,
+                      slice.devices,     topology.get(), &arrays_,
+                      &next_transfer_id_};
+  absl::StatusOr<CopyPlan> plan = PlanCopy(context, op);
+  if (!plan.ok()) return fail(plan.status());
+  arrays_.Add(plan->destination);
+  dispatcher_->Transfer(std::move(plan->transfer), plan->source,
+                        plan->destination->buffers);
 }
 
 // ---------------------------------------------------------------------------
-// Failure.
+// Membership and failure.
+
+absl::StatusOr<HostAssignment> Head::RegisterHost(
+    const HostRegistration& registration) {
+  CW_ASSIGN_OR_RETURN(HostAssignment assignment,
+                      membership_.Register(registration));
+  events_->HostStateChanged(trace::HostEvent{
+      absl::Now(), assignment.host,
+      absl::StrCat("joining island ", assignment.island.value())});
+  return assignment;
+}
+
+absl::Status Head::ActivateHost(HostId host,
+                                std::shared_ptr<ControlChannel> channel) {
+  Outbox::Flush flush(outbox_);
+  CW_RETURN_IF_ERROR(membership_.Activate(host, std::move(channel)));
+  health_->WatchHost(host);
+  events_->HostStateChanged(trace::HostEvent{absl::Now(), host, "alive"});
+  // Its devices join the pool: queued and broken slices may be granted.
+  CW_RETURN_IF_ERROR(resources_->AddHost(membership_.topology(), host));
+  return absl::OkStatus();
+}
 
 bool Head::IsHostAlive(HostId host) const {
-  absl::MutexLock lock(&mu_);
-  return !dead_hosts_.contains(host);
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  return topology->HasHost(host) && topology->IsAlive(host);
 }
 
 absl::Status Head::AwaitHostDead(HostId host, absl::Time deadline) {
@@ -1683,272 +1226,130 @@ absl::Status Head::AwaitHostDead(HostId host, absl::Time deadline) {
     return handled_dead_hosts_.contains(host);
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&dead), deadline)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "host ", host.value(), " was not declared dead in time"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("host ", host.value(), " was not declared dead in time"));
   }
   return absl::OkStatus();
 }
 
 void Head::MarkHostDead(HostId host, const std::string& reason) {
-  if (!options_.topology->HasHost(host)) return;
+  Outbox::Flush flush(outbox_);
+  const HostState before = membership_.MarkDead(host);
+  if (before == HostState::kDead) return;  // Unknown, or dead already.
+  health_->ForgetHost(host);
   const absl::Status lost = absl::DataLossError(
       absl::StrCat("host ", host.value(), " was lost (", reason, ")"));
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  std::vector<std::shared_ptr<const ArrayRecord>> failed;
   {
+    // Serialized with the session service's planning.
     absl::MutexLock lock(&mu_);
-    if (!dead_hosts_.insert(host).second) return;
-    {
-      absl::MutexLock dispatch_lock(&dispatch_mu_);
-      dead_for_dispatch_.insert(host);
-      live_workers_[host.value()] = nullptr;
-    }
-    // Every array with a shard there is lost; its other shards go back.
-    for (auto& [id, session] : sessions_) {
-      for (auto& [handle, record] : session->arrays) {
-        if (!record->error.ok() || record->state == nullptr) continue;
-        int64_t shard = -1;
-        for (size_t i = 0; i < record->placement.devices.size(); ++i) {
-          if (options_.topology->HostOf(record->placement.devices[i]) ==
-              host) {
-            shard = static_cast<int64_t>(i);
-            break;
-          }
-        }
-        if (shard < 0) continue;
-        record->error = absl::DataLossError(absl::StrCat(
-            "array ", handle.value(), " lost shard ", shard, " on device ",
-            record->placement.devices[shard].value(), ": ", lost.message()));
-        absl::MutexLock dispatch_lock(&dispatch_mu_);
-        record->state->deleted = true;
-        DispatchBatch local;
-        DispatchBatch& batch = BatchLocked(&local);
-        MaybeReleaseBuffersLocked(*record, batch);
-        SendIfLocalLocked(batch, &local);
-      }
-    }
-    // Live workers fail what waits for the host: after anything already
-    // batched, so launches sent before the death are abandoned too.
-    absl::MutexLock dispatch_lock(&dispatch_mu_);
-    std::vector<ControlChannel*> live = live_workers_;
-    auto notify = [live, host, lost] {
-      for (ControlChannel* worker : live) {
-        if (worker != nullptr) worker->PeerLost(host, lost);
-      }
-    };
-    if (open_batch_ != nullptr) {
-      open_batch_->AfterSend(std::move(notify));
-    } else {
-      notify();
-    }
+    failed = arrays_.FailArraysOnHost(host, *topology, lost);
   }
-  events_->HostStateChanged(
-      HostEvent{absl::Now(), host, absl::StrCat("dead: ", reason)});
-  // Launches that were running there are done as far as the host goes.
-  std::vector<std::pair<IslandId, uint64_t>> finished;
   {
-    absl::MutexLock lock(&inflight_mu_);
-    for (auto it = inflight_.begin(); it != inflight_.end();) {
-      for (auto d = it->second.begin(); d != it->second.end();) {
-        d = options_.topology->HostOf(*d) == host ? it->second.erase(d)
-                                                  : std::next(d);
-      }
-      if (it->second.empty()) {
-        finished.push_back(it->first);
-        it = inflight_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    // Their shards on other hosts go back, one message per worker.
+    Dispatcher::Batch batch(*dispatcher_);
+    for (const auto& record : failed) dispatcher_->Delete(record->buffers);
   }
-  for (const auto& [island, seq] : finished) LaunchFinished(island, seq);
-  // Slices there move to spare devices (OnSliceEvent reloads executables).
-  absl::Status marked = resources_->MarkHostDead(host);
-  if (!marked.ok()) {
-    CW_LOG(WARNING) << "MarkHostDead: " << marked;
+  // Live workers fail what waits for the host; launches in flight stop
+  // waiting for it.
+  dispatcher_->HostLost(host, lost);
+  events_->HostStateChanged(
+      trace::HostEvent{absl::Now(), host, absl::StrCat("dead: ", reason)});
+  if (before == HostState::kAlive) {
+    // Slices there move to spare devices (OnSliceEvent reloads their
+    // executables).
+    absl::Status marked = resources_->MarkHostDead(host);
+    if (!marked.ok()) {
+      CW_LOG(WARNING) << "MarkHostDead: " << marked;
+    }
   }
   CW_LOG(WARNING) << lost.message();
   absl::MutexLock lock(&mu_);
   handled_dead_hosts_.insert(host);
 }
 
-void Head::CheckHealthNow() {
-  std::vector<HostId> hosts;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) return;
-    for (int64_t h = 0; h < options_.topology->num_hosts(); ++h) {
-      if (!dead_hosts_.contains(HostId(h))) hosts.push_back(HostId(h));
-    }
+void Head::CheckHealthNow() { health_->CheckNow(); }
+
+void Head::OnOpDone(const transport::OpDone& done) {
+  Outbox::Flush flush(outbox_);
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  if (!topology->HasDevice(done.device) ||
+      topology->HostOf(done.device) != done.host) {
+    CW_LOG(WARNING) << "OpDone from host " << done.host << " for device "
+                    << done.device << ", which is not its own: ignored";
+    return;
   }
-  std::vector<Future<>> beats;
-  for (HostId host : hosts) {
-    beats.push_back(options_.workers[host.value()]->Heartbeat());
-  }
-  const absl::Time deadline = absl::Now() + options_.heartbeat_timeout;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    absl::Status beat = beats[i].AwaitUntil(deadline);
-    if (!beat.ok()) {
-      MarkHostDead(hosts[i], absl::StrCat("missed its heartbeat deadline: ",
-                                          beat.message()));
-    }
-  }
+  dispatcher_->OnOpDone(done);
 }
 
-void Head::HealthLoop() {
-  while (true) {
-    {
-      absl::MutexLock lock(&health_mu_);
-      if (health_mu_.AwaitWithTimeout(absl::Condition(&health_stop_),
-                                      options_.heartbeat_interval)) {
-        return;
-      }
-    }
-    CheckHealthNow();
+void Head::OnPushFailed(const transport::UndeliveredPiece& piece) {
+  Outbox::Flush flush(outbox_);
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  for (HostId host : {piece.source_host, piece.destination_host}) {
+    // A dead host's failure handling covers its pieces.
+    if (!topology->HasHost(host) || !topology->IsAlive(host)) return;
   }
+  dispatcher_->AfterSent([membership = &membership_, piece] {
+    if (std::shared_ptr<ControlChannel> destination =
+            membership->Channel(piece.destination_host)) {
+      destination->FailBuffers({piece});
+    }
+  });
+}
+
+void Head::OnWorkerDisconnected(HostId host, absl::Status why) {
+  MarkHostDead(host, absl::StrCat("its connection broke: ", why.message()));
 }
 
 // ---------------------------------------------------------------------------
 // Status and trace.
 
 Future<transport::StatusReport> Head::GetStatus() {
-  std::vector<HostId> hosts;
+  Outbox::Flush flush(outbox_);
+  auto inputs = std::make_shared<StatusInputs>();
+  inputs->topology = membership_.topology();
   {
     absl::MutexLock lock(&mu_);
-    for (int64_t h = 0; h < options_.topology->num_hosts(); ++h) {
-      hosts.push_back(HostId(h));
+    for (const auto& [id, session] : sessions_) {
+      inputs->sessions.push_back(SessionSummary{
+          id, session->name, static_cast<int64_t>(session->slices.size()),
+          static_cast<int64_t>(session->executables.size()), arrays_.Count(id),
+          static_cast<int64_t>(session->deferred.size()), session->leased});
     }
   }
-  std::vector<Future<WorkerStatus>> reports;
-  for (HostId host : hosts) {
-    reports.push_back(IsHostAlive(host)
-                          ? options_.workers[host.value()]->GetStatus()
-                          : MakeErrorFuture<WorkerStatus>(absl::DataLossError(
-                                absl::StrCat("host ", host.value(),
-                                             " is dead"))));
+  inputs->resources = resources_->DebugString();
+  inputs->scheduling = dispatcher_->DebugString();
+  // Asked after everything already sent, so that the view includes it.
+  std::vector<std::pair<HostId, Future<WorkerStatus>>> reports;
+  for (const auto& [host, channel] : membership_.LiveChannels()) {
+    auto [promise, report] = MakePromise<WorkerStatus>();
+    reports.emplace_back(host, std::move(report));
+    dispatcher_->AfterSent([membership = &membership_, host = host,
+                            promise = std::move(promise)]() mutable {
+      std::shared_ptr<ControlChannel> worker = membership->Channel(host);
+      if (worker == nullptr) {
+        promise.Set(absl::UnavailableError("it died meanwhile"));
+        return;
+      }
+      worker->GetStatus().OnReady(
+          InlineExecutor::Instance(),
+          [promise = std::move(promise)](
+              const absl::StatusOr<WorkerStatus>& status) mutable {
+            promise.Set(status);
+          });
+    });
   }
   auto [promise, future] = MakePromise<transport::StatusReport>();
-  auto shared =
-      std::make_shared<Promise<transport::StatusReport>>(std::move(promise));
-  callbacks_->Execute([this, reports = std::move(reports), shared] {
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    std::vector<absl::StatusOr<WorkerStatus>> results;
-    for (const Future<WorkerStatus>& report : reports) {
-      results.push_back(report.AwaitUntil(deadline));
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  status_pool_->Execute([inputs, reports = std::move(reports), deadline,
+                         promise = std::move(promise)]() mutable {
+    for (const auto& [host, report] : reports) {
+      inputs->workers.emplace(host, report.AwaitUntil(deadline));
     }
-    shared->Set(BuildStatus(results));
+    promise.Set(BuildStatusReport(*inputs));
   });
   return future;
-}
-
-transport::StatusReport Head::BuildStatus(
-    const std::vector<absl::StatusOr<WorkerStatus>>& workers) {
-  std::string text;
-  std::string json = "{\"hosts\":[";
-  auto op_text = [](const OpStatus& op) {
-    std::string line = absl::StrCat("'", op.program, "' seq ", op.seq,
-                                    " partition ", op.partition, " [",
-                                    op.session, "]");
-    if (op.waiting_for_memory) absl::StrAppend(&line, " waits for memory");
-    if (!op.waiting_for.empty()) {
-      absl::StrAppend(&line, " waits for ",
-                      absl::StrJoin(op.waiting_for, "; "));
-    }
-    return line;
-  };
-  auto op_json = [](const OpStatus& op) {
-    std::vector<std::string> waits;
-    for (const std::string& wait : op.waiting_for) {
-      waits.push_back(JsonString(wait));
-    }
-    return absl::StrCat(
-        "{\"program\":", JsonString(op.program), ",\"seq\":", op.seq,
-        ",\"island\":", op.island.value(), ",\"partition\":", op.partition,
-        ",\"session\":", JsonString(op.session), ",\"waiting_for\":[",
-        absl::StrJoin(waits, ","), "],\"waiting_for_memory\":",
-        op.waiting_for_memory ? "true" : "false", "}");
-  };
-  for (size_t h = 0; h < workers.size(); ++h) {
-    const HostId host(static_cast<int64_t>(h));
-    if (h > 0) json += ",";
-    absl::StrAppend(&json, "{\"host\":", h, ",\"island\":",
-                    options_.topology->IslandOfHost(host).value(),
-                    ",\"alive\":", workers[h].ok() ? "true" : "false");
-    if (!workers[h].ok()) {
-      absl::StrAppend(&text, "host ", h, ": ", workers[h].status().message(),
-                      "\n");
-      absl::StrAppend(&json, ",\"error\":",
-                      JsonString(workers[h].status().message()), "}");
-      continue;
-    }
-    const WorkerStatus& worker = *workers[h];
-    absl::StrAppend(&text, "host ", h, " (island ",
-                    options_.topology->IslandOfHost(host).value(), ")\n");
-    json += ",\"devices\":[";
-    for (size_t d = 0; d < worker.devices.size(); ++d) {
-      const DeviceStatus& device = worker.devices[d];
-      absl::StrAppend(&text, "  device ", device.device.value(), ": ",
-                      device.running.has_value()
-                          ? absl::StrCat("running ", op_text(*device.running))
-                          : std::string("idle"),
-                      "; ", device.queued.size(), " queued, ",
-                      device.ops_completed, " done; memory ",
-                      device.memory.used_bytes, "/",
-                      device.memory.budget_bytes, " bytes",
-                      device.memory.num_waiting > 0
-                          ? absl::StrCat(", ", device.memory.num_waiting,
-                                         " waiting reservation(s)")
-                          : std::string(),
-                      "\n");
-      for (const OpStatus& op : device.queued) {
-        absl::StrAppend(&text, "    queued ", op_text(op), "\n");
-      }
-      if (d > 0) json += ",";
-      std::vector<std::string> queued;
-      for (const OpStatus& op : device.queued) queued.push_back(op_json(op));
-      absl::StrAppend(
-          &json, "{\"device\":", device.device.value(), ",\"running\":",
-          device.running.has_value() ? op_json(*device.running) : "null",
-          ",\"queued\":[", absl::StrJoin(queued, ","),
-          "],\"ops_completed\":", device.ops_completed,
-          ",\"memory\":{\"budget_bytes\":", device.memory.budget_bytes,
-          ",\"used_bytes\":", device.memory.used_bytes,
-          ",\"waiting_bytes\":", device.memory.waiting_bytes,
-          ",\"num_waiting\":", device.memory.num_waiting, "}}");
-    }
-    json += "],\"pending_receives\":[";
-    std::vector<std::string> receives;
-    for (const std::string& receive : worker.pending_receives) {
-      absl::StrAppend(&text, "  receive ", receive, "\n");
-      receives.push_back(JsonString(receive));
-    }
-    absl::StrAppend(&json, absl::StrJoin(receives, ","), "]}");
-  }
-  json += "],\"sessions\":[";
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<std::string> sessions;
-    for (const auto& [id, session] : sessions_) {
-      absl::StrAppend(&text, "session ", id.value(), " '", session->name,
-                      "': ", session->slices.size(), " slices, ",
-                      session->executables.size(), " executables, ",
-                      session->arrays.size(), " arrays",
-                      session->deferred.empty()
-                          ? std::string()
-                          : absl::StrCat(", ", session->deferred.size(),
-                                         " ops waiting for a slice"),
-                      "\n");
-      sessions.push_back(absl::StrCat(
-          "{\"session\":", id.value(), ",\"name\":",
-          JsonString(session->name), ",\"slices\":", session->slices.size(),
-          ",\"executables\":", session->executables.size(),
-          ",\"arrays\":", session->arrays.size(),
-          ",\"deferred\":", session->deferred.size(), "}"));
-    }
-    absl::StrAppend(&json, absl::StrJoin(sessions, ","), "]");
-  }
-  const std::string resources = resources_->DebugString();
-  absl::StrAppend(&text, resources);
-  absl::StrAppend(&json, ",\"resources\":", JsonString(resources), "}");
-  return transport::StatusReport{std::move(text), std::move(json)};
 }
 
 Future<std::string> Head::GetTrace() {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/status.h"
 
 namespace causeway::head {
 
@@ -94,9 +95,18 @@ const char* SliceEventKindName(SliceEvent::Kind kind) {
 
 ResourceManager::ResourceManager(std::shared_ptr<const Topology> topology,
                                  Options options)
-    : topology_(std::move(topology)), options_(options) {
+    : options_(options), topology_(std::move(topology)) {
   CW_CHECK(topology_ != nullptr);
+  absl::MutexLock lock(&mu_);
   devices_.resize(topology_->num_devices());
+  for (int64_t d = 0; d < topology_->num_devices(); ++d) {
+    devices_[d].healthy = topology_->IsAlive(topology_->HostOf(DeviceId(d)));
+  }
+}
+
+std::shared_ptr<const Topology> ResourceManager::topology() const {
+  absl::MutexLock lock(&mu_);
+  return topology_;
 }
 
 ResourceManager::~ResourceManager() {
@@ -148,6 +158,21 @@ absl::Status ResourceManager::ValidateRequest(
           "requested device count"));
     }
   }
+  if (request.num_devices > Topology::kMaxDevices) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a slice of ", request.num_devices,
+                     " devices can never be granted: a cluster has at most ",
+                     Topology::kMaxDevices));
+  }
+  if (request.island.has_value() &&
+      (request.island->value() < 0 ||
+       request.island->value() >= Topology::kMaxIslands)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "island ", request.island->value(), " does not exist: islands are "
+        "numbered 0..", Topology::kMaxIslands - 1));
+  }
+  // Hosts that join later may make it fit.
+  if (options_.wait_for_hosts) return absl::OkStatus();
   if (request.island.has_value()) {
     if (absl::Status status = topology_->ValidateIsland(*request.island);
         !status.ok()) {
@@ -319,8 +344,9 @@ void ResourceManager::ServeQueueLocked(Notifications& out) {
       for (int64_t i = 0; i < num_islands; ++i)
         candidates.push_back(IslandId(i));
     }
-    std::erase_if(candidates,
-                  [&](IslandId island) { return blocked[island.value()]; });
+    std::erase_if(candidates, [&](IslandId island) {
+      return !topology_->HasIsland(island) || blocked[island.value()];
+    });
     if (candidates.empty()) {
       ++it;
       continue;
@@ -606,25 +632,87 @@ void ResourceManager::MarkDeadLocked(const std::vector<DeviceId>& devices,
   }
 }
 
-void ResourceManager::MarkAliveLocked(const std::vector<DeviceId>& devices,
-                                      Notifications& out) {
-  bool any = false;
-  for (DeviceId device : devices) {
-    DeviceState& state = devices_[device.value()];
-    if (state.healthy) continue;
-    state = DeviceState{};
-    any = true;
+bool ResourceManager::TryRegrowLocked(Slice& slice, Notifications& out) {
+  const int64_t size = static_cast<int64_t>(slice.devices.size());
+  const std::vector<int64_t> wanted_mesh =
+      slice.request.mesh_shape.empty()
+          ? std::vector<int64_t>{slice.request.num_devices}
+          : slice.request.mesh_shape;
+  int64_t row = 1;
+  for (size_t a = 1; a < wanted_mesh.size(); ++a) row *= wanted_mesh[a];
+  const bool shared = slice.request.shared;
+  const int64_t free = CountEligibleLocked(slice.island, shared);
+  const int64_t new_size =
+      std::min(slice.request.num_devices, (size + free) / row * row);
+  if (new_size <= size) return false;
+  std::optional<Placement> spares =
+      ChoosePlacementLocked(slice.island, new_size - size, shared);
+  if (!spares.has_value()) return false;
+  std::vector<DeviceId> old_devices = slice.devices;
+  // Survivors keep their virtual positions; the new devices come after.
+  for (DeviceId device : spares->devices) {
+    AcquireLocked(slice, device);
+    slice.devices.push_back(device);
   }
-  if (any) ServeQueueLocked(out);
+  slice.held.assign(slice.devices.size(), true);
+  slice.mesh_shape = wanted_mesh;
+  slice.mesh_shape[0] = new_size / row;
+  ++slice.generation;
+  out.push_back(Notification(EventOf(slice, SliceEvent::Kind::kRemapped,
+                                     std::move(old_devices), slice.devices)));
+  return true;
 }
 
-absl::Status ResourceManager::MarkDeviceDead(DeviceId device) {
-  if (absl::Status status = topology_->ValidateDevice(device); !status.ok()) {
-    return status;
+absl::Status ResourceManager::AddHost(
+    std::shared_ptr<const Topology> topology, HostId host) {
+  if (topology == nullptr || !topology->HasHost(host) ||
+      !topology->IsAlive(host)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host ", host.value(), " is not alive in the snapshot"));
   }
   Notifications out;
   {
     absl::MutexLock lock(&mu_);
+    // Joins may be reported out of order: the newest snapshot wins.
+    if (topology->version() > topology_->version()) {
+      topology_ = std::move(topology);
+    }
+    if (!topology_->HasHost(host) || !topology_->IsAlive(host)) {
+      return absl::OkStatus();  // It died meanwhile.
+    }
+    // Devices of hosts still joining are not in the pool yet.
+    DeviceState joining;
+    joining.healthy = false;
+    devices_.resize(topology_->num_devices(), joining);
+    for (DeviceId device : topology_->DevicesOfHost(host)) {
+      devices_[device.value()] = DeviceState{};
+    }
+    // Slices of its island that shrank grow back first, by priority.
+    const IslandId island = topology_->IslandOfHost(host);
+    std::vector<Slice*> shrunk;
+    for (auto& [id, slice] : slices_) {
+      if (slice.state == SliceState::kGranted && slice.island == island &&
+          static_cast<int64_t>(slice.devices.size()) <
+              slice.request.num_devices) {
+        shrunk.push_back(&slice);
+      }
+    }
+    std::sort(shrunk.begin(), shrunk.end(), [](Slice* a, Slice* b) {
+      return std::make_pair(-a->request.priority, a->id) <
+             std::make_pair(-b->request.priority, b->id);
+    });
+    for (Slice* slice : shrunk) TryRegrowLocked(*slice, out);
+    ServeQueueLocked(out);
+  }
+  Deliver(std::move(out));
+  return absl::OkStatus();
+}
+
+absl::Status ResourceManager::MarkDeviceDead(DeviceId device) {
+  Notifications out;
+  {
+    absl::MutexLock lock(&mu_);
+    CW_RETURN_IF_ERROR(topology_->ValidateDevice(device));
     MarkDeadLocked({device}, out);
   }
   Deliver(std::move(out));
@@ -632,42 +720,12 @@ absl::Status ResourceManager::MarkDeviceDead(DeviceId device) {
 }
 
 absl::Status ResourceManager::MarkHostDead(HostId host) {
-  if (absl::Status status = topology_->ValidateHost(host); !status.ok()) {
-    return status;
-  }
-  absl::Span<const DeviceId> devices = topology_->DevicesOfHost(host);
   Notifications out;
   {
     absl::MutexLock lock(&mu_);
+    CW_RETURN_IF_ERROR(topology_->ValidateHost(host));
+    absl::Span<const DeviceId> devices = topology_->DevicesOfHost(host);
     MarkDeadLocked(std::vector<DeviceId>(devices.begin(), devices.end()), out);
-  }
-  Deliver(std::move(out));
-  return absl::OkStatus();
-}
-
-absl::Status ResourceManager::MarkDeviceAlive(DeviceId device) {
-  if (absl::Status status = topology_->ValidateDevice(device); !status.ok()) {
-    return status;
-  }
-  Notifications out;
-  {
-    absl::MutexLock lock(&mu_);
-    MarkAliveLocked({device}, out);
-  }
-  Deliver(std::move(out));
-  return absl::OkStatus();
-}
-
-absl::Status ResourceManager::MarkHostAlive(HostId host) {
-  if (absl::Status status = topology_->ValidateHost(host); !status.ok()) {
-    return status;
-  }
-  absl::Span<const DeviceId> devices = topology_->DevicesOfHost(host);
-  Notifications out;
-  {
-    absl::MutexLock lock(&mu_);
-    MarkAliveLocked(std::vector<DeviceId>(devices.begin(), devices.end()),
-                    out);
   }
   Deliver(std::move(out));
   return absl::OkStatus();
@@ -857,8 +915,8 @@ std::vector<SliceInfo> ResourceManager::ListSlices() const {
 
 std::vector<DeviceId> ResourceManager::FreeDevices(IslandId island) const {
   std::vector<DeviceId> out;
-  if (!topology_->HasIsland(island)) return out;
   absl::MutexLock lock(&mu_);
+  if (!topology_->HasIsland(island)) return out;
   for (DeviceId device : topology_->DevicesOfIsland(island)) {
     if (EligibleLocked(device, /*shared=*/false)) out.push_back(device);
   }

@@ -1,17 +1,23 @@
 // The resource manager: grants virtual slices (n devices in one island) on
-// the physical devices of a Topology, queues what does not fit, and remaps
-// slices around failed devices. See docs/resource_manager.md.
+// the physical devices of the cluster, queues what does not fit, remaps
+// slices around failed devices and onto hosts that join. See
+// docs/resource_manager.md.
 //
 // A slice moves through
 //
 //   queued --grant--> granted --device lost--> granted (remapped, generation+1)
 //      |                 |  \                  broken  (waits, first in line)
 //      |                 |   `--------------------'  --devices free--> granted
+//      |                 `--shrunk (allow_smaller)--> granted, smaller
+//      |                                  --a host joins--> granted, regrown
 //      `--cancel/release-+--release-----------------> gone
 //
+// * Hosts join at any time (AddHost: their devices join the pool); a dead
+//   host's devices never come back.
 // * RequestSlice returns at once with the slice's id and a Future that
 //   resolves when the slice is granted (at once if it fits, later if it
-//   queues), or with an error: ResourceExhausted if it can never fit,
+//   queues), or with an error: ResourceExhausted if it can never fit (no
+//   island is, or may become, big enough: see Options::wait_for_hosts),
 //   Cancelled if it was cancelled, released, its session ended or the manager
 //   was destroyed. The id is usable before the grant: an executable can be
 //   compiled for a queued slice and loaded when the future resolves ("compile
@@ -132,8 +138,13 @@ class ResourceManager {
   struct Options {
     // Requests waiting at once; more are refused with ResourceExhausted.
     int64_t max_queued_requests = 10000;
+    // A request for more devices than any island has now, or for an island
+    // no host has joined yet, waits for hosts to join instead of being
+    // refused (a cluster whose workers connect after its clients).
+    bool wait_for_hosts = false;
   };
 
+  // Every alive host of `topology` is in the pool.
   explicit ResourceManager(std::shared_ptr<const transport::Topology> topology)
       : ResourceManager(std::move(topology), Options()) {}
   ResourceManager(std::shared_ptr<const transport::Topology> topology,
@@ -144,7 +155,9 @@ class ResourceManager {
   ResourceManager(const ResourceManager&) = delete;
   ResourceManager& operator=(const ResourceManager&) = delete;
 
-  const transport::Topology& topology() const { return *topology_; }
+  // The snapshot it works on (the last AddHost's).
+  std::shared_ptr<const transport::Topology> topology() const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Grants at once if the slice fits (and no earlier request waits for the
   // same islands), else queues it. Devices are chosen on as few hosts as
@@ -174,10 +187,14 @@ class ResourceManager {
   absl::Status MarkDeviceDead(DeviceId device);
   absl::Status MarkHostDead(HostId host);
 
-  // Recovery: the devices rejoin the pool (free) and queued requests and
-  // broken slices that now fit are granted.
-  absl::Status MarkDeviceAlive(DeviceId device);
-  absl::Status MarkHostAlive(HostId host);
+  // A host joined: `topology` is a snapshot that has it alive (the manager
+  // keeps the newest it has seen). Its devices join the pool, free; then
+  // slices of its island that shrank regrow (by whole rows, up to the size
+  // they asked for), broken slices are repaired and queued requests
+  // granted. InvalidArgument for a host not alive in `topology`; nothing
+  // happens if it is dead in a newer snapshot the manager has.
+  absl::Status AddHost(std::shared_ptr<const transport::Topology> topology,
+                       HostId host);
 
   // Moves a granted (or broken) slice. With `devices`: exactly that mapping
   // (same count as now, one island, healthy, not held by other slices as
@@ -203,7 +220,7 @@ class ResourceManager {
 
  private:
   struct DeviceState {
-    bool healthy = true;
+    bool healthy = true;   // In the pool: its host joined and has not died.
     SliceId exclusive;     // Invalid (-1) when none.
     int64_t shared_users = 0;
   };
@@ -230,7 +247,8 @@ class ResourceManager {
   };
   using Notifications = std::vector<Notification>;
 
-  absl::Status ValidateRequest(const SliceRequest& request) const;
+  absl::Status ValidateRequest(const SliceRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Device bookkeeping.
   bool EligibleLocked(DeviceId device, bool shared) const
@@ -272,7 +290,8 @@ class ResourceManager {
 
   void MarkDeadLocked(const std::vector<DeviceId>& devices, Notifications& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkAliveLocked(const std::vector<DeviceId>& devices, Notifications& out)
+  // A shrunk slice takes free devices back, by whole rows.
+  bool TryRegrowLocked(Slice& slice, Notifications& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a slice in any state; a queued one's future gets `cancelled`.
   void EndSliceLocked(Slice& slice, const absl::Status& cancelled,
@@ -288,10 +307,10 @@ class ResourceManager {
   // thread is delivering already. Call without holding mu_.
   void Deliver(Notifications notifications) ABSL_LOCKS_EXCLUDED(mu_);
 
-  const std::shared_ptr<const transport::Topology> topology_;
   const Options options_;
 
   mutable absl::Mutex mu_;
+  std::shared_ptr<const transport::Topology> topology_ ABSL_GUARDED_BY(mu_);
   std::vector<DeviceState> devices_ ABSL_GUARDED_BY(mu_);
   std::map<SliceId, Slice> slices_ ABSL_GUARDED_BY(mu_);  // By id.
   // Broken slices (class 0) before requests (class 1); by priority, FIFO.

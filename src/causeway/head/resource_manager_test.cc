@@ -58,6 +58,19 @@ class ResourceManagerTest : public ::testing::Test {
     return grant.ok() ? *grant : SliceGrant{};
   }
 
+  // A host of `devices` devices joins `island`; returns its id.
+  HostId Join(int64_t island, int64_t devices) {
+    std::shared_ptr<const Topology> now = manager_->topology();
+    Topology next =
+        *now->WithHost(IslandId(island), HostSpec{devices, "cpu", 1024},
+                       absl::StrCat("w", now->num_hosts()), "");
+    const HostId host(next.num_hosts() - 1);
+    absl::Status added = manager_->AddHost(
+        std::make_shared<const Topology>(next.WithHostAlive(host)), host);
+    EXPECT_TRUE(added.ok()) << added;
+    return host;
+  }
+
   std::vector<SliceEvent> Events() {
     absl::MutexLock lock(&mu_);
     return events_;
@@ -387,17 +400,63 @@ TEST_F(ResourceManagerTest, HigherPrioritySlicesGetTheSparesFirst) {
   EXPECT_EQ(manager_->GetSlice(low.id)->state, SliceState::kBroken);
 }
 
-TEST_F(ResourceManagerTest, RevivedDeviceRepairsABrokenSlice) {
+TEST_F(ResourceManagerTest, AJoiningHostRepairsABrokenSlice) {
   Build(Topology::Uniform(1, 1, 2, 1024));
   SliceGrant grant = Grant(Request(2));
   ASSERT_TRUE(manager_->MarkDeviceDead(DeviceId(1)).ok());
   ASSERT_EQ(manager_->GetSlice(grant.id)->state, SliceState::kBroken);
   EXPECT_TRUE(manager_->MarkDeviceDead(DeviceId(1)).ok());  // No change.
-  ASSERT_TRUE(manager_->MarkDeviceAlive(DeviceId(1)).ok());
+  Join(0, 1);
   absl::StatusOr<SliceInfo> info = manager_->GetSlice(grant.id);
   EXPECT_EQ(info->state, SliceState::kGranted);
-  EXPECT_EQ(info->devices, Ids({0, 1}));
+  EXPECT_EQ(info->devices, Ids({0, 2}));
   EXPECT_EQ(LastEvent().kind, Kind::kRemapped);
+}
+
+TEST_F(ResourceManagerTest, AJoiningHostGrantsAQueuedRequest) {
+  Build(Topology::Uniform(2, 1, 2, 1024));
+  Grant(Request(2));
+  SliceRequest wanted = Request(2, 2);
+  wanted.island = IslandId(0);
+  SliceTicket queued = manager_->RequestSlice(wanted);
+  ASSERT_FALSE(queued.grant.IsReady());
+  Join(1, 2);  // Another island: no help.
+  EXPECT_FALSE(queued.grant.IsReady());
+  const HostId host = Join(0, 2);
+  ASSERT_TRUE(queued.grant.IsReady());
+  EXPECT_EQ(queued.grant.Await()->devices, Ids({6, 7}));
+  EXPECT_EQ(manager_->topology()->HostOf(DeviceId(6)), host);
+}
+
+TEST_F(ResourceManagerTest, AJoiningHostRegrowsASliceThatShrankByWholeRows) {
+  Build(Topology::Uniform(1, 2, 2, 1024));
+  SliceRequest request = Request(4);
+  request.mesh_shape = {2, 2};
+  request.allow_smaller = true;
+  SliceGrant grant = Grant(request);
+  ASSERT_TRUE(manager_->MarkHostDead(HostId(1)).ok());
+  ASSERT_THAT(manager_->GetSlice(grant.id)->mesh_shape, ElementsAre(1, 2));
+  Join(0, 1);  // Not a whole row yet.
+  EXPECT_THAT(manager_->GetSlice(grant.id)->mesh_shape, ElementsAre(1, 2));
+  Join(0, 1);
+  absl::StatusOr<SliceInfo> info = manager_->GetSlice(grant.id);
+  EXPECT_THAT(info->mesh_shape, ElementsAre(2, 2));
+  EXPECT_EQ(info->devices, Ids({0, 1, 4, 5}));
+  EXPECT_EQ(info->generation, 3u);
+  EXPECT_EQ(LastEvent().kind, Kind::kRemapped);
+}
+
+TEST_F(ResourceManagerTest, WithWaitForHostsATooLargeRequestQueues) {
+  Build(Topology::Uniform(1, 1, 1, 1024), {.wait_for_hosts = true});
+  SliceRequest far = Request(2);
+  far.island = IslandId(3);
+  SliceTicket queued = manager_->RequestSlice(far);
+  ASSERT_FALSE(queued.grant.IsReady());
+  Join(3, 1);
+  EXPECT_FALSE(queued.grant.IsReady());
+  Join(3, 1);
+  ASSERT_TRUE(queued.grant.IsReady());
+  EXPECT_EQ(queued.grant.Await()->island, IslandId(3));
 }
 
 TEST_F(ResourceManagerTest, SliceThatAllowsItShrinksAlongItsFirstMeshAxis) {
@@ -443,7 +502,7 @@ TEST_F(ResourceManagerTest, MarkDeadRejectsUnknownIds) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(manager_->MarkHostDead(HostId(1)).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(manager_->MarkHostAlive(HostId(-1)).code(),
+  EXPECT_EQ(manager_->AddHost(manager_->topology(), HostId(-1)).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -484,11 +543,12 @@ TEST_F(ResourceManagerTest, RemapWithoutDevicesCompactsASlice) {
   SliceGrant grant = Grant(Request(2));
   ASSERT_TRUE(manager_->MarkDeviceDead(DeviceId(1)).ok());
   ASSERT_EQ(manager_->GetSlice(grant.id)->devices, Ids({0, 2}));
-  ASSERT_TRUE(manager_->MarkDeviceAlive(DeviceId(1)).ok());
+  Join(0, 2);
+  ASSERT_TRUE(manager_->MarkDeviceDead(DeviceId(3)).ok());
   absl::StatusOr<SliceGrant> compacted =
       manager_->Remap(grant.id, std::nullopt);
   ASSERT_TRUE(compacted.ok()) << compacted.status();
-  EXPECT_EQ(compacted->devices, Ids({0, 1}));
+  EXPECT_EQ(compacted->devices, Ids({4, 5}));
   EXPECT_EQ(compacted->generation, 3u);
   // Already compact: no change, no new generation.
   EXPECT_EQ(manager_->Remap(grant.id, std::nullopt)->generation, 3u);

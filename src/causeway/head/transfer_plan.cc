@@ -1,4 +1,4 @@
-#include "causeway/head/dispatcher.h"
+#include "causeway/head/transfer_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -11,12 +11,10 @@
 namespace causeway::head {
 
 using transport::Box;
-using transport::ControlChannel;
 using transport::PieceOrigin;
 using transport::ReceiveSpec;
 using transport::SendSpec;
 using transport::Topology;
-using transport::WorkerBatch;
 
 namespace {
 
@@ -193,22 +191,6 @@ absl::StatusOr<TransferPlan> PlanTransfer(ArrayHandle source,
     for (auto& send : sends) plan.sends.push_back(std::move(send));
   }
   return plan;
-}
-
-void DispatchBatch::Send(const std::vector<ControlChannel*>& workers) {
-  std::map<HostId, WorkerBatch> batches;
-  batches.swap(batches_);
-  std::vector<std::function<void()>> after_send;
-  after_send.swap(after_send_);
-  for (auto& [host, batch] : batches) {
-    if (host.value() < 0 ||
-        host.value() >= static_cast<int64_t>(workers.size())) {
-      continue;
-    }
-    ControlChannel* worker = workers[host.value()];
-    if (worker != nullptr) worker->Dispatch(std::move(batch));
-  }
-  for (auto& callback : after_send) callback();
 }
 
 }  // namespace causeway::head

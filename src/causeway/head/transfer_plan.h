@@ -1,6 +1,5 @@
-// The dispatcher's planning and batching: how an array on one device list
-// and sharding reaches another (transfer plans), and how the messages of
-// one dispatch are gathered into ONE message per worker.
+// Transfer planning: how an array on one device list and sharding reaches
+// another.
 //
 // Transfer plans (DESIGN "Move and reshard"): for each destination shard,
 // the overlapping boxes of the source shards. Each box is one piece: the
@@ -10,13 +9,11 @@
 // device, else on its host, else the first. Padding of an uneven
 // destination shard is zero-filled by the receiver.
 //
-// Pure logic except DispatchBatch::Send, which hands messages to control
-// channels. Not thread-safe (the head serializes dispatch).
-#ifndef CAUSEWAY_HEAD_DISPATCHER_H_
-#define CAUSEWAY_HEAD_DISPATCHER_H_
+// Pure functions.
+#ifndef CAUSEWAY_HEAD_TRANSFER_PLAN_H_
+#define CAUSEWAY_HEAD_TRANSFER_PLAN_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -68,39 +65,6 @@ absl::StatusOr<TransferPlan> PlanTransfer(ArrayHandle source,
                                           const transport::Topology& topology,
                                           uint64_t* next_transfer_id);
 
-// The messages of one dispatch, per worker, and what to do once they are
-// sent. Workers handle a batch's receives, then launches, then sends, then
-// releases, so adding them in any order keeps that order.
-class DispatchBatch {
- public:
-  void AddReceive(HostId host, transport::ReceiveSpec receive) {
-    batches_[host].receives.push_back(std::move(receive));
-  }
-  void AddLaunch(HostId host, transport::LaunchOp launch) {
-    batches_[host].launches.push_back(std::move(launch));
-  }
-  void AddSend(HostId host, transport::SendSpec send) {
-    batches_[host].sends.push_back(std::move(send));
-  }
-  void AddRelease(HostId host, transport::DeviceBuffer buffer) {
-    batches_[host].releases.push_back(buffer);
-  }
-  // Runs after every message was handed over.
-  void AfterSend(std::function<void()> callback) {
-    after_send_.push_back(std::move(callback));
-  }
-  bool empty() const { return batches_.empty() && after_send_.empty(); }
-
-  // One Dispatch per worker (`workers[host]`; null entries are skipped: a
-  // lost host), then the AfterSend callbacks in order. Leaves the batch
-  // empty.
-  void Send(const std::vector<transport::ControlChannel*>& workers);
-
- private:
-  std::map<HostId, transport::WorkerBatch> batches_;
-  std::vector<std::function<void()>> after_send_;
-};
-
 }  // namespace causeway::head
 
-#endif  // CAUSEWAY_HEAD_DISPATCHER_H_
+#endif  // CAUSEWAY_HEAD_TRANSFER_PLAN_H_

@@ -1,4 +1,4 @@
-#include "causeway/head/dispatcher.h"
+#include "causeway/head/transfer_plan.h"
 
 #include <set>
 #include <vector>

@@ -105,6 +105,9 @@ struct LaunchOp {
   DeviceId device;
   IslandId island;
   uint64_t seq = 0;  // Gang sequence number on `island`.
+  // The island's membership epoch when the launch was released: its
+  // collectives across processes use the communicator of that epoch.
+  uint64_t membership_epoch = 0;
   ProgramId program;
   std::string program_name;
   SessionId session;
@@ -272,8 +275,11 @@ struct OpDone {
   absl::Status status;
 };
 
-// Worker→head notices. The in-process implementation is the head itself.
-// Called on device and data-plane threads; must not block on device work.
+// Worker→head notices: the head implements it; the server side of every
+// control channel calls it. Called on device, data-plane and transport
+// threads; must not block on device work. Every notice names the host it
+// comes from, which the transport knows (a network one from the connection
+// it arrived on, never from the message).
 class WorkerListener {
  public:
   virtual ~WorkerListener() = default;
@@ -282,6 +288,10 @@ class WorkerListener {
   // destination (FailBuffers on the destination's channel), unless a host
   // of it is dead already (its failure handling covers the piece).
   virtual void OnPushFailed(const UndeliveredPiece& piece) = 0;
+  // The transport's connection to `host` is gone for good (its stream
+  // broke, its process was killed): the host is dead at once. A call that
+  // merely failed is not this.
+  virtual void OnWorkerDisconnected(HostId host, absl::Status why) = 0;
 };
 
 }  // namespace causeway::transport

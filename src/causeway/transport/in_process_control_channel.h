@@ -3,9 +3,12 @@
 #ifndef CAUSEWAY_TRANSPORT_IN_PROCESS_CONTROL_CHANNEL_H_
 #define CAUSEWAY_TRANSPORT_IN_PROCESS_CONTROL_CHANNEL_H_
 
-#include <utility>
+#include <atomic>
+#include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "causeway/transport/control_channel.h"
 
 namespace causeway::transport {
@@ -15,42 +18,37 @@ namespace causeway::transport {
 class InProcessControlChannel final : public ControlChannel {
  public:
   explicit InProcessControlChannel(WorkerService* worker) : worker_(worker) {}
+  // Futures of calls lost to Sever fail with Cancelled now.
+  ~InProcessControlChannel() override = default;
 
-  Future<> LoadProgram(LoadProgramRequest request) override {
-    return worker_->LoadProgram(std::move(request));
-  }
-  void UnloadProgram(ProgramId program) override {
-    worker_->UnloadProgram(program);
-  }
-  void Dispatch(WorkerBatch batch) override {
-    worker_->Dispatch(std::move(batch));
-  }
-  Future<> PutBuffer(PutBufferRequest request) override {
-    return worker_->PutBuffer(std::move(request));
-  }
-  Future<> AwaitBuffers(std::vector<DeviceBuffer> buffers) override {
-    return worker_->AwaitBuffers(std::move(buffers));
-  }
-  Future<hlo::Literal> FetchBuffer(DeviceBuffer buffer) override {
-    return worker_->FetchBuffer(buffer);
-  }
-  void ReleaseBuffers(std::vector<DeviceBuffer> buffers) override {
-    worker_->ReleaseBuffers(std::move(buffers));
-  }
-  void PeerLost(HostId host, absl::Status status) override {
-    worker_->PeerLost(host, std::move(status));
-  }
-  void FailBuffers(std::vector<UndeliveredPiece> pieces) override {
-    worker_->FailBuffers(std::move(pieces));
-  }
-  void CancelSession(SessionId session, absl::Status status) override {
-    worker_->CancelSession(session, std::move(status));
-  }
-  Future<> Heartbeat() override { return worker_->Heartbeat(); }
-  Future<WorkerStatus> GetStatus() override { return worker_->GetStatus(); }
+  // Simulates a link that went down, or a worker process that hangs: from
+  // now on every call is lost, and its future never resolves until the
+  // channel is destroyed. The worker itself is not told.
+  void Sever();
+
+  Future<> LoadProgram(LoadProgramRequest request) override;
+  void UnloadProgram(ProgramId program) override;
+  void Dispatch(WorkerBatch batch) override;
+  Future<> PutBuffer(PutBufferRequest request) override;
+  Future<> AwaitBuffers(std::vector<DeviceBuffer> buffers) override;
+  Future<hlo::Literal> FetchBuffer(DeviceBuffer buffer) override;
+  void ReleaseBuffers(std::vector<DeviceBuffer> buffers) override;
+  void PeerLost(HostId host, absl::Status status) override;
+  void FailBuffers(std::vector<UndeliveredPiece> pieces) override;
+  void CancelSession(SessionId session, absl::Status status) override;
+  Future<> Heartbeat() override;
+  Future<WorkerStatus> GetStatus() override;
 
  private:
+  bool severed() const { return severed_.load(std::memory_order_acquire); }
+  // A future that resolves when the channel is destroyed.
+  template <typename T>
+  Future<T> Lost();
+
   WorkerService* const worker_;
+  std::atomic<bool> severed_{false};
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<void>> lost_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace causeway::transport

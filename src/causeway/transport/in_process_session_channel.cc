@@ -30,7 +30,8 @@ Future<SessionId> InProcessSessionChannel::OpenSession(
         "this channel already has an open session; open another channel "
         "for another session"));
   }
-  absl::StatusOr<SessionId> opened = head_->OpenSession(request);
+  absl::StatusOr<SessionId> opened =
+      head_->OpenSession(request, SessionLease::kHeld);
   if (!opened.ok()) return MakeErrorFuture<SessionId>(opened.status());
   session_ = *opened;
   return MakeReadyFuture(*session_);

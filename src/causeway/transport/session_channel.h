@@ -160,13 +160,28 @@ class SessionChannel {
 // of every session channel (in-process, gRPC) adapts it, having opened the
 // session first. Calls naming a session that is not open fail with
 // FailedPrecondition (the fire-and-forget ones are dropped). Thread-safe.
+// How a session stays open.
+enum class SessionLease {
+  // The transport holds it open: it ends only by CloseSession (the
+  // in-process channel, whose client lives in the head's process).
+  kHeld,
+  // It expires when silent for the head's lease (HeadOptions): every call
+  // on it, and Touch, renews it. A client that is killed or disconnects
+  // without closing loses its devices, arrays and executables then.
+  kLeased,
+};
+
 class SessionService {
  public:
   virtual ~SessionService() = default;
 
+  // InvalidArgument for a bad request, ResourceExhausted when the head
+  // has as many sessions as it allows, Unavailable once it shuts down.
   virtual absl::StatusOr<SessionId> OpenSession(
-      const OpenSessionRequest& request) = 0;
+      const OpenSessionRequest& request, SessionLease lease) = 0;
   virtual Future<> CloseSession(SessionId session) = 0;
+  // The client is there (a keepalive): renews a leased session's lease.
+  virtual void Touch(SessionId session) = 0;
   virtual Future<SliceInfo> RequestSlice(SessionId session,
                                          SliceRequest request) = 0;
   virtual Future<SliceInfo> GetSlice(SessionId session, SliceHandle slice) = 0;

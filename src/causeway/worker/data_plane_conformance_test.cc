@@ -110,6 +110,7 @@ class NullListener : public WorkerListener {
  public:
   void OnOpDone(const transport::OpDone&) override {}
   void OnPushFailed(const UndeliveredPiece&) override {}
+  void OnWorkerDisconnected(HostId, absl::Status) override {}
 };
 
 template <typename Harness>

@@ -77,6 +77,7 @@ class RecordingListener : public WorkerListener {
     absl::MutexLock lock(&mu_);
     done_.push_back(done);
   }
+  void OnWorkerDisconnected(HostId, absl::Status) override {}
   std::vector<OpDone> done() {
     absl::MutexLock lock(&mu_);
     return done_;

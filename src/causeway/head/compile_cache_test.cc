@@ -1,0 +1,107 @@
+#include "causeway/head/compile_cache.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::head {
+namespace {
+
+using ::testing::HasSubstr;
+
+// y = x * 2 on f32[4] shards of an array tiled over `partitions` devices.
+std::string Doubler(int64_t partitions, const std::string& name = "double") {
+  const std::string sharding =
+      partitions == 1
+          ? "{replicated}"
+          : absl::StrCat("{devices=[", partitions, "]<=[", partitions, "]}");
+  return absl::StrCat("HloModule ", name, ", num_partitions=", partitions,
+                      "\n\n", "ENTRY %main (x: f32[4]) -> f32[4] {\n",
+                      "  %x = f32[4]{0} parameter(0), sharding=", sharding,
+                      "\n", "  %c = f32[] constant(2)\n",
+                      "  %cb = f32[4]{0} broadcast(%c), dimensions={}\n",
+                      "  ROOT %y = f32[4]{0} multiply(%x, %cb), sharding=",
+                      sharding, "\n", "}\n");
+}
+
+TEST(CompileCacheTest, TheSameTextGivesTheSameProgramWhileItIsInUse) {
+  CompileCache cache;
+  auto first = cache.GetOrCompile(Doubler(2));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = cache.GetOrCompile(Doubler(2));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->get(), second->get());
+  EXPECT_EQ((*first)->name, "double");
+  EXPECT_EQ((*first)->num_partitions, 2);
+  EXPECT_EQ(cache.size(), 1);
+}
+
+TEST(CompileCacheTest, EveryProgramGetsItsOwnId) {
+  CompileCache cache;
+  auto a = cache.GetOrCompile(Doubler(2, "a"));
+  auto b = cache.GetOrCompile(Doubler(2, "b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->id, (*b)->id);
+}
+
+TEST(CompileCacheTest, AProgramNoOneUsesIsForgottenAndCompiledAnew) {
+  CompileCache cache;
+  transport::ProgramId old_id;
+  {
+    auto program = cache.GetOrCompile(Doubler(1));
+    ASSERT_TRUE(program.ok());
+    old_id = (*program)->id;
+  }
+  EXPECT_EQ(cache.size(), 0);
+  auto again = cache.GetOrCompile(Doubler(1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE((*again)->id, old_id);
+}
+
+TEST(CompileCacheTest, AMalformedProgramIsRefusedWithItsLine) {
+  CompileCache cache;
+  auto program = cache.GetOrCompile(
+      "HloModule m\n\nENTRY %main () -> f32[] {\n  ROOT %y = f32[] "
+      "bogus()\n}\n");
+  ASSERT_FALSE(program.ok());
+  EXPECT_THAT(program.status().message(), HasSubstr("4:"));
+  EXPECT_EQ(cache.size(), 0);
+}
+
+TEST(CompileCacheTest, BindingKeepsThePartitionedProgramsShardings) {
+  CompileCache cache;
+  auto program = cache.GetOrCompile(Doubler(2));
+  ASSERT_TRUE(program.ok());
+  absl::StatusOr<BoundProgram> bound = BindProgram(*program, 2);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_EQ(bound->parameter_shardings[0].kind, hlo::Sharding::Kind::kTiled);
+  EXPECT_EQ(bound->output_shardings[0].kind, hlo::Sharding::Kind::kTiled);
+}
+
+TEST(CompileCacheTest, AOnePartitionProgramRunsReplicatedOnAnyDeviceCount) {
+  CompileCache cache;
+  auto program = cache.GetOrCompile(Doubler(1));
+  ASSERT_TRUE(program.ok());
+  absl::StatusOr<BoundProgram> bound = BindProgram(*program, 3);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_EQ(bound->num_devices, 3);
+  EXPECT_EQ(bound->parameter_shardings[0].kind,
+            hlo::Sharding::Kind::kReplicated);
+}
+
+TEST(CompileCacheTest, BindingToTheWrongDeviceCountSaysBoth) {
+  CompileCache cache;
+  auto program = cache.GetOrCompile(Doubler(2));
+  ASSERT_TRUE(program.ok());
+  absl::StatusOr<BoundProgram> bound = BindProgram(*program, 4);
+  ASSERT_FALSE(bound.ok());
+  EXPECT_EQ(bound.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bound.status().message(),
+              HasSubstr("compiled for 2 partition(s) but its slice has 4"));
+}
+
+}  // namespace
+}  // namespace causeway::head
