@@ -327,7 +327,7 @@ void Dispatcher::ReleaseLaunch(PreparedLaunch& launch, uint64_t seq) {
     const uint64_t epoch = topology->epoch(launch.island);
     for (auto& [host, op] : launch.ops) {
       op.seq = seq;
-      op.membership_epoch = epoch;
+      op.epoch = epoch;
       op.abandoned = abandoned;
       if (!topology->IsAlive(host)) continue;
       running.insert(op.device);
@@ -354,7 +354,9 @@ void Dispatcher::ReleaseLaunch(PreparedLaunch& launch, uint64_t seq) {
     }
     if (!running.empty()) {
       absl::MutexLock inflight_lock(&inflight_mu_);
-      inflight_[{launch.island, seq}] = running;
+      inflight_[{launch.island, seq}] =
+          LaunchInFlight{running, epoch, launch.hosts.size() > 1, false};
+      ++epochs_[{launch.island, epoch}];
     } else {
       // Nothing will report back: the window slot is free at once (after
       // this release returns, through the outbox).
@@ -380,16 +382,76 @@ void Dispatcher::LaunchFinished(IslandId island, uint64_t seq) {
   }
 }
 
+void Dispatcher::EraseInFlightLocked(InFlightMap::iterator it) {
+  --epochs_[{it->first.first, it->second.epoch}];
+  inflight_.erase(it);
+}
+
 void Dispatcher::OnOpDone(const transport::OpDone& done) {
+  std::optional<uint64_t> failed_epoch;
+  bool finished = false;
   {
     absl::MutexLock lock(&inflight_mu_);
     auto it = inflight_.find({done.island, done.seq});
-    if (it == inflight_.end()) return;
-    it->second.erase(done.device);
-    if (!it->second.empty()) return;
-    inflight_.erase(it);
+    if (it == inflight_.end() || !it->second.running.contains(done.device)) {
+      return;
+    }
+    LaunchInFlight& launch = it->second;
+    if (!done.status.ok() && launch.across_hosts && !launch.failed) {
+      launch.failed = true;
+      failed_epoch = launch.epoch;
+    }
+    launch.running.erase(done.device);
+    if (launch.running.empty()) {
+      EraseInFlightLocked(it);
+      finished = true;
+    }
   }
-  LaunchFinished(done.island, done.seq);
+  if (failed_epoch.has_value() &&
+      membership_->topology()->epoch(done.island) == *failed_epoch) {
+    // Its collectives may have closed the epoch's communicators: launches
+    // released from now on use new ones.
+    membership_->BumpEpoch(done.island);
+    MembershipChanged();
+  }
+  if (finished) {
+    LaunchFinished(done.island, done.seq);
+    RetireEpochs();
+  }
+}
+
+void Dispatcher::MembershipChanged() {
+  AfterSent([membership = membership_] {
+    const transport::MembershipUpdate update =
+        MembershipUpdateOf(*membership->topology());
+    for (const auto& [host, channel] : membership->LiveChannels()) {
+      channel->UpdateMembership(update);
+    }
+  });
+  RetireEpochs();
+}
+
+void Dispatcher::RetireEpochs() {
+  if (!options_.epoch_retired) return;
+  const std::shared_ptr<const Topology> topology = membership_->topology();
+  std::vector<std::pair<IslandId, uint64_t>> retired;
+  {
+    absl::MutexLock lock(&inflight_mu_);
+    for (auto it = epochs_.begin(); it != epochs_.end();) {
+      const auto& [island, epoch] = it->first;
+      if (it->second > 0 || epoch >= topology->epoch(island)) {
+        ++it;
+        continue;
+      }
+      retired.push_back(it->first);
+      it = epochs_.erase(it);
+    }
+  }
+  for (const auto& [island, epoch] : retired) {
+    outbox_->Post([this, island = island, epoch = epoch] {
+      options_.epoch_retired(island, epoch);
+    });
+  }
 }
 
 void Dispatcher::HostLost(HostId host, const absl::Status& lost) {
@@ -400,12 +462,12 @@ void Dispatcher::HostLost(HostId host, const absl::Status& lost) {
   {
     absl::MutexLock lock(&inflight_mu_);
     for (auto it = inflight_.begin(); it != inflight_.end();) {
-      std::erase_if(it->second, [&](DeviceId device) {
+      std::erase_if(it->second.running, [&](DeviceId device) {
         return topology->HostOf(device) == host;
       });
-      if (it->second.empty()) {
+      if (it->second.running.empty()) {
         finished.push_back(it->first);
-        it = inflight_.erase(it);
+        EraseInFlightLocked(it++);
       } else {
         ++it;
       }

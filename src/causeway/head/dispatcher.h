@@ -20,6 +20,7 @@
 #define CAUSEWAY_HEAD_DISPATCHER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -93,6 +94,11 @@ class Dispatcher {
     // holds back more (its fair-share order then decides).
     int64_t max_inflight_launches_per_island = 64;
     trace::EventSink* events = nullptr;  // Required; not owned.
+    // Called once for every (island, epoch) that had launches, when the
+    // island has moved to a later epoch and no launch of that epoch is in
+    // flight any more (what the collectives keep for that epoch can go).
+    // Through the outbox, no lock held. Optional.
+    std::function<void(IslandId island, uint64_t epoch)> epoch_retired;
   };
 
   // `membership` says where each host is; `outbox` carries everything
@@ -156,8 +162,16 @@ class Dispatcher {
   // needs them.
   void Delete(std::shared_ptr<ArrayBuffers> array) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A device finished (or abandoned) its op of a launch.
+  // A device finished (or abandoned) its op of a launch. The first failure
+  // of a launch across several hosts moves its island to a new epoch (the
+  // communicators of the failed one may be closed), unless a later epoch
+  // came already.
   void OnOpDone(const transport::OpDone& done) ABSL_LOCKS_EXCLUDED(mu_);
+  // The membership changed (a host joined or died, an epoch moved): every
+  // alive worker is told (UpdateMembership, with the newest snapshot when
+  // the message leaves), after everything produced so far; epochs no launch
+  // needs any more are retired.
+  void MembershipChanged() ABSL_LOCKS_EXCLUDED(mu_, inflight_mu_);
   // `host` died (Membership says so already): launches in flight stop
   // waiting for its devices, and every alive worker hears PeerLost(host,
   // lost) after everything already produced, so launches on their way are
@@ -174,6 +188,13 @@ class Dispatcher {
   std::string DebugString() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct LaunchInFlight {
+    std::set<DeviceId> running;  // Devices still running it.
+    uint64_t epoch = 0;
+    bool across_hosts = false;
+    bool failed = false;  // A device reported an error.
+  };
+
   // The messages of one dispatch, per worker, and what runs after them.
   // Workers handle a batch's receives, then launches, then sends, then
   // releases, so adding them in any order keeps that order.
@@ -209,6 +230,11 @@ class Dispatcher {
       ABSL_LOCKS_EXCLUDED(mu_);
   void LaunchFinished(IslandId island, uint64_t seq)
       ABSL_LOCKS_EXCLUDED(mu_, inflight_mu_);
+  using InFlightMap = std::map<std::pair<IslandId, uint64_t>, LaunchInFlight>;
+  // The launch is no longer in flight.
+  void EraseInFlightLocked(InFlightMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(inflight_mu_);
+  void RetireEpochs() ABSL_LOCKS_EXCLUDED(inflight_mu_);
 
   const Options options_;
   Membership* const membership_;
@@ -223,10 +249,12 @@ class Dispatcher {
   std::map<IslandId, std::unique_ptr<IslandScheduler>> schedulers_
       ABSL_GUARDED_BY(mu_);
 
-  // Launches sent and not finished on every device: (island, seq) -> the
-  // devices still running it.
+  // Launches sent and not finished on every device, by (island, seq).
   mutable absl::Mutex inflight_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::map<std::pair<IslandId, uint64_t>, std::set<DeviceId>> inflight_
+  InFlightMap inflight_ ABSL_GUARDED_BY(inflight_mu_);
+  // Launches in flight per (island, epoch); an entry stays (at zero) until
+  // the epoch is retired.
+  std::map<std::pair<IslandId, uint64_t>, int64_t> epochs_
       ABSL_GUARDED_BY(inflight_mu_);
 };
 

@@ -30,7 +30,11 @@ class DispatcherTest : public ::testing::Test {
     dispatcher_.reset();
     dispatcher_ = std::make_unique<Dispatcher>(
         Dispatcher::Options{.max_inflight_launches_per_island = max_inflight,
-                            .events = &trace::NullEventSink()},
+                            .events = &trace::NullEventSink(),
+                            .epoch_retired =
+                                [this](IslandId island, uint64_t epoch) {
+                                  retired_.push_back(epoch);
+                                }},
         &membership_, &outbox_);
     if (!hosts_.empty()) return;
     for (int h = 0; h < 2; ++h) {
@@ -86,21 +90,24 @@ class DispatcherTest : public ::testing::Test {
     return seqs;
   }
 
-  void Done(uint64_t seq, std::vector<int64_t> devices) {
+  void Done(uint64_t seq, std::vector<int64_t> devices,
+            absl::Status status = absl::OkStatus()) {
     for (int64_t d : devices) {
       const DeviceId device(d);
       dispatcher_->OnOpDone(
           transport::OpDone{membership_.topology()->HostOf(device), device,
-                            IslandId(0), seq, absl::OkStatus()});
+                            IslandId(0), seq, status});
     }
     outbox_.Drain();
   }
+  uint64_t Epoch() { return membership_.topology()->epoch(IslandId(0)); }
 
   Outbox outbox_;
   Membership membership_;
   std::vector<std::shared_ptr<FakeControlChannel>> hosts_;
   std::unique_ptr<Dispatcher> dispatcher_;
   uint64_t next_array_ = 1;
+  std::vector<uint64_t> retired_;  // Drained on the test's thread.
 };
 
 TEST_F(DispatcherTest, NothingLeavesUntilTheOutboxIsDrained) {
@@ -115,7 +122,7 @@ TEST_F(DispatcherTest, NothingLeavesUntilTheOutboxIsDrained) {
 TEST_F(DispatcherTest, EveryLaunchCarriesItsIslandsMembershipEpoch) {
   ASSERT_TRUE(dispatcher_->Schedule(Launch({0})).ok());
   outbox_.Drain();
-  EXPECT_EQ(hosts_[0]->batches()[0].launches[0].membership_epoch,
+  EXPECT_EQ(hosts_[0]->batches()[0].launches[0].epoch,
             membership_.topology()->epoch(IslandId(0)));
 }
 
@@ -243,6 +250,45 @@ TEST_F(DispatcherTest, AnEndedSessionsQueuedLaunchesFailTheirWaiters) {
   EXPECT_EQ(heard.code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(heard.message(), HasSubstr("was never run"));
   EXPECT_THAT(hosts_[0]->calls(), ElementsAre("Dispatch", "CancelSession 2"));
+}
+
+TEST_F(DispatcherTest, AFailedLaunchAcrossHostsMovesItsIslandToANewEpoch) {
+  const uint64_t before = Epoch();
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 2})).ok());
+  outbox_.Drain();
+  Done(0, {0}, absl::InternalError("boom"));
+  EXPECT_EQ(Epoch(), before + 1);
+  Done(0, {2}, absl::CancelledError("its peer failed"));
+  EXPECT_EQ(Epoch(), before + 1);  // Once per failed launch.
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({1, 3})).ok());
+  outbox_.Drain();
+  EXPECT_EQ(hosts_[1]->batches().back().launches[0].epoch, before + 1);
+  ASSERT_FALSE(hosts_[1]->memberships().empty());
+  EXPECT_EQ(hosts_[1]->memberships().back().island_epochs[0], before + 1);
+}
+
+TEST_F(DispatcherTest, AFailedLaunchOnOneHostKeepsTheEpoch) {
+  const uint64_t before = Epoch();
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 1})).ok());
+  outbox_.Drain();
+  Done(0, {0, 1}, absl::InternalError("boom"));
+  EXPECT_EQ(Epoch(), before);
+}
+
+TEST_F(DispatcherTest, AnEpochIsRetiredOnceNoLaunchOfItIsInFlight) {
+  const uint64_t old = Epoch();
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 2})).ok());
+  outbox_.Drain();
+  membership_.BumpEpoch(IslandId(0));
+  dispatcher_->MembershipChanged();
+  outbox_.Drain();
+  EXPECT_TRUE(retired_.empty());  // Its launch still runs.
+  Done(0, {0, 2});
+  EXPECT_THAT(retired_, ElementsAre(old));
+  membership_.BumpEpoch(IslandId(0));
+  dispatcher_->MembershipChanged();
+  outbox_.Drain();
+  EXPECT_THAT(retired_, ElementsAre(old));  // No launch used the next one.
 }
 
 TEST_F(DispatcherTest, AChannelMayCallBackIntoTheDispatcherWhileItSends) {

@@ -177,7 +177,8 @@ Head::Head(HeadOptions options)
   dispatcher_ = std::make_unique<Dispatcher>(
       Dispatcher::Options{.max_inflight_launches_per_island =
                               options_.max_inflight_launches_per_island,
-                          .events = events_},
+                          .events = events_,
+                          .epoch_retired = options_.epoch_retired},
       &membership_, &outbox_);
   callbacks_ = std::make_unique<ThreadPool>("head-cb", 2);
   status_pool_ = std::make_unique<ThreadPool>("head-status", 1);
@@ -1210,6 +1211,8 @@ absl::Status Head::ActivateHost(HostId host,
   CW_RETURN_IF_ERROR(membership_.Activate(host, std::move(channel)));
   health_->WatchHost(host);
   events_->HostStateChanged(trace::HostEvent{absl::Now(), host, "alive"});
+  // Every alive worker, this one included, learns the new membership.
+  dispatcher_->MembershipChanged();
   // Its devices join the pool: queued and broken slices may be granted.
   CW_RETURN_IF_ERROR(resources_->AddHost(membership_.topology(), host));
   return absl::OkStatus();
@@ -1254,6 +1257,7 @@ void Head::MarkHostDead(HostId host, const std::string& reason) {
   // Live workers fail what waits for the host; launches in flight stop
   // waiting for it.
   dispatcher_->HostLost(host, lost);
+  dispatcher_->MembershipChanged();
   events_->HostStateChanged(
       trace::HostEvent{absl::Now(), host, absl::StrCat("dead: ", reason)});
   if (before == HostState::kAlive) {
@@ -1300,6 +1304,31 @@ void Head::OnPushFailed(const transport::UndeliveredPiece& piece) {
 
 void Head::OnWorkerDisconnected(HostId host, absl::Status why) {
   MarkHostDead(host, absl::StrCat("its connection broke: ", why.message()));
+}
+
+void Head::OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
+                         absl::Duration clock_offset) {
+  constexpr size_t kMaxEventsPerBatch = size_t{1} << 16;
+  if (!membership_.topology()->HasHost(host)) return;
+  if (clock_offset > absl::Hours(24) || clock_offset < -absl::Hours(24)) {
+    CW_LOG(WARNING) << "trace events of host " << host
+                    << " with a clock offset of "
+                    << absl::FormatDuration(clock_offset) << ": dropped";
+    return;
+  }
+  if (events.size() > kMaxEventsPerBatch) events.resize(kMaxEventsPerBatch);
+  // A worker reports only its own devices' events.
+  std::erase_if(events, [host](const trace::EventRecord& record) {
+    if (const auto* op = std::get_if<trace::OpEvent>(&record.event)) {
+      return op->host != host;
+    }
+    if (const auto* wait = std::get_if<trace::WaitEvent>(&record.event)) {
+      return wait->host != host;
+    }
+    const auto& transfer = std::get<trace::TransferEvent>(record.event);
+    return transfer.source_host != host && transfer.destination_host != host;
+  });
+  trace::Replay(events, clock_offset, *events_);
 }
 
 // ---------------------------------------------------------------------------

@@ -86,6 +86,9 @@ struct HeadOptions {
   // Slice requests too big for the hosts there are now wait for hosts to
   // join instead of failing (ResourceManager::Options::wait_for_hosts).
   bool slices_wait_for_hosts = false;
+  // Called once per (island, epoch) that is over: the island moved on and
+  // no launch of that epoch is in flight (Dispatcher::Options). Optional.
+  std::function<void(IslandId island, uint64_t epoch)> epoch_retired;
   Membership::Limits host_limits;
   SessionLimits session_limits;
 };
@@ -161,6 +164,11 @@ class Head final : public transport::SessionService,
   // the destination host is dead (their failure handling covers it).
   void OnPushFailed(const transport::UndeliveredPiece& piece) override;
   void OnWorkerDisconnected(HostId host, absl::Status why) override;
+  // Replayed into HeadOptions::events, shifted by `clock_offset`; at most
+  // 2^16 per batch, only the host's own devices' events, and an offset of
+  // more than a day is refused.
+  void OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
+                     absl::Duration clock_offset) override;
 
   // Stops the health checker and refuses new sessions with Unavailable.
   // Idempotent.

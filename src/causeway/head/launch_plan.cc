@@ -219,6 +219,7 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
     launch_op.session_name = context.session_name;
     launch_op.partition = i;
     launch_op.num_partitions = n;
+    launch_op.devices = devices;
     launch_op.participant_hosts = participant_hosts;
     launch_op.staging = std::move(staging[i]);
     launch_op.inputs = std::move(inputs[i]);

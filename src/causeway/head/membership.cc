@@ -10,6 +10,20 @@ namespace causeway::head {
 using transport::HostState;
 using transport::Topology;
 
+transport::MembershipUpdate MembershipUpdateOf(const Topology& topology) {
+  transport::MembershipUpdate update;
+  update.version = topology.version();
+  for (int64_t h = 0; h < topology.num_hosts(); ++h) {
+    const transport::HostInfo& host = topology.host(HostId(h));
+    update.hosts.push_back(
+        transport::PeerInfo{host.id, host.island, host.address, host.state});
+  }
+  for (int64_t i = 0; i < topology.num_islands(); ++i) {
+    update.island_epochs.push_back(topology.epoch(IslandId(i)));
+  }
+  return update;
+}
+
 Membership::Membership(Limits limits)
     : limits_(limits),
       topology_(std::make_shared<const Topology>(Topology::Empty())) {}
@@ -127,6 +141,12 @@ HostState Membership::MarkDead(HostId host) {
     channels_.erase(it);
   }
   return state;
+}
+
+uint64_t Membership::BumpEpoch(IslandId island) {
+  absl::MutexLock lock(&mu_);
+  topology_ = std::make_shared<const Topology>(topology_->WithNewEpoch(island));
+  return topology_->epoch(island);
 }
 
 std::shared_ptr<const Topology> Membership::topology() const {

@@ -50,6 +50,10 @@ struct HostAssignment {
   std::shared_ptr<const transport::Topology> topology;  // Including it.
 };
 
+// What workers are told of `topology` (WorkerService::UpdateMembership).
+transport::MembershipUpdate MembershipUpdateOf(
+    const transport::Topology& topology);
+
 class Membership {
  public:
   // Bounds on what a registering worker may ask for.
@@ -81,6 +85,9 @@ class Membership {
   // The host is dead (it was joining or alive): its channel is dropped.
   // Returns its state before: kDead if it was dead already or is unknown.
   transport::HostState MarkDead(HostId host) ABSL_LOCKS_EXCLUDED(mu_);
+  // Moves `island` (which must exist) to a new epoch: a launch across its
+  // hosts failed. Returns the new epoch.
+  uint64_t BumpEpoch(IslandId island) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::shared_ptr<const transport::Topology> topology() const
       ABSL_LOCKS_EXCLUDED(mu_);

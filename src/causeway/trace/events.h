@@ -15,12 +15,17 @@
 #define CAUSEWAY_TRACE_EVENTS_H_
 
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "causeway/base/ids.h"
 
 namespace causeway::trace {
@@ -125,6 +130,67 @@ class EventSink {
 
 // A sink that ignores every event (the default). Never destroyed.
 EventSink& NullEventSink();
+
+// One event as it travels from a worker process to the head's sink
+// (transport::WorkerListener::OnTraceEvents): plain data that a transport
+// can serialize field by field.
+struct EventRecord {
+  enum class Kind {
+    kOpEnqueued,
+    kOpStarted,
+    kOpFinished,
+    kWaitStarted,
+    kWaitFinished,
+    kTransferStarted,
+    kTransferFinished,
+  };
+  Kind kind = Kind::kOpEnqueued;
+  // OpEvent for the op kinds, WaitEvent for the waits, TransferEvent for
+  // the transfers.
+  std::variant<OpEvent, WaitEvent, TransferEvent> event;
+  absl::Status status;  // kOpFinished and kTransferFinished.
+};
+
+// Replays `records` into `sink`, every time moved by `clock_offset` (the
+// receiver's clock minus the sender's), so that one trace shows the devices
+// of every process on one time line. Strings longer than
+// kMaxReplayedString bytes are cut there (they come from another process);
+// records whose kind and event disagree are skipped. Returns how many were
+// replayed.
+inline constexpr size_t kMaxReplayedString = 1024;
+int64_t Replay(absl::Span<const EventRecord> records,
+               absl::Duration clock_offset, EventSink& sink);
+
+// An EventSink that keeps a worker's events for sending to the head:
+// Take() returns what came since the last Take, in order. Bounded: beyond
+// `max_events` the oldest are dropped (and counted). Head-side events
+// (launches dispatched, host state) are not kept. Thread-safe.
+class EventBuffer final : public EventSink {
+ public:
+  explicit EventBuffer(size_t max_events = size_t{1} << 16)
+      : max_events_(max_events) {}
+
+  void OpEnqueued(const OpEvent& event) override;
+  void OpStarted(const OpEvent& event) override;
+  void OpFinished(const OpEvent& event, const absl::Status& status) override;
+  void WaitStarted(const WaitEvent& event) override;
+  void WaitFinished(const WaitEvent& event) override;
+  void TransferStarted(const TransferEvent& event) override;
+  void TransferFinished(const TransferEvent& event,
+                        const absl::Status& status) override;
+
+  std::vector<EventRecord> Take() ABSL_LOCKS_EXCLUDED(mu_);
+  // Events dropped since the buffer was made.
+  int64_t dropped() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Add(EventRecord record) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const size_t max_events_;
+  mutable absl::Mutex mu_;
+  std::deque<EventRecord> records_ ABSL_GUARDED_BY(mu_);
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 }  // namespace causeway::trace
 

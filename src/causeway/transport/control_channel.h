@@ -27,11 +27,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "causeway/base/future.h"
 #include "causeway/base/ids.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/shape.h"
+#include "causeway/trace/events.h"
+#include "causeway/transport/topology.h"
 
 namespace causeway::transport {
 
@@ -105,15 +108,19 @@ struct LaunchOp {
   DeviceId device;
   IslandId island;
   uint64_t seq = 0;  // Gang sequence number on `island`.
-  // The island's membership epoch when the launch was released: its
-  // collectives across processes use the communicator of that epoch.
-  uint64_t membership_epoch = 0;
   ProgramId program;
   std::string program_name;
   SessionId session;
   std::string session_name;
   int64_t partition = 0;
   int64_t num_partitions = 1;
+  // The island's membership epoch at dispatch: never smaller than that of a
+  // launch with a smaller seq on the island. The cross-process collectives
+  // key their communicators on it (docs/collectives.md).
+  uint64_t epoch = 0;
+  // Every device of the launch, in partition order (devices[partition] is
+  // `device`): the collective peers.
+  std::vector<DeviceId> devices;
   // The hosts of every device of the launch (collective peers): if one of
   // them dies, the launch fails with DATA_LOSS everywhere.
   std::vector<HostId> participant_hosts;
@@ -216,6 +223,22 @@ struct WorkerStatus {
   std::vector<std::string> pending_receives;
 };
 
+// The cluster's membership as the head sees it: sent to every alive worker
+// whenever it changes (a host joins or dies, an island moves to a new
+// epoch). Updates may arrive out of order; a worker keeps the one with the
+// highest version.
+struct PeerInfo {
+  HostId host;
+  IslandId island;
+  std::string address;  // Its data plane's ("" in embedded mode).
+  HostState state = HostState::kAlive;
+};
+struct MembershipUpdate {
+  uint64_t version = 0;                 // Topology::version().
+  std::vector<PeerInfo> hosts;          // Every host, by id.
+  std::vector<uint64_t> island_epochs;  // By island id.
+};
+
 // What a worker serves: every call the head makes on it. The worker
 // implements it; the server side of every control channel (in-process,
 // gRPC) delivers the head's calls to it in the order the head made them.
@@ -256,6 +279,9 @@ class WorkerService {
   // running ones (Device::CancelSession).
   virtual void CancelSession(SessionId session, absl::Status status) = 0;
 
+  // The membership changed (see MembershipUpdate).
+  virtual void UpdateMembership(MembershipUpdate update) = 0;
+
   // Liveness: resolves OK promptly while the worker runs.
   virtual Future<> Heartbeat() = 0;
   virtual Future<WorkerStatus> GetStatus() = 0;
@@ -292,6 +318,13 @@ class WorkerListener {
   // broke, its process was killed): the host is dead at once. A call that
   // merely failed is not this.
   virtual void OnWorkerDisconnected(HostId host, absl::Status why) = 0;
+  // A batch of `host`'s trace events (a trace::EventBuffer's Take on the
+  // worker), with the clock offset the transport measured (the head's clock
+  // minus the worker's): the head replays them into its sink, so that one
+  // trace shows every device of a multi-process run.
+  virtual void OnTraceEvents(HostId host,
+                             std::vector<trace::EventRecord> events,
+                             absl::Duration clock_offset) = 0;
 };
 
 }  // namespace causeway::transport

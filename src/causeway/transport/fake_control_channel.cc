@@ -102,6 +102,20 @@ void FakeControlChannel::CancelSession(SessionId session, absl::Status status) {
   Record(absl::StrCat("CancelSession ", session.value()));
 }
 
+void FakeControlChannel::UpdateMembership(MembershipUpdate update) {
+  const uint64_t version = update.version;
+  {
+    absl::MutexLock lock(&mu_);
+    memberships_.push_back(std::move(update));
+  }
+  Record(absl::StrCat("UpdateMembership ", version));
+}
+
+std::vector<MembershipUpdate> FakeControlChannel::memberships() const {
+  absl::MutexLock lock(&mu_);
+  return memberships_;
+}
+
 Future<> FakeControlChannel::Heartbeat() {
   Record("Heartbeat");
   absl::MutexLock lock(&mu_);

@@ -27,6 +27,8 @@ class FakeControlChannel final : public ControlChannel {
   std::vector<std::string> calls() const;
   // The batches Dispatch was given, in order.
   std::vector<WorkerBatch> batches() const;
+  // The membership updates it was sent, in order.
+  std::vector<MembershipUpdate> memberships() const;
   void set_heartbeats(Heartbeats heartbeats);
   // Releases the heartbeats held by kHang with `status`.
   void ReleaseHeldHeartbeats(absl::Status status);
@@ -46,6 +48,7 @@ class FakeControlChannel final : public ControlChannel {
   void PeerLost(HostId host, absl::Status status) override;
   void FailBuffers(std::vector<UndeliveredPiece> pieces) override;
   void CancelSession(SessionId session, absl::Status status) override;
+  void UpdateMembership(MembershipUpdate update) override;
   Future<> Heartbeat() override;
   Future<WorkerStatus> GetStatus() override;
 
@@ -55,6 +58,7 @@ class FakeControlChannel final : public ControlChannel {
   mutable absl::Mutex mu_;
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerBatch> batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<MembershipUpdate> memberships_ ABSL_GUARDED_BY(mu_);
   Heartbeats heartbeats_ ABSL_GUARDED_BY(mu_) = Heartbeats::kAnswer;
   std::vector<Promise<>> held_ ABSL_GUARDED_BY(mu_);
   absl::StatusOr<hlo::Literal> fetch_ ABSL_GUARDED_BY(mu_) =

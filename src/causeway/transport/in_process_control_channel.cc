@@ -64,6 +64,10 @@ void InProcessControlChannel::CancelSession(SessionId session,
   if (!severed()) worker_->CancelSession(session, std::move(status));
 }
 
+void InProcessControlChannel::UpdateMembership(MembershipUpdate update) {
+  if (!severed()) worker_->UpdateMembership(std::move(update));
+}
+
 Future<> InProcessControlChannel::Heartbeat() {
   if (severed()) return Lost<void>();
   return worker_->Heartbeat();

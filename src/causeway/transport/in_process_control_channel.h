@@ -36,6 +36,7 @@ class InProcessControlChannel final : public ControlChannel {
   void PeerLost(HostId host, absl::Status status) override;
   void FailBuffers(std::vector<UndeliveredPiece> pieces) override;
   void CancelSession(SessionId session, absl::Status status) override;
+  void UpdateMembership(MembershipUpdate update) override;
   Future<> Heartbeat() override;
   Future<WorkerStatus> GetStatus() override;
 

@@ -213,6 +213,14 @@ Topology Topology::WithHostDead(HostId host) const {
   return next;
 }
 
+Topology Topology::WithNewEpoch(IslandId island) const {
+  CW_CHECK(HasIsland(island)) << "no island " << island;
+  Topology next = *this;
+  ++next.island_epochs_[island.value()];
+  ++next.version_;
+  return next;
+}
+
 uint64_t Topology::epoch(IslandId island) const {
   CW_CHECK(HasIsland(island)) << "no island " << island;
   return island_epochs_[island.value()];

@@ -105,6 +105,10 @@ class Topology {
   // taken. The version goes up by one, and its island's epoch if it was
   // alive; a host that is dead already gives an equal copy.
   Topology WithHostDead(HostId host) const;
+  // This topology with `island`'s epoch one higher (it must exist; CHECK):
+  // after a launch across hosts failed, whose collectives' communicators
+  // may be closed. The version goes up by one.
+  Topology WithNewEpoch(IslandId island) const;
 
   // Goes up with every membership change.
   uint64_t version() const { return version_; }

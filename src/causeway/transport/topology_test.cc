@@ -166,6 +166,14 @@ TEST(TopologyTest, AJoiningHostIsValidatedAndBounded) {
   EXPECT_THAT(too_many.message(), HasSubstr("at most"));
 }
 
+TEST(TopologyTest, ANewEpochChangesOnlyItsIsland) {
+  Topology before = *Topology::Uniform(2, 1, 1, 64);
+  Topology after = before.WithNewEpoch(IslandId(1));
+  EXPECT_EQ(after.epoch(IslandId(1)), before.epoch(IslandId(1)) + 1);
+  EXPECT_EQ(after.epoch(IslandId(0)), before.epoch(IslandId(0)));
+  EXPECT_EQ(after.version(), before.version() + 1);
+}
+
 TEST(TopologyTest, ADeadHostKeepsItsIdsAndBumpsItsIslandsEpoch) {
   Topology before = *Topology::Uniform(2, 2, 1, 1024);
   Topology after = before.WithHostDead(HostId(2));

@@ -111,6 +111,8 @@ class NullListener : public WorkerListener {
   void OnOpDone(const transport::OpDone&) override {}
   void OnPushFailed(const UndeliveredPiece&) override {}
   void OnWorkerDisconnected(HostId, absl::Status) override {}
+  void OnTraceEvents(HostId, std::vector<trace::EventRecord>,
+                     absl::Duration) override {}
 };
 
 template <typename Harness>

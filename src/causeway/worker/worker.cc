@@ -722,6 +722,25 @@ void Worker::PeerLost(HostId host, absl::Status status) {
   Exit();
 }
 
+void Worker::UpdateMembership(transport::MembershipUpdate update) {
+  if (!Enter()) return;
+  bool newer = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (update.version > membership_.version) {
+      membership_ = update;
+      newer = true;
+    }
+  }
+  if (newer && options_.on_membership) options_.on_membership(update);
+  Exit();
+}
+
+transport::MembershipUpdate Worker::membership() const {
+  absl::MutexLock lock(&mu_);
+  return membership_;
+}
+
 Future<> Worker::Heartbeat() {
   if (!Enter()) return MakeErrorFuture(StoppedError());
   Exit();

@@ -24,6 +24,7 @@
 #define CAUSEWAY_WORKER_WORKER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,6 +57,10 @@ struct WorkerOptions {
       nullptr;  // The island's; required.
   transport::WorkerListener* listener = nullptr;         // May be null.
   trace::EventSink* events = nullptr;                // Null: NullEventSink().
+  // Told of every newer membership (peers' data-plane addresses, island
+  // epochs), on the thread of UpdateMembership: a worker process wires its
+  // data plane and collectives to it. May be null.
+  std::function<void(const transport::MembershipUpdate&)> on_membership;
 };
 
 class Worker final : public transport::WorkerService,
@@ -70,6 +75,8 @@ class Worker final : public transport::WorkerService,
   Worker& operator=(const Worker&) = delete;
 
   HostId host() const { return options_.host; }
+  // The newest membership the head sent (version 0 before any).
+  transport::MembershipUpdate membership() const;
 
   // --- transport::WorkerService (see control_channel.h). ---
   Future<> LoadProgram(transport::LoadProgramRequest request) override;
@@ -82,6 +89,9 @@ class Worker final : public transport::WorkerService,
   void PeerLost(HostId host, absl::Status status) override;
   void FailBuffers(std::vector<transport::UndeliveredPiece> pieces) override;
   void CancelSession(SessionId session, absl::Status status) override;
+  // Keeps the update with the highest version and passes it to
+  // WorkerOptions::on_membership.
+  void UpdateMembership(transport::MembershipUpdate update) override;
   Future<> Heartbeat() override;
   Future<transport::WorkerStatus> GetStatus() override;
 
@@ -161,6 +171,7 @@ class Worker final : public transport::WorkerService,
       ABSL_GUARDED_BY(mu_);
   std::map<BufferKey, PendingReceive> pending_receives_ ABSL_GUARDED_BY(mu_);
   // Pieces that came before their receive was announced.
+  transport::MembershipUpdate membership_ ABSL_GUARDED_BY(mu_);
   std::multimap<BufferKey, transport::PieceMessage> early_pieces_
       ABSL_GUARDED_BY(mu_);
 };

@@ -78,6 +78,8 @@ class RecordingListener : public WorkerListener {
     done_.push_back(done);
   }
   void OnWorkerDisconnected(HostId, absl::Status) override {}
+  void OnTraceEvents(HostId, std::vector<trace::EventRecord>,
+                     absl::Duration) override {}
   std::vector<OpDone> done() {
     absl::MutexLock lock(&mu_);
     return done_;
@@ -582,6 +584,33 @@ TEST_F(WorkerTest, APieceLostWhileWrittenInPlaceFailsItsBuffer) {
                         DeviceBuffer{DeviceId(2), BufferId{ArrayHandle(170), 0}},
                         absl::DataLossError("not acknowledged")}});
   EXPECT_THAT(PendingReceives(1), ElementsAre());
+}
+
+TEST_F(WorkerTest, KeepsTheNewestMembershipAndPassesItOn) {
+  std::vector<uint64_t> told;
+  WorkerOptions options;
+  options.host = HostId(2);
+  options.island = IslandId(0);
+  options.devices = {transport::DeviceInfo{DeviceId(9), HostId(2), IslandId(0),
+                                           0, "cpu", 1024}};
+  options.data_plane = data_plane_.get();
+  options.collectives = collectives_.get();
+  options.on_membership = [&](const transport::MembershipUpdate& update) {
+    told.push_back(update.version);
+  };
+  auto worker = Worker::Create(options);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  transport::MembershipUpdate update;
+  update.version = 5;
+  update.hosts = {transport::PeerInfo{HostId(0), IslandId(0), "a:1",
+                                      transport::HostState::kAlive}};
+  (*worker)->UpdateMembership(update);
+  update.version = 4;  // Late: an older snapshot.
+  (*worker)->UpdateMembership(update);
+  EXPECT_EQ((*worker)->membership().version, 5u);
+  EXPECT_EQ((*worker)->membership().hosts[0].address, "a:1");
+  EXPECT_THAT(told, ElementsAre(5));
+  (*worker)->Stop();
 }
 
 }  // namespace
