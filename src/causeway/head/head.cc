@@ -249,6 +249,12 @@ Head::Session* Head::FindSessionLocked(SessionId session) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
+Head::Session* Head::TouchSessionLocked(SessionId session) {
+  Session* found = FindSessionLocked(session);
+  if (found != nullptr && found->leased) health_->Touch(session);
+  return found;
+}
+
 absl::Status Head::NoSessionLocked(SessionId session) const {
   auto ended = ended_.find(session);
   if (ended != ended_.end()) {
@@ -414,11 +420,10 @@ transport::SliceInfo Head::InfoOf(const SliceRecord& slice) {
 Future<transport::SliceInfo> Head::RequestSlice(
     SessionId session_id, transport::SliceRequest request) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   SliceRequest wanted;
   {
     absl::MutexLock lock(&mu_);
-    Session* session = FindSessionLocked(session_id);
+    Session* session = TouchSessionLocked(session_id);
     if (session == nullptr) {
       return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
     }
@@ -593,9 +598,8 @@ void Head::LoadProgramLocked(const CompiledProgram& program,
 
 Future<transport::SliceInfo> Head::GetSlice(SessionId session_id,
                                             SliceHandle handle) {
-  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) {
     return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
   }
@@ -613,11 +617,10 @@ Future<transport::SliceInfo> Head::GetSlice(SessionId session_id,
 
 Future<> Head::ReleaseSlice(SessionId session_id, SliceHandle handle) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   SliceId id;
   {
     absl::MutexLock lock(&mu_);
-    Session* session = FindSessionLocked(session_id);
+    Session* session = TouchSessionLocked(session_id);
     if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
     auto it = session->slices.find(handle);
     if (it == session->slices.end()) {
@@ -637,7 +640,6 @@ Future<> Head::ReleaseSlice(SessionId session_id, SliceHandle handle) {
 Future<transport::CompileInfo> Head::Compile(
     SessionId session_id, transport::CompileRequest request) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   if (request.hlo_text.size() > options_.session_limits.max_program_bytes) {
     return MakeErrorFuture<transport::CompileInfo>(absl::InvalidArgumentError(
         absl::StrCat("the program is ", request.hlo_text.size(),
@@ -647,7 +649,7 @@ Future<transport::CompileInfo> Head::Compile(
   int64_t num_devices = 0;
   {
     absl::MutexLock lock(&mu_);
-    Session* session = FindSessionLocked(session_id);
+    Session* session = TouchSessionLocked(session_id);
     if (session == nullptr) {
       return MakeErrorFuture<transport::CompileInfo>(
           NoSessionLocked(session_id));
@@ -739,12 +741,11 @@ void Head::DeleteArrayLocked(Session& session, ArrayHandle handle) {
 Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
                         hlo::Literal global) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
   auto value = std::make_shared<hlo::Literal>(std::move(global));
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
   auto run = [this, session, spec, value,
               shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -849,11 +850,10 @@ Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
 
 Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
   auto run = [this, session, handle,
               shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -901,11 +901,10 @@ Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
 
 Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   auto [promise, future] = MakePromise<hlo::Literal>();
   auto shared = std::make_shared<Promise<hlo::Literal>>(std::move(promise));
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) {
     return MakeErrorFuture<hlo::Literal>(NoSessionLocked(session_id));
   }
@@ -987,7 +986,6 @@ Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
 
 void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   if (arrays.size() > options_.session_limits.max_handles_per_call) {
     CW_LOG(WARNING) << "Delete of " << arrays.size()
                     << " arrays in one call refused (at most "
@@ -995,7 +993,7 @@ void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
     return;
   }
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return;
   RunOrDeferLocked(
       *session, [] { return false; },
@@ -1014,9 +1012,8 @@ void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
 
 void Head::Execute(SessionId session_id, transport::ExecuteOp op) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return;
   Dispatcher::Batch batch(*dispatcher_);
   EnqueueExecuteLocked(*session, std::move(op));
@@ -1024,9 +1021,8 @@ void Head::Execute(SessionId session_id, transport::ExecuteOp op) {
 
 void Head::Copy(SessionId session_id, transport::CopyOp op) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return;
   Dispatcher::Batch batch(*dispatcher_);
   EnqueueCopyLocked(*session, std::move(op));
@@ -1034,9 +1030,8 @@ void Head::Copy(SessionId session_id, transport::CopyOp op) {
 
 void Head::Submit(SessionId session_id, transport::ProgramGraph graph) {
   Outbox::Flush flush(outbox_);
-  health_->Touch(session_id);
   absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
+  Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return;
   if (graph.ops.size() > options_.session_limits.max_ops_per_graph) {
     const absl::Status refused = absl::InvalidArgumentError(

@@ -185,6 +185,9 @@ class Head final : public transport::SessionService,
   // Sessions.
   Session* FindSessionLocked(SessionId session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same, for a call of the session's client: renews its lease.
+  Session* TouchSessionLocked(SessionId session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NoSessionLocked(SessionId session) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a session (CloseSession, an expired lease, shutdown): `status`

@@ -17,9 +17,12 @@ Outbox::~Outbox() {
 void Outbox::Post(Action action) {
   absl::MutexLock lock(&mu_);
   actions_.push_back(std::move(action));
+  posted_.fetch_add(1, std::memory_order_release);
 }
 
 void Outbox::Drain() {
+  // A post that races with this check is run by its poster's own drain.
+  if (posted_.load(std::memory_order_acquire) == 0) return;
   {
     absl::MutexLock lock(&mu_);
     if (draining_ || actions_.empty()) return;
@@ -34,6 +37,8 @@ void Outbox::Drain() {
         return;
       }
       batch.swap(actions_);
+      posted_.fetch_sub(static_cast<int64_t>(batch.size()),
+                        std::memory_order_relaxed);
     }
     for (Action& action : batch) std::move(action)();
   }

@@ -21,6 +21,7 @@
 #ifndef CAUSEWAY_HEAD_OUTBOX_H_
 #define CAUSEWAY_HEAD_OUTBOX_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 
@@ -69,6 +70,9 @@ class Outbox {
   mutable absl::Mutex mu_;
   std::deque<Action> actions_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Actions posted and not yet taken by a drain: lets Drain return without
+  // the lock when there is nothing to do (most entry points).
+  std::atomic<int64_t> posted_{0};
 };
 
 }  // namespace causeway::head
