@@ -16,15 +16,6 @@ using hlo::Literal;
 
 namespace {
 
-bool HasCollectives(const hlo::Module& module) {
-  for (const auto& computation : module.computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (hlo::IsCollective(instruction->opcode)) return true;
-    }
-  }
-  return false;
-}
-
 absl::Status Prefix(int64_t partition, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("partition ", partition, ": ",
                                                   status.message()));
@@ -62,7 +53,7 @@ absl::StatusOr<std::unique_ptr<SpmdProgram>> SpmdProgram::Create(
   }
   if (module->num_partitions() != num_partitions) {
     const bool independent_copies =
-        module->num_partitions() == 1 && !HasCollectives(*module);
+        module->num_partitions() == 1 && !hlo::HasCollectives(*module);
     if (!independent_copies) {
       return absl::InvalidArgumentError(
           absl::StrCat("module '", module->name(), "' was compiled for ",

@@ -13,15 +13,6 @@
 namespace causeway::head {
 namespace {
 
-bool HasCollectives(const hlo::Module& module) {
-  for (const auto& computation : module.computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (hlo::IsCollective(instruction->opcode)) return true;
-    }
-  }
-  return false;
-}
-
 absl::Status CheckShardingSupported(const hlo::Sharding& sharding,
                                     const std::string& what) {
   switch (sharding.kind) {
@@ -55,7 +46,7 @@ absl::StatusOr<std::shared_ptr<CompiledProgram>> Compile(
   program->name = module->name();
   program->text = hlo_text;
   program->num_partitions = module->num_partitions();
-  program->has_collectives = HasCollectives(*module);
+  program->has_collectives = hlo::HasCollectives(*module);
   const hlo::Computation& entry = *module->entry();
   for (const hlo::Instruction* parameter : entry.parameters()) {
     if (!parameter->shape.IsArray()) {

@@ -100,6 +100,15 @@ bool IsCollective(Opcode opcode) {
   }
 }
 
+bool HasCollectives(const Module& module) {
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      if (IsCollective(instruction->opcode)) return true;
+    }
+  }
+  return false;
+}
+
 Instruction* Computation::AddInstruction(
     std::unique_ptr<Instruction> instruction) {
   Instruction* added = instruction.get();

@@ -418,6 +418,9 @@ class Module {
   int64_t next_instruction_id_ = 0;
 };
 
+// True if any computation of `module` has a collective instruction.
+bool HasCollectives(const Module& module);
+
 }  // namespace causeway::hlo
 
 #endif  // CAUSEWAY_HLO_IR_H_

@@ -38,15 +38,6 @@ using transport::WorkerStatus;
 
 namespace {
 
-bool HasCollectives(const hlo::Module& module) {
-  for (const auto& computation : module.computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (hlo::IsCollective(instruction->opcode)) return true;
-    }
-  }
-  return false;
-}
-
 std::string DescribeOrigin(const PieceOrigin& origin) {
   return origin.description.empty()
              ? absl::StrCat("device ", origin.device.value(), " (host ",
@@ -170,7 +161,7 @@ Future<> Worker::LoadProgram(LoadProgramRequest request) {
     program->id = request.program;
     program->name = request.name.empty() ? module->name() : request.name;
     program->module = module;
-    program->has_collectives = HasCollectives(*module);
+    program->has_collectives = hlo::HasCollectives(*module);
     CW_ASSIGN_OR_RETURN(program->evaluator, exec::Evaluator::Create(*module));
     absl::MutexLock lock(&mu_);
     programs_.emplace(request.program, std::move(program));
