@@ -220,7 +220,9 @@ Head::~Head() {
         .IgnoreError();
   }
   outbox_.Drain();
-  // Continuations still queued run now; they may post more.
+  // Channels fail what they still have pending while the continuations'
+  // threads are there; those queued run now, and may post more.
+  membership_.DropChannels();
   callbacks_.reset();
   status_pool_.reset();
   outbox_.Drain();

@@ -149,6 +149,12 @@ uint64_t Membership::BumpEpoch(IslandId island) {
   return topology_->epoch(island);
 }
 
+void Membership::DropChannels() {
+  std::map<HostId, std::shared_ptr<transport::ControlChannel>> channels;
+  absl::MutexLock lock(&mu_);
+  channels.swap(channels_);
+}
+
 std::shared_ptr<const Topology> Membership::topology() const {
   absl::MutexLock lock(&mu_);
   return topology_;

@@ -88,6 +88,9 @@ class Membership {
   // Moves `island` (which must exist) to a new epoch: a launch across its
   // hosts failed. Returns the new epoch.
   uint64_t BumpEpoch(IslandId island) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops every channel (the head is going away): a channel whose last
+  // holder this was fails what it still has pending, now.
+  void DropChannels() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::shared_ptr<const transport::Topology> topology() const
       ABSL_LOCKS_EXCLUDED(mu_);
