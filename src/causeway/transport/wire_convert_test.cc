@@ -1,0 +1,362 @@
+#include "causeway/transport/wire_convert.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "causeway/hlo/parser.h"
+
+namespace causeway::transport {
+namespace {
+
+using ::testing::HasSubstr;
+
+const WireLimits kLimits;
+
+MATCHER_P(IsInvalid, substring, "") {
+  return arg.code() == absl::StatusCode::kInvalidArgument &&
+         std::string(arg.message()).find(substring) != std::string::npos;
+}
+
+hlo::Sharding Sharding(std::string_view text) {
+  return *hlo::ParseSharding(text);
+}
+
+ArraySpec Spec(uint64_t handle) {
+  return {ArrayHandle(handle), hlo::Shape(hlo::PrimitiveType::kF32, {4, 2}),
+          Sharding("{devices=[2,1]<=[2]}"), SliceHandle(7)};
+}
+
+TEST(WireConvertTest, ShapesRoundTripWithLayoutsAndTuples) {
+  hlo::Shape array(hlo::PrimitiveType::kBF16, {3, 0, 5});
+  array.set_minor_to_major({0, 2, 1});
+  hlo::Shape shape = hlo::Shape::Tuple(
+      {array, hlo::Shape::Scalar(hlo::PrimitiveType::kPred),
+       hlo::Shape::Tuple({hlo::Shape::Token()})});
+  wire::Shape message;
+  ToWire(shape, &message);
+  absl::StatusOr<hlo::Shape> back = FromWire(message, kLimits, FieldPath("s"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, shape);
+}
+
+TEST(WireConvertTest, MalformedShapesNameTheField) {
+  wire::Shape negative;
+  negative.set_type(wire::F32);
+  negative.add_dims(2);
+  negative.add_dims(-5);
+  EXPECT_THAT(FromWire(negative, kLimits, FieldPath("Shape")).status(),
+              IsInvalid("Shape.dims[1]: -5 is negative"));
+
+  wire::Shape bad_type;
+  bad_type.set_type(static_cast<wire::ElementType>(99));
+  EXPECT_THAT(FromWire(bad_type, kLimits, FieldPath("Shape")).status(),
+              IsInvalid("Shape.type: element type 99 is not valid"));
+
+  wire::Shape layout;
+  layout.set_type(wire::F32);
+  layout.add_dims(2);
+  layout.add_dims(3);
+  layout.add_minor_to_major(0);
+  layout.add_minor_to_major(0);
+  EXPECT_THAT(FromWire(layout, kLimits, FieldPath("Shape")).status(),
+              IsInvalid("Shape.minor_to_major: is not a permutation"));
+}
+
+TEST(WireConvertTest, ShapesBeyondTheLimitsAreRefusedWithoutOverflow) {
+  wire::Shape huge;
+  huge.set_type(wire::F64);
+  for (int i = 0; i < 8; ++i) huge.add_dims(int64_t{1} << 20);
+  EXPECT_THAT(FromWire(huge, kLimits, FieldPath("Shape")).status(),
+              IsInvalid("more than"));
+
+  wire::Shape deep;
+  wire::Shape* inner = &deep;
+  for (int i = 0; i < 40; ++i) {
+    inner->set_type(wire::TUPLE);
+    inner = inner->add_tuple_shapes();
+  }
+  inner->set_type(wire::F32);
+  EXPECT_THAT(FromWire(deep, kLimits, FieldPath("Shape")).status(),
+              IsInvalid("nest deeper than"));
+
+  wire::Shape tuple;
+  tuple.set_type(wire::TUPLE);
+  EXPECT_THAT(ArrayShapeFromWire(tuple, kLimits, FieldPath("Shape")).status(),
+              IsInvalid("must be an array shape"));
+}
+
+TEST(WireConvertTest, StatusesRoundTripAndUnknownCodesBecomeUnknown) {
+  wire::Status message;
+  ToWire(absl::DataLossError("host 3 died"), &message);
+  absl::Status status;
+  ASSERT_TRUE(StatusFromWire(message, kLimits, FieldPath("s"), &status).ok());
+  EXPECT_EQ(status, absl::DataLossError("host 3 died"));
+
+  message.set_code(1234);
+  ASSERT_TRUE(StatusFromWire(message, kLimits, FieldPath("s"), &status).ok());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnknown);
+
+  message.set_code(0);
+  EXPECT_THAT(StatusFromWire(message, kLimits, FieldPath("s"), &status),
+              IsInvalid("an OK status carries no message"));
+}
+
+TEST(WireConvertTest, ExecuteRoundTripsAndABadShardingIsNamed) {
+  ExecuteOp op{ExecutableHandle(3), {ArrayHandle(1), ArrayHandle(2)},
+               {Spec(10), Spec(11)}};
+  wire::ExecuteOp message;
+  ToWire(op, &message);
+  absl::StatusOr<ExecuteOp> back = FromWire(message, kLimits, FieldPath("e"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->executable, op.executable);
+  EXPECT_EQ(back->arguments, op.arguments);
+  ASSERT_EQ(back->outputs.size(), 2u);
+  EXPECT_EQ(back->outputs[1].handle, ArrayHandle(11));
+  EXPECT_EQ(back->outputs[1].global_shape, op.outputs[1].global_shape);
+  EXPECT_EQ(back->outputs[1].sharding, op.outputs[1].sharding);
+
+  message.mutable_outputs(1)->set_sharding("{devices=[2,");
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("SessionRequest.execute"))
+                  .status(),
+              IsInvalid("SessionRequest.execute.outputs[1].sharding: not a "
+                        "sharding"));
+}
+
+TEST(WireConvertTest, GraphsKeepTheirOrderAndRefuseEmptyOps) {
+  ExecuteOp execute;
+  execute.executable = ExecutableHandle(1);
+  execute.outputs = {Spec(5)};
+  CopyOp copy;
+  copy.source = ArrayHandle(5);
+  copy.destination = Spec(6);
+  ProgramGraph graph;
+  graph.ops.emplace_back(std::move(execute));
+  graph.ops.emplace_back(std::move(copy));
+  wire::ProgramGraph message;
+  ToWire(graph, &message);
+  absl::StatusOr<ProgramGraph> back = FromWire(message, kLimits, FieldPath("g"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->ops.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<ExecuteOp>(back->ops[0]));
+  EXPECT_EQ(std::get<CopyOp>(back->ops[1]).destination.handle, ArrayHandle(6));
+
+  message.add_ops();
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("g")).status(),
+              IsInvalid("g.ops[2]: neither an execute nor a copy"));
+}
+
+TEST(WireConvertTest, CountsBeyondTheLimitAreRefused) {
+  WireLimits limits;
+  limits.max_entries = 3;
+  wire::ExecuteOp op;
+  for (int i = 0; i < 4; ++i) op.add_arguments(i);
+  EXPECT_THAT(FromWire(op, limits, FieldPath("e")).status(),
+              IsInvalid("e.arguments: 4 entries (at most 3)"));
+}
+
+TEST(WireConvertTest, SliceRequestsAreBounded) {
+  SliceRequest request{SliceHandle(4), 4, {2, 2}, IslandId(1), 3, true, true};
+  wire::SliceRequest message;
+  ToWire(request, &message);
+  absl::StatusOr<SliceRequest> back = FromWire(message, kLimits, FieldPath("r"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->island, IslandId(1));
+  EXPECT_EQ(back->priority, 3);
+  EXPECT_EQ(back->mesh_shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(back->allow_smaller && back->shared);
+
+  message.set_num_devices(0);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("r")).status(),
+              IsInvalid("r.num_devices: 0 is not in [1, "));
+  message.set_num_devices(4);
+  message.set_mesh_shape(1, -2);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("r")).status(),
+              IsInvalid("r.mesh_shape[1]: -2 is not positive"));
+}
+
+TEST(WireConvertTest, OpenSessionRefusesANonPositiveWeight) {
+  wire::OpenSession message;
+  ToWire(OpenSessionRequest{"trainer", 2.5, 1}, &message);
+  absl::StatusOr<OpenSessionRequest> back =
+      FromWire(message, kLimits, FieldPath("o"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->name, "trainer");
+  EXPECT_EQ(back->weight, 2.5);
+  message.set_weight(std::nan(""));
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("o")).status(),
+              IsInvalid("o.weight"));
+}
+
+TEST(WireConvertTest, CompileInfoRoundTripsAndNeedsAShardingPerShape) {
+  CompileInfo info;
+  info.handle = ExecutableHandle(9);
+  info.num_partitions = 2;
+  info.parameter_shapes = {hlo::Shape(hlo::PrimitiveType::kF32, {2})};
+  info.parameter_shardings = {Sharding("{devices=[2]<=[2]}")};
+  info.output_shapes = {hlo::Shape(hlo::PrimitiveType::kS32, {})};
+  info.output_shardings = {Sharding("{replicated}")};
+  wire::CompileInfo message;
+  ToWire(info, &message);
+  absl::StatusOr<CompileInfo> back = FromWire(message, kLimits, FieldPath("c"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->parameter_shardings, info.parameter_shardings);
+  EXPECT_EQ(back->output_shapes, info.output_shapes);
+
+  message.add_output_shapes()->set_type(wire::F32);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("c")).status(),
+              IsInvalid("c.output_shardings: 1 for 2 outputs"));
+}
+
+WorkerBatch SampleBatch() {
+  WorkerBatch batch;
+  ReceiveSpec receive{DeviceId(3), BufferId{ArrayHandle(8), 1},
+                      hlo::Shape(hlo::PrimitiveType::kF32, {4}),
+                      {PieceOrigin{DeviceId(0), HostId(0), "array 2 shard 0"}},
+                      {Box{{2}, {2}}},
+                      false};
+  batch.receives.push_back(receive);
+  LaunchOp launch;
+  launch.device = DeviceId(3);
+  launch.island = IslandId(0);
+  launch.seq = 12;
+  launch.program = ProgramId(0xfeed);
+  launch.program_name = "add";
+  launch.session = SessionId(2);
+  launch.session_name = "bench";
+  launch.partition = 1;
+  launch.num_partitions = 2;
+  launch.participant_hosts = {HostId(0), HostId(1)};
+  launch.staging = {receive};
+  launch.inputs = {LaunchInput{BufferId{ArrayHandle(8), 1}, true, "transfer"}};
+  launch.outputs = {
+      LaunchOutput{BufferId{ArrayHandle(9), 1},
+                   hlo::Shape(hlo::PrimitiveType::kF32, {4})}};
+  launch.abandoned = absl::DataLossError("host 1 is gone");
+  batch.launches.push_back(launch);
+  batch.sends.push_back(SendSpec{77, DeviceId(3), BufferId{ArrayHandle(9), 1},
+                                 Box{{0}, {2}}, false, HostId(0), DeviceId(0),
+                                 BufferId{ArrayHandle(10), 0}, {2}});
+  batch.releases.push_back(DeviceBuffer{DeviceId(3), BufferId{ArrayHandle(1), 0}});
+  return batch;
+}
+
+TEST(WireConvertTest, WorkerBatchesRoundTripEveryField) {
+  WorkerBatch batch = SampleBatch();
+  wire::WorkerBatch message;
+  ToWire(batch, &message);
+  absl::StatusOr<WorkerBatch> back = FromWire(message, kLimits, FieldPath("b"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->receives.size(), 1u);
+  EXPECT_EQ(back->receives[0].pieces[0].description, "array 2 shard 0");
+  EXPECT_EQ(back->receives[0].zero_fill[0].offsets, std::vector<int64_t>{2});
+  const LaunchOp& launch = back->launches.at(0);
+  EXPECT_EQ(launch.seq, 12u);
+  EXPECT_EQ(launch.program, ProgramId(0xfeed));
+  EXPECT_EQ(launch.participant_hosts, batch.launches[0].participant_hosts);
+  EXPECT_EQ(launch.staging.size(), 1u);
+  EXPECT_TRUE(launch.inputs.at(0).release_after_use);
+  EXPECT_EQ(launch.outputs.at(0).buffer, (BufferId{ArrayHandle(9), 1}));
+  EXPECT_EQ(launch.abandoned, absl::DataLossError("host 1 is gone"));
+  EXPECT_EQ(back->sends.at(0).transfer_id, 77u);
+  EXPECT_EQ(back->sends.at(0).destination_offsets, std::vector<int64_t>{2});
+  EXPECT_EQ(back->releases.at(0).buffer, (BufferId{ArrayHandle(1), 0}));
+}
+
+TEST(WireConvertTest, MalformedLaunchesAreNamed) {
+  wire::WorkerBatch message;
+  ToWire(SampleBatch(), &message);
+  message.mutable_launches(0)->set_partition(2);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("HeadToWorker.dispatch"))
+                  .status(),
+              IsInvalid("HeadToWorker.dispatch.launches[0].partition: 2 is "
+                        "not in [0, 2)"));
+
+  message.Clear();
+  ToWire(SampleBatch(), &message);
+  message.mutable_sends(0)->mutable_region()->add_dims(1);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("d")).status(),
+              IsInvalid("d.sends[0].region: 1 offsets for 2 dims"));
+
+  message.Clear();
+  ToWire(SampleBatch(), &message);
+  message.mutable_receives(0)->set_whole(true);
+  message.mutable_receives(0)->add_pieces();
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("d")).status(),
+              IsInvalid("d.receives[0].whole: a whole receive has one piece"));
+}
+
+TEST(WireConvertTest, ValuesTravelInBoundedChunksAndComeBackEqual) {
+  hlo::Literal value(hlo::Shape(hlo::PrimitiveType::kF32, {3 * (1 << 18) + 5}));
+  std::span<float> data = value.mutable_data<float>();
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  absl::StatusOr<ValueAssembler> assembler =
+      ValueAssembler::Create(ValueHeaderOf(value), kLimits, FieldPath("v"));
+  ASSERT_TRUE(assembler.ok()) << assembler.status();
+  int chunks = 0;
+  ASSERT_TRUE(ForEachValueChunk(value, [&](std::string_view bytes) {
+                ++chunks;
+                EXPECT_LE(static_cast<int64_t>(bytes.size()), kChunkBytes);
+                return assembler->Append(bytes);
+              }).ok());
+  EXPECT_EQ(chunks, 4);
+  absl::StatusOr<hlo::Literal> back = std::move(*assembler).Finish();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, value);
+}
+
+TEST(WireConvertTest, ValueHeadersAndDataThatDisagreeAreRefused) {
+  wire::ValueHeader header;
+  header.mutable_shape()->set_type(wire::S32);
+  header.mutable_shape()->add_dims(4);
+  header.set_byte_size(1 << 30);
+  EXPECT_THAT(ValueAssembler::Create(header, kLimits, FieldPath("h")).status(),
+              IsInvalid("h.byte_size: 1073741824 bytes for s32[4]"));
+
+  header.set_byte_size(16);
+  absl::StatusOr<ValueAssembler> assembler =
+      ValueAssembler::Create(header, kLimits, FieldPath("h"));
+  ASSERT_TRUE(assembler.ok());
+  EXPECT_TRUE(assembler->Append(std::string(8, 'x')).ok());
+  EXPECT_THAT(assembler->Append(std::string(9, 'x')),
+              IsInvalid("runs past its declared 16 bytes"));
+  EXPECT_EQ(std::move(*assembler).Finish().status().code(),
+            absl::StatusCode::kDataLoss);
+
+  WireLimits small;
+  small.max_value_bytes = 1024;
+  header.mutable_shape()->set_dims(0, 1 << 20);
+  header.set_byte_size(4 << 20);
+  EXPECT_THAT(ValueAssembler::Create(header, small, FieldPath("h")).status(),
+              IsInvalid("more than 1024 bytes"));
+}
+
+TEST(WireConvertTest, WorkerStatusRoundTrips) {
+  WorkerStatus status;
+  status.host = HostId(2);
+  DeviceStatus device;
+  device.device = DeviceId(5);
+  device.running = OpStatus{4, IslandId(0), "add", "s", 1, {"array 1"}, false};
+  device.queued = {OpStatus{5, IslandId(0), "mul", "s", 1, {}, true}};
+  device.memory.budget_bytes = 100;
+  device.memory.num_ready = 3;
+  device.ops_completed = 9;
+  status.devices = {device};
+  status.pending_receives = {"array 9 shard 0"};
+  wire::WorkerStatus message;
+  ToWire(status, &message);
+  absl::StatusOr<WorkerStatus> back = FromWire(message, kLimits, FieldPath("w"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->devices.size(), 1u);
+  EXPECT_EQ(back->devices[0].running->waiting_for,
+            std::vector<std::string>{"array 1"});
+  EXPECT_TRUE(back->devices[0].queued.at(0).waiting_for_memory);
+  EXPECT_EQ(back->devices[0].memory.budget_bytes, 100);
+  EXPECT_EQ(back->devices[0].ops_completed, 9);
+  EXPECT_EQ(back->pending_receives, status.pending_receives);
+}
+
+}  // namespace
+}  // namespace causeway::transport
