@@ -1,0 +1,111 @@
+// What every gRPC piece of the control plane shares (docs/distributed.md):
+// the protocol version and its negotiation, status conversion at the
+// service edge, credentials (TLS, the token), channel and server arguments
+// (keepalive, message sizes), and the token check every handler starts
+// with.
+#ifndef CAUSEWAY_TRANSPORT_GRPC_COMMON_H_
+#define CAUSEWAY_TRANSPORT_GRPC_COMMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace causeway::transport {
+
+// The protocol versions this build speaks. A peer's GetVersion(min, max)
+// gets the highest version both ranges contain; features added later are
+// gated on the negotiated version.
+inline constexpr uint32_t kMinProtocolVersion = 1;
+inline constexpr uint32_t kMaxProtocolVersion = 1;
+
+// The highest version in both [peer_min, peer_max] and ours;
+// FailedPrecondition naming both ranges when they do not meet.
+absl::StatusOr<uint32_t> ChooseProtocolVersion(uint32_t peer_min,
+                                               uint32_t peer_max);
+
+// Status conversion at the service edge (codes are the same numbers).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// How the processes of one cluster trust each other. Empty fields are off.
+struct GrpcSecurity {
+  // Every call carries it; a server with one refuses calls without it
+  // (UNAUTHENTICATED) before any other work.
+  std::string token;
+  // TLS. A server needs its certificate and key (PEM files); a client
+  // needs the certificate authority that signed the server's certificate
+  // (`tls_ca_file`), or the server's self-signed certificate itself.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+
+  bool tls() const {
+    return !tls_cert_file.empty() || !tls_key_file.empty() ||
+           !tls_ca_file.empty();
+  }
+};
+
+// The token in `path`, surrounding whitespace removed. InvalidArgument if
+// the file cannot be read or holds no token.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// Credentials for a server (TLS when a certificate and key are given,
+// both required together) and for a client (TLS when a CA file is given).
+// InvalidArgument naming the file that cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const GrpcSecurity& security);
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const GrpcSecurity& security);
+
+// The largest message either side accepts: room for a big program's HLO
+// text; array bytes never ride a message (they go in 1 MiB chunks).
+inline constexpr int kMaxMessageBytes = 512 << 20;
+
+// Keepalive, as reference/distributed.md §4 recommends: both ends ping an
+// idle connection every `time` and drop it when a ping is not acknowledged
+// within `timeout`, so a downed link or a stopped peer breaks its streams
+// (a client's keepalive also sets TCP_USER_TIMEOUT). The server accepts
+// pings as often as every 500 ms without data and never answers them with
+// GOAWAY(too_many_pings).
+struct KeepaliveOptions {
+  absl::Duration time = absl::Seconds(1);
+  absl::Duration timeout = absl::Seconds(2);
+};
+
+// Arguments of a client channel to the head. `purpose` ("control",
+// "bulk") keeps channels of different purposes on their own connections,
+// so that bulk bytes never queue behind (or ahead of) the control stream.
+grpc::ChannelArguments MakeChannelArguments(const KeepaliveOptions& keepalive,
+                                            const std::string& purpose);
+// Server arguments to match.
+void ConfigureServerBuilder(const KeepaliveOptions& keepalive,
+                            grpc::ServerBuilder* builder);
+
+// The metadata key that carries the token.
+inline constexpr char kTokenMetadataKey[] = "causeway-token";
+
+// Adds the token (if any) to a call.
+void AddCredentials(const GrpcSecurity& security, grpc::ClientContext* context);
+
+// The first thing every handler does: OK when the server has no token or
+// the call carries it; UNAUTHENTICATED otherwise. Thread-safe.
+class TokenCheck {
+ public:
+  explicit TokenCheck(std::string token) : token_(std::move(token)) {}
+  grpc::Status Check(const grpc::ServerContextBase& context) const;
+
+ private:
+  const std::string token_;
+};
+
+// A fresh random 64-bit number (incarnations, session keys).
+uint64_t RandomUint64();
+
+}  // namespace causeway::transport
+
+#endif  // CAUSEWAY_TRANSPORT_GRPC_COMMON_H_

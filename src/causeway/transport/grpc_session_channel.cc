@@ -1,0 +1,605 @@
+#include "causeway/transport/grpc_session_channel.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
+#include "causeway/base/status.h"
+
+namespace causeway::transport {
+namespace {
+
+std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
+  return absl::ToChronoTime(absl::Now() + timeout);
+}
+
+// The error an answer carries, if any (a malformed one is an error too).
+absl::Status AnswerStatus(const wire::SessionResponse& response,
+                          const WireLimits& limits) {
+  if (!response.has_status()) return absl::OkStatus();
+  absl::Status status;
+  absl::Status malformed = StatusFromWire(
+      response.status(), limits, FieldPath("SessionResponse.status"), &status);
+  return malformed.ok() ? status : malformed;
+}
+
+}  // namespace
+
+// --- GrpcHeadConnection. ---
+
+absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> GrpcHeadConnection::Connect(
+    const std::string& target, GrpcClientOptions options) {
+  CW_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                      MakeChannelCredentials(options.security));
+  std::shared_ptr<GrpcHeadConnection> connection(
+      new GrpcHeadConnection(target, std::move(options)));
+  const GrpcClientOptions& opts = connection->options_;
+  connection->control_ = wire::HeadSessions::NewStub(grpc::CreateCustomChannel(
+      target, credentials, MakeChannelArguments(opts.keepalive, "control")));
+  connection->bulk_ = wire::HeadSessions::NewStub(grpc::CreateCustomChannel(
+      target, credentials, MakeChannelArguments(opts.keepalive, "bulk")));
+
+  grpc::ClientContext context;
+  AddCredentials(opts.security, &context);
+  context.set_wait_for_ready(true);
+  context.set_deadline(Deadline(opts.connect_timeout));
+  wire::VersionRequest request;
+  request.set_min_version(kMinProtocolVersion);
+  request.set_max_version(kMaxProtocolVersion);
+  wire::VersionResponse response;
+  grpc::Status status = connection->control_->GetVersion(&context, request,
+                                                         &response);
+  if (!status.ok()) {
+    absl::Status error = FromGrpcStatus(status);
+    if (error.code() == absl::StatusCode::kDeadlineExceeded) {
+      error = absl::UnavailableError(absl::StrCat(
+          "no head answered at ", target, " within ",
+          absl::FormatDuration(opts.connect_timeout)));
+    }
+    return absl::Status(error.code(),
+                        absl::StrCat("connecting to the head at ", target,
+                                     ": ", error.message()));
+  }
+  if (response.version() < kMinProtocolVersion ||
+      response.version() > kMaxProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the head at ", target, " chose protocol version ",
+        response.version(), ", which this client does not speak (",
+        kMinProtocolVersion, "..", kMaxProtocolVersion, ")"));
+  }
+  connection->version_ = response.version();
+  return connection;
+}
+
+absl::StatusOr<GrpcHeadConnection::ClusterStatus>
+GrpcHeadConnection::GetClusterStatus(absl::Duration timeout,
+                                     bool include_trace) {
+  grpc::ClientContext context;
+  AddCredentials(options_.security, &context);
+  context.set_deadline(Deadline(timeout));
+  wire::ClusterStatusRequest request;
+  request.set_include_trace(include_trace);
+  wire::ClusterStatusResponse response;
+  grpc::Status status =
+      control_->GetClusterStatus(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  ClusterStatus out;
+  const FieldPath root("ClusterStatusResponse");
+  CW_ASSIGN_OR_RETURN(out.report, FromWire(response.report(), options_.limits,
+                                           root.Field("report")));
+  for (int i = 0; i < response.devices_size(); ++i) {
+    CW_ASSIGN_OR_RETURN(DeviceInfo device,
+                        FromWire(response.devices(i), options_.limits,
+                                 root.Index("devices", i)));
+    out.devices.push_back(std::move(device));
+  }
+  if (response.num_islands() < 0) {
+    return root.Field("num_islands").Invalid("is negative");
+  }
+  out.num_islands = response.num_islands();
+  CW_ASSIGN_OR_RETURN(out.trace,
+                      StringFromWire(response.trace().json(),
+                                     options_.limits.max_string_bytes,
+                                     root.Field("trace").Field("json")));
+  return out;
+}
+
+// --- GrpcSessionChannel. ---
+
+GrpcSessionChannel::GrpcSessionChannel(
+    std::shared_ptr<GrpcHeadConnection> connection)
+    : connection_(std::move(connection)),
+      callbacks_(std::make_unique<ThreadPool>("cw-session-cb", 1)),
+      transfers_(std::make_unique<ThreadPool>("cw-session-xfer", 2)) {}
+
+GrpcSessionChannel::~GrpcSessionChannel() {
+  bool open = false;
+  {
+    absl::MutexLock lock(&mu_);
+    open = state_ == State::kOpen;
+  }
+  if (open) {
+    absl::Status closed = CloseSession().AwaitFor(absl::Seconds(5));
+    if (!closed.ok()) {
+      CW_LOG(WARNING) << "closing the session: " << closed;
+    }
+  }
+  context_.TryCancel();
+  {
+    absl::MutexLock lock(&mu_);
+    for (grpc::ClientContext* transfer : transfer_contexts_) {
+      transfer->TryCancel();
+    }
+  }
+  if (reader_.joinable()) reader_.join();
+  transfers_.reset();  // Drains: uploads and downloads end (cancelled).
+  callbacks_.reset();  // Drains: every future is resolved by now.
+}
+
+absl::Status GrpcSessionChannel::UnusableLocked() const {
+  switch (state_) {
+    case State::kNew:
+      return absl::FailedPreconditionError(
+          "this channel has no open session: call OpenSession first");
+    case State::kOpen:
+      return absl::OkStatus();
+    case State::kClosed:
+      return absl::FailedPreconditionError("this channel's session is closed");
+    case State::kEnded:
+      return end_status_;
+  }
+  return absl::InternalError("unknown channel state");
+}
+
+absl::Status GrpcSessionChannel::Send(wire::SessionRequest request,
+                                      Pending pending) {
+  absl::MutexLock lock(&mu_);
+  CW_RETURN_IF_ERROR(UnusableLocked());
+  const uint64_t op_id = next_op_id_++;
+  request.set_op_id(op_id);
+  if (pending) pending_.emplace(op_id, std::move(pending));
+  if (!writer_->Send(std::move(request))) {
+    // The stream broke under the writer; the reader ends it shortly.
+    pending_.erase(op_id);
+    return absl::UnavailableError(absl::StrCat(
+        "the session's stream to the head at ", connection_->target(),
+        " is broken"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T, typename Extract>
+Future<T> GrpcSessionChannel::Call(wire::SessionRequest request,
+                                   Extract extract) {
+  PromiseAndFuture<T> pair = MakePromise<T>();
+  const WireLimits& limits = connection_->options().limits;
+  absl::Status sent = Send(
+      std::move(request),
+      [promise = std::move(pair.promise), extract = std::move(extract),
+       &limits](const absl::StatusOr<wire::SessionResponse>& answer) mutable {
+        if (!answer.ok()) return promise.Set(answer.status());
+        absl::Status status = AnswerStatus(*answer, limits);
+        if (!status.ok()) return promise.Set(status);
+        promise.Set(extract(*answer));
+      });
+  if (!sent.ok()) return MakeErrorFuture<T>(sent);
+  return std::move(pair.future);
+}
+
+Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kNew) {
+    return MakeErrorFuture<SessionId>(absl::FailedPreconditionError(
+        "this channel already had a session; open another channel for "
+        "another session"));
+  }
+  AddCredentials(connection_->options().security, &context_);
+  stream_ = connection_->control().Session(&context_);
+  StreamWriter<wire::SessionRequest>::Options writer;
+  writer.write = [this](const wire::SessionRequest& r) {
+    return stream_->Write(r);
+  };
+  writer.idle_message = [] {
+    wire::SessionRequest keep_alive;
+    keep_alive.mutable_keep_alive();
+    return keep_alive;
+  };
+  writer_ = std::make_unique<StreamWriter<wire::SessionRequest>>(
+      std::move(writer));
+
+  wire::SessionRequest open;
+  const uint64_t op_id = next_op_id_++;
+  open.set_op_id(op_id);
+  ToWire(request, open.mutable_open());
+  open.mutable_open()->set_version(connection_->version());
+  PromiseAndFuture<SessionId> pair = MakePromise<SessionId>();
+  const WireLimits& limits = connection_->options().limits;
+  pending_.emplace(
+      op_id, [this, promise = std::move(pair.promise), &limits](
+                 const absl::StatusOr<wire::SessionResponse>& answer) mutable {
+        if (!answer.ok()) return promise.Set(answer.status());
+        absl::Status status = AnswerStatus(*answer, limits);
+        if (status.ok() && !answer->has_opened()) {
+          status = absl::InternalError(
+              "the head answered `open` without a session");
+        }
+        if (!status.ok()) return promise.Set(status);
+        const wire::SessionOpened& opened = answer->opened();
+        {
+          absl::MutexLock lock(&mu_);
+          session_ = SessionId(opened.session());
+          key_ = opened.key();
+        }
+        // Keepalives well within the lease.
+        writer_->SetIdleInterval(
+            std::max(absl::Milliseconds(opened.lease_ms()) / 4,
+                     absl::Milliseconds(50)));
+        promise.Set(SessionId(opened.session()));
+      });
+  state_ = State::kOpen;
+  writer_->Send(std::move(open));
+  reader_ = std::thread([this] { ReadLoop(); });
+  return std::move(pair.future);
+}
+
+void GrpcSessionChannel::ReadLoop() {
+  wire::SessionResponse response;
+  while (stream_->Read(&response)) {
+    Pending pending;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pending_.find(response.op_id());
+      if (it != pending_.end()) {
+        pending = std::move(it->second);
+        pending_.erase(it);
+      }
+    }
+    if (!pending) {
+      AbortSession(absl::InternalError(absl::StrCat(
+          "the head answered op ", response.op_id(),
+          ", which nothing is waiting for")));
+      continue;
+    }
+    callbacks_->Execute([pending = std::move(pending),
+                         response = std::move(response)]() mutable {
+      pending(response);
+    });
+    response = wire::SessionResponse();
+  }
+  // Nothing more comes: stop writing, then collect the call's status.
+  writer_->Close(/*drain=*/false);
+  grpc::Status status = stream_->Finish();
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    why = abort_status_;
+  }
+  if (why.ok()) {
+    if (status.ok()) {
+      why = absl::FailedPreconditionError("this channel's session is closed");
+    } else {
+      absl::Status error = FromGrpcStatus(status);
+      why = absl::Status(
+          error.code() == absl::StatusCode::kCancelled
+              ? absl::StatusCode::kUnavailable
+              : error.code(),
+          absl::StrCat("the session's stream to the head at ",
+                       connection_->target(), " ended: ", error.message()));
+    }
+  }
+  EndStream(why);
+}
+
+void GrpcSessionChannel::EndStream(const absl::Status& why) {
+  std::map<uint64_t, Pending> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kClosed) state_ = State::kEnded;
+    end_status_ = why;
+    pending.swap(pending_);
+  }
+  for (auto& [op_id, callback] : pending) {
+    callbacks_->Execute([callback = std::move(callback), why]() mutable {
+      callback(why);
+    });
+  }
+}
+
+void GrpcSessionChannel::AbortSession(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_status_.ok()) return;
+    abort_status_ = why;
+  }
+  CW_LOG(WARNING) << "ending the session: " << why;
+  context_.TryCancel();
+}
+
+Future<> GrpcSessionChannel::CloseSession() {
+  wire::SessionRequest request;
+  request.mutable_close();
+  Future<> closed = Call<void>(
+      std::move(request),
+      [](const wire::SessionResponse&) { return absl::OkStatus(); });
+  absl::MutexLock lock(&mu_);
+  if (state_ == State::kOpen) state_ = State::kClosed;
+  return closed;
+}
+
+Future<SliceInfo> GrpcSessionChannel::RequestSlice(SliceRequest request) {
+  wire::SessionRequest message;
+  ToWire(request, message.mutable_request_slice());
+  const WireLimits& limits = connection_->options().limits;
+  return Call<SliceInfo>(std::move(message),
+                         [&limits](const wire::SessionResponse& r) {
+                           return FromWire(r.slice(), limits,
+                                           FieldPath("SessionResponse.slice"));
+                         });
+}
+
+Future<SliceInfo> GrpcSessionChannel::GetSlice(SliceHandle slice) {
+  wire::SessionRequest message;
+  message.mutable_get_slice()->set_handle(slice.value());
+  const WireLimits& limits = connection_->options().limits;
+  return Call<SliceInfo>(std::move(message),
+                         [&limits](const wire::SessionResponse& r) {
+                           return FromWire(r.slice(), limits,
+                                           FieldPath("SessionResponse.slice"));
+                         });
+}
+
+Future<> GrpcSessionChannel::ReleaseSlice(SliceHandle slice) {
+  wire::SessionRequest message;
+  message.mutable_release_slice()->set_handle(slice.value());
+  return Call<void>(std::move(message), [](const wire::SessionResponse&) {
+    return absl::OkStatus();
+  });
+}
+
+Future<CompileInfo> GrpcSessionChannel::Compile(CompileRequest request) {
+  wire::SessionRequest message;
+  ToWire(request, message.mutable_compile());
+  const WireLimits& limits = connection_->options().limits;
+  return Call<CompileInfo>(
+      std::move(message), [&limits](const wire::SessionResponse& r) {
+        return FromWire(r.compiled(), limits,
+                        FieldPath("SessionResponse.compiled"));
+      });
+}
+
+Future<> GrpcSessionChannel::PutArray(ArraySpec spec, hlo::Literal global) {
+  if (!global.shape().IsArray()) {
+    return MakeErrorFuture(absl::InvalidArgumentError(absl::StrCat(
+        "PutArray takes an array value, not ", global.shape().ToString())));
+  }
+  uint64_t host_buffer = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status unusable = UnusableLocked(); !unusable.ok()) {
+      return MakeErrorFuture(unusable);
+    }
+    host_buffer = next_host_buffer_++;
+  }
+  // The bytes go first, on their own call; the request follows at once.
+  transfers_->Execute([this, host_buffer, global = std::move(global)]() mutable {
+    Upload(host_buffer, std::move(global));
+  });
+  wire::SessionRequest message;
+  ToWire(spec, message.mutable_put_array()->mutable_spec());
+  message.mutable_put_array()->set_host_buffer(host_buffer);
+  return Call<void>(std::move(message), [](const wire::SessionResponse&) {
+    return absl::OkStatus();
+  });
+}
+
+void GrpcSessionChannel::Upload(uint64_t host_buffer, hlo::Literal value) {
+  grpc::ClientContext context;
+  AddCredentials(connection_->options().security, &context);
+  wire::HostBufferPut message;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kOpen && state_ != State::kClosed) return;
+    transfer_contexts_.insert(&context);
+    wire::HostBufferPutHeader* header = message.mutable_header();
+    header->set_session(session_.value());
+    header->set_key(key_);
+    header->set_host_buffer(host_buffer);
+    *header->mutable_value() = ValueHeaderOf(value);
+  }
+  wire::HostBufferPutResponse response;
+  std::unique_ptr<grpc::ClientWriter<wire::HostBufferPut>> writer =
+      connection_->bulk().PutHostBuffer(&context, &response);
+  bool written = writer->Write(message);
+  if (written) {
+    written = ForEachValueChunk(value, [&](std::string_view bytes) {
+                message.mutable_chunk()->set_data(bytes.data(), bytes.size());
+                return writer->Write(message)
+                           ? absl::OkStatus()
+                           : absl::UnavailableError("the upload broke");
+              }).ok();
+  }
+  if (written) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    transfer_contexts_.erase(&context);
+  }
+  if (!status.ok()) {
+    absl::Status error = FromGrpcStatus(status);
+    AbortSession(absl::Status(
+        absl::StatusCode::kDataLoss,
+        absl::StrCat("the upload of host buffer ", host_buffer,
+                     " failed: ", error.message(),
+                     "; a failed upload ends the session")));
+  }
+}
+
+void GrpcSessionChannel::Execute(ExecuteOp op) {
+  wire::SessionRequest message;
+  ToWire(op, message.mutable_execute());
+  Send(std::move(message), nullptr).IgnoreError();
+}
+
+void GrpcSessionChannel::Copy(CopyOp op) {
+  wire::SessionRequest message;
+  ToWire(op, message.mutable_copy());
+  Send(std::move(message), nullptr).IgnoreError();
+}
+
+void GrpcSessionChannel::Submit(ProgramGraph graph) {
+  wire::SessionRequest message;
+  ToWire(graph, message.mutable_submit());
+  Send(std::move(message), nullptr).IgnoreError();
+}
+
+Future<> GrpcSessionChannel::ArrayReady(ArrayHandle array) {
+  wire::SessionRequest message;
+  message.mutable_array_ready()->set_array(array.value());
+  return Call<void>(std::move(message), [](const wire::SessionResponse&) {
+    return absl::OkStatus();
+  });
+}
+
+Future<hlo::Literal> GrpcSessionChannel::Fetch(ArrayHandle array) {
+  uint64_t host_buffer = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status unusable = UnusableLocked(); !unusable.ok()) {
+      return MakeErrorFuture<hlo::Literal>(unusable);
+    }
+    host_buffer = next_host_buffer_++;
+  }
+  PromiseAndFuture<hlo::Literal> pair = MakePromise<hlo::Literal>();
+  wire::SessionRequest message;
+  message.mutable_fetch()->set_array(array.value());
+  message.mutable_fetch()->set_host_buffer(host_buffer);
+  const WireLimits& limits = connection_->options().limits;
+  absl::Status sent = Send(
+      std::move(message),
+      [this, host_buffer, promise = std::move(pair.promise), &limits](
+          const absl::StatusOr<wire::SessionResponse>& answer) mutable {
+        if (!answer.ok()) return promise.Set(answer.status());
+        absl::Status status = AnswerStatus(*answer, limits);
+        if (!status.ok()) return promise.Set(status);
+        transfers_->Execute(
+            [this, host_buffer, promise = std::move(promise)]() mutable {
+              Download(host_buffer, std::move(promise));
+            });
+      });
+  if (!sent.ok()) return MakeErrorFuture<hlo::Literal>(sent);
+  return std::move(pair.future);
+}
+
+void GrpcSessionChannel::Download(uint64_t host_buffer,
+                                  Promise<hlo::Literal> promise) {
+  grpc::ClientContext context;
+  AddCredentials(connection_->options().security, &context);
+  wire::HostBufferGet request;
+  {
+    absl::MutexLock lock(&mu_);
+    transfer_contexts_.insert(&context);
+    request.set_session(session_.value());
+    request.set_key(key_);
+    request.set_host_buffer(host_buffer);
+  }
+  std::unique_ptr<grpc::ClientReader<wire::HostBufferData>> reader =
+      connection_->bulk().GetHostBuffer(&context, request);
+  const WireLimits& limits = connection_->options().limits;
+  wire::HostBufferData message;
+  absl::StatusOr<ValueAssembler> assembler =
+      absl::DataLossError("the download ended before its header");
+  bool have_header = false;
+  absl::Status status;
+  while (reader->Read(&message)) {
+    if (!have_header) {
+      if (!message.has_header()) {
+        status = absl::DataLossError("the download did not start with a header");
+        break;
+      }
+      assembler = ValueAssembler::Create(message.header(), limits,
+                                         FieldPath("HostBufferData.header"));
+      have_header = true;
+      if (!assembler.ok()) break;
+      continue;
+    }
+    status = message.has_chunk() ? assembler->Append(message.chunk().data())
+                                 : absl::DataLossError(
+                                       "the download sent a second header");
+    if (!status.ok()) break;
+  }
+  if (!status.ok() || !assembler.ok()) context.TryCancel();
+  grpc::Status finished = reader->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    transfer_contexts_.erase(&context);
+  }
+  if (status.ok() && !assembler.ok()) status = assembler.status();
+  if (status.ok() && !finished.ok()) status = FromGrpcStatus(finished);
+  if (!status.ok()) {
+    promise.Set(absl::Status(
+        status.code(), absl::StrCat("downloading host buffer ", host_buffer,
+                                    ": ", status.message())));
+    return;
+  }
+  promise.Set(std::move(*assembler).Finish());
+}
+
+void GrpcSessionChannel::Delete(std::vector<ArrayHandle> arrays) {
+  wire::SessionRequest message;
+  for (ArrayHandle array : arrays) {
+    message.mutable_delete_arrays()->add_arrays(array.value());
+  }
+  Send(std::move(message), nullptr).IgnoreError();
+}
+
+Future<StatusReport> GrpcSessionChannel::GetStatus() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kNew) {
+      // No session: ask the head directly.
+      PromiseAndFuture<StatusReport> pair = MakePromise<StatusReport>();
+      transfers_->Execute([this, promise = std::move(pair.promise)]() mutable {
+        absl::StatusOr<GrpcHeadConnection::ClusterStatus> status =
+            connection_->GetClusterStatus(absl::Seconds(30));
+        if (!status.ok()) return promise.Set(status.status());
+        promise.Set(std::move(status->report));
+      });
+      return std::move(pair.future);
+    }
+  }
+  wire::SessionRequest message;
+  message.mutable_get_status();
+  const WireLimits& limits = connection_->options().limits;
+  return Call<StatusReport>(
+      std::move(message), [&limits](const wire::SessionResponse& r) {
+        return FromWire(r.status_report(), limits,
+                        FieldPath("SessionResponse.status_report"));
+      });
+}
+
+Future<std::string> GrpcSessionChannel::GetTrace() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kNew) {
+      PromiseAndFuture<std::string> pair = MakePromise<std::string>();
+      transfers_->Execute([this, promise = std::move(pair.promise)]() mutable {
+        absl::StatusOr<GrpcHeadConnection::ClusterStatus> status =
+            connection_->GetClusterStatus(absl::Seconds(30),
+                                          /*include_trace=*/true);
+        if (!status.ok()) return promise.Set(status.status());
+        promise.Set(std::move(status->trace));
+      });
+      return std::move(pair.future);
+    }
+  }
+  wire::SessionRequest message;
+  message.mutable_get_trace();
+  const WireLimits& limits = connection_->options().limits;
+  return Call<std::string>(
+      std::move(message), [&limits](const wire::SessionResponse& r) {
+        return StringFromWire(r.trace().json(), limits.max_string_bytes,
+                              FieldPath("SessionResponse.trace.json"));
+      });
+}
+
+}  // namespace causeway::transport

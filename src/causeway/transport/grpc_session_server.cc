@@ -1,0 +1,666 @@
+#include "causeway/transport/grpc_session_server.h"
+
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/base/executor.h"
+#include "causeway/base/future.h"
+#include "causeway/base/logging.h"
+#include "causeway/base/status.h"
+#include "causeway/transport/grpc_stream_writer.h"
+
+namespace causeway::transport {
+
+// The host buffers of one session: uploads on their way to the head (a
+// `put_array` takes each once its bytes have come) and downloads waiting to
+// be fetched. Bounded in bytes. Thread-safe; promises are set outside the
+// lock (their callbacks may run inline).
+class GrpcSessionServer::HostBuffers {
+ public:
+  explicit HostBuffers(int64_t budget) : budget_(budget) {}
+
+  // An upload of `bytes` bytes into `id` starts.
+  absl::Status BeginUpload(uint64_t id, int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::FailedPreconditionError("the session ended");
+    Upload& upload = UploadLocked(id);
+    if (upload.begun) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host buffer ", id, " is uploaded twice"));
+    }
+    if (bytes > budget_ - used_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "host buffer ", id, " (", bytes, " bytes) does not fit: the "
+          "session holds ", used_, " bytes of host buffers of at most ",
+          budget_));
+    }
+    upload.begun = true;
+    upload.bytes = bytes;
+    used_ += bytes;
+    return absl::OkStatus();
+  }
+
+  // The upload into `id` ended with `value` (or its error).
+  void EndUpload(uint64_t id, absl::StatusOr<hlo::Literal> value) {
+    std::optional<Promise<hlo::Literal>> promise;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = uploads_.find(id);
+      if (closed_ || it == uploads_.end() || !it->second.promise) return;
+      promise = std::move(it->second.promise);
+      it->second.promise.reset();
+      if (it->second.taken) EraseLocked(it);
+    }
+    promise->Set(std::move(value));
+  }
+
+  // The value of upload `id`, once its bytes have come. Each id is taken
+  // once.
+  Future<hlo::Literal> TakeUpload(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) {
+      return MakeErrorFuture<hlo::Literal>(
+          absl::FailedPreconditionError("the session ended"));
+    }
+    Upload& upload = UploadLocked(id);
+    if (upload.taken) {
+      return MakeErrorFuture<hlo::Literal>(absl::InvalidArgumentError(
+          absl::StrCat("host buffer ", id, " is named by two put_arrays")));
+    }
+    upload.taken = true;
+    Future<hlo::Literal> future = upload.future;
+    if (!upload.promise) EraseLocked(uploads_.find(id));
+    return future;
+  }
+
+  absl::Status StoreDownload(uint64_t id, hlo::Literal value) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::FailedPreconditionError("the session ended");
+    if (downloads_.contains(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host buffer ", id, " already holds a fetched value"));
+    }
+    const int64_t bytes = value.size_bytes();
+    if (bytes > budget_ - used_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the fetched value (", bytes, " bytes) does not fit: the session "
+          "holds ", used_, " bytes of host buffers of at most ", budget_,
+          "; download what was fetched first"));
+    }
+    used_ += bytes;
+    downloads_.emplace(id, std::move(value));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<hlo::Literal> TakeDownload(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    auto it = downloads_.find(id);
+    if (it == downloads_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "host buffer ", id, " holds no fetched value (fetch it first; each "
+          "is downloaded once)"));
+    }
+    hlo::Literal value = std::move(it->second);
+    downloads_.erase(it);
+    used_ -= value.size_bytes();
+    return value;
+  }
+
+  // Fails every upload still coming with `why`; drops everything.
+  void Close(const absl::Status& why) {
+    std::vector<Promise<hlo::Literal>> waiting;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return;
+      closed_ = true;
+      for (auto& [id, upload] : uploads_) {
+        if (upload.promise) waiting.push_back(std::move(*upload.promise));
+      }
+      uploads_.clear();
+      downloads_.clear();
+      used_ = 0;
+    }
+    for (Promise<hlo::Literal>& promise : waiting) promise.Set(why);
+  }
+
+ private:
+  struct Upload {
+    std::optional<Promise<hlo::Literal>> promise;  // Until the bytes came.
+    Future<hlo::Literal> future;
+    bool begun = false;
+    bool taken = false;
+    int64_t bytes = 0;
+  };
+
+  Upload& UploadLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto [it, inserted] = uploads_.try_emplace(id);
+    if (inserted) {
+      PromiseAndFuture<hlo::Literal> pair = MakePromise<hlo::Literal>();
+      it->second.promise.emplace(std::move(pair.promise));
+      it->second.future = std::move(pair.future);
+    }
+    return it->second;
+  }
+  void EraseLocked(std::map<uint64_t, Upload>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    used_ -= it->second.bytes;
+    uploads_.erase(it);
+  }
+
+  const int64_t budget_;
+  absl::Mutex mu_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Upload> uploads_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, hlo::Literal> downloads_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct GrpcSessionServer::SessionState {
+  SessionState(SessionId id, std::string key, grpc::ServerContext* context,
+               int64_t budget)
+      : id(id), key(std::move(key)), context(context), buffers(budget) {}
+
+  // Queues an answer (dropped once the session's stream is done).
+  void Answer(uint64_t op_id, const absl::Status& status,
+              wire::SessionResponse response = {}) {
+    response.set_op_id(op_id);
+    if (!status.ok()) {
+      response.clear_response();
+      ToWire(status, response.mutable_status());
+    }
+    writer->Send(std::move(response));
+  }
+
+  // Answers `op_id` when `future` resolves: `fill(value, &response)` on
+  // success (nothing to fill for a Future<>), the error otherwise.
+  template <typename T, typename Fill>
+  void AnswerWhenReady(uint64_t op_id, const Future<T>& future, Fill fill,
+                       const std::shared_ptr<SessionState>& self) {
+    future.OnReady(InlineExecutor::Instance(),
+                   [self, op_id, fill = std::move(fill)](
+                       const internal::FutureResult<T>& result) mutable {
+                     wire::SessionResponse response;
+                     const absl::Status& status = internal::StatusOf(result);
+                     if (status.ok()) {
+                       if constexpr (std::is_void_v<T>) {
+                         fill(&response);
+                       } else {
+                         fill(*result, &response);
+                       }
+                     }
+                     self->Answer(op_id, status, std::move(response));
+                   });
+  }
+
+  const SessionId id;
+  const std::string key;
+  grpc::ServerContext* const context;
+  HostBuffers buffers;
+  std::unique_ptr<StreamWriter<wire::SessionResponse>> writer;
+  uint64_t last_op_id = 0;  // Handler thread only.
+};
+
+namespace {
+
+void Done(wire::SessionResponse* response) { response->mutable_done(); }
+
+std::string NewSessionKey() {
+  std::string key(16, '\0');
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t bits = RandomUint64();
+    std::memcpy(key.data() + 8 * i, &bits, 8);
+  }
+  return key;
+}
+
+}  // namespace
+
+GrpcSessionServer::GrpcSessionServer(SessionService* service,
+                                     const TokenCheck* auth,
+                                     GrpcSessionServerOptions options)
+    : service_(service), auth_(auth), options_(std::move(options)) {}
+
+GrpcSessionServer::~GrpcSessionServer() { Shutdown(); }
+
+void GrpcSessionServer::Shutdown() {
+  std::vector<std::shared_ptr<SessionState>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& [id, session] : sessions_) sessions.push_back(session);
+  }
+  for (const std::shared_ptr<SessionState>& session : sessions) {
+    session->buffers.Close(absl::UnavailableError("the head is shutting down"));
+    session->context->TryCancel();
+  }
+}
+
+int64_t GrpcSessionServer::num_sessions() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(sessions_.size());
+}
+
+absl::StatusOr<std::shared_ptr<GrpcSessionServer::SessionState>>
+GrpcSessionServer::FindSession(int64_t id, const std::string& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->key != key) {
+    return absl::NotFoundError(absl::StrCat("no open session ", id));
+  }
+  return it->second;
+}
+
+grpc::Status GrpcSessionServer::GetVersion(grpc::ServerContext* context,
+                                           const wire::VersionRequest* request,
+                                           wire::VersionResponse* response) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  absl::StatusOr<uint32_t> version =
+      ChooseProtocolVersion(request->min_version(), request->max_version());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  response->set_version(*version);
+  return grpc::Status::OK;
+}
+
+grpc::Status GrpcSessionServer::Session(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<wire::SessionResponse, wire::SessionRequest>*
+        stream) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  wire::SessionRequest first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  if (first.request_case() != wire::SessionRequest::kOpen) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "SessionRequest: the first request of a session must be `open`"));
+  }
+  const uint32_t version = first.open().version();
+  if (version < kMinProtocolVersion || version > kMaxProtocolVersion) {
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "SessionRequest.open.version: ", version, " is not one this head "
+        "speaks (", kMinProtocolVersion, "..", kMaxProtocolVersion,
+        "): call GetVersion first")));
+  }
+  absl::StatusOr<OpenSessionRequest> open =
+      FromWire(first.open(), options_.limits, FieldPath("SessionRequest.open"));
+  if (!open.ok()) return ToGrpcStatus(open.status());
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
+    }
+  }
+  absl::StatusOr<SessionId> id = service_->OpenSession(*open);
+  if (!id.ok()) return ToGrpcStatus(id.status());
+
+  auto session = std::make_shared<SessionState>(
+      *id, NewSessionKey(), context, options_.max_host_buffer_bytes_per_session);
+  session->last_op_id = first.op_id();
+  StreamWriter<wire::SessionResponse>::Options writer;
+  writer.write = [stream](const wire::SessionResponse& response) {
+    return stream->Write(response);
+  };
+  session->writer =
+      std::make_unique<StreamWriter<wire::SessionResponse>>(std::move(writer));
+  bool shut_down = false;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down = shut_down_;
+    if (!shut_down) sessions_[id->value()] = session;
+  }
+  if (shut_down) {
+    service_->CloseSession(*id);
+    session->writer->Close(/*drain=*/false);
+    return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
+  }
+
+  wire::SessionResponse opened;
+  opened.mutable_opened()->set_session(id->value());
+  opened.mutable_opened()->set_key(session->key);
+  opened.mutable_opened()->set_lease_ms(
+      absl::ToInt64Milliseconds(options_.lease));
+  session->Answer(first.op_id(), absl::OkStatus(), std::move(opened));
+
+  absl::Status session_error;
+  bool closed_by_client = false;
+  wire::SessionRequest request;
+  while (stream->Read(&request)) {
+    if (!HandleRequest(session, request, &session_error)) {
+      closed_by_client = session_error.ok();
+      break;
+    }
+  }
+
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.erase(id->value());
+  }
+  session->buffers.Close(absl::CancelledError(
+      absl::StrCat("session ", id->value(), " ended")));
+  if (closed_by_client) {
+    // The answer to `close` is queued: send it, then end the stream.
+    session->writer->Close(/*drain=*/true);
+    return grpc::Status::OK;
+  }
+  // Broken, cancelled, half-closed without `close`, or ended by a bad
+  // request: the session goes now (its lease would end it anyway).
+  service_->CloseSession(*id);
+  if (!session_error.ok()) {
+    CW_LOG(WARNING) << "session " << id->value() << " ended: " << session_error;
+    session->writer->Close(/*drain=*/true);
+    return ToGrpcStatus(session_error);
+  }
+  session->writer->Close(/*drain=*/false);
+  return grpc::Status::OK;
+}
+
+bool GrpcSessionServer::HandleRequest(
+    const std::shared_ptr<SessionState>& session,
+    const wire::SessionRequest& request, absl::Status* session_error) {
+  const uint64_t op_id = request.op_id();
+  if (request.request_case() == wire::SessionRequest::kKeepAlive &&
+      op_id == 0) {
+    return true;
+  }
+  if (op_id <= session->last_op_id) {
+    *session_error = absl::InvalidArgumentError(absl::StrCat(
+        "SessionRequest.op_id: ", op_id, " does not follow ",
+        session->last_op_id, " (op ids strictly increase)"));
+    return false;
+  }
+  session->last_op_id = op_id;
+  const SessionId id = session->id;
+  const WireLimits& limits = options_.limits;
+  const FieldPath root("SessionRequest");
+  // A malformed fire-and-forget request has no answer to carry its error:
+  // it ends the session with that error instead.
+  auto fail_session = [&](absl::Status status) {
+    *session_error = std::move(status);
+    return false;
+  };
+  switch (request.request_case()) {
+    case wire::SessionRequest::kOpen:
+      return fail_session(absl::FailedPreconditionError(
+          "SessionRequest.open: this stream's session is open already; "
+          "open another stream for another session"));
+    case wire::SessionRequest::kClose: {
+      Future<> closed = service_->CloseSession(id);
+      absl::Status status = closed.AwaitFor(absl::Seconds(30));
+      session->Answer(op_id, status, [] {
+        wire::SessionResponse r;
+        r.mutable_done();
+        return r;
+      }());
+      return false;
+    }
+    case wire::SessionRequest::kKeepAlive:
+      return true;  // One with an op_id: harmless.
+    case wire::SessionRequest::kRequestSlice: {
+      absl::StatusOr<SliceRequest> slice = FromWire(
+          request.request_slice(), limits, root.Field("request_slice"));
+      if (!slice.ok()) {
+        session->Answer(op_id, slice.status());
+        return true;
+      }
+      session->AnswerWhenReady(
+          op_id, service_->RequestSlice(id, *std::move(slice)),
+          [](const SliceInfo& info, wire::SessionResponse* r) {
+            ToWire(info, r->mutable_slice());
+          },
+          session);
+      return true;
+    }
+    case wire::SessionRequest::kGetSlice:
+      session->AnswerWhenReady(
+          op_id,
+          service_->GetSlice(id, SliceHandle(request.get_slice().handle())),
+          [](const SliceInfo& info, wire::SessionResponse* r) {
+            ToWire(info, r->mutable_slice());
+          },
+          session);
+      return true;
+    case wire::SessionRequest::kReleaseSlice:
+      session->AnswerWhenReady(
+          op_id,
+          service_->ReleaseSlice(id,
+                                 SliceHandle(request.release_slice().handle())),
+          Done, session);
+      return true;
+    case wire::SessionRequest::kCompile: {
+      absl::StatusOr<CompileRequest> compile =
+          FromWire(request.compile(), limits, root.Field("compile"));
+      if (!compile.ok()) {
+        session->Answer(op_id, compile.status());
+        return true;
+      }
+      session->AnswerWhenReady(
+          op_id, service_->Compile(id, *std::move(compile)),
+          [](const CompileInfo& info, wire::SessionResponse* r) {
+            ToWire(info, r->mutable_compiled());
+          },
+          session);
+      return true;
+    }
+    case wire::SessionRequest::kPutArray:
+      HandlePutArray(session, op_id, request.put_array(), session_error);
+      return session_error->ok();
+    case wire::SessionRequest::kExecute: {
+      absl::StatusOr<ExecuteOp> op =
+          FromWire(request.execute(), limits, root.Field("execute"));
+      if (!op.ok()) return fail_session(op.status());
+      service_->Execute(id, *std::move(op));
+      return true;
+    }
+    case wire::SessionRequest::kCopy: {
+      absl::StatusOr<CopyOp> op =
+          FromWire(request.copy(), limits, root.Field("copy"));
+      if (!op.ok()) return fail_session(op.status());
+      service_->Copy(id, *std::move(op));
+      return true;
+    }
+    case wire::SessionRequest::kSubmit: {
+      absl::StatusOr<ProgramGraph> graph =
+          FromWire(request.submit(), limits, root.Field("submit"));
+      if (!graph.ok()) return fail_session(graph.status());
+      service_->Submit(id, *std::move(graph));
+      return true;
+    }
+    case wire::SessionRequest::kDeleteArrays: {
+      const auto& handles = request.delete_arrays().arrays();
+      if (handles.size() > limits.max_entries) {
+        return fail_session(
+            root.Field("delete_arrays")
+                .Field("arrays")
+                .Invalid(absl::StrCat(handles.size(), " entries (at most ",
+                                      limits.max_entries, ")")));
+      }
+      std::vector<ArrayHandle> arrays;
+      arrays.reserve(handles.size());
+      for (uint64_t handle : handles) arrays.push_back(ArrayHandle(handle));
+      service_->Delete(id, std::move(arrays));
+      return true;
+    }
+    case wire::SessionRequest::kArrayReady:
+      session->AnswerWhenReady(
+          op_id,
+          service_->ArrayReady(id, ArrayHandle(request.array_ready().array())),
+          Done, session);
+      return true;
+    case wire::SessionRequest::kFetch: {
+      const uint64_t host_buffer = request.fetch().host_buffer();
+      service_->Fetch(id, ArrayHandle(request.fetch().array()))
+          .OnReady(InlineExecutor::Instance(),
+                   [session, op_id, host_buffer](
+                       const absl::StatusOr<hlo::Literal>& value) {
+                     if (!value.ok()) {
+                       session->Answer(op_id, value.status());
+                       return;
+                     }
+                     const int64_t bytes = value->size_bytes();
+                     absl::Status stored =
+                         session->buffers.StoreDownload(host_buffer, *value);
+                     wire::SessionResponse response;
+                     response.mutable_fetched()->set_host_buffer(host_buffer);
+                     response.mutable_fetched()->set_byte_size(bytes);
+                     session->Answer(op_id, stored, std::move(response));
+                   });
+      return true;
+    }
+    case wire::SessionRequest::kGetStatus:
+      session->AnswerWhenReady(
+          op_id, service_->GetStatus(),
+          [](const StatusReport& report, wire::SessionResponse* r) {
+            ToWire(report, r->mutable_status_report());
+          },
+          session);
+      return true;
+    case wire::SessionRequest::kGetTrace:
+      session->AnswerWhenReady(
+          op_id, service_->GetTrace(),
+          [](const std::string& json, wire::SessionResponse* r) {
+            r->mutable_trace()->set_json(json);
+          },
+          session);
+      return true;
+    case wire::SessionRequest::REQUEST_NOT_SET:
+      break;
+  }
+  return fail_session(absl::InvalidArgumentError(absl::StrCat(
+      "SessionRequest (op_id ", op_id, "): no request, or one this head "
+      "does not know")));
+}
+
+void GrpcSessionServer::HandlePutArray(
+    const std::shared_ptr<SessionState>& session, uint64_t op_id,
+    const wire::PutArray& request, absl::Status* session_error) {
+  const uint64_t host_buffer = request.host_buffer();
+  // The bytes are taken whatever happens, so that they do not linger.
+  Future<hlo::Literal> upload = session->buffers.TakeUpload(host_buffer);
+  absl::StatusOr<ArraySpec> spec =
+      FromWire(request.spec(), options_.limits,
+               FieldPath("SessionRequest.put_array.spec"));
+  if (!spec.ok()) {
+    session->Answer(op_id, spec.status());
+    return;
+  }
+  // In stream order: the head sees the array before any later request
+  // that names it.
+  absl::StatusOr<hlo::Literal> value = upload.AwaitFor(options_.upload_timeout);
+  if (!value.ok()) {
+    *session_error = absl::Status(
+        value.status().code() == absl::StatusCode::kDeadlineExceeded
+            ? absl::StatusCode::kDeadlineExceeded
+            : absl::StatusCode::kDataLoss,
+        absl::StrCat("the upload of array ", spec->handle.value(),
+                     " (host buffer ", host_buffer, ") failed: ",
+                     value.status().message(),
+                     "; a failed upload ends the session"));
+    return;
+  }
+  session->AnswerWhenReady(
+      op_id, service_->PutArray(session->id, *std::move(spec), *std::move(value)),
+      Done, session);
+}
+
+grpc::Status GrpcSessionServer::PutHostBuffer(
+    grpc::ServerContext* context,
+    grpc::ServerReader<wire::HostBufferPut>* reader,
+    wire::HostBufferPutResponse* response) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  wire::HostBufferPut message;
+  if (!reader->Read(&message) || !message.has_header()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "HostBufferPut: the first message must be the header"));
+  }
+  const wire::HostBufferPutHeader& header = message.header();
+  absl::StatusOr<std::shared_ptr<SessionState>> session =
+      FindSession(header.session(), header.key());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  const uint64_t id = header.host_buffer();
+  absl::StatusOr<ValueAssembler> assembler = ValueAssembler::Create(
+      header.value(), options_.limits, FieldPath("HostBufferPut.header.value"));
+  if (!assembler.ok()) {
+    (*session)->buffers.EndUpload(id, assembler.status());
+    return ToGrpcStatus(assembler.status());
+  }
+  if (absl::Status begun =
+          (*session)->buffers.BeginUpload(id, assembler->expected_bytes());
+      !begun.ok()) {
+    return ToGrpcStatus(begun);
+  }
+  while (reader->Read(&message)) {
+    absl::Status appended =
+        message.has_chunk()
+            ? assembler->Append(message.chunk().data())
+            : absl::InvalidArgumentError(
+                  "HostBufferPut: a header after the first message");
+    if (!appended.ok()) {
+      (*session)->buffers.EndUpload(id, appended);
+      return ToGrpcStatus(appended);
+    }
+  }
+  if (context->IsCancelled()) {
+    absl::Status broken = absl::DataLossError(absl::StrCat(
+        "the upload of host buffer ", id, " was cut off"));
+    (*session)->buffers.EndUpload(id, broken);
+    return ToGrpcStatus(broken);
+  }
+  absl::StatusOr<hlo::Literal> value = std::move(*assembler).Finish();
+  absl::Status status = value.status();
+  (*session)->buffers.EndUpload(id, std::move(value));
+  return ToGrpcStatus(status);
+}
+
+grpc::Status GrpcSessionServer::GetHostBuffer(
+    grpc::ServerContext* context, const wire::HostBufferGet* request,
+    grpc::ServerWriter<wire::HostBufferData>* writer) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  absl::StatusOr<std::shared_ptr<SessionState>> session =
+      FindSession(request->session(), request->key());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  absl::StatusOr<hlo::Literal> value =
+      (*session)->buffers.TakeDownload(request->host_buffer());
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  wire::HostBufferData message;
+  *message.mutable_header() = ValueHeaderOf(*value);
+  if (!writer->Write(message)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the download broke");
+  }
+  absl::Status sent = ForEachValueChunk(*value, [&](std::string_view bytes) {
+    message.mutable_chunk()->set_data(bytes.data(), bytes.size());
+    if (!writer->Write(message)) {
+      return absl::CancelledError("the download broke");
+    }
+    return absl::OkStatus();
+  });
+  return ToGrpcStatus(sent);
+}
+
+grpc::Status GrpcSessionServer::GetClusterStatus(
+    grpc::ServerContext* context, const wire::ClusterStatusRequest* request,
+    wire::ClusterStatusResponse* response) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  absl::StatusOr<StatusReport> report =
+      service_->GetStatus().AwaitFor(absl::Seconds(30));
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  ToWire(*report, response->mutable_report());
+  if (request->include_trace()) {
+    absl::StatusOr<std::string> trace =
+        service_->GetTrace().AwaitFor(absl::Seconds(30));
+    if (!trace.ok()) return ToGrpcStatus(trace.status());
+    response->mutable_trace()->set_json(*std::move(trace));
+  }
+  if (options_.topology) {
+    std::shared_ptr<const Topology> topology = options_.topology();
+    if (topology != nullptr) {
+      response->set_num_islands(topology->num_islands());
+      for (int64_t d = 0; d < topology->num_devices(); ++d) {
+        ToWire(topology->device(DeviceId(d)), response->add_devices());
+      }
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace causeway::transport

@@ -1,0 +1,115 @@
+// The head's side of the session protocol (proto/session.proto) over gRPC:
+// serves each client's Session stream, uploads and downloads, and cluster
+// status, by calling the head's SessionService. It never sees the head's
+// types: transport code depends on the interface only.
+//
+// One Session stream is one session. Its handler reads requests in order
+// and hands each to the SessionService at once; answers go out in
+// completion order (matched by op_id) through the stream's writer thread,
+// so no head thread ever blocks on a client. A `put_array` is the one
+// request that waits in line: the head receives it, in stream order, once
+// its bytes have arrived on PutHostBuffer (bounded by `upload_timeout`; a
+// failed or missing upload ends the session, as in IFRT Proxy).
+//
+// The session ends when the client closes it, when its stream breaks
+// (cancelled, the connection dropped: at once), or when the head expires
+// its lease; then it is closed on the head and everything it held is
+// released. A malformed request fails that request (InvalidArgument naming
+// the field, in its answer) or, if it cannot even be answered (no op_id,
+// a second `open`), the session; the server goes on serving everyone else.
+//
+// Thread-safe.
+#ifndef CAUSEWAY_TRANSPORT_GRPC_SESSION_SERVER_H_
+#define CAUSEWAY_TRANSPORT_GRPC_SESSION_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "causeway/transport/grpc_common.h"
+#include "causeway/transport/proto/session.grpc.pb.h"
+#include "causeway/transport/session_channel.h"
+#include "causeway/transport/topology.h"
+#include "causeway/transport/wire_convert.h"
+
+namespace causeway::transport {
+
+struct GrpcSessionServerOptions {
+  WireLimits limits;
+  // How long a `put_array` waits for its bytes before the session ends.
+  absl::Duration upload_timeout = absl::Seconds(60);
+  // Bytes of uploads a session may have received and not yet handed to
+  // the head, and of downloads waiting to be fetched.
+  int64_t max_host_buffer_bytes_per_session = int64_t{32} << 30;
+  // The cluster's devices, for GetClusterStatus (clients list them). Null:
+  // none are listed.
+  std::function<std::shared_ptr<const Topology>()> topology;
+  // Announced to clients so that they send keepalives well within it.
+  absl::Duration lease = absl::Seconds(10);
+};
+
+class GrpcSessionServer final : public wire::HeadSessions::Service {
+ public:
+  // `service` and `auth` must outlive the server.
+  GrpcSessionServer(SessionService* service, const TokenCheck* auth,
+                    GrpcSessionServerOptions options);
+  ~GrpcSessionServer() override;
+
+  // Ends every session's stream (their calls are cancelled, so their
+  // handlers return) and refuses new ones. Idempotent.
+  void Shutdown();
+
+  int64_t num_sessions() const;
+
+  grpc::Status GetVersion(grpc::ServerContext* context,
+                          const wire::VersionRequest* request,
+                          wire::VersionResponse* response) override;
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<wire::SessionResponse, wire::SessionRequest>*
+          stream) override;
+  grpc::Status PutHostBuffer(grpc::ServerContext* context,
+                             grpc::ServerReader<wire::HostBufferPut>* reader,
+                             wire::HostBufferPutResponse* response) override;
+  grpc::Status GetHostBuffer(
+      grpc::ServerContext* context, const wire::HostBufferGet* request,
+      grpc::ServerWriter<wire::HostBufferData>* writer) override;
+  grpc::Status GetClusterStatus(
+      grpc::ServerContext* context, const wire::ClusterStatusRequest* request,
+      wire::ClusterStatusResponse* response) override;
+
+ private:
+  class HostBuffers;
+  struct SessionState;
+
+  // The open session `id` whose key is `key`; NotFound for anything else
+  // (an unknown id and a wrong key read the same).
+  absl::StatusOr<std::shared_ptr<SessionState>> FindSession(
+      int64_t id, const std::string& key) const;
+  // Handles one request after `open`. False ends the session (the
+  // client closed it, or it cannot go on).
+  bool HandleRequest(const std::shared_ptr<SessionState>& session,
+                     const wire::SessionRequest& request,
+                     absl::Status* session_error);
+  void HandlePutArray(const std::shared_ptr<SessionState>& session,
+                      uint64_t op_id, const wire::PutArray& request,
+                      absl::Status* session_error);
+
+  SessionService* const service_;
+  const TokenCheck* const auth_;
+  const GrpcSessionServerOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<int64_t, std::shared_ptr<SessionState>> sessions_
+      ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace causeway::transport
+
+#endif  // CAUSEWAY_TRANSPORT_GRPC_SESSION_SERVER_H_

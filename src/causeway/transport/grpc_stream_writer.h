@@ -1,0 +1,135 @@
+// StreamWriter: the one writer of a gRPC stream, on a thread of its own.
+//
+// A synchronous gRPC stream takes one Write at a time and a Write blocks
+// until gRPC has taken the message (longer when the peer's flow-control
+// window is full). Callers of the channels (head threads, device threads,
+// user threads) must never block on the network, so they Send into a queue
+// that this writer drains in order. Messages queued behind a slow write may
+// be merged (`merge`: e.g. several OpDone notices into one message), which
+// is how a busy stream sends fewer, larger messages.
+//
+// Idle: when nothing was sent for the idle interval, the writer sends
+// `idle_message()` (a session's keepalive; built under the writer's lock,
+// so it must not take locks of its own).
+//
+// Thread-safe. The write function runs on the writer's thread only.
+// Close(false) does not interrupt a write in progress: cancel the call
+// (ClientContext::TryCancel / ServerContext::TryCancel) first if the peer
+// may be stuck.
+#ifndef CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
+#define CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace causeway::transport {
+
+template <typename Message>
+class StreamWriter {
+ public:
+  struct Options {
+    // Writes one message; false when the stream is broken (nothing more
+    // is written after that).
+    std::function<bool(const Message&)> write;
+    // Merges `next` into `into` when both are queued; false to keep them
+    // apart. Null: never merge.
+    std::function<bool(Message& into, Message& next)> merge;
+    absl::Duration idle_interval = absl::InfiniteDuration();
+    std::function<Message()> idle_message;
+  };
+
+  explicit StreamWriter(Options options)
+      : options_(std::move(options)),
+        idle_interval_(options_.idle_interval),
+        thread_([this] { Loop(); }) {}
+  ~StreamWriter() { Close(/*drain=*/false); }
+
+  StreamWriter(const StreamWriter&) = delete;
+  StreamWriter& operator=(const StreamWriter&) = delete;
+
+  // Queues `message`; false (and the message dropped) once the writer is
+  // closed or its stream broke.
+  bool Send(Message message) {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || broken_) return false;
+    queue_.push_back(std::move(message));
+    return true;
+  }
+
+  // Stops the writer: after every queued message was written (`drain`) or
+  // at once (queued messages are dropped). Idempotent; after it returns the
+  // write function is never called again.
+  void Close(bool drain) {
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      if (!drain) queue_.clear();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // How long the stream may stay silent before `idle_message` is sent.
+  void SetIdleInterval(absl::Duration interval) {
+    absl::MutexLock lock(&mu_);
+    idle_interval_ = interval;
+  }
+
+  // The stream broke under a write.
+  bool broken() const {
+    absl::MutexLock lock(&mu_);
+    return broken_;
+  }
+
+ private:
+  void Loop() {
+    std::deque<Message> batch;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return closing_ || !queue_.empty();
+        };
+        if (!mu_.AwaitWithTimeout(absl::Condition(&ready), idle_interval_) &&
+            options_.idle_message) {
+          queue_.push_back(options_.idle_message());
+        }
+        if (queue_.empty()) return;  // Closing, drained.
+        batch.swap(queue_);
+      }
+      while (!batch.empty()) {
+        Message message = std::move(batch.front());
+        batch.pop_front();
+        while (options_.merge && !batch.empty() &&
+               options_.merge(message, batch.front())) {
+          batch.pop_front();
+        }
+        if (!options_.write(message)) {
+          absl::MutexLock lock(&mu_);
+          broken_ = true;
+          queue_.clear();
+          return;
+        }
+      }
+    }
+  }
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration idle_interval_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // Last: starts after everything above exists.
+};
+
+}  // namespace causeway::transport
+
+#endif  // CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
