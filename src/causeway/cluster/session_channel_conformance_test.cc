@@ -81,7 +81,7 @@ class SessionChannelTest : public ::testing::TestWithParam<Transport> {
     cluster_ = *std::move(cluster);
     if (GetParam() == Transport::kGrpc) {
       absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =
-          transport::GrpcHeadServer::Start(&cluster_->head(), {});
+          transport::GrpcHeadServer::Start(&cluster_->head(), nullptr, {});
       ASSERT_TRUE(server.ok()) << server.status();
       server_ = *std::move(server);
       absl::StatusOr<std::shared_ptr<transport::GrpcHeadConnection>>

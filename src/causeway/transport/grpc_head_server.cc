@@ -8,13 +8,20 @@
 namespace causeway::transport {
 
 absl::StatusOr<std::unique_ptr<GrpcHeadServer>> GrpcHeadServer::Start(
-    SessionService* sessions, GrpcHeadServerOptions options) {
+    SessionService* sessions, WorkerMembership* workers,
+    GrpcHeadServerOptions options) {
   CW_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                       MakeServerCredentials(options.security));
   std::unique_ptr<GrpcHeadServer> server(new GrpcHeadServer());
   server->auth_ = std::make_unique<TokenCheck>(options.security.token);
-  server->session_server_ = std::make_unique<GrpcSessionServer>(
-      sessions, server->auth_.get(), std::move(options.sessions));
+  if (sessions != nullptr) {
+    server->session_server_ = std::make_unique<GrpcSessionServer>(
+        sessions, server->auth_.get(), std::move(options.sessions));
+  }
+  if (workers != nullptr) {
+    server->worker_server_ = std::make_unique<GrpcWorkerServer>(
+        workers, server->auth_.get(), std::move(options.workers));
+  }
 
   const size_t colon = options.listen.rfind(':');
   if (colon == std::string::npos) {
@@ -25,7 +32,12 @@ absl::StatusOr<std::unique_ptr<GrpcHeadServer>> GrpcHeadServer::Start(
   int port = 0;
   builder.AddListeningPort(options.listen, credentials, &port);
   ConfigureServerBuilder(options.keepalive, &builder);
-  builder.RegisterService(server->session_server_.get());
+  if (server->session_server_ != nullptr) {
+    builder.RegisterService(server->session_server_.get());
+  }
+  if (server->worker_server_ != nullptr) {
+    builder.RegisterService(server->worker_server_.get());
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || port == 0) {
     return absl::UnavailableError(
@@ -40,7 +52,8 @@ GrpcHeadServer::~GrpcHeadServer() { Shutdown(); }
 void GrpcHeadServer::Shutdown() {
   if (server_ == nullptr) return;
   // Streams first (their handlers return), then the server.
-  session_server_->Shutdown();
+  if (session_server_ != nullptr) session_server_->Shutdown();
+  if (worker_server_ != nullptr) worker_server_->Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   server_->Wait();
   server_.reset();

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "causeway/transport/grpc_common.h"
+#include "causeway/transport/grpc_control_channel.h"
 #include "causeway/transport/grpc_session_server.h"
 #include "causeway/transport/session_channel.h"
 
@@ -24,19 +25,26 @@ struct GrpcHeadServerOptions {
   GrpcSecurity security;
   KeepaliveOptions keepalive;
   GrpcSessionServerOptions sessions;
+  GrpcWorkerServerOptions workers;
 };
 
 class GrpcHeadServer {
  public:
-  // Listens and serves. `sessions` must outlive the server. InvalidArgument
-  // for unreadable TLS files, Unavailable if the address cannot be bound.
+  // Listens and serves clients through `sessions` and workers through
+  // `workers` (either may be null: not served); both must outlive the
+  // server.
+  // InvalidArgument for unreadable TLS files, Unavailable if the address
+  // cannot be bound.
   static absl::StatusOr<std::unique_ptr<GrpcHeadServer>> Start(
-      SessionService* sessions, GrpcHeadServerOptions options);
+      SessionService* sessions, WorkerMembership* workers,
+      GrpcHeadServerOptions options);
   ~GrpcHeadServer();  // Shutdown().
 
   // "HOST:PORT" it listens on, the port resolved.
   const std::string& address() const { return address_; }
-  GrpcSessionServer& session_server() { return *session_server_; }
+  // Null when the server serves no sessions / no workers.
+  GrpcSessionServer* session_server() { return session_server_.get(); }
+  GrpcWorkerServer* worker_server() { return worker_server_.get(); }
 
   // Ends every stream and stops serving; waits for the handlers to return.
   // Idempotent.
@@ -48,6 +56,7 @@ class GrpcHeadServer {
   std::string address_;
   std::unique_ptr<TokenCheck> auth_;
   std::unique_ptr<GrpcSessionServer> session_server_;
+  std::unique_ptr<GrpcWorkerServer> worker_server_;
   std::unique_ptr<grpc::Server> server_;
 };
 

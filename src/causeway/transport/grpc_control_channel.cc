@@ -1,0 +1,610 @@
+#include "causeway/transport/grpc_control_channel.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/base/executor.h"
+#include "causeway/base/logging.h"
+#include "causeway/base/status.h"
+
+namespace causeway::transport {
+namespace {
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+absl::Status ReplyStatus(const wire::Reply& reply, const WireLimits& limits) {
+  absl::Status status;
+  absl::Status malformed = StatusFromWire(
+      reply.status(), limits, FieldPath("WorkerToHead.reply.status"), &status);
+  return malformed.ok() ? status : malformed;
+}
+
+absl::StatusOr<WorkerHello> HelloFromWire(const wire::Register& message,
+                                          const WireLimits& limits) {
+  const FieldPath path("WorkerToHead.registration");
+  WorkerHello hello;
+  if (message.island() < 0 || message.island() >= Topology::kMaxIslands) {
+    return path.Field("island").Invalid(absl::StrCat(
+        message.island(), " is not in [0, ", Topology::kMaxIslands, ")"));
+  }
+  hello.island = IslandId(message.island());
+  if (message.num_devices() < 1 ||
+      message.num_devices() > Topology::kMaxDevices) {
+    return path.Field("num_devices")
+        .Invalid(absl::StrCat(message.num_devices(), " is not in [1, ",
+                              Topology::kMaxDevices, "]"));
+  }
+  hello.spec.num_devices = message.num_devices();
+  CW_ASSIGN_OR_RETURN(hello.spec.kind,
+                      StringFromWire(message.device_kind(), 64,
+                                     path.Field("device_kind")));
+  if (hello.spec.kind.empty()) {
+    return path.Field("device_kind").Invalid("empty");
+  }
+  if (message.memory_per_device() <= 0) {
+    return path.Field("memory_per_device")
+        .Invalid(absl::StrCat(message.memory_per_device(),
+                              " is not positive"));
+  }
+  hello.spec.memory_per_device = message.memory_per_device();
+  CW_ASSIGN_OR_RETURN(hello.data_plane_address,
+                      StringFromWire(message.data_plane_address(), 1024,
+                                     path.Field("data_plane_address")));
+  if (message.incarnation() == 0) {
+    return path.Field("incarnation").Invalid("must be nonzero");
+  }
+  hello.incarnation = message.incarnation();
+  CW_ASSIGN_OR_RETURN(hello.name, StringFromWire(message.name(), 1024,
+                                                 path.Field("name")));
+  return hello;
+}
+
+}  // namespace
+
+// --- GrpcControlChannel. ---
+
+GrpcControlChannel::GrpcControlChannel(
+    std::string name, const WireLimits& limits,
+    std::function<bool(const wire::HeadToWorker&)> write)
+    : name_(std::move(name)), limits_(limits) {
+  StreamWriter<wire::HeadToWorker>::Options options;
+  options.write = std::move(write);
+  writer_ = std::make_unique<StreamWriter<wire::HeadToWorker>>(
+      std::move(options));
+}
+
+GrpcControlChannel::~GrpcControlChannel() {
+  Disconnect(absl::UnavailableError(
+      absl::StrCat("the channel to ", name_, " is gone")));
+}
+
+HostId GrpcControlChannel::host() const {
+  absl::MutexLock lock(&mu_);
+  return host_;
+}
+
+void GrpcControlChannel::set_host(HostId host) {
+  absl::MutexLock lock(&mu_);
+  host_ = host;
+}
+
+absl::Status GrpcControlChannel::GoneLocked() const {
+  return gone_;
+}
+
+void GrpcControlChannel::Send(wire::HeadToWorker command) {
+  writer_->Send(std::move(command));
+}
+
+void GrpcControlChannel::Call(wire::HeadToWorker command, Pending pending) {
+  absl::Status gone;
+  {
+    absl::MutexLock lock(&mu_);
+    gone = GoneLocked();
+    if (gone.ok()) {
+      const uint64_t id = next_id_++;
+      command.set_id(id);
+      pending_.emplace(id, std::move(pending));
+      if (!writer_->Send(std::move(command))) {
+        // The stream is breaking; Disconnect fails what is pending.
+        return;
+      }
+      return;
+    }
+  }
+  std::move(pending)(gone, nullptr);
+}
+
+template <typename T, typename Extract>
+Future<T> GrpcControlChannel::CallFor(wire::HeadToWorker command,
+                                      Extract extract) {
+  PromiseAndFuture<T> pair = MakePromise<T>();
+  Call(std::move(command),
+       [promise = std::move(pair.promise), extract = std::move(extract)](
+           const absl::Status& status, const wire::Reply* reply) mutable {
+         if (!status.ok()) return promise.Set(status);
+         promise.Set(extract(*reply));
+       });
+  return std::move(pair.future);
+}
+
+Future<> GrpcControlChannel::LoadProgram(LoadProgramRequest request) {
+  wire::HeadToWorker command;
+  ToWire(request, command.mutable_load_program());
+  return CallFor<void>(std::move(command),
+                       [](const wire::Reply&) { return absl::OkStatus(); });
+}
+
+void GrpcControlChannel::UnloadProgram(ProgramId program) {
+  wire::HeadToWorker command;
+  command.mutable_unload_program()->set_program(program.value());
+  Send(std::move(command));
+}
+
+void GrpcControlChannel::Dispatch(WorkerBatch batch) {
+  wire::HeadToWorker command;
+  ToWire(batch, command.mutable_dispatch());
+  Send(std::move(command));
+}
+
+Future<> GrpcControlChannel::PutBuffer(PutBufferRequest request) {
+  if (!request.value.shape().IsArray()) {
+    return MakeErrorFuture(absl::InvalidArgumentError(absl::StrCat(
+        "PutBuffer takes an array value, not ",
+        request.value.shape().ToString())));
+  }
+  wire::HeadToWorker command;
+  wire::PutBuffer* put = command.mutable_put_buffer();
+  put->set_device(request.device.value());
+  ToWire(request.buffer, put->mutable_buffer());
+  ToWire(request.value.shape(), put->mutable_shape());
+  PromiseAndFuture<> pair = MakePromise();
+  absl::Status gone;
+  {
+    absl::MutexLock lock(&mu_);
+    gone = GoneLocked();
+    if (gone.ok()) {
+      const uint64_t id = next_id_++;
+      command.set_id(id);
+      uploads_.emplace(id, std::move(request.value));
+      pending_.emplace(
+          id, [this, id, promise = std::move(pair.promise)](
+                  const absl::Status& status, const wire::Reply*) mutable {
+            {
+              absl::MutexLock lock(&mu_);
+              uploads_.erase(id);  // Unpulled when the put failed.
+            }
+            promise.Set(status);
+          });
+      writer_->Send(std::move(command));
+    }
+  }
+  if (!gone.ok()) return MakeErrorFuture(gone);
+  return std::move(pair.future);
+}
+
+Future<> GrpcControlChannel::AwaitBuffers(std::vector<DeviceBuffer> buffers) {
+  wire::HeadToWorker command;
+  for (const DeviceBuffer& buffer : buffers) {
+    ToWire(buffer, command.mutable_await_buffers()->add_buffers());
+  }
+  return CallFor<void>(std::move(command),
+                       [](const wire::Reply&) { return absl::OkStatus(); });
+}
+
+Future<hlo::Literal> GrpcControlChannel::FetchBuffer(DeviceBuffer buffer) {
+  wire::HeadToWorker command;
+  ToWire(buffer, command.mutable_fetch_buffer());
+  PromiseAndFuture<hlo::Literal> pair = MakePromise<hlo::Literal>();
+  absl::Status gone;
+  {
+    absl::MutexLock lock(&mu_);
+    gone = GoneLocked();
+    if (gone.ok()) {
+      const uint64_t id = next_id_++;
+      command.set_id(id);
+      fetches_.emplace(id, std::move(pair.promise));
+      // The value comes on PushShard; the stream answers only a failure.
+      pending_.emplace(id, [this, id](const absl::Status& status,
+                                      const wire::Reply*) mutable {
+        DeliverFetch(id, status.ok() ? absl::InternalError(
+                                           "the worker answered a fetch "
+                                           "without pushing its value")
+                                     : status)
+            .IgnoreError();
+      });
+      writer_->Send(std::move(command));
+    }
+  }
+  if (!gone.ok()) return MakeErrorFuture<hlo::Literal>(gone);
+  return std::move(pair.future);
+}
+
+void GrpcControlChannel::ReleaseBuffers(std::vector<DeviceBuffer> buffers) {
+  wire::HeadToWorker command;
+  for (const DeviceBuffer& buffer : buffers) {
+    ToWire(buffer, command.mutable_release_buffers()->add_buffers());
+  }
+  Send(std::move(command));
+}
+
+void GrpcControlChannel::PeerLost(HostId host, absl::Status status) {
+  wire::HeadToWorker command;
+  command.mutable_peer_lost()->set_host(host.value());
+  ToWire(status, command.mutable_peer_lost()->mutable_status());
+  Send(std::move(command));
+}
+
+void GrpcControlChannel::CancelSession(SessionId session,
+                                       absl::Status status) {
+  wire::HeadToWorker command;
+  command.mutable_cancel_session()->set_session(session.value());
+  ToWire(status, command.mutable_cancel_session()->mutable_status());
+  Send(std::move(command));
+}
+
+Future<> GrpcControlChannel::Heartbeat() {
+  wire::HeadToWorker command;
+  command.mutable_ping()->set_head_time_us(NowMicros());
+  return CallFor<void>(std::move(command),
+                       [](const wire::Reply&) { return absl::OkStatus(); });
+}
+
+Future<WorkerStatus> GrpcControlChannel::GetStatus() {
+  wire::HeadToWorker command;
+  command.mutable_get_status();
+  const WireLimits& limits = limits_;
+  return CallFor<WorkerStatus>(
+      std::move(command), [&limits](const wire::Reply& reply) {
+        return FromWire(reply.worker_status(), limits,
+                        FieldPath("WorkerToHead.reply.worker_status"));
+      });
+}
+
+void GrpcControlChannel::OnReply(uint64_t id, const wire::Reply& reply) {
+  Pending pending;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;  // Answered already (a fetch).
+    pending = std::move(it->second);
+    pending_.erase(it);
+  }
+  std::move(pending)(ReplyStatus(reply, limits_), &reply);
+}
+
+void GrpcControlChannel::OnPong(uint64_t seq) {
+  wire::Reply ok;
+  OnReply(seq, ok);
+}
+
+absl::StatusOr<hlo::Literal> GrpcControlChannel::TakeUpload(uint64_t command) {
+  absl::MutexLock lock(&mu_);
+  auto it = uploads_.find(command);
+  if (it == uploads_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no value waits for put_buffer command ", command));
+  }
+  hlo::Literal value = std::move(it->second);
+  uploads_.erase(it);
+  return value;
+}
+
+bool GrpcControlChannel::ExpectsFetch(uint64_t command) const {
+  absl::MutexLock lock(&mu_);
+  return fetches_.contains(command);
+}
+
+absl::Status GrpcControlChannel::DeliverFetch(
+    uint64_t command, absl::StatusOr<hlo::Literal> value) {
+  std::optional<Promise<hlo::Literal>> promise;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = fetches_.find(command);
+    if (it == fetches_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("no fetch_buffer command ", command, " is waiting"));
+    }
+    promise.emplace(std::move(it->second));
+    fetches_.erase(it);
+    pending_.erase(command);
+  }
+  promise->Set(std::move(value));
+  return absl::OkStatus();
+}
+
+void GrpcControlChannel::Disconnect(const absl::Status& why) {
+  std::map<uint64_t, Pending> pending;
+  std::map<uint64_t, Promise<hlo::Literal>> fetches;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!gone_.ok()) return;
+    gone_ = why;
+    pending.swap(pending_);
+    fetches.swap(fetches_);
+    uploads_.clear();
+  }
+  writer_->Close(/*drain=*/false);
+  for (auto& [id, promise] : fetches) promise.Set(why);
+  for (auto& [id, callback] : pending) {
+    // A fetch's entry was failed through its promise above.
+    std::move(callback)(why, nullptr);
+  }
+}
+
+// --- GrpcWorkerServer. ---
+
+GrpcWorkerServer::GrpcWorkerServer(WorkerMembership* membership,
+                                   const TokenCheck* auth,
+                                   GrpcWorkerServerOptions options)
+    : membership_(membership), auth_(auth), options_(std::move(options)) {}
+
+GrpcWorkerServer::~GrpcWorkerServer() { Shutdown(); }
+
+void GrpcWorkerServer::Shutdown() {
+  std::vector<grpc::ServerContext*> contexts;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& [host, connection] : workers_) {
+      contexts.push_back(connection.context);
+    }
+  }
+  for (grpc::ServerContext* context : contexts) context->TryCancel();
+}
+
+int64_t GrpcWorkerServer::num_workers() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(workers_.size());
+}
+
+absl::StatusOr<std::shared_ptr<GrpcControlChannel>>
+GrpcWorkerServer::FindChannel(int64_t host, uint64_t incarnation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(HostId(host));
+  if (it == workers_.end() || it->second.incarnation != incarnation) {
+    return absl::NotFoundError(absl::StrCat(
+        "no live worker host ", host, " of incarnation ", incarnation));
+  }
+  return it->second.channel;
+}
+
+grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
+                                          const wire::VersionRequest* request,
+                                          wire::VersionResponse* response) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  absl::StatusOr<uint32_t> version =
+      ChooseProtocolVersion(request->min_version(), request->max_version());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  response->set_version(*version);
+  return grpc::Status::OK;
+}
+
+void GrpcWorkerServer::BroadcastPeers(const wire::PeerUpdate& update,
+                                      HostId except) {
+  std::vector<std::shared_ptr<GrpcControlChannel>> channels;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [host, connection] : workers_) {
+      if (host != except) channels.push_back(connection.channel);
+    }
+  }
+  for (const std::shared_ptr<GrpcControlChannel>& channel : channels) {
+    wire::HeadToWorker command;
+    *command.mutable_peers() = update;
+    channel->Send(std::move(command));
+  }
+}
+
+grpc::Status GrpcWorkerServer::Worker(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<wire::HeadToWorker, wire::WorkerToHead>* stream) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  wire::WorkerToHead first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  if (!first.has_registration()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "WorkerToHead: the first message of a worker must be its "
+        "registration"));
+  }
+  const uint32_t version = first.registration().version();
+  if (version < kMinProtocolVersion || version > kMaxProtocolVersion) {
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "WorkerToHead.registration.version: ", version, " is not one this "
+        "head speaks (", kMinProtocolVersion, "..", kMaxProtocolVersion,
+        ")")));
+  }
+  absl::StatusOr<WorkerHello> hello =
+      HelloFromWire(first.registration(), options_.limits);
+  if (!hello.ok()) return ToGrpcStatus(hello.status());
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
+    }
+  }
+
+  auto channel = std::make_shared<GrpcControlChannel>(
+      hello->name.empty() ? absl::StrCat("worker ", context->peer())
+                          : hello->name,
+      options_.limits,
+      [stream](const wire::HeadToWorker& command) {
+        return stream->Write(command);
+      });
+  absl::StatusOr<WorkerAdmission> admission =
+      membership_->AdmitWorker(*hello, channel);
+  if (!admission.ok()) {
+    channel->Disconnect(admission.status());
+    return ToGrpcStatus(admission.status());
+  }
+  const HostId host = admission->host;
+  channel->set_host(host);
+
+  Connection connection{host, hello->incarnation, hello->data_plane_address,
+                        channel, context};
+  wire::HeadToWorker registered;
+  wire::Registered* reply = registered.mutable_registered();
+  reply->set_host(host.value());
+  for (const DeviceInfo& device : admission->devices) {
+    ToWire(device, reply->add_devices());
+  }
+  reply->set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  bool shut_down = false;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down = shut_down_;
+    if (!shut_down) {
+      for (auto& [other, peer] : workers_) {
+        wire::Peer* entry = reply->add_peers();
+        entry->set_host(other.value());
+        entry->set_data_plane_address(peer.data_plane_address);
+        entry->set_incarnation(peer.incarnation);
+      }
+      // Sent before anything else can be: the first message it reads.
+      channel->Send(std::move(registered));
+      workers_[host] = connection;
+    }
+  }
+  absl::Status ended;
+  if (shut_down) {
+    ended = absl::UnavailableError("the head is shutting down");
+  } else {
+    wire::PeerUpdate joined;
+    wire::Peer* peer = joined.add_added();
+    peer->set_host(host.value());
+    peer->set_data_plane_address(hello->data_plane_address);
+    peer->set_incarnation(hello->incarnation);
+    BroadcastPeers(joined, host);
+
+    wire::WorkerToHead notice;
+    while (stream->Read(&notice)) {
+      ended = HandleNotice(connection, notice);
+      if (!ended.ok()) break;
+    }
+    if (ended.ok()) {
+      ended = absl::UnavailableError(absl::StrCat(
+          "the stream of ", channel->name(), " (host ", host.value(),
+          ") ended", context->IsCancelled() ? " (cancelled)" : ""));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      workers_.erase(host);
+    }
+    wire::PeerUpdate left;
+    left.add_removed(host.value());
+    BroadcastPeers(left, host);
+  }
+  channel->Disconnect(ended);
+  membership_->WorkerDisconnected(host, ended);
+  return ended.code() == absl::StatusCode::kInvalidArgument
+             ? ToGrpcStatus(ended)
+             : grpc::Status::OK;
+}
+
+absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
+                                            const wire::WorkerToHead& notice) {
+  const WireLimits& limits = options_.limits;
+  switch (notice.notice_case()) {
+    case wire::WorkerToHead::kReply:
+      connection.channel->OnReply(notice.id(), notice.reply());
+      return absl::OkStatus();
+    case wire::WorkerToHead::kPong:
+      connection.channel->OnPong(notice.pong().seq());
+      return absl::OkStatus();
+    case wire::WorkerToHead::kOpDone: {
+      const auto& done = notice.op_done().done();
+      if (done.size() > limits.max_entries) {
+        return FieldPath("WorkerToHead.op_done.done")
+            .Invalid(absl::StrCat(done.size(), " entries (at most ",
+                                  limits.max_entries, ")"));
+      }
+      std::vector<OpDone> notices;
+      notices.reserve(done.size());
+      const FieldPath root("WorkerToHead.op_done");
+      for (int i = 0; i < done.size(); ++i) {
+        CW_ASSIGN_OR_RETURN(OpDone one,
+                            FromWire(done[i], connection.host, limits,
+                                     root.Index("done", i)));
+        notices.push_back(std::move(one));
+      }
+      for (const OpDone& one : notices) membership_->listener().OnOpDone(one);
+      return absl::OkStatus();
+    }
+    case wire::WorkerToHead::kRegistration:
+      return absl::InvalidArgumentError(
+          "WorkerToHead.registration: this worker registered already");
+    case wire::WorkerToHead::kPushFailed:
+    case wire::WorkerToHead::kKv:
+    case wire::WorkerToHead::kTrace:
+      return absl::UnimplementedError(absl::StrCat(
+          "WorkerToHead: notice ", notice.notice_case(),
+          " is not served by this head"));
+    case wire::WorkerToHead::NOTICE_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("WorkerToHead: no notice");
+}
+
+grpc::Status GrpcWorkerServer::PullShard(
+    grpc::ServerContext* context, const wire::ShardRef* request,
+    grpc::ServerWriter<wire::ShardData>* writer) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  absl::StatusOr<std::shared_ptr<GrpcControlChannel>> channel =
+      FindChannel(request->host(), request->incarnation());
+  if (!channel.ok()) return ToGrpcStatus(channel.status());
+  absl::StatusOr<hlo::Literal> value =
+      (*channel)->TakeUpload(request->command());
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  wire::ShardData message;
+  *message.mutable_header()->mutable_value() = ValueHeaderOf(*value);
+  if (!writer->Write(message)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the pull broke");
+  }
+  absl::Status sent = ForEachValueChunk(*value, [&](std::string_view bytes) {
+    message.mutable_chunk()->set_data(bytes.data(), bytes.size());
+    return writer->Write(message) ? absl::OkStatus()
+                                  : absl::CancelledError("the pull broke");
+  });
+  return ToGrpcStatus(sent);
+}
+
+grpc::Status GrpcWorkerServer::PushShard(
+    grpc::ServerContext* context, grpc::ServerReader<wire::ShardData>* reader,
+    wire::PushShardResponse* response) {
+  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
+  wire::ShardData message;
+  if (!reader->Read(&message) || !message.has_header()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "ShardData: the first message of a push must be the header"));
+  }
+  const wire::ShardHeader& header = message.header();
+  absl::StatusOr<std::shared_ptr<GrpcControlChannel>> channel =
+      FindChannel(header.host(), header.incarnation());
+  if (!channel.ok()) return ToGrpcStatus(channel.status());
+  const uint64_t command = header.command();
+  if (!(*channel)->ExpectsFetch(command)) {
+    return ToGrpcStatus(absl::NotFoundError(
+        absl::StrCat("no fetch_buffer command ", command, " is waiting")));
+  }
+  absl::StatusOr<ValueAssembler> assembler = ValueAssembler::Create(
+      header.value(), options_.limits, FieldPath("ShardData.header.value"));
+  absl::Status status = assembler.status();
+  while (status.ok() && reader->Read(&message)) {
+    status = message.has_chunk()
+                 ? assembler->Append(message.chunk().data())
+                 : absl::InvalidArgumentError(
+                       "ShardData: a header after the first message");
+  }
+  if (status.ok() && context->IsCancelled()) {
+    status = absl::DataLossError("the push was cut off");
+  }
+  absl::StatusOr<hlo::Literal> value =
+      status.ok() ? std::move(*assembler).Finish()
+                  : absl::StatusOr<hlo::Literal>(status);
+  status = value.status();
+  (*channel)->DeliverFetch(command, std::move(value)).IgnoreError();
+  return ToGrpcStatus(status);
+}
+
+}  // namespace causeway::transport

@@ -1,0 +1,208 @@
+// The head's side of the worker protocol (proto/worker.proto) over gRPC.
+//
+// Workers dial the head (the head never dials a worker): each opens one
+// Worker stream, registers on it, and from then on the stream carries the
+// head's commands down, in the order the head makes them (one `dispatch`
+// message per worker per dispatched graph), and the worker's notices up.
+// GrpcWorkerServer serves those streams; each registered worker gets a
+// GrpcControlChannel, the head's ControlChannel to it.
+//
+// Bulk bytes never ride the stream: a PutBuffer's value waits in the
+// channel until the worker pulls it (PullShard, 1 MiB chunks); a
+// FetchBuffer's value comes up on PushShard. Both are dialled by the
+// worker and named by the command's id, the worker's host id and its
+// incarnation.
+//
+// Health: a broken stream is a dead worker at once (the head hears
+// WorkerMembership::WorkerDisconnected); a worker that stops answering
+// while its connection stays up is caught by the head's heartbeats
+// (Heartbeat is a Ping answered by a Pong from the worker's stream reader)
+// and by gRPC keepalive, which drops a connection whose peer does not
+// answer transport pings. A command that fails is just that command's
+// error.
+//
+// A registration, a notice or a bulk call that is malformed ends that
+// worker's stream (it is then dead to the head); the server goes on
+// serving everyone else.
+//
+// Thread-safe.
+#ifndef CAUSEWAY_TRANSPORT_GRPC_CONTROL_CHANNEL_H_
+#define CAUSEWAY_TRANSPORT_GRPC_CONTROL_CHANNEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "causeway/transport/control_channel.h"
+#include "causeway/transport/grpc_common.h"
+#include "causeway/transport/grpc_stream_writer.h"
+#include "causeway/transport/proto/worker.grpc.pb.h"
+#include "causeway/transport/topology.h"
+#include "causeway/transport/wire_convert.h"
+
+namespace causeway::transport {
+
+// What a worker says about itself when it registers.
+struct WorkerHello {
+  IslandId island;
+  HostSpec spec;  // Its devices: count, kind, memory each.
+  std::string data_plane_address;
+  uint64_t incarnation = 0;  // Fresh at every worker start.
+  std::string name;          // For status and logs: "hostname pid 123".
+};
+
+// What the head makes of it.
+struct WorkerAdmission {
+  HostId host;                      // New for every incarnation.
+  std::vector<DeviceInfo> devices;  // The host's, in order.
+};
+
+// The head's side of membership, as the worker server needs it. The head
+// process implements it over the head.
+class WorkerMembership {
+ public:
+  virtual ~WorkerMembership() = default;
+  // A worker registered; `channel` reaches it. The refusal's status goes
+  // back to the worker, which then exits.
+  virtual absl::StatusOr<WorkerAdmission> AdmitWorker(
+      const WorkerHello& hello, std::shared_ptr<ControlChannel> channel) = 0;
+  // The worker's stream ended (`why`): it is gone for good; a worker
+  // that comes back registers as a new host.
+  virtual void WorkerDisconnected(HostId host, const absl::Status& why) = 0;
+  // Where the worker's notices go.
+  virtual WorkerListener& listener() = 0;
+};
+
+struct GrpcWorkerServerOptions {
+  WireLimits limits;
+  // Told to workers; the head's own heartbeats set the pace.
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+};
+
+// The head's control channel to one worker, over the stream the worker
+// dialled. Calls on a worker whose stream ended fail with Unavailable (the
+// fire-and-forget ones are dropped).
+class GrpcControlChannel final : public ControlChannel {
+ public:
+  // `write` writes one command on the stream (false when it broke).
+  GrpcControlChannel(std::string name, const WireLimits& limits,
+                     std::function<bool(const wire::HeadToWorker&)> write);
+  ~GrpcControlChannel() override;
+
+  HostId host() const;
+  const std::string& name() const { return name_; }
+
+  Future<> LoadProgram(LoadProgramRequest request) override;
+  void UnloadProgram(ProgramId program) override;
+  void Dispatch(WorkerBatch batch) override;
+  Future<> PutBuffer(PutBufferRequest request) override;
+  Future<> AwaitBuffers(std::vector<DeviceBuffer> buffers) override;
+  Future<hlo::Literal> FetchBuffer(DeviceBuffer buffer) override;
+  void ReleaseBuffers(std::vector<DeviceBuffer> buffers) override;
+  void PeerLost(HostId host, absl::Status status) override;
+  void CancelSession(SessionId session, absl::Status status) override;
+  Future<> Heartbeat() override;
+  Future<WorkerStatus> GetStatus() override;
+
+ private:
+  friend class GrpcWorkerServer;
+  using Pending = absl::AnyInvocable<void(const absl::Status& status,
+                                          const wire::Reply* reply) &&>;
+
+  void set_host(HostId host);
+  // Sends a command without an answer.
+  void Send(wire::HeadToWorker command);
+  // Sends a command whose answer (or the stream's end) calls `pending`.
+  void Call(wire::HeadToWorker command, Pending pending);
+  template <typename T, typename Extract>
+  Future<T> CallFor(wire::HeadToWorker command, Extract extract);
+  absl::Status GoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // From the stream and the bulk calls (the server).
+  void OnReply(uint64_t id, const wire::Reply& reply);
+  void OnPong(uint64_t seq);
+  absl::StatusOr<hlo::Literal> TakeUpload(uint64_t command);
+  // The pending fetch `command` gets its value (or error).
+  absl::Status DeliverFetch(uint64_t command,
+                            absl::StatusOr<hlo::Literal> value);
+  bool ExpectsFetch(uint64_t command) const;
+  // The stream ended: everything pending fails with `why`.
+  void Disconnect(const absl::Status& why);
+
+  const std::string name_;
+  const WireLimits limits_;
+  std::unique_ptr<StreamWriter<wire::HeadToWorker>> writer_;
+
+  mutable absl::Mutex mu_;
+  HostId host_ ABSL_GUARDED_BY(mu_);
+  absl::Status gone_ ABSL_GUARDED_BY(mu_);  // Set once the stream ended.
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, hlo::Literal> uploads_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Promise<hlo::Literal>> fetches_ ABSL_GUARDED_BY(mu_);
+};
+
+// Serves the Worker streams and the workers' bulk calls.
+class GrpcWorkerServer final : public wire::HeadWorkers::Service {
+ public:
+  // `membership` and `auth` must outlive the server.
+  GrpcWorkerServer(WorkerMembership* membership, const TokenCheck* auth,
+                   GrpcWorkerServerOptions options);
+  ~GrpcWorkerServer() override;
+
+  // Ends every worker's stream and refuses new ones. Idempotent.
+  void Shutdown();
+  int64_t num_workers() const;
+
+  grpc::Status GetVersion(grpc::ServerContext* context,
+                          const wire::VersionRequest* request,
+                          wire::VersionResponse* response) override;
+  grpc::Status Worker(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<wire::HeadToWorker, wire::WorkerToHead>* stream)
+      override;
+  grpc::Status PullShard(grpc::ServerContext* context,
+                         const wire::ShardRef* request,
+                         grpc::ServerWriter<wire::ShardData>* writer) override;
+  grpc::Status PushShard(grpc::ServerContext* context,
+                         grpc::ServerReader<wire::ShardData>* reader,
+                         wire::PushShardResponse* response) override;
+
+ private:
+  struct Connection {
+    HostId host;
+    uint64_t incarnation = 0;
+    std::string data_plane_address;
+    std::shared_ptr<GrpcControlChannel> channel;
+    grpc::ServerContext* context = nullptr;
+  };
+
+  // The channel of the live worker `host` of `incarnation`; NotFound
+  // otherwise (a stale incarnation reads like an unknown host).
+  absl::StatusOr<std::shared_ptr<GrpcControlChannel>> FindChannel(
+      int64_t host, uint64_t incarnation) const;
+  // Handles one notice; an error ends the worker's stream.
+  absl::Status HandleNotice(const Connection& connection,
+                            const wire::WorkerToHead& notice);
+  void BroadcastPeers(const wire::PeerUpdate& update, HostId except);
+
+  WorkerMembership* const membership_;
+  const TokenCheck* const auth_;
+  const GrpcWorkerServerOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<HostId, Connection> workers_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace causeway::transport
+
+#endif  // CAUSEWAY_TRANSPORT_GRPC_CONTROL_CHANNEL_H_

@@ -1,0 +1,523 @@
+#include "causeway/transport/grpc_worker_agent.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "causeway/base/logging.h"
+#include "causeway/base/status.h"
+
+namespace causeway::transport {
+namespace {
+
+std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
+  return absl::ToChronoTime(absl::Now() + timeout);
+}
+
+absl::Status WithContext(const absl::Status& status, const std::string& what) {
+  return absl::Status(status.code(),
+                      absl::StrCat(what, ": ", status.message()));
+}
+
+}  // namespace
+
+GrpcWorkerAgent::GrpcWorkerAgent(GrpcWorkerAgentOptions options)
+    : options_(std::move(options)), incarnation_(RandomUint64() | 1) {}
+
+absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
+    GrpcWorkerAgentOptions options) {
+  CW_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                      MakeChannelCredentials(options.security));
+  std::unique_ptr<GrpcWorkerAgent> agent(
+      new GrpcWorkerAgent(std::move(options)));
+  const GrpcWorkerAgentOptions& opts = agent->options_;
+  const std::string where = absl::StrCat("registering with the head at ",
+                                         opts.head);
+  agent->control_ = wire::HeadWorkers::NewStub(grpc::CreateCustomChannel(
+      opts.head, credentials, MakeChannelArguments(opts.keepalive, "control")));
+  agent->bulk_ = wire::HeadWorkers::NewStub(grpc::CreateCustomChannel(
+      opts.head, credentials, MakeChannelArguments(opts.keepalive, "bulk")));
+
+  uint32_t version = 0;
+  {
+    grpc::ClientContext context;
+    AddCredentials(opts.security, &context);
+    context.set_wait_for_ready(true);
+    context.set_deadline(Deadline(opts.connect_timeout));
+    wire::VersionRequest request;
+    request.set_min_version(kMinProtocolVersion);
+    request.set_max_version(kMaxProtocolVersion);
+    wire::VersionResponse response;
+    grpc::Status status =
+        agent->control_->GetVersion(&context, request, &response);
+    if (!status.ok()) {
+      absl::Status error = FromGrpcStatus(status);
+      if (error.code() == absl::StatusCode::kDeadlineExceeded) {
+        error = absl::UnavailableError(absl::StrCat(
+            "no head answered within ",
+            absl::FormatDuration(opts.connect_timeout)));
+      }
+      return WithContext(error, where);
+    }
+    version = response.version();
+    if (version < kMinProtocolVersion || version > kMaxProtocolVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": the head chose protocol version ", version,
+          ", which this worker does not speak"));
+    }
+  }
+
+  AddCredentials(opts.security, &agent->context_);
+  agent->stream_ = agent->control_->Worker(&agent->context_);
+  wire::WorkerToHead hello;
+  wire::Register* reg = hello.mutable_registration();
+  reg->set_version(version);
+  reg->set_island(opts.island.value());
+  reg->set_num_devices(opts.spec.num_devices);
+  reg->set_device_kind(opts.spec.kind);
+  reg->set_memory_per_device(opts.spec.memory_per_device);
+  reg->set_data_plane_address(opts.data_plane_address);
+  reg->set_incarnation(agent->incarnation_);
+  reg->set_name(opts.name);
+
+  // The head answers promptly; one that does not is given up on.
+  wire::HeadToWorker answer;
+  bool answered = false;
+  {
+    absl::Notification done;
+    std::thread watchdog([&] {
+      if (!done.WaitForNotificationWithTimeout(opts.connect_timeout)) {
+        agent->context_.TryCancel();
+      }
+    });
+    answered = agent->stream_->Write(hello) && agent->stream_->Read(&answer);
+    done.Notify();
+    watchdog.join();
+  }
+  if (!answered || !answer.has_registered()) {
+    if (answered) agent->context_.TryCancel();
+    while (agent->stream_->Read(&answer)) {
+    }
+    grpc::Status status = agent->stream_->Finish();
+    agent->stream_.reset();
+    absl::Status error =
+        status.ok() ? absl::UnavailableError("the head closed the stream "
+                                             "without registering us")
+                    : FromGrpcStatus(status);
+    if (error.code() == absl::StatusCode::kCancelled) {
+      error = absl::UnavailableError(
+          absl::StrCat("the head did not answer within ",
+                       absl::FormatDuration(opts.connect_timeout)));
+    }
+    return WithContext(error, where);
+  }
+  const wire::Registered& registered = answer.registered();
+  const FieldPath root("HeadToWorker.registered");
+  if (registered.host() < 0) {
+    return root.Field("host").Invalid("is negative");
+  }
+  agent->host_ = HostId(registered.host());
+  for (int i = 0; i < registered.devices_size(); ++i) {
+    CW_ASSIGN_OR_RETURN(DeviceInfo device,
+                        FromWire(registered.devices(i), opts.limits,
+                                 root.Index("devices", i)));
+    agent->devices_.push_back(std::move(device));
+  }
+  if (static_cast<int64_t>(agent->devices_.size()) != opts.spec.num_devices) {
+    return root.Field("devices").Invalid(
+        absl::StrCat(agent->devices_.size(), " devices for the ",
+                     opts.spec.num_devices, " offered"));
+  }
+  for (int i = 0; i < registered.peers_size(); ++i) {
+    const wire::Peer& peer = registered.peers(i);
+    if (peer.host() < 0) {
+      return root.Index("peers", i).Field("host").Invalid("is negative");
+    }
+    agent->peers_.push_back(
+        {HostId(peer.host()), peer.data_plane_address(), peer.incarnation()});
+  }
+  agent->heartbeat_interval_ =
+      absl::Milliseconds(registered.heartbeat_interval_ms());
+
+  StreamWriter<wire::WorkerToHead>::Options writer;
+  GrpcWorkerAgent* self = agent.get();
+  writer.write = [self](const wire::WorkerToHead& notice) {
+    return self->stream_->Write(notice);
+  };
+  writer.merge = [](wire::WorkerToHead& into, wire::WorkerToHead& next) {
+    if (!into.has_op_done() || !next.has_op_done()) return false;
+    for (wire::OpDone& done : *next.mutable_op_done()->mutable_done()) {
+      *into.mutable_op_done()->add_done() = std::move(done);
+    }
+    return true;
+  };
+  agent->writer_ =
+      std::make_unique<StreamWriter<wire::WorkerToHead>>(std::move(writer));
+  agent->transfers_ = std::make_unique<ThreadPool>("cw-agent-xfer", 2);
+  return agent;
+}
+
+GrpcWorkerAgent::~GrpcWorkerAgent() {
+  Stop();
+  bool served = false;
+  {
+    absl::MutexLock lock(&mu_);
+    served = serving_done_;
+  }
+  if (!served && stream_ != nullptr) {
+    // Never served: end the call cleanly.
+    writer_->Close(/*drain=*/false);
+    wire::HeadToWorker ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    stream_->Finish().ok();
+  }
+  transfers_.reset();  // Drains: the bulk calls were cancelled.
+}
+
+void GrpcWorkerAgent::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    for (grpc::ClientContext* transfer : transfer_contexts_) {
+      transfer->TryCancel();
+    }
+  }
+  context_.TryCancel();
+}
+
+void GrpcWorkerAgent::Reply(uint64_t id, const absl::Status& status,
+                            wire::Reply reply) {
+  wire::WorkerToHead notice;
+  notice.set_id(id);
+  if (!status.ok()) ToWire(status, reply.mutable_status());
+  *notice.mutable_reply() = std::move(reply);
+  writer_->Send(std::move(notice));
+}
+
+void GrpcWorkerAgent::OnOpDone(const OpDone& done) {
+  wire::WorkerToHead notice;
+  ToWire(done, notice.mutable_op_done()->add_done());
+  writer_->Send(std::move(notice));
+}
+
+absl::Status GrpcWorkerAgent::Serve(WorkerService* worker, PeerHooks peers) {
+  for (const PeerInfo& peer : peers_) {
+    if (peers.added) peers.added(peer);
+  }
+  absl::Status ended;
+  wire::HeadToWorker command;
+  while (stream_->Read(&command)) {
+    ended = HandleCommand(worker, peers, command);
+    if (!ended.ok()) {
+      CW_LOG(ERROR) << "ending the stream to the head: " << ended;
+      context_.TryCancel();
+      break;
+    }
+  }
+  writer_->Close(/*drain=*/false);
+  grpc::Status status = stream_->Finish();
+  // Bulk calls still running belong to this stream's head.
+  {
+    absl::MutexLock lock(&mu_);
+    for (grpc::ClientContext* transfer : transfer_contexts_) {
+      transfer->TryCancel();
+    }
+  }
+  bool stopped = false;
+  {
+    absl::MutexLock lock(&mu_);
+    serving_done_ = true;
+    stopped = stopped_;
+  }
+  if (!ended.ok()) return ended;
+  if (stopped) return absl::CancelledError("the worker stopped");
+  if (status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the head at ", options_.head, " ended the stream"));
+  }
+  absl::Status error = FromGrpcStatus(status);
+  return absl::Status(
+      error.code() == absl::StatusCode::kCancelled
+          ? absl::StatusCode::kUnavailable
+          : error.code(),
+      absl::StrCat("lost the head at ", options_.head, ": ",
+                   error.message()));
+}
+
+absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
+                                            const PeerHooks& peers,
+                                            const wire::HeadToWorker& command) {
+  const uint64_t id = command.id();
+  const WireLimits& limits = options_.limits;
+  const FieldPath root("HeadToWorker");
+  // Answers `id` when `future` (a Future<>) resolves.
+  auto answer = [this, id](const Future<>& future) {
+    future.OnReady(InlineExecutor::Instance(),
+                   [this, id](const absl::Status& status) { Reply(id, status); });
+  };
+  switch (command.command_case()) {
+    case wire::HeadToWorker::kLoadProgram: {
+      absl::StatusOr<LoadProgramRequest> request = FromWire(
+          command.load_program(), limits, root.Field("load_program"));
+      if (!request.ok()) {
+        Reply(id, request.status());
+        return absl::OkStatus();
+      }
+      answer(worker->LoadProgram(*std::move(request)));
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kUnloadProgram:
+      worker->UnloadProgram(ProgramId(command.unload_program().program()));
+      return absl::OkStatus();
+    case wire::HeadToWorker::kDispatch: {
+      CW_ASSIGN_OR_RETURN(WorkerBatch batch, FromWire(command.dispatch(), limits,
+                                                      root.Field("dispatch")));
+      worker->Dispatch(std::move(batch));
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kPutBuffer: {
+      const wire::PutBuffer& put = command.put_buffer();
+      const FieldPath path = root.Field("put_buffer");
+      if (put.device() < 0) return path.Field("device").Invalid("is negative");
+      CW_ASSIGN_OR_RETURN(BufferId buffer,
+                          FromWire(put.buffer(), limits, path.Field("buffer")));
+      const DeviceId device(put.device());
+      transfers_->Execute([this, worker, id, device, buffer] {
+        PullAndPut(worker, id, device, buffer);
+      });
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kAwaitBuffers: {
+      std::vector<DeviceBuffer> buffers;
+      const auto& list = command.await_buffers().buffers();
+      if (list.size() > limits.max_entries) {
+        return root.Field("await_buffers").Invalid("too many buffers");
+      }
+      for (int i = 0; i < list.size(); ++i) {
+        CW_ASSIGN_OR_RETURN(
+            DeviceBuffer buffer,
+            FromWire(list[i], limits,
+                     root.Field("await_buffers").Index("buffers", i)));
+        buffers.push_back(buffer);
+      }
+      answer(worker->AwaitBuffers(std::move(buffers)));
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kFetchBuffer: {
+      CW_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                          FromWire(command.fetch_buffer(), limits,
+                                   root.Field("fetch_buffer")));
+      worker->FetchBuffer(buffer).OnReady(
+          *transfers_,
+          [this, id](const absl::StatusOr<hlo::Literal>& value) {
+            if (!value.ok()) return Reply(id, value.status());
+            Push(id, *value);
+          });
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kReleaseBuffers: {
+      std::vector<DeviceBuffer> buffers;
+      const auto& list = command.release_buffers().buffers();
+      if (list.size() > limits.max_entries) {
+        return root.Field("release_buffers").Invalid("too many buffers");
+      }
+      for (int i = 0; i < list.size(); ++i) {
+        CW_ASSIGN_OR_RETURN(
+            DeviceBuffer buffer,
+            FromWire(list[i], limits,
+                     root.Field("release_buffers").Index("buffers", i)));
+        buffers.push_back(buffer);
+      }
+      worker->ReleaseBuffers(std::move(buffers));
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kPeerLost: {
+      const wire::PeerLost& lost = command.peer_lost();
+      if (lost.host() < 0) {
+        return root.Field("peer_lost").Field("host").Invalid("is negative");
+      }
+      absl::Status status;
+      CW_RETURN_IF_ERROR(StatusFromWire(lost.status(), limits,
+                                        root.Field("peer_lost").Field("status"),
+                                        &status));
+      if (status.ok()) status = absl::DataLossError("a peer host was lost");
+      if (peers.removed) peers.removed(HostId(lost.host()));
+      worker->PeerLost(HostId(lost.host()), std::move(status));
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kCancelSession: {
+      const wire::CancelSession& cancel = command.cancel_session();
+      if (cancel.session() < 0) {
+        return root.Field("cancel_session").Field("session").Invalid(
+            "is negative");
+      }
+      absl::Status status;
+      CW_RETURN_IF_ERROR(StatusFromWire(
+          cancel.status(), limits, root.Field("cancel_session").Field("status"),
+          &status));
+      if (status.ok()) status = absl::CancelledError("the session ended");
+      worker->CancelSession(SessionId(cancel.session()), std::move(status));
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kPing:
+      // Answered from this reader, after the worker's own check: a worker
+      // whose reader or service is wedged stops answering.
+      worker->Heartbeat().OnReady(
+          InlineExecutor::Instance(), [this, id](const absl::Status& alive) {
+            if (!alive.ok()) return Reply(id, alive);
+            wire::WorkerToHead pong;
+            pong.mutable_pong()->set_seq(id);
+            pong.mutable_pong()->set_worker_time_us(
+                absl::ToUnixMicros(absl::Now()));
+            writer_->Send(std::move(pong));
+          });
+      return absl::OkStatus();
+    case wire::HeadToWorker::kGetStatus:
+      worker->GetStatus().OnReady(
+          InlineExecutor::Instance(),
+          [this, id](const absl::StatusOr<WorkerStatus>& status) {
+            wire::Reply reply;
+            if (status.ok()) ToWire(*status, reply.mutable_worker_status());
+            Reply(id, status.status(), std::move(reply));
+          });
+      return absl::OkStatus();
+    case wire::HeadToWorker::kPeers: {
+      const wire::PeerUpdate& update = command.peers();
+      for (const wire::Peer& peer : update.added()) {
+        if (peer.host() < 0) {
+          return root.Field("peers").Field("added").Invalid(
+              "a host is negative");
+        }
+        if (peers.added) {
+          peers.added({HostId(peer.host()), peer.data_plane_address(),
+                       peer.incarnation()});
+        }
+      }
+      for (int64_t host : update.removed()) {
+        if (host < 0) {
+          return root.Field("peers").Field("removed").Invalid(
+              "a host is negative");
+        }
+        if (peers.removed) peers.removed(HostId(host));
+      }
+      return absl::OkStatus();
+    }
+    case wire::HeadToWorker::kRegistered:
+      return absl::InvalidArgumentError(
+          "HeadToWorker.registered: this worker is registered already");
+    case wire::HeadToWorker::kAbortCollectives:
+    case wire::HeadToWorker::kKvReply:
+    case wire::HeadToWorker::kFailBuffers:
+      return absl::UnimplementedError(absl::StrCat(
+          "HeadToWorker: command ", command.command_case(),
+          " is not served by this worker"));
+    case wire::HeadToWorker::COMMAND_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("HeadToWorker: no command");
+}
+
+void GrpcWorkerAgent::PullAndPut(WorkerService* worker, uint64_t id,
+                                 DeviceId device, BufferId buffer) {
+  grpc::ClientContext context;
+  AddCredentials(options_.security, &context);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    transfer_contexts_.insert(&context);
+  }
+  wire::ShardRef ref;
+  ref.set_host(host_.value());
+  ref.set_incarnation(incarnation_);
+  ref.set_command(id);
+  std::unique_ptr<grpc::ClientReader<wire::ShardData>> reader =
+      bulk_->PullShard(&context, ref);
+  wire::ShardData message;
+  absl::StatusOr<ValueAssembler> assembler =
+      absl::DataLossError("the pull ended before its header");
+  absl::Status status;
+  bool have_header = false;
+  while (reader->Read(&message)) {
+    if (!have_header) {
+      have_header = true;
+      assembler = message.has_header()
+                      ? ValueAssembler::Create(message.header().value(),
+                                               options_.limits,
+                                               FieldPath("ShardData.header"))
+                      : absl::DataLossError("the pull did not start with a "
+                                            "header");
+      if (!assembler.ok()) break;
+      continue;
+    }
+    status = message.has_chunk()
+                 ? assembler->Append(message.chunk().data())
+                 : absl::DataLossError("the pull sent a second header");
+    if (!status.ok()) break;
+  }
+  if (!status.ok() || !assembler.ok()) context.TryCancel();
+  grpc::Status finished = reader->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    transfer_contexts_.erase(&context);
+  }
+  if (status.ok()) status = assembler.status();
+  if (status.ok()) status = FromGrpcStatus(finished);
+  absl::StatusOr<hlo::Literal> value =
+      status.ok() ? std::move(*assembler).Finish()
+                  : absl::StatusOr<hlo::Literal>(status);
+  if (!value.ok()) {
+    Reply(id, WithContext(value.status(), "pulling the value of a put"));
+    return;
+  }
+  worker->PutBuffer({device, buffer, *std::move(value)})
+      .OnReady(InlineExecutor::Instance(),
+               [this, id](const absl::Status& put) { Reply(id, put); });
+}
+
+void GrpcWorkerAgent::Push(uint64_t id, const hlo::Literal& value) {
+  if (!value.shape().IsArray()) {
+    Reply(id, absl::InternalError(absl::StrCat(
+                  "a fetched buffer holds ", value.shape().ToString(),
+                  ", not an array")));
+    return;
+  }
+  grpc::ClientContext context;
+  AddCredentials(options_.security, &context);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    transfer_contexts_.insert(&context);
+  }
+  wire::PushShardResponse response;
+  std::unique_ptr<grpc::ClientWriter<wire::ShardData>> writer =
+      bulk_->PushShard(&context, &response);
+  wire::ShardData message;
+  wire::ShardHeader* header = message.mutable_header();
+  header->set_host(host_.value());
+  header->set_incarnation(incarnation_);
+  header->set_command(id);
+  *header->mutable_value() = ValueHeaderOf(value);
+  bool written = writer->Write(message);
+  if (written) {
+    written = ForEachValueChunk(value, [&](std::string_view bytes) {
+                message.mutable_chunk()->set_data(bytes.data(), bytes.size());
+                return writer->Write(message)
+                           ? absl::OkStatus()
+                           : absl::UnavailableError("the push broke");
+              }).ok();
+  }
+  if (written) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    transfer_contexts_.erase(&context);
+  }
+  if (!status.ok()) {
+    Reply(id, WithContext(FromGrpcStatus(status),
+                          "pushing a fetched value to the head"));
+  }
+}
+
+}  // namespace causeway::transport

@@ -1,0 +1,141 @@
+// The worker's side of the worker protocol (proto/worker.proto) over gRPC:
+// the agent that dials the head, registers the worker, drives its
+// WorkerService from the commands on the stream, and sends its notices up.
+//
+//   auto agent = GrpcWorkerAgent::Register(options);   // host id, devices
+//   ... build the worker with (*agent)->host(), (*agent)->devices(),
+//       listener = agent->get() ...
+//   absl::Status why = (*agent)->Serve(worker, peers);  // until it ends
+//
+// Commands are handled in the order they come, on the stream's reader
+// thread (each WorkerService call returns promptly); answers and notices go
+// up through the stream's writer thread, OpDone notices queued together
+// merged into one message. Pings are answered by the reader itself, so a
+// worker whose reader is wedged stops answering them. Bulk bytes go on
+// their own calls (PullShard for a put's value, PushShard for a fetched
+// one) on a second connection.
+//
+// A worker that loses the head does not reconnect in place: its state
+// belongs to that head. The process makes a fresh worker and registers it
+// again (a new incarnation) with whatever head answers at the address
+// (cli/worker_command.cc).
+//
+// Thread-safe.
+#ifndef CAUSEWAY_TRANSPORT_GRPC_WORKER_AGENT_H_
+#define CAUSEWAY_TRANSPORT_GRPC_WORKER_AGENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "causeway/base/executor.h"
+#include "causeway/transport/control_channel.h"
+#include "causeway/transport/grpc_common.h"
+#include "causeway/transport/grpc_stream_writer.h"
+#include "causeway/transport/proto/worker.grpc.pb.h"
+#include "causeway/transport/topology.h"
+#include "causeway/transport/wire_convert.h"
+
+namespace causeway::transport {
+
+struct GrpcWorkerAgentOptions {
+  std::string head;  // HOST:PORT.
+  GrpcSecurity security;
+  KeepaliveOptions keepalive;
+  // How long registering may wait for the head to answer.
+  absl::Duration connect_timeout = absl::Seconds(10);
+  WireLimits limits;
+  // What the worker offers.
+  IslandId island = IslandId(0);
+  HostSpec spec;
+  std::string data_plane_address;
+  std::string name;
+};
+
+// Another worker, as the head announces it.
+struct PeerInfo {
+  HostId host;
+  std::string data_plane_address;
+  uint64_t incarnation = 0;
+};
+
+// Where peer-table changes go: the data plane's peer table.
+struct PeerHooks {
+  std::function<void(const PeerInfo& peer)> added;
+  std::function<void(HostId host)> removed;
+};
+
+class GrpcWorkerAgent final : public WorkerListener {
+ public:
+  // Dials the head, negotiates the version and registers with a fresh
+  // incarnation. Unavailable when no head answers in time; the head's
+  // refusal (UNAUTHENTICATED, InvalidArgument, ...) otherwise.
+  static absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> Register(
+      GrpcWorkerAgentOptions options);
+  ~GrpcWorkerAgent() override;  // Stop(), then waits for bulk calls.
+
+  HostId host() const { return host_; }
+  uint64_t incarnation() const { return incarnation_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  const std::vector<PeerInfo>& initial_peers() const { return peers_; }
+  absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
+
+  // Serves `worker` from the stream until the stream ends or Stop is
+  // called; returns why it ended. Call once. Futures of `worker` may still
+  // call back into the agent afterwards: stop the worker (which resolves
+  // them) before destroying the agent, and the agent before the worker.
+  absl::Status Serve(WorkerService* worker, PeerHooks peers);
+
+  // Ends the stream (Serve returns) and waits for the bulk calls to end.
+  // Idempotent.
+  void Stop();
+
+  // Notices up the stream (the worker's listener).
+  void OnOpDone(const OpDone& done) override;
+
+ private:
+  explicit GrpcWorkerAgent(GrpcWorkerAgentOptions options);
+
+  void Reply(uint64_t id, const absl::Status& status,
+             wire::Reply reply = {});
+  // Handles one command; an error ends the stream (a head that sends
+  // malformed commands cannot be served correctly).
+  absl::Status HandleCommand(WorkerService* worker, const PeerHooks& peers,
+                             const wire::HeadToWorker& command);
+  void PullAndPut(WorkerService* worker, uint64_t id, DeviceId device,
+                  BufferId buffer);
+  void Push(uint64_t id, const hlo::Literal& value);
+
+  const GrpcWorkerAgentOptions options_;
+  const uint64_t incarnation_;
+  HostId host_;
+  std::vector<DeviceInfo> devices_;
+  std::vector<PeerInfo> peers_;
+  absl::Duration heartbeat_interval_;
+
+  std::unique_ptr<wire::HeadWorkers::Stub> control_;
+  std::unique_ptr<wire::HeadWorkers::Stub> bulk_;
+  grpc::ClientContext context_;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<wire::WorkerToHead, wire::HeadToWorker>>
+      stream_;
+  std::unique_ptr<StreamWriter<wire::WorkerToHead>> writer_;
+  // Bulk calls (blocking) and callbacks that start them.
+  std::unique_ptr<ThreadPool> transfers_;
+
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool serving_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> transfer_contexts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace causeway::transport
+
+#endif  // CAUSEWAY_TRANSPORT_GRPC_WORKER_AGENT_H_

@@ -1,0 +1,380 @@
+// The ControlChannel conformance suite: one set of behaviours of the
+// head->worker channel, run against the in-process channel and against
+// gRPC (a GrpcWorkerServer on loopback, with a GrpcWorkerAgent serving the
+// same kind of Worker), so both carry every command the same way.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "causeway/transport/grpc_head_server.h"
+#include "causeway/transport/grpc_worker_agent.h"
+#include "causeway/transport/in_process_control_channel.h"
+#include "causeway/worker/worker.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::worker {
+namespace {
+
+using hlo::Literal;
+using hlo::PrimitiveType;
+using hlo::Shape;
+using hlo::testutil::F32;
+using hlo::testutil::Values;
+using transport::ControlChannel;
+using transport::DeviceBuffer;
+using transport::LaunchOp;
+using transport::OpDone;
+using transport::ProgramId;
+using transport::WorkerBatch;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+constexpr char kDouble[] = R"(
+HloModule double
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT y = f32[2] add(x, x)
+}
+)";
+
+class RecordingListener : public transport::WorkerListener {
+ public:
+  void OnOpDone(const OpDone& done) override {
+    absl::MutexLock lock(&mu_);
+    done_.push_back(done);
+  }
+  // Waits until `n` notices came; returns them.
+  std::vector<OpDone> AwaitDone(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return done_.size() >= n;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
+    return done_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<OpDone> done_ ABSL_GUARDED_BY(mu_);
+};
+
+// The head's side of membership for the gRPC case: admits one worker as
+// host 3 with devices 6 and 7 (ids chosen by the head, not the worker).
+class TestMembership : public transport::WorkerMembership {
+ public:
+  explicit TestMembership(transport::WorkerListener* listener)
+      : listener_(listener) {}
+  absl::StatusOr<transport::WorkerAdmission> AdmitWorker(
+      const transport::WorkerHello& hello,
+      std::shared_ptr<ControlChannel> channel) override {
+    transport::WorkerAdmission admission;
+    admission.host = HostId(3);
+    for (int64_t i = 0; i < hello.spec.num_devices; ++i) {
+      admission.devices.push_back(transport::DeviceInfo{
+          DeviceId(6 + i), admission.host, hello.island, i, hello.spec.kind,
+          hello.spec.memory_per_device});
+    }
+    absl::MutexLock lock(&mu_);
+    channel_ = std::move(channel);
+    return admission;
+  }
+  void WorkerDisconnected(HostId host, const absl::Status& why) override {
+    absl::MutexLock lock(&mu_);
+    disconnected_ = why;
+    gone_.Notify();
+  }
+  transport::WorkerListener& listener() override { return *listener_; }
+
+  std::shared_ptr<ControlChannel> channel() {
+    absl::MutexLock lock(&mu_);
+    return channel_;
+  }
+  absl::Status AwaitDisconnected() {
+    if (!gone_.WaitForNotificationWithTimeout(kWait)) {
+      return absl::DeadlineExceededError("never disconnected");
+    }
+    absl::MutexLock lock(&mu_);
+    return disconnected_;
+  }
+
+ private:
+  transport::WorkerListener* const listener_;
+  absl::Mutex mu_;
+  std::shared_ptr<ControlChannel> channel_ ABSL_GUARDED_BY(mu_);
+  absl::Status disconnected_ ABSL_GUARDED_BY(mu_);
+  absl::Notification gone_;
+};
+
+enum class Transport { kInProcess, kGrpc };
+
+std::string TransportName(const ::testing::TestParamInfo<Transport>& info) {
+  return info.param == Transport::kInProcess ? "InProcess" : "Grpc";
+}
+
+// One worker with two devices, reached through the channel under test.
+// Its devices are `device(0)` and `device(1)`.
+class ControlChannelTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  void SetUp() override {
+    std::vector<transport::DeviceInfo> devices;
+    HostId host(0);
+    if (GetParam() == Transport::kGrpc) {
+      membership_ = std::make_unique<TestMembership>(&listener_);
+      absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =
+          transport::GrpcHeadServer::Start(nullptr, membership_.get(), {});
+      ASSERT_TRUE(server.ok()) << server.status();
+      server_ = *std::move(server);
+      transport::GrpcWorkerAgentOptions options;
+      options.head = server_->address();
+      options.spec = {2, "cpu", int64_t{64} << 20};
+      options.name = "test worker";
+      absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+          transport::GrpcWorkerAgent::Register(options);
+      ASSERT_TRUE(agent.ok()) << agent.status();
+      agent_ = *std::move(agent);
+      host = agent_->host();
+      devices = agent_->devices();
+    } else {
+      for (int64_t i = 0; i < 2; ++i) {
+        devices.push_back({DeviceId(i), host, IslandId(0), i, "cpu",
+                           int64_t{64} << 20});
+      }
+    }
+    WorkerOptions options;
+    options.host = host;
+    options.island = IslandId(0);
+    options.devices = devices;
+    options.data_plane = &data_plane_;
+    options.collectives = &collectives_;
+    options.listener = agent_ != nullptr
+                           ? static_cast<transport::WorkerListener*>(agent_.get())
+                           : &listener_;
+    absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(options);
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    worker_ = *std::move(worker);
+    data_plane_.Register(host, worker_.get());
+    for (const transport::DeviceInfo& d : devices) devices_.push_back(d.id);
+    host_ = host;
+    if (agent_ != nullptr) {
+      serving_ = std::thread([this] { served_ = agent_->Serve(worker_.get(), {}); });
+      channel_ = membership_->channel();
+    } else {
+      channel_ = std::make_shared<transport::InProcessControlChannel>(
+          worker_.get());
+    }
+  }
+
+  void TearDown() override {
+    if (agent_ != nullptr) agent_->Stop();
+    if (serving_.joinable()) serving_.join();
+    data_plane_.Unregister(host_);
+    if (worker_ != nullptr) worker_->Stop();
+    agent_.reset();
+    channel_.reset();
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  DeviceId device(int i) const { return devices_[i]; }
+  DeviceBuffer Buffer(int i, uint64_t array) const {
+    return {device(i), BufferId{ArrayHandle(array), 0}};
+  }
+  absl::Status Put(int i, uint64_t array, Literal value) {
+    return channel_->PutBuffer({device(i), BufferId{ArrayHandle(array), 0},
+                                std::move(value)})
+        .AwaitFor(kWait);
+  }
+  absl::Status LoadDouble() {
+    transport::LoadProgramRequest request;
+    request.program = ProgramId(7);
+    request.name = "double";
+    request.hlo_text = kDouble;
+    return channel_->LoadProgram(std::move(request)).AwaitFor(kWait);
+  }
+  LaunchOp DoubleOn(int i, uint64_t seq, uint64_t input, uint64_t output) {
+    LaunchOp op;
+    op.device = device(i);
+    op.island = IslandId(0);
+    op.seq = seq;
+    op.program = ProgramId(7);
+    op.program_name = "double";
+    op.session = SessionId(1);
+    op.session_name = "test";
+    op.participant_hosts = {host_};
+    op.inputs.push_back({BufferId{ArrayHandle(input), 0}, false, "test"});
+    op.outputs.push_back(
+        {BufferId{ArrayHandle(output), 0}, Shape(PrimitiveType::kF32, {2})});
+    return op;
+  }
+
+  RecordingListener listener_;
+  transport::InProcessDataPlane data_plane_;
+  transport::InProcessLaunchCollectives collectives_;
+  std::unique_ptr<TestMembership> membership_;
+  std::unique_ptr<transport::GrpcHeadServer> server_;
+  std::unique_ptr<transport::GrpcWorkerAgent> agent_;
+  std::unique_ptr<Worker> worker_;
+  std::thread serving_;
+  absl::Status served_;
+  std::shared_ptr<ControlChannel> channel_;
+  std::vector<DeviceId> devices_;
+  HostId host_;
+};
+
+TEST_P(ControlChannelTest, LoadsAProgramFromItsTextAndRefusesAMalformedOne) {
+  EXPECT_TRUE(LoadDouble().ok());
+  transport::LoadProgramRequest bad;
+  bad.program = ProgramId(8);
+  bad.name = "bad";
+  bad.hlo_text = "HloModule bad\nENTRY e {\n  x = f32[2 parameter(0)\n}\n";
+  absl::Status status = channel_->LoadProgram(std::move(bad)).AwaitFor(kWait);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+}
+
+TEST_P(ControlChannelTest, AValueLargerThanAChunkIsPutAndFetchedExactly) {
+  Literal big(Shape(PrimitiveType::kF32, {700001}));
+  std::span<float> data = big.mutable_data<float>();
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  ASSERT_TRUE(Put(1, 5, big).ok());
+  absl::StatusOr<Literal> back = channel_->FetchBuffer(Buffer(1, 5)).AwaitFor(kWait);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, big);
+}
+
+TEST_P(ControlChannelTest, ADispatchedLaunchRunsAndItsOpDoneComesBack) {
+  ASSERT_TRUE(LoadDouble().ok());
+  ASSERT_TRUE(Put(0, 1, F32({2}, {1.5, 4})).ok());
+  WorkerBatch batch;
+  batch.launches.push_back(DoubleOn(0, 11, 1, 2));
+  batch.launches.push_back(DoubleOn(0, 12, 2, 3));
+  channel_->Dispatch(std::move(batch));
+  ASSERT_TRUE(channel_->AwaitBuffers({Buffer(0, 2), Buffer(0, 3)})
+                  .AwaitFor(kWait)
+                  .ok());
+  absl::StatusOr<Literal> y = channel_->FetchBuffer(Buffer(0, 3)).AwaitFor(kWait);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values(*y), ElementsAre(6, 16));
+  std::vector<OpDone> done = listener_.AwaitDone(2);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].host, host_);
+  EXPECT_EQ(done[0].device, device(0));
+  EXPECT_EQ(done[0].seq, 11u);
+  EXPECT_EQ(done[1].seq, 12u);
+  EXPECT_TRUE(done[1].status.ok()) << done[1].status;
+}
+
+TEST_P(ControlChannelTest, AnAbandonedLaunchFailsItsOutputsWithItsStatus) {
+  ASSERT_TRUE(LoadDouble().ok());
+  ASSERT_TRUE(Put(0, 1, F32({2}, {1, 2})).ok());
+  LaunchOp op = DoubleOn(0, 1, 1, 2);
+  op.abandoned = absl::DataLossError("host 9 was lost before dispatch");
+  WorkerBatch batch;
+  batch.launches.push_back(std::move(op));
+  channel_->Dispatch(std::move(batch));
+  absl::Status status = channel_->AwaitBuffers({Buffer(0, 2)}).AwaitFor(kWait);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr("host 9"));
+  std::vector<OpDone> done = listener_.AwaitDone(1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status.code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_P(ControlChannelTest, AReleasedBufferCannotBeFetched) {
+  ASSERT_TRUE(Put(0, 4, F32({2}, {1, 2})).ok());
+  channel_->ReleaseBuffers({Buffer(0, 4)});
+  absl::Status status =
+      channel_->FetchBuffer(Buffer(0, 4)).AwaitFor(kWait).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+}
+
+TEST_P(ControlChannelTest, PeerLostFailsAReceiveWaitingOnThatHost) {
+  WorkerBatch batch;
+  batch.receives.push_back(transport::ReceiveSpec{
+      device(1), BufferId{ArrayHandle(20), 0}, Shape(PrimitiveType::kF32, {2}),
+      {transport::PieceOrigin{DeviceId(40), HostId(20), "device 40"}},
+      {},
+      true});
+  channel_->Dispatch(std::move(batch));
+  Future<> waiting = channel_->AwaitBuffers({Buffer(1, 20)});
+  channel_->PeerLost(HostId(20), absl::DataLossError("host 20 died"));
+  absl::Status status = waiting.AwaitFor(kWait);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+}
+
+TEST_P(ControlChannelTest, CancelSessionFailsItsQueuedLaunches) {
+  ASSERT_TRUE(LoadDouble().ok());
+  WorkerBatch batch;
+  // Its input comes from a host that never sends: it waits in the queue.
+  batch.receives.push_back(transport::ReceiveSpec{
+      device(0), BufferId{ArrayHandle(30), 0}, Shape(PrimitiveType::kF32, {2}),
+      {transport::PieceOrigin{DeviceId(40), HostId(20), "device 40"}},
+      {},
+      true});
+  batch.launches.push_back(DoubleOn(0, 1, 30, 31));
+  channel_->Dispatch(std::move(batch));
+  channel_->CancelSession(SessionId(1), absl::CancelledError("session 1 closed"));
+  absl::Status status = channel_->AwaitBuffers({Buffer(0, 31)}).AwaitFor(kWait);
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+}
+
+TEST_P(ControlChannelTest, HeartbeatsAndStatusAnswerWhileTheWorkerRuns) {
+  EXPECT_TRUE(channel_->Heartbeat().AwaitFor(kWait).ok());
+  ASSERT_TRUE(Put(1, 9, F32({2}, {1, 2})).ok());
+  absl::StatusOr<transport::WorkerStatus> status =
+      channel_->GetStatus().AwaitFor(kWait);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->host, host_);
+  ASSERT_EQ(status->devices.size(), 2u);
+  EXPECT_EQ(status->devices[1].device, device(1));
+  EXPECT_EQ(status->devices[1].memory.num_ready, 1);
+}
+
+TEST_P(ControlChannelTest, AStoppedWorkerAnswersUnavailable) {
+  worker_->Stop();
+  EXPECT_EQ(channel_->Heartbeat().AwaitFor(kWait).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Put(0, 1, F32({2}, {1, 2})).code(), absl::StatusCode::kUnavailable);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ControlChannelTest,
+                         ::testing::Values(Transport::kInProcess,
+                                           Transport::kGrpc),
+                         TransportName);
+
+// gRPC only: the stream itself breaking.
+class GrpcControlChannelTest : public ControlChannelTest {};
+
+TEST_P(GrpcControlChannelTest, ABrokenStreamFailsWhatIsPendingAndTellsTheHead) {
+  ASSERT_TRUE(LoadDouble().ok());
+  // A launch that waits forever for its input, and a fetch of its output.
+  WorkerBatch batch;
+  batch.receives.push_back(transport::ReceiveSpec{
+      device(0), BufferId{ArrayHandle(30), 0}, Shape(PrimitiveType::kF32, {2}),
+      {transport::PieceOrigin{DeviceId(40), HostId(20), "device 40"}},
+      {},
+      true});
+  batch.launches.push_back(DoubleOn(0, 1, 30, 31));
+  channel_->Dispatch(std::move(batch));
+  Future<Literal> fetch = channel_->FetchBuffer(Buffer(0, 31));
+  agent_->Stop();  // As if the worker process died: its stream breaks.
+  absl::Status status = fetch.AwaitFor(kWait).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  absl::Status gone = membership_->AwaitDisconnected();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
+  EXPECT_THAT(gone.message(), HasSubstr("test worker"));
+  // Later calls fail at once.
+  EXPECT_EQ(channel_->Heartbeat().AwaitFor(kWait).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grpc, GrpcControlChannelTest,
+                         ::testing::Values(Transport::kGrpc), TransportName);
+
+}  // namespace
+}  // namespace causeway::worker
