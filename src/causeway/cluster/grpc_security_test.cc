@@ -1,0 +1,564 @@
+// The gRPC control plane's defences: the token refused before any other
+// work, TLS with certificates made at run time, and hand-built hostile
+// messages that fail their request or their session while the head goes
+// on serving everyone else.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "causeway/cluster/local_cluster.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "causeway/hlo/parser.h"
+#include "causeway/transport/grpc_head_server.h"
+#include "causeway/transport/grpc_session_channel.h"
+#include "causeway/transport/grpc_worker_agent.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::cluster {
+namespace {
+
+using hlo::testutil::F32;
+using hlo::testutil::Values;
+using transport::GrpcClientOptions;
+using transport::GrpcHeadConnection;
+using transport::GrpcHeadServer;
+using transport::GrpcHeadServerOptions;
+using transport::GrpcSessionChannel;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+// Admits every worker (as host 0, 1, ...) and remembers what happened.
+class RecordingMembership : public transport::WorkerMembership,
+                            public transport::WorkerListener {
+ public:
+  absl::StatusOr<transport::WorkerAdmission> AdmitWorker(
+      const transport::WorkerHello& hello,
+      std::shared_ptr<transport::ControlChannel> channel) override {
+    absl::MutexLock lock(&mu_);
+    transport::WorkerAdmission admission;
+    admission.host = HostId(admitted_++);
+    for (int64_t i = 0; i < hello.spec.num_devices; ++i) {
+      admission.devices.push_back(
+          {DeviceId(next_device_++), admission.host, hello.island, i,
+           hello.spec.kind, hello.spec.memory_per_device});
+    }
+    channels_.push_back(std::move(channel));
+    return admission;
+  }
+  void WorkerDisconnected(HostId host, const absl::Status& why) override {
+    absl::MutexLock lock(&mu_);
+    disconnected_.push_back(why);
+  }
+  transport::WorkerListener& listener() override { return *this; }
+  void OnOpDone(const transport::OpDone& done) override {}
+
+  int64_t admitted() {
+    absl::MutexLock lock(&mu_);
+    return admitted_;
+  }
+  // Waits for the first disconnection and returns its reason.
+  absl::Status AwaitDisconnected() {
+    absl::MutexLock lock(&mu_);
+    auto any = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !disconnected_.empty();
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&any), kWait)) {
+      return absl::DeadlineExceededError("no worker disconnected");
+    }
+    return disconnected_.front();
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_device_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::shared_ptr<transport::ControlChannel>> channels_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> disconnected_ ABSL_GUARDED_BY(mu_);
+};
+
+// A head (an embedded cluster's, serving sessions) and a worker registry
+// behind one gRPC server configured by the test.
+class GrpcHeadFixture : public ::testing::Test {
+ protected:
+  void StartServer(GrpcHeadServerOptions options) {
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+        LocalCluster::Create({.devices_per_host = 2});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    absl::StatusOr<std::unique_ptr<GrpcHeadServer>> server =
+        GrpcHeadServer::Start(&cluster_->head(), &membership_,
+                              std::move(options));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> Connect(
+      GrpcClientOptions options = {}) {
+    options.connect_timeout = absl::Seconds(10);
+    return GrpcHeadConnection::Connect(server_->address(), std::move(options));
+  }
+
+  // A session that opens and runs 2 * [3, 4] on 2 devices: the head serves.
+  void ExpectHeadServes(const std::shared_ptr<GrpcHeadConnection>& connection) {
+    GrpcSessionChannel channel(connection);
+    ASSERT_TRUE(channel.OpenSession({.name = "good"}).AwaitFor(kWait).ok());
+    transport::SliceRequest request;
+    request.handle = SliceHandle(1);
+    request.num_devices = 2;
+    absl::StatusOr<transport::SliceInfo> slice =
+        channel.RequestSlice(request).AwaitFor(kWait);
+    ASSERT_TRUE(slice.ok()) << slice.status();
+    transport::ArraySpec spec{ArrayHandle(2),
+                              hlo::Shape(hlo::PrimitiveType::kF32, {2}),
+                              *hlo::ParseSharding("{devices=[2]<=[2]}"),
+                              SliceHandle(1)};
+    ASSERT_TRUE(channel.PutArray(spec, F32({2}, {3, 4})).AwaitFor(kWait).ok());
+    absl::StatusOr<hlo::Literal> back = channel.Fetch(ArrayHandle(2)).AwaitFor(kWait);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_THAT(Values(*back), ElementsAre(3, 4));
+  }
+
+  // A raw session stream with the wire protocol's own messages.
+  struct RawSession {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<wire::SessionRequest,
+                                             wire::SessionResponse>>
+        stream;
+    int64_t id = 0;
+    std::string key;
+  };
+  std::unique_ptr<RawSession> OpenRaw(GrpcHeadConnection& connection) {
+    auto raw = std::make_unique<RawSession>();
+    raw->stream = connection.control().Session(&raw->context);
+    wire::SessionRequest open;
+    open.set_op_id(1);
+    open.mutable_open()->set_version(transport::kMaxProtocolVersion);
+    open.mutable_open()->set_name("raw");
+    open.mutable_open()->set_weight(1);
+    CW_CHECK(raw->stream->Write(open));
+    wire::SessionResponse opened;
+    CW_CHECK(raw->stream->Read(&opened));
+    CW_CHECK(opened.has_opened()) << opened.DebugString();
+    raw->id = opened.opened().session();
+    raw->key = opened.opened().key();
+    return raw;
+  }
+  // Reads until the stream ends; returns the call's status.
+  static grpc::Status Drain(RawSession& raw) {
+    wire::SessionResponse ignored;
+    while (raw.stream->Read(&ignored)) {
+    }
+    return raw.stream->Finish();
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  RecordingMembership membership_;
+  std::unique_ptr<GrpcHeadServer> server_;
+};
+
+// --- The token. ---
+
+TEST_F(GrpcHeadFixture, ClientsWithoutTheTokenAreRefusedUnauthenticated) {
+  GrpcHeadServerOptions options;
+  options.security.token = "s3cret";
+  StartServer(options);
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> none = Connect();
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated)
+      << none.status();
+  GrpcClientOptions wrong;
+  wrong.security.token = "guess";
+  EXPECT_EQ(Connect(wrong).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  GrpcClientOptions right;
+  right.security.token = "s3cret";
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection =
+      Connect(right);
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, EveryCallWithoutTheTokenIsRefusedBeforeAnyWork) {
+  GrpcHeadServerOptions options;
+  options.security.token = "s3cret";
+  StartServer(options);
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto sessions = wire::HeadSessions::NewStub(channel);
+  auto workers = wire::HeadWorkers::NewStub(channel);
+  const grpc::StatusCode kRefused = grpc::StatusCode::UNAUTHENTICATED;
+  {
+    grpc::ClientContext context;
+    auto stream = sessions->Session(&context);
+    wire::SessionRequest open;
+    open.set_op_id(1);
+    open.mutable_open()->set_version(1);
+    open.mutable_open()->set_weight(1);
+    stream->Write(open);
+    wire::SessionResponse response;
+    EXPECT_FALSE(stream->Read(&response));
+    EXPECT_EQ(stream->Finish().error_code(), kRefused);
+  }
+  {
+    grpc::ClientContext context;
+    wire::HostBufferPutResponse response;
+    auto writer = sessions->PutHostBuffer(&context, &response);
+    wire::HostBufferPut header;
+    header.mutable_header()->set_session(1);
+    writer->Write(header);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), kRefused);
+  }
+  {
+    grpc::ClientContext context;
+    auto reader = sessions->GetHostBuffer(&context, wire::HostBufferGet());
+    wire::HostBufferData data;
+    EXPECT_FALSE(reader->Read(&data));
+    EXPECT_EQ(reader->Finish().error_code(), kRefused);
+  }
+  {
+    grpc::ClientContext context;
+    wire::ClusterStatusResponse response;
+    EXPECT_EQ(sessions
+                  ->GetClusterStatus(&context, wire::ClusterStatusRequest(),
+                                     &response)
+                  .error_code(),
+              kRefused);
+    EXPECT_FALSE(response.has_report());
+  }
+  {
+    grpc::ClientContext context;
+    auto stream = workers->Worker(&context);
+    wire::WorkerToHead hello;
+    hello.mutable_registration()->set_version(1);
+    hello.mutable_registration()->set_num_devices(1);
+    stream->Write(hello);
+    wire::HeadToWorker command;
+    EXPECT_FALSE(stream->Read(&command));
+    EXPECT_EQ(stream->Finish().error_code(), kRefused);
+  }
+  {
+    grpc::ClientContext context;
+    auto reader = workers->PullShard(&context, wire::ShardRef());
+    wire::ShardData data;
+    EXPECT_FALSE(reader->Read(&data));
+    EXPECT_EQ(reader->Finish().error_code(), kRefused);
+  }
+  {
+    grpc::ClientContext context;
+    wire::PushShardResponse response;
+    auto writer = workers->PushShard(&context, &response);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), kRefused);
+  }
+  // Nothing was opened or admitted.
+  EXPECT_EQ(server_->session_server()->num_sessions(), 0);
+  EXPECT_EQ(membership_.admitted(), 0);
+}
+
+TEST_F(GrpcHeadFixture, WorkersWithoutTheTokenAreRefusedUnauthenticated) {
+  GrpcHeadServerOptions options;
+  options.security.token = "s3cret";
+  StartServer(options);
+  transport::GrpcWorkerAgentOptions worker;
+  worker.head = server_->address();
+  worker.spec = {1, "cpu", 1 << 20};
+  absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> refused =
+      transport::GrpcWorkerAgent::Register(worker);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
+      << refused.status();
+  EXPECT_EQ(membership_.admitted(), 0);
+  worker.security.token = "s3cret";
+  absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> admitted =
+      transport::GrpcWorkerAgent::Register(worker);
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(membership_.admitted(), 1);
+}
+
+// --- TLS. ---
+
+// A self-signed certificate for 127.0.0.1 made with openssl, in a fresh
+// directory removed afterwards.
+class Certificates {
+ public:
+  Certificates() {
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("cw_tls_", getpid(), "_", transport::RandomUint64());
+    std::filesystem::create_directories(dir_);
+  }
+  ~Certificates() { std::filesystem::remove_all(dir_); }
+  // Makes a key and certificate named `name`; false if openssl failed.
+  bool Make(const std::string& name) {
+    const std::string command = absl::StrCat(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=", name,
+        " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ",
+        Key(name), " -out ", Cert(name), " >/dev/null 2>&1");
+    return std::system(command.c_str()) == 0;
+  }
+  std::string Key(const std::string& name) const {
+    return (dir_ / (name + ".key")).string();
+  }
+  std::string Cert(const std::string& name) const {
+    return (dir_ / (name + ".pem")).string();
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+TEST_F(GrpcHeadFixture, TlsServesClientsThatTrustItsCertificateOnly) {
+  Certificates certs;
+  ASSERT_TRUE(certs.Make("head"));
+  ASSERT_TRUE(certs.Make("stranger"));
+  GrpcHeadServerOptions options;
+  options.security.tls_cert_file = certs.Cert("head");
+  options.security.tls_key_file = certs.Key("head");
+  StartServer(options);
+
+  GrpcClientOptions trusting;
+  trusting.security.tls_ca_file = certs.Cert("head");
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection =
+      Connect(trusting);
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ExpectHeadServes(*connection);
+
+  GrpcClientOptions plaintext;
+  plaintext.connect_timeout = absl::Seconds(2);
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> refused =
+      GrpcHeadConnection::Connect(server_->address(), plaintext);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+  GrpcClientOptions distrusting;
+  distrusting.security.tls_ca_file = certs.Cert("stranger");
+  distrusting.connect_timeout = absl::Seconds(2);
+  EXPECT_EQ(GrpcHeadConnection::Connect(server_->address(), distrusting)
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// --- Hostile messages. ---
+
+TEST_F(GrpcHeadFixture, AStreamThatDoesNotOpenFirstIsRefusedAndOthersGoOn) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  grpc::ClientContext context;
+  auto stream = (*connection)->control().Session(&context);
+  wire::SessionRequest execute;
+  execute.set_op_id(1);
+  execute.mutable_execute()->set_executable(1);
+  stream->Write(execute);
+  wire::SessionResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("must be `open`"));
+  ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, AMalformedExecuteEndsItsSessionNamingTheField) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  wire::SessionRequest execute;
+  execute.set_op_id(2);
+  wire::ArraySpec* output = execute.mutable_execute()->add_outputs();
+  output->mutable_global_shape()->set_type(wire::F32);
+  output->mutable_global_shape()->add_dims(-4);
+  output->set_sharding("{replicated}");
+  raw->stream->Write(execute);
+  grpc::Status status = Drain(*raw);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("SessionRequest.execute.outputs[0].global_shape."
+                        "dims[0]: -4 is negative"));
+  ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, AMalformedRequestWithAnAnswerFailsOnlyThatRequest) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  wire::SessionRequest slice;
+  slice.set_op_id(2);
+  slice.mutable_request_slice()->set_num_devices(-3);
+  raw->stream->Write(slice);
+  wire::SessionResponse answer;
+  ASSERT_TRUE(raw->stream->Read(&answer));
+  EXPECT_EQ(answer.op_id(), 2u);
+  EXPECT_EQ(answer.status().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(answer.status().message(), HasSubstr("request_slice.num_devices"));
+  // The session goes on.
+  wire::SessionRequest status;
+  status.set_op_id(3);
+  status.mutable_get_status();
+  raw->stream->Write(status);
+  ASSERT_TRUE(raw->stream->Read(&answer));
+  EXPECT_EQ(answer.op_id(), 3u);
+  EXPECT_TRUE(answer.has_status_report());
+  raw->context.TryCancel();
+  Drain(*raw);
+}
+
+TEST_F(GrpcHeadFixture, OpIdsThatDoNotIncreaseEndTheSession) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  wire::SessionRequest again;
+  again.set_op_id(1);
+  again.mutable_get_status();
+  raw->stream->Write(again);
+  grpc::Status status = Drain(*raw);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("op_id"));
+}
+
+TEST_F(GrpcHeadFixture, HostileUploadsAreRefusedWithoutAllocatingTheirSize) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  auto upload = [&](int64_t session, const std::string& key,
+                    int64_t dims, int64_t bytes, const std::string& data) {
+    grpc::ClientContext context;
+    wire::HostBufferPutResponse response;
+    auto writer = (*connection)->bulk().PutHostBuffer(&context, &response);
+    wire::HostBufferPut message;
+    wire::HostBufferPutHeader* header = message.mutable_header();
+    header->set_session(session);
+    header->set_key(key);
+    header->set_host_buffer(1);
+    header->mutable_value()->mutable_shape()->set_type(wire::U8);
+    header->mutable_value()->mutable_shape()->add_dims(dims);
+    header->mutable_value()->set_byte_size(bytes);
+    writer->Write(message);
+    message.mutable_chunk()->set_data(data);
+    writer->Write(message);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  // Another session's id without its key reads as no session at all.
+  EXPECT_EQ(upload(raw->id, "not the key", 4, 4, "abcd").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // 2^50 bytes declared: refused before anything is allocated.
+  grpc::Status huge = upload(raw->id, raw->key, int64_t{1} << 50,
+                             int64_t{1} << 50, "x");
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(huge.error_message(), HasSubstr("more than"));
+  // More data than declared.
+  grpc::Status overflow = upload(raw->id, raw->key, 2, 2, "abc");
+  EXPECT_EQ(overflow.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(overflow.error_message(), HasSubstr("runs past"));
+  raw->context.TryCancel();
+  Drain(*raw);
+  ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
+  StartServer({});
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto workers = wire::HeadWorkers::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = workers->Worker(&context);
+  wire::WorkerToHead hello;
+  hello.mutable_registration()->set_version(1);
+  hello.mutable_registration()->set_num_devices(-1);
+  stream->Write(hello);
+  wire::HeadToWorker command;
+  EXPECT_FALSE(stream->Read(&command));
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("registration.num_devices"));
+  EXPECT_EQ(membership_.admitted(), 0);
+}
+
+TEST_F(GrpcHeadFixture, AWorkerSendingAMalformedNoticeIsCutOffAlone) {
+  StartServer({});
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto workers = wire::HeadWorkers::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = workers->Worker(&context);
+  wire::WorkerToHead hello;
+  wire::Register* reg = hello.mutable_registration();
+  reg->set_version(1);
+  reg->set_num_devices(1);
+  reg->set_device_kind("cpu");
+  reg->set_memory_per_device(1 << 20);
+  reg->set_incarnation(77);
+  reg->set_name("hostile");
+  stream->Write(hello);
+  wire::HeadToWorker registered;
+  ASSERT_TRUE(stream->Read(&registered));
+  ASSERT_TRUE(registered.has_registered());
+  wire::WorkerToHead bad;
+  bad.mutable_op_done()->add_done()->set_device(-8);
+  stream->Write(bad);
+  wire::HeadToWorker ignored;
+  while (stream->Read(&ignored)) {
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("op_done.done[0].device"));
+  absl::Status gone = membership_.AwaitDisconnected();
+  EXPECT_THAT(gone.message(), HasSubstr("op_done"));
+  // The head still serves.
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, BulkCallsOfAnUnknownIncarnationAreNotFound) {
+  StartServer({});
+  transport::GrpcWorkerAgentOptions worker;
+  worker.head = server_->address();
+  worker.spec = {1, "cpu", 1 << 20};
+  absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+      transport::GrpcWorkerAgent::Register(worker);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto workers = wire::HeadWorkers::NewStub(channel);
+  {
+    wire::ShardRef ref;
+    ref.set_host((*agent)->host().value());
+    ref.set_incarnation((*agent)->incarnation() + 1);
+    ref.set_command(1);
+    grpc::ClientContext context;
+    auto reader = workers->PullShard(&context, ref);
+    wire::ShardData data;
+    EXPECT_FALSE(reader->Read(&data));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext context;
+    wire::PushShardResponse response;
+    auto writer = workers->PushShard(&context, &response);
+    wire::ShardData header;
+    header.mutable_header()->set_host((*agent)->host().value());
+    header.mutable_header()->set_incarnation((*agent)->incarnation());
+    header.mutable_header()->set_command(12345);  // No such fetch.
+    writer->Write(header);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+}  // namespace
+}  // namespace causeway::cluster
