@@ -21,6 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
+#include "causeway/cli/status_command.h"
+#include "causeway/cli/worker_command.h"
 #include "causeway/exec/spmd_program.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
@@ -48,11 +50,11 @@ Usage:
 Commands:
   run       Run one SPMD HLO program on N local CPU devices, with .npy
             files as inputs and outputs. See `causeway run --help`.
+  worker    One host of a cluster: dials its head and runs what it sends.
+  status    The status view of a running cluster.
 
 Options:
-  --help    Show this help.
-
-More commands (head, worker, status) come with the distributed runtime.
+  --help    Show this help. `causeway <command> --help` for a command's.
 )";
 
 constexpr char kRunHelp[] = R"(Usage:
@@ -507,9 +509,10 @@ int Main(int argc, char** argv) {
     std::fputs(kMainHelp, stdout);
     return kExitOk;
   }
-  if (command == "run") {
-    return RunCommand(std::vector<std::string>(args.begin() + 1, args.end()));
-  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "run") return RunCommand(rest);
+  if (command == "worker") return WorkerCommand(rest);
+  if (command == "status") return StatusCommand(rest);
   std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),
                kMainHelp);
   return kExitUsage;

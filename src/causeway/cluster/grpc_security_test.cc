@@ -40,8 +40,7 @@ class RecordingMembership : public transport::WorkerMembership,
                             public transport::WorkerListener {
  public:
   absl::StatusOr<transport::WorkerAdmission> AdmitWorker(
-      const transport::WorkerHello& hello,
-      std::shared_ptr<transport::ControlChannel> channel) override {
+      const transport::WorkerHello& hello) override {
     absl::MutexLock lock(&mu_);
     transport::WorkerAdmission admission;
     admission.host = HostId(admitted_++);
@@ -50,8 +49,14 @@ class RecordingMembership : public transport::WorkerMembership,
           {DeviceId(next_device_++), admission.host, hello.island, i,
            hello.spec.kind, hello.spec.memory_per_device});
     }
-    channels_.push_back(std::move(channel));
     return admission;
+  }
+  absl::Status ActivateWorker(
+      HostId host,
+      std::shared_ptr<transport::ControlChannel> channel) override {
+    absl::MutexLock lock(&mu_);
+    channels_.push_back(std::move(channel));
+    return absl::OkStatus();
   }
   void WorkerDisconnected(HostId host, const absl::Status& why) override {
     absl::MutexLock lock(&mu_);

@@ -431,8 +431,7 @@ grpc::Status GrpcWorkerServer::Worker(
       [stream](const wire::HeadToWorker& command) {
         return stream->Write(command);
       });
-  absl::StatusOr<WorkerAdmission> admission =
-      membership_->AdmitWorker(*hello, channel);
+  absl::StatusOr<WorkerAdmission> admission = membership_->AdmitWorker(*hello);
   if (!admission.ok()) {
     channel->Disconnect(admission.status());
     return ToGrpcStatus(admission.status());
@@ -461,15 +460,16 @@ grpc::Status GrpcWorkerServer::Worker(
         entry->set_data_plane_address(peer.data_plane_address);
         entry->set_incarnation(peer.incarnation);
       }
-      // Sent before anything else can be: the first message it reads.
-      channel->Send(std::move(registered));
       workers_[host] = connection;
     }
   }
-  absl::Status ended;
-  if (shut_down) {
-    ended = absl::UnavailableError("the head is shutting down");
-  } else {
+  // The first message the worker reads; the head may call it after this.
+  channel->Send(std::move(registered));
+  absl::Status activated =
+      shut_down ? absl::UnavailableError("the head is shutting down")
+                : membership_->ActivateWorker(host, channel);
+  absl::Status ended = activated;
+  if (ended.ok()) {
     wire::PeerUpdate joined;
     wire::Peer* peer = joined.add_added();
     peer->set_host(host.value());
@@ -487,13 +487,13 @@ grpc::Status GrpcWorkerServer::Worker(
           "the stream of ", channel->name(), " (host ", host.value(),
           ") ended", context->IsCancelled() ? " (cancelled)" : ""));
     }
-    {
-      absl::MutexLock lock(&mu_);
-      workers_.erase(host);
-    }
     wire::PeerUpdate left;
     left.add_removed(host.value());
     BroadcastPeers(left, host);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    workers_.erase(host);
   }
   channel->Disconnect(ended);
   membership_->WorkerDisconnected(host, ended);

@@ -66,14 +66,21 @@ struct WorkerAdmission {
 };
 
 // The head's side of membership, as the worker server needs it. The head
-// process implements it over the head.
+// process implements it over the head. A worker joins in two steps:
+// AdmitWorker gives it its ids (sent to the worker as the first message on
+// its stream), then ActivateWorker hands the head its channel, through
+// which the head may call it from then on.
 class WorkerMembership {
  public:
   virtual ~WorkerMembership() = default;
-  // A worker registered; `channel` reaches it. The refusal's status goes
-  // back to the worker, which then exits.
+  // A worker registered. The refusal's status goes back to the worker,
+  // which then exits.
   virtual absl::StatusOr<WorkerAdmission> AdmitWorker(
-      const WorkerHello& hello, std::shared_ptr<ControlChannel> channel) = 0;
+      const WorkerHello& hello) = 0;
+  // The admitted worker `host` is reached through `channel`. An error ends
+  // its stream.
+  virtual absl::Status ActivateWorker(
+      HostId host, std::shared_ptr<ControlChannel> channel) = 0;
   // The worker's stream ended (`why`): it is gone for good; a worker
   // that comes back registers as a new host.
   virtual void WorkerDisconnected(HostId host, const absl::Status& why) = 0;

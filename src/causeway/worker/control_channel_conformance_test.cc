@@ -72,8 +72,7 @@ class TestMembership : public transport::WorkerMembership {
   explicit TestMembership(transport::WorkerListener* listener)
       : listener_(listener) {}
   absl::StatusOr<transport::WorkerAdmission> AdmitWorker(
-      const transport::WorkerHello& hello,
-      std::shared_ptr<ControlChannel> channel) override {
+      const transport::WorkerHello& hello) override {
     transport::WorkerAdmission admission;
     admission.host = HostId(3);
     for (int64_t i = 0; i < hello.spec.num_devices; ++i) {
@@ -81,9 +80,13 @@ class TestMembership : public transport::WorkerMembership {
           DeviceId(6 + i), admission.host, hello.island, i, hello.spec.kind,
           hello.spec.memory_per_device});
     }
+    return admission;
+  }
+  absl::Status ActivateWorker(
+      HostId host, std::shared_ptr<ControlChannel> channel) override {
     absl::MutexLock lock(&mu_);
     channel_ = std::move(channel);
-    return admission;
+    return absl::OkStatus();
   }
   void WorkerDisconnected(HostId host, const absl::Status& why) override {
     absl::MutexLock lock(&mu_);

@@ -1,0 +1,215 @@
+#include "causeway/cli/worker_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "causeway/base/status.h"
+#include "causeway/cli/exit_codes.h"
+#include "causeway/cli/flags.h"
+#include "causeway/cli/stop_signals.h"
+#include "causeway/transport/data_plane.h"
+#include "causeway/transport/grpc_worker_agent.h"
+#include "causeway/transport/launch_collectives.h"
+#include "causeway/worker/worker.h"
+
+namespace causeway::cli {
+namespace {
+
+constexpr char kWorkerHelp[] = R"(Usage:
+  causeway worker --head HOST:PORT --island N --devices D
+                  [--memory-per-device BYTES] [--retry-seconds S]
+                  [--collective-timeout S] [--token-file F] [--tls-ca F]
+
+Runs one worker (a host with D CPU devices on island N): it dials the head,
+registers (the head gives it a host id and device ids), and runs what the
+head sends until it is stopped (SIGINT, SIGTERM). Prints
+`worker host H ready: devices A..B on island N` once registered.
+
+When it loses the head it stops everything it holds (that state belonged
+to the head that is gone) and registers again, as a new host, with
+whatever head answers at HOST:PORT; if none does within --retry-seconds it
+exits with status 1 and says so.
+
+  --head HOST:PORT          The head to join.
+  --island N                Its island (0..4095): devices of one island
+                            run collectives together.
+  --devices D               How many devices (1..4096).
+  --memory-per-device BYTES Each device's memory budget (default 1G; K, M,
+                            G, T suffixes).
+  --retry-seconds S         How long to keep trying to reach a head, at
+                            start and after losing one (default 60).
+  --collective-timeout S    How long a device waits for its peers in a
+                            collective (default 60).
+)";
+
+// Backoff between attempts to reach the head.
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
+
+struct WorkerFlags {
+  transport::GrpcWorkerAgentOptions agent;
+  absl::Duration retry = absl::Seconds(60);
+  absl::Duration collective_timeout = absl::Seconds(60);
+};
+
+absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
+  WorkerFlags out;
+  CW_ASSIGN_OR_RETURN(out.agent.head, AddressFlag(flags, "--head"));
+  if (!flags.Has("--island")) {
+    return absl::InvalidArgumentError("missing --island N");
+  }
+  if (!flags.Has("--devices")) {
+    return absl::InvalidArgumentError("missing --devices D");
+  }
+  CW_ASSIGN_OR_RETURN(int64_t island, IntFlag(flags, "--island", 0, 0,
+                                              transport::Topology::kMaxIslands - 1));
+  out.agent.island = IslandId(island);
+  CW_ASSIGN_OR_RETURN(out.agent.spec.num_devices,
+                      IntFlag(flags, "--devices", 1, 1, 4096));
+  out.agent.spec.kind = "cpu";
+  CW_ASSIGN_OR_RETURN(out.agent.spec.memory_per_device,
+                      BytesFlag(flags, "--memory-per-device", int64_t{1} << 30));
+  CW_ASSIGN_OR_RETURN(out.retry, SecondsFlag(flags, "--retry-seconds",
+                                             absl::Seconds(60)));
+  CW_ASSIGN_OR_RETURN(out.collective_timeout,
+                      SecondsFlag(flags, "--collective-timeout",
+                                  absl::Seconds(60)));
+  CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof(hostname) - 1);
+  out.agent.name = absl::StrCat(hostname, " pid ", getpid());
+  return out;
+}
+
+// Registers with the head, retrying with backoff until `deadline`. The
+// last error when no head answered in time (or a refusal, at once: a head
+// that says no will say no again).
+absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
+    transport::GrpcWorkerAgentOptions options, absl::Duration window,
+    const StopSignals& signals) {
+  const absl::Time deadline = absl::Now() + window;
+  absl::Duration backoff = kFirstBackoff;
+  while (true) {
+    options.connect_timeout = absl::Trunc(
+        std::max(absl::Milliseconds(100),
+                 std::min(absl::Seconds(2), deadline - absl::Now())),
+        absl::Milliseconds(1));
+    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+        transport::GrpcWorkerAgent::Register(options);
+    if (agent.ok()) return agent;
+    const absl::StatusCode code = agent.status().code();
+    if (code != absl::StatusCode::kUnavailable &&
+        code != absl::StatusCode::kDeadlineExceeded) {
+      return agent.status();
+    }
+    if (absl::Now() + backoff >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "no head answered at ", options.head, " within ",
+          absl::FormatDuration(window)));
+    }
+    if (signals.WaitFor(backoff)) {
+      return absl::CancelledError("stopped while trying to reach the head");
+    }
+    backoff = std::min(2 * backoff, kMaxBackoff);
+  }
+}
+
+// Runs one incarnation: a fresh worker served until the stream ends.
+// Returns why it ended.
+absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
+                       const WorkerFlags& flags, StopSignals& signals) {
+  transport::InProcessDataPlane data_plane;
+  transport::InProcessLaunchCollectives collectives(flags.collective_timeout);
+  worker::WorkerOptions options;
+  options.host = agent.host();
+  options.island = flags.agent.island;
+  options.devices = agent.devices();
+  options.data_plane = &data_plane;
+  options.collectives = &collectives;
+  options.listener = &agent;
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<worker::Worker> worker,
+                      worker::Worker::Create(options));
+  data_plane.Register(agent.host(), worker.get());
+  const std::vector<transport::DeviceInfo>& devices = agent.devices();
+  std::printf("worker host %lld ready: devices %lld..%lld on island %lld "
+              "(head %s)\n",
+              static_cast<long long>(agent.host().value()),
+              static_cast<long long>(devices.front().id.value()),
+              static_cast<long long>(devices.back().id.value()),
+              static_cast<long long>(flags.agent.island.value()),
+              flags.agent.head.c_str());
+  std::fflush(stdout);
+  signals.SetHandler([&agent] { agent.Stop(); });
+  absl::Status ended = agent.Serve(worker.get(), {});
+  signals.SetHandler(nullptr);
+  data_plane.Unregister(agent.host());
+  worker->Stop();
+  return ended;
+}
+
+}  // namespace
+
+int WorkerCommand(const std::vector<std::string>& args) {
+  StopSignals& signals = StopSignals::Install();
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(
+      args, WithSecurityFlags({{"--head"},
+                               {"--island"},
+                               {"--devices"},
+                               {"--memory-per-device"},
+                               {"--retry-seconds"},
+                               {"--collective-timeout"}}));
+  if (parsed.ok() && parsed->help) {
+    std::printf("%s%s", kWorkerHelp, kSecurityFlagsHelp);
+    return kExitOk;
+  }
+  absl::StatusOr<WorkerFlags> flags =
+      parsed.ok() ? ParseWorkerFlags(*parsed)
+                  : absl::StatusOr<WorkerFlags>(parsed.status());
+  if (flags.ok() && !parsed->positional.empty()) {
+    flags = absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument '", parsed->positional.front(), "'"));
+  }
+  if (!flags.ok()) {
+    std::fprintf(stderr, "causeway worker: %s\n(see causeway worker --help)\n",
+                 std::string(flags.status().message()).c_str());
+    return kExitUsage;
+  }
+
+  absl::Status last = absl::OkStatus();
+  bool first = true;
+  while (!signals.stopped()) {
+    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+        RegisterWithRetry(flags->agent, flags->retry, signals);
+    if (!agent.ok()) {
+      if (signals.stopped()) break;
+      if (first) {
+        std::fprintf(stderr, "causeway worker: %s\n",
+                     std::string(agent.status().message()).c_str());
+      } else {
+        std::fprintf(stderr,
+                     "causeway worker: lost the head (%s), then %s; "
+                     "exiting\n",
+                     std::string(last.message()).c_str(),
+                     std::string(agent.status().message()).c_str());
+      }
+      return kExitFailure;
+    }
+    first = false;
+    last = ServeOnce(**agent, *flags, signals);
+    agent->reset();
+    if (signals.stopped()) break;
+    std::fprintf(stderr,
+                 "causeway worker: %s; registering again (for up to %s)\n",
+                 std::string(last.message()).c_str(),
+                 absl::FormatDuration(flags->retry).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace causeway::cli
