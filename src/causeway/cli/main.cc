@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
+#include "causeway/cli/cluster_command.h"
 #include "causeway/cli/status_command.h"
 #include "causeway/cli/worker_command.h"
 #include "causeway/exec/spmd_program.h"
@@ -50,6 +51,7 @@ Usage:
 Commands:
   run       Run one SPMD HLO program on N local CPU devices, with .npy
             files as inputs and outputs. See `causeway run --help`.
+  cluster   A head and its workers as processes on this machine.
   worker    One host of a cluster: dials its head and runs what it sends.
   status    The status view of a running cluster.
 
@@ -511,6 +513,7 @@ int Main(int argc, char** argv) {
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "run") return RunCommand(rest);
+  if (command == "cluster") return ClusterCommand(rest);
   if (command == "worker") return WorkerCommand(rest);
   if (command == "status") return StatusCommand(rest);
   std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),

@@ -1,0 +1,256 @@
+#include "causeway/cli/cluster_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "causeway/base/status.h"
+#include "causeway/cli/child_process.h"
+#include "causeway/cli/exit_codes.h"
+#include "causeway/cli/flags.h"
+#include "causeway/cli/stop_signals.h"
+
+namespace causeway::cli {
+namespace {
+
+constexpr char kClusterHelp[] = R"(Usage:
+  causeway cluster --islands I --hosts-per-island H --devices-per-host D
+                   [--spare-hosts K] [--memory-per-device BYTES]
+                   [--listen HOST:PORT] [--heartbeat-interval S]
+                   [--worker-timeout S] [--session-lease S]
+                   [--token-file F]
+
+Starts a cluster on this machine: a head (`causeway head`) and, on each of
+the I islands, H + K workers (`causeway worker`) with D CPU devices each,
+every one its own process on loopback. Once every worker has registered it
+prints `head listening on HOST:PORT`: connect clients there
+(client::Connect, `causeway run --cluster`, `causeway status --head`).
+
+It stops them all on SIGINT or SIGTERM, and they stop when it is killed
+(each child gets SIGTERM when its parent dies): no orphans. A worker that
+dies is reported and the cluster goes on without it (the head remaps its
+slices); if the head dies, everything stops with status 1.
+
+  --islands I             Islands (1..64).
+  --hosts-per-island H    Workers per island (1..64).
+  --devices-per-host D    Devices per worker (1..256).
+  --spare-hosts K         K more workers on every island (default 0), for
+                          slices to be remapped onto after a failure.
+  --memory-per-device B   Each device's memory budget (default 1G).
+  --listen HOST:PORT      The head's address (default 127.0.0.1:0: a free
+                          port on loopback).
+  --heartbeat-interval S, --worker-timeout S, --session-lease S
+                          Passed to the head (see causeway head --help).
+  --token-file F          Passed to the head and every worker.
+)";
+
+// A line on our own pipe: the signal thread wakes the watch loop.
+class Wakeup {
+ public:
+  Wakeup() {
+    if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) fds_[0] = fds_[1] = -1;
+  }
+  ~Wakeup() {
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  void Notify() { (void)!write(fds_[1], "x", 1); }
+  int fd() const { return fds_[0]; }
+
+ private:
+  int fds_[2];
+};
+
+std::string SelfPath() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "causeway";
+  return std::string(path, n);
+}
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(60);
+constexpr absl::Duration kStopGrace = absl::Seconds(10);
+
+struct Member {
+  std::string what;  // "head", "worker 3 (island 1)".
+  std::unique_ptr<ChildProcess> process;
+  bool open = true;  // Its stdout is still open.
+};
+
+void StopAll(std::vector<Member>& members) {
+  // Workers first, so that the head sees them go, then the head.
+  for (size_t i = members.size(); i-- > 0;) members[i].process->Signal(SIGTERM);
+  for (size_t i = members.size(); i-- > 0;) {
+    members[i].process->Stop(kStopGrace);
+  }
+}
+
+}  // namespace
+
+int ClusterCommand(const std::vector<std::string>& args) {
+  StopSignals& signals = StopSignals::Install();
+  // Our own group, so that one signal can reach every member.
+  setpgid(0, 0);
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(
+      args, {{"--islands"},
+             {"--hosts-per-island"},
+             {"--devices-per-host"},
+             {"--spare-hosts"},
+             {"--memory-per-device"},
+             {"--listen"},
+             {"--heartbeat-interval"},
+             {"--worker-timeout"},
+             {"--session-lease"},
+             {"--token-file"}});
+  if (parsed.ok() && parsed->help) {
+    std::printf("%s", kClusterHelp);
+    return kExitOk;
+  }
+  absl::Status usage = parsed.status();
+  int64_t islands = 0, hosts = 0, devices = 0, spare = 0, memory = 0;
+  if (usage.ok()) {
+    for (const char* required :
+         {"--islands", "--hosts-per-island", "--devices-per-host"}) {
+      if (!parsed->Has(required)) {
+        usage = absl::InvalidArgumentError(absl::StrCat("missing ", required));
+      }
+    }
+  }
+  auto take = [&](absl::StatusOr<int64_t> value, int64_t* out) {
+    if (!usage.ok()) return;
+    usage = value.status();
+    if (value.ok()) *out = *value;
+  };
+  if (usage.ok()) {
+    take(IntFlag(*parsed, "--islands", 1, 1, 64), &islands);
+    take(IntFlag(*parsed, "--hosts-per-island", 1, 1, 64), &hosts);
+    take(IntFlag(*parsed, "--devices-per-host", 1, 1, 256), &devices);
+    take(IntFlag(*parsed, "--spare-hosts", 0, 0, 64), &spare);
+    take(BytesFlag(*parsed, "--memory-per-device", int64_t{1} << 30), &memory);
+  }
+  if (usage.ok() && !parsed->positional.empty()) {
+    usage = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
+  }
+  if (!usage.ok()) {
+    std::fprintf(stderr, "causeway cluster: %s\n(see causeway cluster --help)\n",
+                 std::string(usage.message()).c_str());
+    return kExitUsage;
+  }
+
+  const std::string self = SelfPath();
+  std::vector<std::string> head_argv = {
+      self, "head", "--listen", parsed->Get("--listen").value_or("127.0.0.1:0")};
+  std::vector<std::string> shared;
+  if (std::optional<std::string> token = parsed->Get("--token-file")) {
+    shared = {"--token-file", *token};
+  }
+  for (const char* passed :
+       {"--heartbeat-interval", "--worker-timeout", "--session-lease"}) {
+    if (std::optional<std::string> value = parsed->Get(passed)) {
+      head_argv.push_back(passed);
+      head_argv.push_back(*value);
+    }
+  }
+  head_argv.insert(head_argv.end(), shared.begin(), shared.end());
+
+  std::vector<Member> members;
+  auto fail = [&](const std::string& message) {
+    std::fprintf(stderr, "causeway cluster: %s\n", message.c_str());
+    StopAll(members);
+    return kExitFailure;
+  };
+  absl::StatusOr<std::unique_ptr<ChildProcess>> head = ChildProcess::Start(head_argv);
+  if (!head.ok()) return fail(std::string(head.status().message()));
+  members.push_back({"head", *std::move(head)});
+  absl::StatusOr<std::string> listening =
+      members[0].process->ReadLineStartingWith("head listening on ", kStartTimeout);
+  if (!listening.ok()) {
+    return fail(absl::StrCat("the head did not start: ",
+                             listening.status().message()));
+  }
+  const std::string address =
+      listening->substr(std::string("head listening on ").size());
+
+  for (int64_t island = 0; island < islands; ++island) {
+    for (int64_t h = 0; h < hosts + spare; ++h) {
+      std::vector<std::string> worker_argv = {
+          self,           "worker",
+          "--head",       address,
+          "--island",     absl::StrCat(island),
+          "--devices",    absl::StrCat(devices),
+          "--memory-per-device", absl::StrCat(memory)};
+      worker_argv.insert(worker_argv.end(), shared.begin(), shared.end());
+      absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+          ChildProcess::Start(worker_argv);
+      if (!worker.ok()) return fail(std::string(worker.status().message()));
+      members.push_back({absl::StrCat("worker ", members.size() - 1,
+                                      " (island ", island, ")"),
+                         *std::move(worker)});
+    }
+  }
+  for (size_t i = 1; i < members.size(); ++i) {
+    absl::StatusOr<std::string> ready =
+        members[i].process->ReadLineStartingWith("worker host ", kStartTimeout);
+    if (!ready.ok()) {
+      return fail(absl::StrCat(members[i].what, " did not start: ",
+                               ready.status().message()));
+    }
+    std::fprintf(stderr, "causeway cluster: %s, pid %d: %s\n",
+                 members[i].what.c_str(), members[i].process->pid(),
+                 ready->c_str());
+  }
+  std::printf("head listening on %s\n", address.c_str());
+  std::fflush(stdout);
+
+  // Watch every member's output until a signal (or the head's death).
+  Wakeup wakeup;
+  signals.SetHandler([&wakeup] { wakeup.Notify(); });
+  int exit_code = kExitOk;
+  while (!signals.stopped()) {
+    std::vector<pollfd> fds = {{wakeup.fd(), POLLIN, 0}};
+    std::vector<size_t> which;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!members[i].open) continue;
+      fds.push_back({members[i].process->stdout_fd(), POLLIN, 0});
+      which.push_back(i);
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents != 0) break;
+    bool head_died = false;
+    for (size_t k = 1; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Member& member = members[which[k - 1]];
+      // Lines (echoed), or the end: the member exited.
+      if (member.process->Drain().ok()) continue;
+      member.open = false;
+      absl::StatusOr<int> status = member.process->Wait(kStopGrace);
+      std::fprintf(stderr, "causeway cluster: %s (pid %d) %s\n",
+                   member.what.c_str(), member.process->pid(),
+                   status.ok() ? ChildProcess::DescribeWaitStatus(*status).c_str()
+                               : "closed its output");
+      if (which[k - 1] == 0) head_died = true;
+    }
+    if (head_died) {
+      std::fprintf(stderr, "causeway cluster: the head is gone; stopping\n");
+      exit_code = kExitFailure;
+      break;
+    }
+  }
+  signals.SetHandler(nullptr);
+  StopAll(members);
+  return exit_code;
+}
+
+}  // namespace causeway::cli
