@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/cluster_command.h"
+#include "causeway/cli/head_command.h"
 #include "causeway/cli/status_command.h"
 #include "causeway/cli/worker_command.h"
 #include "causeway/exec/spmd_program.h"
@@ -51,6 +52,7 @@ Usage:
 Commands:
   run       Run one SPMD HLO program on N local CPU devices, with .npy
             files as inputs and outputs. See `causeway run --help`.
+  head      A cluster's head: clients connect to it, workers register.
   cluster   A head and its workers as processes on this machine.
   worker    One host of a cluster: dials its head and runs what it sends.
   status    The status view of a running cluster.
@@ -513,6 +515,7 @@ int Main(int argc, char** argv) {
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "run") return RunCommand(rest);
+  if (command == "head") return HeadCommand(rest);
   if (command == "cluster") return ClusterCommand(rest);
   if (command == "worker") return WorkerCommand(rest);
   if (command == "status") return StatusCommand(rest);

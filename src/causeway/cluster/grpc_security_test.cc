@@ -58,12 +58,12 @@ class RecordingMembership : public transport::WorkerMembership,
     channels_.push_back(std::move(channel));
     return absl::OkStatus();
   }
-  void WorkerDisconnected(HostId host, const absl::Status& why) override {
+  transport::WorkerListener& listener() override { return *this; }
+  void OnOpDone(const transport::OpDone& done) override {}
+  void OnWorkerDisconnected(HostId host, absl::Status why) override {
     absl::MutexLock lock(&mu_);
     disconnected_.push_back(why);
   }
-  transport::WorkerListener& listener() override { return *this; }
-  void OnOpDone(const transport::OpDone& done) override {}
 
   int64_t admitted() {
     absl::MutexLock lock(&mu_);

@@ -496,7 +496,9 @@ grpc::Status GrpcWorkerServer::Worker(
     workers_.erase(host);
   }
   channel->Disconnect(ended);
-  membership_->WorkerDisconnected(host, ended);
+  CW_LOG(WARNING) << channel->name() << " (host " << host.value()
+                  << ") is gone: " << ended;
+  membership_->listener().OnWorkerDisconnected(host, ended);
   return ended.code() == absl::StatusCode::kInvalidArgument
              ? ToGrpcStatus(ended)
              : grpc::Status::OK;

@@ -14,7 +14,7 @@
 // incarnation.
 //
 // Health: a broken stream is a dead worker at once (the head hears
-// WorkerMembership::WorkerDisconnected); a worker that stops answering
+// WorkerListener::OnWorkerDisconnected); a worker that stops answering
 // while its connection stays up is caught by the head's heartbeats
 // (Heartbeat is a Ping answered by a Pong from the worker's stream reader)
 // and by gRPC keepalive, which drops a connection whose peer does not
@@ -81,10 +81,9 @@ class WorkerMembership {
   // its stream.
   virtual absl::Status ActivateWorker(
       HostId host, std::shared_ptr<ControlChannel> channel) = 0;
-  // The worker's stream ended (`why`): it is gone for good; a worker
-  // that comes back registers as a new host.
-  virtual void WorkerDisconnected(HostId host, const absl::Status& why) = 0;
-  // Where the worker's notices go.
+  // Where the worker's notices go, OnWorkerDisconnected included: when a
+  // stream ends the worker is gone for good (one that comes back registers
+  // as a new host).
   virtual WorkerListener& listener() = 0;
 };
 

@@ -87,16 +87,12 @@ GrpcHeadConnection::GetClusterStatus(absl::Duration timeout,
   const FieldPath root("ClusterStatusResponse");
   CW_ASSIGN_OR_RETURN(out.report, FromWire(response.report(), options_.limits,
                                            root.Field("report")));
-  for (int i = 0; i < response.devices_size(); ++i) {
-    CW_ASSIGN_OR_RETURN(DeviceInfo device,
-                        FromWire(response.devices(i), options_.limits,
-                                 root.Index("devices", i)));
-    out.devices.push_back(std::move(device));
+  if (response.has_topology()) {
+    CW_ASSIGN_OR_RETURN(Topology topology,
+                        FromWire(response.topology(), options_.limits,
+                                 root.Field("topology")));
+    out.topology = std::make_shared<const Topology>(std::move(topology));
   }
-  if (response.num_islands() < 0) {
-    return root.Field("num_islands").Invalid("is negative");
-  }
-  out.num_islands = response.num_islands();
   CW_ASSIGN_OR_RETURN(out.trace,
                       StringFromWire(response.trace().json(),
                                      options_.limits.max_string_bytes,

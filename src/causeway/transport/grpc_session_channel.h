@@ -80,8 +80,8 @@ class GrpcHeadConnection {
   // trace if asked, within `timeout`. No session needed.
   struct ClusterStatus {
     StatusReport report;
-    std::vector<DeviceInfo> devices;
-    int64_t num_islands = 0;
+    // Null when the head sent none.
+    std::shared_ptr<const Topology> topology;
     std::string trace;  // Chrome trace-event JSON, with `include_trace`.
   };
   absl::StatusOr<ClusterStatus> GetClusterStatus(absl::Duration timeout,

@@ -291,7 +291,9 @@ grpc::Status GrpcSessionServer::Session(
       return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
     }
   }
-  absl::StatusOr<SessionId> id = service_->OpenSession(*open);
+  // Leased: a client that goes silent (killed, cut off) loses it.
+  absl::StatusOr<SessionId> id =
+      service_->OpenSession(*open, SessionLease::kLeased);
   if (!id.ok()) return ToGrpcStatus(id.status());
 
   auto session = std::make_shared<SessionState>(
@@ -361,6 +363,7 @@ bool GrpcSessionServer::HandleRequest(
   const uint64_t op_id = request.op_id();
   if (request.request_case() == wire::SessionRequest::kKeepAlive &&
       op_id == 0) {
+    service_->Touch(session->id);
     return true;
   }
   if (op_id <= session->last_op_id) {
@@ -395,7 +398,8 @@ bool GrpcSessionServer::HandleRequest(
       return false;
     }
     case wire::SessionRequest::kKeepAlive:
-      return true;  // One with an op_id: harmless.
+      service_->Touch(id);
+      return true;
     case wire::SessionRequest::kRequestSlice: {
       absl::StatusOr<SliceRequest> slice = FromWire(
           request.request_slice(), limits, root.Field("request_slice"));
@@ -653,12 +657,7 @@ grpc::Status GrpcSessionServer::GetClusterStatus(
   }
   if (options_.topology) {
     std::shared_ptr<const Topology> topology = options_.topology();
-    if (topology != nullptr) {
-      response->set_num_islands(topology->num_islands());
-      for (int64_t d = 0; d < topology->num_devices(); ++d) {
-        ToWire(topology->device(DeviceId(d)), response->add_devices());
-      }
-    }
+    if (topology != nullptr) ToWire(*topology, response->mutable_topology());
   }
   return grpc::Status::OK;
 }

@@ -46,8 +46,8 @@ struct GrpcSessionServerOptions {
   // Bytes of uploads a session may have received and not yet handed to
   // the head, and of downloads waiting to be fetched.
   int64_t max_host_buffer_bytes_per_session = int64_t{32} << 30;
-  // The cluster's devices, for GetClusterStatus (clients list them). Null:
-  // none are listed.
+  // The cluster's topology, for GetClusterStatus (clients list its
+  // devices). Null: none is sent.
   std::function<std::shared_ptr<const Topology>()> topology;
   // Announced to clients so that they send keepalives well within it.
   absl::Duration lease = absl::Seconds(10);

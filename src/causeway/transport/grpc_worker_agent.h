@@ -99,6 +99,8 @@ class GrpcWorkerAgent final : public WorkerListener {
 
   // Notices up the stream (the worker's listener).
   void OnOpDone(const OpDone& done) override;
+  // A head-side notice: a worker never reports its own disconnection.
+  void OnWorkerDisconnected(HostId host, absl::Status why) override {}
 
  private:
   explicit GrpcWorkerAgent(GrpcWorkerAgentOptions options);

@@ -689,6 +689,77 @@ absl::StatusOr<DeviceInfo> FromWire(const wire::DeviceInfo& device,
   return out;
 }
 
+void ToWire(const Topology& topology, wire::ClusterTopology* out) {
+  out->set_version(topology.version());
+  for (int64_t h = 0; h < topology.num_hosts(); ++h) {
+    const HostInfo& host = topology.host(HostId(h));
+    wire::HostInfo* entry = out->add_hosts();
+    entry->set_id(h);
+    entry->set_island(host.island.value());
+    entry->set_num_devices(static_cast<int64_t>(host.devices.size()));
+    const DeviceInfo& first = topology.device(host.devices.front());
+    entry->set_device_kind(first.kind);
+    entry->set_memory_per_device(first.memory_bytes);
+    switch (host.state) {
+      case HostState::kJoining:
+        entry->set_state(wire::HOST_JOINING);
+        break;
+      case HostState::kAlive:
+        entry->set_state(wire::HOST_ALIVE);
+        break;
+      case HostState::kDead:
+        entry->set_state(wire::HOST_DEAD);
+        break;
+    }
+    entry->set_data_plane_address(host.address);
+  }
+}
+
+absl::StatusOr<Topology> FromWire(const wire::ClusterTopology& topology,
+                                  const WireLimits& limits,
+                                  const FieldPath& path) {
+  if (topology.hosts_size() > Topology::kMaxHosts) {
+    return path.Field("hosts").Invalid(absl::StrCat(
+        topology.hosts_size(), " hosts (at most ", Topology::kMaxHosts, ")"));
+  }
+  Topology out = Topology::Empty();
+  for (int i = 0; i < topology.hosts_size(); ++i) {
+    const wire::HostInfo& host = topology.hosts(i);
+    const FieldPath entry = path.Index("hosts", i);
+    if (host.id() != i) {
+      return entry.Field("id").Invalid(
+          absl::StrCat(host.id(), " is out of order (expected ", i, ")"));
+    }
+    if (host.island() < 0) return entry.Field("island").Invalid("is negative");
+    HostSpec spec;
+    spec.num_devices = host.num_devices();
+    CW_ASSIGN_OR_RETURN(spec.kind, StringFromWire(host.device_kind(), 64,
+                                                  entry.Field("device_kind")));
+    spec.memory_per_device = host.memory_per_device();
+    CW_ASSIGN_OR_RETURN(std::string address,
+                        StringFromWire(host.data_plane_address(), 1024,
+                                       entry.Field("data_plane_address")));
+    absl::StatusOr<Topology> next =
+        out.WithHost(IslandId(host.island()), spec, "", std::move(address));
+    if (!next.ok()) return entry.Invalid(std::string(next.status().message()));
+    switch (host.state()) {
+      case wire::HOST_JOINING:
+        out = *std::move(next);
+        break;
+      case wire::HOST_ALIVE:
+        out = next->WithHostAlive(HostId(i));
+        break;
+      case wire::HOST_DEAD:
+        out = next->WithHostDead(HostId(i));
+        break;
+      default:
+        return entry.Field("state").Invalid(
+            absl::StrCat("unknown host state ", host.state()));
+    }
+  }
+  return out;
+}
+
 // --- Worker protocol. ---
 
 void ToWire(const BufferId& buffer, wire::BufferId* out) {

@@ -207,6 +207,13 @@ absl::StatusOr<DeviceInfo> FromWire(const wire::DeviceInfo& device,
                                     const WireLimits& limits,
                                     const FieldPath& path);
 
+// Hosts in id order; FromWire rebuilds the same snapshot (the same ids),
+// refusing hosts out of order, bad specs and unknown states.
+void ToWire(const Topology& topology, wire::ClusterTopology* out);
+absl::StatusOr<Topology> FromWire(const wire::ClusterTopology& topology,
+                                  const WireLimits& limits,
+                                  const FieldPath& path);
+
 // --- Worker protocol (worker <-> head). ---
 
 void ToWire(const BufferId& buffer, wire::BufferId* out);

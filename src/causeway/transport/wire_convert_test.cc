@@ -358,5 +358,33 @@ TEST(WireConvertTest, WorkerStatusRoundTrips) {
   EXPECT_EQ(back->pending_receives, status.pending_receives);
 }
 
+TEST(WireConvertTest, ATopologyComesBackWithTheSameIdsAndStates) {
+  Topology topology = Topology::Empty();
+  topology = *topology.WithHost(IslandId(1), {2, "cpu", 1 << 20}, "a", "h:1");
+  topology = topology.WithHostAlive(HostId(0));
+  topology = *topology.WithHost(IslandId(0), {3, "cpu", 2 << 20}, "b", "h:2");
+  topology = topology.WithHostAlive(HostId(1));
+  topology = topology.WithHostDead(HostId(0));
+  wire::ClusterTopology message;
+  ToWire(topology, &message);
+  absl::StatusOr<Topology> back = FromWire(message, kLimits, FieldPath("t"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->num_devices(), 5);
+  EXPECT_EQ(back->device(DeviceId(4)).host, HostId(1));
+  EXPECT_EQ(back->device(DeviceId(4)).memory_bytes, 2 << 20);
+  EXPECT_EQ(back->IslandOfHost(HostId(0)), IslandId(1));
+  EXPECT_EQ(back->host(HostId(0)).state, HostState::kDead);
+  EXPECT_TRUE(back->IsAlive(HostId(1)));
+  EXPECT_EQ(back->host(HostId(1)).address, "h:2");
+
+  message.mutable_hosts(1)->set_id(5);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("t")).status(),
+              IsInvalid("t.hosts[1].id: 5 is out of order"));
+  message.mutable_hosts(1)->set_id(1);
+  message.mutable_hosts(1)->set_num_devices(0);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("t")).status(),
+              IsInvalid("t.hosts[1]"));
+}
+
 }  // namespace
 }  // namespace causeway::transport

@@ -50,6 +50,18 @@ class RecordingListener : public transport::WorkerListener {
     absl::MutexLock lock(&mu_);
     done_.push_back(done);
   }
+  void OnWorkerDisconnected(HostId host, absl::Status why) override {
+    absl::MutexLock lock(&mu_);
+    disconnected_ = why;
+    gone_.Notify();
+  }
+  absl::Status AwaitDisconnected() {
+    if (!gone_.WaitForNotificationWithTimeout(kWait)) {
+      return absl::DeadlineExceededError("never disconnected");
+    }
+    absl::MutexLock lock(&mu_);
+    return disconnected_;
+  }
   // Waits until `n` notices came; returns them.
   std::vector<OpDone> AwaitDone(size_t n) {
     absl::MutexLock lock(&mu_);
@@ -63,6 +75,8 @@ class RecordingListener : public transport::WorkerListener {
  private:
   absl::Mutex mu_;
   std::vector<OpDone> done_ ABSL_GUARDED_BY(mu_);
+  absl::Status disconnected_ ABSL_GUARDED_BY(mu_);
+  absl::Notification gone_;
 };
 
 // The head's side of membership for the gRPC case: admits one worker as
@@ -88,31 +102,17 @@ class TestMembership : public transport::WorkerMembership {
     channel_ = std::move(channel);
     return absl::OkStatus();
   }
-  void WorkerDisconnected(HostId host, const absl::Status& why) override {
-    absl::MutexLock lock(&mu_);
-    disconnected_ = why;
-    gone_.Notify();
-  }
   transport::WorkerListener& listener() override { return *listener_; }
 
   std::shared_ptr<ControlChannel> channel() {
     absl::MutexLock lock(&mu_);
     return channel_;
   }
-  absl::Status AwaitDisconnected() {
-    if (!gone_.WaitForNotificationWithTimeout(kWait)) {
-      return absl::DeadlineExceededError("never disconnected");
-    }
-    absl::MutexLock lock(&mu_);
-    return disconnected_;
-  }
 
  private:
   transport::WorkerListener* const listener_;
   absl::Mutex mu_;
   std::shared_ptr<ControlChannel> channel_ ABSL_GUARDED_BY(mu_);
-  absl::Status disconnected_ ABSL_GUARDED_BY(mu_);
-  absl::Notification gone_;
 };
 
 enum class Transport { kInProcess, kGrpc };
@@ -368,7 +368,7 @@ TEST_P(GrpcControlChannelTest, ABrokenStreamFailsWhatIsPendingAndTellsTheHead) {
   agent_->Stop();  // As if the worker process died: its stream breaks.
   absl::Status status = fetch.AwaitFor(kWait).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  absl::Status gone = membership_->AwaitDisconnected();
+  absl::Status gone = listener_.AwaitDisconnected();
   EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
   EXPECT_THAT(gone.message(), HasSubstr("test worker"));
   // Later calls fail at once.

@@ -1,0 +1,204 @@
+#include "causeway/cli/head_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "causeway/base/status.h"
+#include "causeway/cli/exit_codes.h"
+#include "causeway/cli/flags.h"
+#include "causeway/cli/stop_signals.h"
+#include "causeway/head/head.h"
+#include "causeway/trace/trace_recorder.h"
+#include "causeway/transport/grpc_head_server.h"
+
+namespace causeway::cli {
+namespace {
+
+constexpr char kHeadHelp[] = R"(Usage:
+  causeway head [--listen HOST:PORT] [--port-file F]
+                [--heartbeat-interval S] [--worker-timeout S]
+                [--session-lease S] [--tls-cert F --tls-key F]
+                [--token-file F]
+
+Runs a cluster's head: the single controller that clients connect to
+(client::Connect, `causeway run --cluster`) and workers register with
+(`causeway worker --head`). It starts with no hosts; workers join at any
+time and slices wait for devices. Once it accepts connections it prints
+`head listening on HOST:PORT` (and writes that line to --port-file). It
+runs until SIGINT or SIGTERM. A restarted head starts empty: workers
+register with it again, old sessions are gone.
+
+  --listen HOST:PORT      Where to listen (default 127.0.0.1:0: loopback, a
+                          free port). 0.0.0.0:PORT for every interface.
+  --port-file F           Also write `head listening on HOST:PORT` to F
+                          (atomically: it appears whole).
+  --heartbeat-interval S  How often every worker is pinged (default 0.5).
+  --worker-timeout S      A worker that has not answered for this long is
+                          dead (default 3). A worker whose connection
+                          breaks is dead at once.
+  --session-lease S       A client silent for this long loses its session,
+                          its devices going to the next in the queue
+                          (default 10; clients send keepalives).
+)";
+
+// The head's side of the worker protocol, over the head.
+class HeadMembership final : public transport::WorkerMembership {
+ public:
+  explicit HeadMembership(head::Head* head) : head_(head) {}
+
+  absl::StatusOr<transport::WorkerAdmission> AdmitWorker(
+      const transport::WorkerHello& hello) override {
+    head::HostRegistration registration;
+    registration.island = hello.island;
+    registration.devices = hello.spec;
+    registration.incarnation = absl::StrFormat("%016x", hello.incarnation);
+    registration.address = hello.data_plane_address;
+    CW_ASSIGN_OR_RETURN(head::HostAssignment assignment,
+                        head_->RegisterHost(registration));
+    std::fprintf(stderr, "causeway head: %s joined as host %lld\n",
+                 hello.name.c_str(),
+                 static_cast<long long>(assignment.host.value()));
+    return transport::WorkerAdmission{assignment.host, assignment.devices};
+  }
+  absl::Status ActivateWorker(
+      HostId host,
+      std::shared_ptr<transport::ControlChannel> channel) override {
+    return head_->ActivateHost(host, std::move(channel));
+  }
+  transport::WorkerListener& listener() override { return *head_; }
+
+ private:
+  head::Head* const head_;
+};
+
+absl::Status WritePortFile(const std::string& path, const std::string& line) {
+  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(temporary);
+    out << line << "\n";
+    if (!out) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write the port file '", path, "'"));
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write the port file '", path, "': ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+struct HeadFlags {
+  transport::GrpcHeadServerOptions server;
+  head::HeadOptions head;
+  std::string port_file;
+};
+
+absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
+  HeadFlags out;
+  out.server.listen = "127.0.0.1:0";
+  if (flags.Has("--listen")) {
+    CW_ASSIGN_OR_RETURN(out.server.listen, AddressFlag(flags, "--listen"));
+  }
+  out.port_file = flags.Get("--port-file").value_or("");
+  CW_ASSIGN_OR_RETURN(out.head.heartbeat_interval,
+                      SecondsFlag(flags, "--heartbeat-interval",
+                                  absl::Milliseconds(500)));
+  CW_ASSIGN_OR_RETURN(out.head.heartbeat_timeout,
+                      SecondsFlag(flags, "--worker-timeout", absl::Seconds(3)));
+  CW_ASSIGN_OR_RETURN(out.head.session_lease,
+                      SecondsFlag(flags, "--session-lease", absl::Seconds(10)));
+  if (out.head.heartbeat_timeout < out.head.heartbeat_interval) {
+    return absl::InvalidArgumentError(
+        "--worker-timeout must be at least --heartbeat-interval");
+  }
+  // An empty head at start: slices wait for workers to join.
+  out.head.slices_wait_for_hosts = true;
+  CW_ASSIGN_OR_RETURN(out.server.security, SecurityFromFlags(flags));
+  if (!out.server.security.tls_ca_file.empty() &&
+      out.server.security.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-ca on a head needs --tls-cert and --tls-key");
+  }
+  out.server.sessions.lease = out.head.session_lease;
+  out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
+  return out;
+}
+
+}  // namespace
+
+int HeadCommand(const std::vector<std::string>& args) {
+  StopSignals& signals = StopSignals::Install();
+  absl::StatusOr<ParsedFlags> parsed =
+      ParseFlags(args, WithSecurityFlags({{"--listen"},
+                                          {"--port-file"},
+                                          {"--heartbeat-interval"},
+                                          {"--worker-timeout"},
+                                          {"--session-lease"}}));
+  if (parsed.ok() && parsed->help) {
+    std::printf("%s%s", kHeadHelp, kSecurityFlagsHelp);
+    return kExitOk;
+  }
+  absl::StatusOr<HeadFlags> flags =
+      parsed.ok() ? ParseHeadFlags(*parsed)
+                  : absl::StatusOr<HeadFlags>(parsed.status());
+  if (flags.ok() && !parsed->positional.empty()) {
+    flags = absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument '", parsed->positional.front(), "'"));
+  }
+  if (!flags.ok()) {
+    std::fprintf(stderr, "causeway head: %s\n(see causeway head --help)\n",
+                 std::string(flags.status().message()).c_str());
+    return kExitUsage;
+  }
+
+  trace::TraceRecorder recorder;
+  flags->head.events = &recorder;
+  absl::StatusOr<std::unique_ptr<head::Head>> head =
+      head::Head::Create(flags->head);
+  if (!head.ok()) {
+    std::fprintf(stderr, "causeway head: %s\n",
+                 std::string(head.status().message()).c_str());
+    return kExitFailure;
+  }
+  head::Head* raw = head->get();
+  flags->server.sessions.topology = [raw] { return raw->topology(); };
+  HeadMembership membership(raw);
+  absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =
+      transport::GrpcHeadServer::Start(raw, &membership, flags->server);
+  if (!server.ok()) {
+    std::fprintf(stderr, "causeway head: %s\n",
+                 std::string(server.status().message()).c_str());
+    return kExitFailure;
+  }
+  const std::string line =
+      absl::StrCat("head listening on ", (*server)->address());
+  if (!flags->port_file.empty()) {
+    if (absl::Status written = WritePortFile(flags->port_file, line);
+        !written.ok()) {
+      std::fprintf(stderr, "causeway head: %s\n",
+                   std::string(written.message()).c_str());
+      return kExitFailure;
+    }
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+
+  signals.Wait();
+  (*server)->Shutdown();
+  (*head)->Shutdown();
+  server->reset();
+  head->reset();
+  return kExitOk;
+}
+
+}  // namespace causeway::cli
