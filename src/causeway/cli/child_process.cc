@@ -27,7 +27,7 @@ int RemainingMillis(absl::Time deadline) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
-    std::vector<std::string> argv) {
+    std::vector<std::string> argv, bool merge_stderr) {
   if (argv.empty()) return absl::InvalidArgumentError("no program to start");
   std::vector<char*> args;
   for (std::string& arg : argv) args.push_back(arg.data());
@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);  // The parent died already.
     dup2(pipe_fds[1], STDOUT_FILENO);
+    if (merge_stderr) dup2(pipe_fds[1], STDERR_FILENO);
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_UNBLOCK, &all, nullptr);

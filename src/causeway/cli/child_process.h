@@ -26,11 +26,12 @@ namespace causeway::cli {
 
 class ChildProcess {
  public:
-  // Starts `argv` (argv[0] is the program's path). Its stderr is ours; its
-  // stdout comes to ReadLineStartingWith. The signals blocked in this
-  // thread are unblocked in the child.
+  // Starts `argv` (argv[0] is the program's path). Its stdout (and its
+  // stderr too with `merge_stderr`; otherwise that is ours) comes to
+  // ReadLineStartingWith. The signals blocked in this thread are unblocked
+  // in the child.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
-      std::vector<std::string> argv);
+      std::vector<std::string> argv, bool merge_stderr = false);
   // Kills it (SIGKILL) and reaps it unless it was reaped already.
   ~ChildProcess();
 

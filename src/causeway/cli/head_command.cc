@@ -46,6 +46,9 @@ register with it again, old sessions are gone.
   --session-lease S       A client silent for this long loses its session,
                           its devices going to the next in the queue
                           (default 10; clients send keepalives).
+
+Membership changes are printed as they happen: `causeway head: host H
+alive`, `causeway head: host H dead: REASON`.
 )";
 
 // The head's side of the worker protocol, over the head.
@@ -62,9 +65,10 @@ class HeadMembership final : public transport::WorkerMembership {
     registration.address = hello.data_plane_address;
     CW_ASSIGN_OR_RETURN(head::HostAssignment assignment,
                         head_->RegisterHost(registration));
-    std::fprintf(stderr, "causeway head: %s joined as host %lld\n",
-                 hello.name.c_str(),
-                 static_cast<long long>(assignment.host.value()));
+    std::printf("causeway head: host %lld is %s\n",
+                static_cast<long long>(assignment.host.value()),
+                hello.name.c_str());
+    std::fflush(stdout);
     return transport::WorkerAdmission{assignment.host, assignment.devices};
   }
   absl::Status ActivateWorker(
@@ -76,6 +80,46 @@ class HeadMembership final : public transport::WorkerMembership {
 
  private:
   head::Head* const head_;
+};
+
+// The head's events go to its trace recorder; membership changes are also
+// printed, one line each on stdout, for whoever runs the head (`causeway
+// cluster`, tests): `causeway head: host 3 alive`, `... host 3 dead: why`.
+class HeadEventSink final : public trace::EventSink {
+ public:
+  void LaunchDispatched(const trace::LaunchEvent& e) override {
+    recorder_.LaunchDispatched(e);
+  }
+  void OpEnqueued(const trace::OpEvent& e) override { recorder_.OpEnqueued(e); }
+  void OpStarted(const trace::OpEvent& e) override { recorder_.OpStarted(e); }
+  void OpFinished(const trace::OpEvent& e, const absl::Status& s) override {
+    recorder_.OpFinished(e, s);
+  }
+  void WaitStarted(const trace::WaitEvent& e) override {
+    recorder_.WaitStarted(e);
+  }
+  void WaitFinished(const trace::WaitEvent& e) override {
+    recorder_.WaitFinished(e);
+  }
+  void TransferStarted(const trace::TransferEvent& e) override {
+    recorder_.TransferStarted(e);
+  }
+  void TransferFinished(const trace::TransferEvent& e,
+                        const absl::Status& s) override {
+    recorder_.TransferFinished(e, s);
+  }
+  void HostStateChanged(const trace::HostEvent& e) override {
+    recorder_.HostStateChanged(e);
+    std::printf("causeway head: host %lld %s\n",
+                static_cast<long long>(e.host.value()), e.what.c_str());
+    std::fflush(stdout);
+  }
+  absl::StatusOr<std::string> ExportChromeTrace() override {
+    return recorder_.ExportChromeTrace();
+  }
+
+ private:
+  trace::TraceRecorder recorder_;
 };
 
 absl::Status WritePortFile(const std::string& path, const std::string& line) {
@@ -161,8 +205,8 @@ int HeadCommand(const std::vector<std::string>& args) {
     return kExitUsage;
   }
 
-  trace::TraceRecorder recorder;
-  flags->head.events = &recorder;
+  HeadEventSink events;
+  flags->head.events = &events;
   absl::StatusOr<std::unique_ptr<head::Head>> head =
       head::Head::Create(flags->head);
   if (!head.ok()) {

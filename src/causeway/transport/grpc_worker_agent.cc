@@ -206,15 +206,36 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker, PeerHooks peers) {
   for (const PeerInfo& peer : peers_) {
     if (peers.added) peers.added(peer);
   }
-  absl::Status ended;
+  // Commands apply in order on their own thread; the reader answers pings
+  // and starts the pulls of put values at once, so that a big value being
+  // pulled delays neither the heartbeats nor its own arrival.
+  std::thread applier([this, worker, &peers] { ApplyCommands(worker, peers); });
   wire::HeadToWorker command;
   while (stream_->Read(&command)) {
-    ended = HandleCommand(worker, peers, command);
-    if (!ended.ok()) {
-      CW_LOG(ERROR) << "ending the stream to the head: " << ended;
-      context_.TryCancel();
-      break;
+    if (command.has_ping()) {
+      Ping(worker, command.id());
+      continue;
     }
+    Queued queued;
+    if (command.has_put_buffer()) queued.value = StartPull(command.id());
+    queued.command = std::move(command);
+    absl::MutexLock lock(&mu_);
+    commands_.push_back(std::move(queued));
+    command = wire::HeadToWorker();
+  }
+  {
+    // The pulls still running were for this stream's head.
+    absl::MutexLock lock(&mu_);
+    commands_done_ = true;
+    for (grpc::ClientContext* transfer : transfer_contexts_) {
+      transfer->TryCancel();
+    }
+  }
+  applier.join();
+  absl::Status ended;
+  {
+    absl::MutexLock lock(&mu_);
+    ended = command_error_;
   }
   writer_->Close(/*drain=*/false);
   grpc::Status status = stream_->Finish();
@@ -246,6 +267,80 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker, PeerHooks peers) {
                    error.message()));
 }
 
+void GrpcWorkerAgent::ApplyCommands(WorkerService* worker,
+                                    const PeerHooks& peers) {
+  while (true) {
+    Queued queued;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return commands_done_ || !commands_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      // The stream ended: what is left was for a head that is gone.
+      if (commands_done_) return;
+      queued = std::move(commands_.front());
+      commands_.pop_front();
+    }
+    absl::Status status = ApplyCommand(worker, peers, queued);
+    if (!status.ok()) {
+      CW_LOG(ERROR) << "ending the stream to the head: " << status;
+      {
+        absl::MutexLock lock(&mu_);
+        command_error_ = status;
+      }
+      context_.TryCancel();
+      return;
+    }
+  }
+}
+
+absl::Status GrpcWorkerAgent::ApplyCommand(WorkerService* worker,
+                                           const PeerHooks& peers,
+                                           Queued& queued) {
+  const wire::HeadToWorker& command = queued.command;
+  if (!command.has_put_buffer()) return HandleCommand(worker, peers, command);
+  const uint64_t id = command.id();
+  const wire::PutBuffer& put = command.put_buffer();
+  const FieldPath path("HeadToWorker.put_buffer");
+  if (put.device() < 0) return path.Field("device").Invalid("is negative");
+  CW_ASSIGN_OR_RETURN(BufferId buffer,
+                      FromWire(put.buffer(), options_.limits,
+                               path.Field("buffer")));
+  // In order: later commands may name this buffer.
+  absl::StatusOr<hlo::Literal> value = queued.value->Await();
+  if (!value.ok()) {
+    Reply(id, WithContext(value.status(), "pulling the value of a put"));
+    return absl::OkStatus();
+  }
+  worker->PutBuffer({DeviceId(put.device()), buffer, *std::move(value)})
+      .OnReady(InlineExecutor::Instance(),
+               [this, id](const absl::Status& done) { Reply(id, done); });
+  return absl::OkStatus();
+}
+
+void GrpcWorkerAgent::Ping(WorkerService* worker, uint64_t id) {
+  // After the worker's own check: a worker whose service is wedged stops
+  // answering.
+  worker->Heartbeat().OnReady(
+      InlineExecutor::Instance(), [this, id](const absl::Status& alive) {
+        if (!alive.ok()) return Reply(id, alive);
+        wire::WorkerToHead pong;
+        pong.mutable_pong()->set_seq(id);
+        pong.mutable_pong()->set_worker_time_us(
+            absl::ToUnixMicros(absl::Now()));
+        writer_->Send(std::move(pong));
+      });
+}
+
+Future<hlo::Literal> GrpcWorkerAgent::StartPull(uint64_t id) {
+  PromiseAndFuture<hlo::Literal> pair = MakePromise<hlo::Literal>();
+  transfers_->Execute([this, id, promise = std::move(pair.promise)]() mutable {
+    promise.Set(Pull(id));
+  });
+  return std::move(pair.future);
+}
+
 absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
                                             const PeerHooks& peers,
                                             const wire::HeadToWorker& command) {
@@ -275,18 +370,6 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
       CW_ASSIGN_OR_RETURN(WorkerBatch batch, FromWire(command.dispatch(), limits,
                                                       root.Field("dispatch")));
       worker->Dispatch(std::move(batch));
-      return absl::OkStatus();
-    }
-    case wire::HeadToWorker::kPutBuffer: {
-      const wire::PutBuffer& put = command.put_buffer();
-      const FieldPath path = root.Field("put_buffer");
-      if (put.device() < 0) return path.Field("device").Invalid("is negative");
-      CW_ASSIGN_OR_RETURN(BufferId buffer,
-                          FromWire(put.buffer(), limits, path.Field("buffer")));
-      const DeviceId device(put.device());
-      transfers_->Execute([this, worker, id, device, buffer] {
-        PullAndPut(worker, id, device, buffer);
-      });
       return absl::OkStatus();
     }
     case wire::HeadToWorker::kAwaitBuffers: {
@@ -361,19 +444,6 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
       worker->CancelSession(SessionId(cancel.session()), std::move(status));
       return absl::OkStatus();
     }
-    case wire::HeadToWorker::kPing:
-      // Answered from this reader, after the worker's own check: a worker
-      // whose reader or service is wedged stops answering.
-      worker->Heartbeat().OnReady(
-          InlineExecutor::Instance(), [this, id](const absl::Status& alive) {
-            if (!alive.ok()) return Reply(id, alive);
-            wire::WorkerToHead pong;
-            pong.mutable_pong()->set_seq(id);
-            pong.mutable_pong()->set_worker_time_us(
-                absl::ToUnixMicros(absl::Now()));
-            writer_->Send(std::move(pong));
-          });
-      return absl::OkStatus();
     case wire::HeadToWorker::kGetStatus:
       worker->GetStatus().OnReady(
           InlineExecutor::Instance(),
@@ -404,6 +474,9 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
       }
       return absl::OkStatus();
     }
+    case wire::HeadToWorker::kPutBuffer:  // Applied by ApplyCommand.
+    case wire::HeadToWorker::kPing:       // Answered by the reader.
+      return absl::InternalError("a put or a ping reached HandleCommand");
     case wire::HeadToWorker::kRegistered:
       return absl::InvalidArgumentError(
           "HeadToWorker.registered: this worker is registered already");
@@ -419,13 +492,12 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
   return absl::InvalidArgumentError("HeadToWorker: no command");
 }
 
-void GrpcWorkerAgent::PullAndPut(WorkerService* worker, uint64_t id,
-                                 DeviceId device, BufferId buffer) {
+absl::StatusOr<hlo::Literal> GrpcWorkerAgent::Pull(uint64_t id) {
   grpc::ClientContext context;
   AddCredentials(options_.security, &context);
   {
     absl::MutexLock lock(&mu_);
-    if (stopped_) return;
+    if (stopped_) return absl::CancelledError("the worker stopped");
     transfer_contexts_.insert(&context);
   }
   wire::ShardRef ref;
@@ -464,16 +536,8 @@ void GrpcWorkerAgent::PullAndPut(WorkerService* worker, uint64_t id,
   }
   if (status.ok()) status = assembler.status();
   if (status.ok()) status = FromGrpcStatus(finished);
-  absl::StatusOr<hlo::Literal> value =
-      status.ok() ? std::move(*assembler).Finish()
-                  : absl::StatusOr<hlo::Literal>(status);
-  if (!value.ok()) {
-    Reply(id, WithContext(value.status(), "pulling the value of a put"));
-    return;
-  }
-  worker->PutBuffer({device, buffer, *std::move(value)})
-      .OnReady(InlineExecutor::Instance(),
-               [this, id](const absl::Status& put) { Reply(id, put); });
+  if (!status.ok()) return status;
+  return std::move(*assembler).Finish();
 }
 
 void GrpcWorkerAgent::Push(uint64_t id, const hlo::Literal& value) {

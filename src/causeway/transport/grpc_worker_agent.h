@@ -7,11 +7,14 @@
 //       listener = agent->get() ...
 //   absl::Status why = (*agent)->Serve(worker, peers);  // until it ends
 //
-// Commands are handled in the order they come, on the stream's reader
-// thread (each WorkerService call returns promptly); answers and notices go
-// up through the stream's writer thread, OpDone notices queued together
-// merged into one message. Pings are answered by the reader itself, so a
-// worker whose reader is wedged stops answering them. Bulk bytes go on
+// Commands are applied in the order they come, on a command thread of the
+// agent (each WorkerService call returns promptly); a put's value is pulled
+// as soon as its command arrives and the put is applied, in its place in
+// the order, once it is here, so that later commands find the buffer.
+// Answers and notices go up through the stream's writer thread, OpDone
+// notices queued together merged into one message. Pings are answered by
+// the reader at once (after the worker's own Heartbeat), so a big pull
+// never delays them, and a worker whose reader is wedged stops answering. Bulk bytes go on
 // their own calls (PullShard for a put's value, PushShard for a fetched
 // one) on a second connection.
 //
@@ -25,6 +28,8 @@
 #define CAUSEWAY_TRANSPORT_GRPC_WORKER_AGENT_H_
 
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <set>
@@ -105,14 +110,26 @@ class GrpcWorkerAgent final : public WorkerListener {
  private:
   explicit GrpcWorkerAgent(GrpcWorkerAgentOptions options);
 
+  // A command waiting to be applied; a put's value is being pulled.
+  struct Queued {
+    wire::HeadToWorker command;
+    std::optional<Future<hlo::Literal>> value;
+  };
+
   void Reply(uint64_t id, const absl::Status& status,
              wire::Reply reply = {});
-  // Handles one command; an error ends the stream (a head that sends
-  // malformed commands cannot be served correctly).
+  void Ping(WorkerService* worker, uint64_t id);
+  // The command thread: applies queued commands in order until the stream
+  // ends; an error ends the stream (a head that sends malformed commands
+  // cannot be served correctly).
+  void ApplyCommands(WorkerService* worker, const PeerHooks& peers);
+  absl::Status ApplyCommand(WorkerService* worker, const PeerHooks& peers,
+                            Queued& queued);
   absl::Status HandleCommand(WorkerService* worker, const PeerHooks& peers,
                              const wire::HeadToWorker& command);
-  void PullAndPut(WorkerService* worker, uint64_t id, DeviceId device,
-                  BufferId buffer);
+  // Pulls the value of put command `id` (on a transfer thread).
+  Future<hlo::Literal> StartPull(uint64_t id);
+  absl::StatusOr<hlo::Literal> Pull(uint64_t id);
   void Push(uint64_t id, const hlo::Literal& value);
 
   const GrpcWorkerAgentOptions options_;
@@ -136,6 +153,9 @@ class GrpcWorkerAgent final : public WorkerListener {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool serving_done_ ABSL_GUARDED_BY(mu_) = false;
   std::set<grpc::ClientContext*> transfer_contexts_ ABSL_GUARDED_BY(mu_);
+  std::deque<Queued> commands_ ABSL_GUARDED_BY(mu_);
+  bool commands_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status command_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace causeway::transport

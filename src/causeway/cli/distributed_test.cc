@@ -1,0 +1,346 @@
+// The distributed mode with real processes: `causeway head` and
+// `causeway worker` processes on loopback (port 0), a client in this
+// process (client::Connect) or in a process of its own (session_holder),
+// readiness by the lines they print, and every process stopped by the
+// fixture even when a test fails.
+#include <signal.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "causeway/base/status.h"
+#include "causeway/cli/child_process.h"
+#include "causeway/client/client.h"
+#include "causeway/client/connect.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "causeway/transport/grpc_session_channel.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::cli {
+namespace {
+
+using hlo::testutil::F32;
+using hlo::testutil::Values;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kStart = absl::Seconds(30);
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+// y = 2x on 2 devices, one element each: no collectives, so it runs on
+// devices of any two processes.
+constexpr char kTimesTwo[] = R"(
+HloModule times_two, num_partitions=2
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
+  two = f32[] constant(2)
+  b = f32[1] broadcast(two), dimensions={}
+  ROOT y = f32[1] multiply(x, b), sharding={devices=[2]<=[2]}
+}
+)";
+
+// The same on 4 devices.
+constexpr char kTimesTwoOnFour[] = R"(
+HloModule times_two_4, num_partitions=4
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[4]<=[4]}
+  two = f32[] constant(2)
+  b = f32[1] broadcast(two), dimensions={}
+  ROOT y = f32[1] multiply(x, b), sharding={devices=[4]<=[4]}
+}
+)";
+
+struct Worker {
+  std::unique_ptr<ChildProcess> process;
+  HostId host;
+};
+
+// A head and workers as child processes. The destructor kills whatever
+// is still running (ChildProcess does), so a failing test leaves nothing.
+class ProcessClusterTest : public ::testing::Test {
+ protected:
+  // Head flags: quick health settings so that tests do not wait long.
+  void StartHead(std::vector<std::string> flags = {},
+                 const std::string& listen = "127.0.0.1:0") {
+    std::vector<std::string> argv = {CAUSEWAY_BINARY, "head", "--listen",
+                                     listen, "--heartbeat-interval", "0.2"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> head =
+        ChildProcess::Start(argv);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = *std::move(head);
+    absl::StatusOr<std::string> line =
+        head_->ReadLineStartingWith("head listening on ", kStart);
+    ASSERT_TRUE(line.ok()) << line.status();
+    address_ = line->substr(std::string("head listening on ").size());
+  }
+
+  // A worker of `devices` devices on `island`, registered.
+  Worker& AddWorker(int64_t devices, int64_t island = 0,
+                    std::vector<std::string> flags = {}) {
+    std::vector<std::string> argv = {
+        CAUSEWAY_BINARY, "worker",  "--head",    address_,
+        "--island",      absl::StrCat(island), "--devices",
+        absl::StrCat(devices), "--memory-per-device", "64M"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+        ChildProcess::Start(argv, /*merge_stderr=*/true);
+    CW_CHECK(process.ok()) << process.status();
+    workers_.push_back({*std::move(process), HostId()});
+    Worker& worker = workers_.back();
+    worker.host = AwaitRegistered(worker);
+    return worker;
+  }
+
+  // Reads the worker's next `worker host H ready` line; its host id.
+  HostId AwaitRegistered(Worker& worker) {
+    absl::StatusOr<std::string> line =
+        worker.process->ReadLineStartingWith("worker host ", kStart);
+    CW_CHECK(line.ok()) << line.status();
+    std::vector<std::string> words = absl::StrSplit(*line, ' ');
+    int64_t host = -1;
+    CW_CHECK(words.size() > 2 && absl::SimpleAtoi(words[2], &host)) << *line;
+    return HostId(host);
+  }
+
+  std::unique_ptr<client::Client> Connect() {
+    absl::StatusOr<std::unique_ptr<client::Client>> client =
+        client::Connect(address_);
+    CW_CHECK(client.ok()) << client.status();
+    return *std::move(client);
+  }
+
+  // Reads the head's membership lines until `host` is declared dead; the
+  // reason it gives.
+  absl::StatusOr<std::string> AwaitHostDead(HostId host,
+                                            absl::Duration timeout) {
+    const std::string prefix =
+        absl::StrCat("causeway head: host ", host.value(), " dead: ");
+    absl::StatusOr<std::string> line =
+        head_->ReadLineStartingWith(prefix, timeout, /*echo=*/false);
+    if (!line.ok()) return line.status();
+    return line->substr(prefix.size());
+  }
+
+  std::unique_ptr<ChildProcess> head_;
+  std::string address_;
+  std::deque<Worker> workers_;  // References stay valid as it grows.
+};
+
+// 2 * [x0, x1] on a 2-device slice of `session`.
+absl::StatusOr<std::vector<float>> TimesTwo(client::Session& session,
+                                             const client::Slice& slice,
+                                             float x0, float x1) {
+  CW_ASSIGN_OR_RETURN(client::Executable program,
+                      session.Compile(kTimesTwo, slice));
+  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
+                      client::Sharding::TiledByDims({2}));
+  CW_ASSIGN_OR_RETURN(client::Array x,
+                      session.FromHost(F32({2}, {x0, x1}), slice, tiled));
+  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({x}));
+  CW_ASSIGN_OR_RETURN(hlo::Literal value, y[0].ToHost().AwaitFor(kWait));
+  return Values(value);
+}
+
+TEST_F(ProcessClusterTest, AProgramRunsAcrossTwoWorkerProcesses) {
+  StartHead();
+  Worker& first = AddWorker(1);
+  Worker& second = AddWorker(1);
+  EXPECT_NE(first.host, second.host);
+  std::unique_ptr<client::Client> client = Connect();
+  EXPECT_EQ(client->devices().size(), 2u);
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  // One device in each process.
+  ASSERT_EQ(granted->devices.size(), 2u);
+  EXPECT_NE(client->topology()->HostOf(granted->devices[0]),
+            client->topology()->HostOf(granted->devices[1]));
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 1.5, -4);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(3, -8));
+}
+
+TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) {
+  // A heartbeat timeout far longer than the test waits: only the broken
+  // stream can tell the head in time.
+  StartHead({"--worker-timeout", "120"});
+  AddWorker(1);
+  AddWorker(1);
+  AddWorker(2);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+  absl::StatusOr<client::Array> x =
+      session->FromHost(F32({2}, {1, 2}), *slice, *tiled);
+  ASSERT_TRUE(x.ok() && x->Ready().AwaitFor(kWait).ok());
+
+  const HostId victim = client->topology()->HostOf(granted->devices[0]);
+  for (Worker& worker : workers_) {
+    if (worker.host == victim) worker.process->Signal(SIGKILL);
+  }
+  absl::StatusOr<std::string> why = AwaitHostDead(victim, absl::Seconds(20));
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_THAT(*why, HasSubstr("connection broke"));
+  absl::Status lost = x->ToHost().AwaitFor(kWait).status();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
+  // The client and the head go on: the slice is remapped onto spare
+  // devices and runs again.
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 5, 6);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(10, 12));
+}
+
+TEST_F(ProcessClusterTest, ASigstoppedWorkerIsDeclaredDeadByItsHeartbeats) {
+  StartHead({"--worker-timeout", "1"});
+  Worker& stopped = AddWorker(1);
+  AddWorker(1);
+  stopped.process->Signal(SIGSTOP);
+  absl::StatusOr<std::string> why = AwaitHostDead(stopped.host, absl::Seconds(20));
+  stopped.process->Signal(SIGKILL);
+  stopped.process->Signal(SIGCONT);
+  ASSERT_TRUE(why.ok()) << why.status();
+}
+
+TEST_F(ProcessClusterTest, AKilledClientsDevicesGoToAQueuedSessionAtOnce) {
+  StartHead({"--session-lease", "120"});
+  AddWorker(2);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> holder = ChildProcess::Start(
+      {CAUSEWAY_SESSION_HOLDER, "--head", address_, "--devices", "2"});
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE((*holder)->ReadLineStartingWith("holding", kStart).ok());
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_FALSE(slice->Ready().IsReady());
+  (*holder)->Signal(SIGKILL);  // Its stream breaks: no lease to wait for.
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 1, 2);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(2, 4));
+}
+
+TEST_F(ProcessClusterTest, ASilentClientsSessionExpiresWithItsLease) {
+  StartHead({"--session-lease", "1"});
+  AddWorker(2);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> holder = ChildProcess::Start(
+      {CAUSEWAY_SESSION_HOLDER, "--head", address_, "--devices", "2"});
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE((*holder)->ReadLineStartingWith("holding", kStart).ok());
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  // Stopped, the holder sends no keepalives, but its connection stays up
+  // until keepalive gives up on it: whichever comes first frees it.
+  (*holder)->Signal(SIGSTOP);
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  (*holder)->Signal(SIGKILL);
+  (*holder)->Signal(SIGCONT);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 3, 4);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(6, 8));
+}
+
+TEST_F(ProcessClusterTest, WorkersThatLoseTheHeadRetryThenExitSayingWhy) {
+  StartHead();
+  Worker& worker = AddWorker(1, 0, {"--retry-seconds", "1"});
+  head_->Signal(SIGKILL);
+  absl::StatusOr<std::string> retrying =
+      worker.process->ReadLineStartingWith("causeway worker: ", kWait,
+                                           /*echo=*/false);
+  ASSERT_TRUE(retrying.ok()) << retrying.status();
+  EXPECT_THAT(*retrying, HasSubstr("registering again"));
+  absl::StatusOr<std::string> exiting = worker.process->ReadLineStartingWith(
+      "causeway worker: ", kWait, /*echo=*/false);
+  ASSERT_TRUE(exiting.ok()) << exiting.status();
+  EXPECT_THAT(*exiting, HasSubstr("lost the head"));
+  EXPECT_THAT(*exiting, HasSubstr("exiting"));
+  absl::StatusOr<int> status = worker.process->Wait(kWait);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(ChildProcess::DescribeWaitStatus(*status), "exited with status 1");
+}
+
+TEST_F(ProcessClusterTest, ARestartedHeadStartsEmptyAndWorkersRegisterAgain) {
+  StartHead();
+  Worker& worker = AddWorker(2);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> old_session =
+      client->OpenSession({.name = "old"});
+  ASSERT_TRUE(old_session.ok()) << old_session.status();
+  absl::StatusOr<client::Slice> old_slice = old_session->CreateSlice(2);
+  ASSERT_TRUE(old_slice.ok() && old_slice->Ready().AwaitFor(kWait).ok());
+
+  const std::string address = address_;
+  head_->Signal(SIGKILL);
+  ASSERT_TRUE(head_->Wait(kWait).ok());
+  StartHead({}, address);  // The same address, a new (empty) head.
+  ASSERT_EQ(address_, address);
+  worker.host = AwaitRegistered(worker);
+
+  // The old session is gone, with a clear error.
+  absl::Status gone = old_session->CreateSlice(2).status();
+  if (gone.ok()) {
+    gone = old_session->CreateSlice(2)->Ready().AwaitFor(kWait).status();
+  }
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
+  EXPECT_THAT(gone.message(), HasSubstr("ended"));
+  // A new client works on the new head.
+  std::unique_ptr<client::Client> fresh = Connect();
+  absl::StatusOr<client::Session> session = fresh->OpenSession({.name = "new"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 7, 8);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(14, 16));
+}
+
+TEST_F(ProcessClusterTest, AWorkerJoiningLaterServesAQueuedSlice) {
+  StartHead();
+  AddWorker(2);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(4);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<client::Executable> program =
+      session->Compile(kTimesTwoOnFour, *slice);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_FALSE(slice->Ready().IsReady());
+  AddWorker(2);
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  EXPECT_EQ(granted->devices.size(), 4u);
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({4});
+  absl::StatusOr<client::Array> x =
+      session->FromHost(F32({4}, {1, 2, 3, 4}), *slice, *tiled);
+  ASSERT_TRUE(x.ok()) << x.status();
+  absl::StatusOr<std::vector<client::Array>> y = program->Execute({*x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  absl::StatusOr<hlo::Literal> value = (*y)[0].ToHost().AwaitFor(kWait);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(2, 4, 6, 8));
+}
+
+}  // namespace
+}  // namespace causeway::cli
