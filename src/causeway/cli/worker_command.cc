@@ -125,6 +125,7 @@ absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
 absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                        const WorkerFlags& flags, StopSignals& signals) {
   transport::InProcessDataPlane data_plane;
+  trace::EventBuffer events;  // Sent to the head, for its trace.
   transport::InProcessLaunchCollectives collectives(flags.collective_timeout);
   worker::WorkerOptions options;
   options.host = agent.host();
@@ -133,6 +134,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   options.data_plane = &data_plane;
   options.collectives = &collectives;
   options.listener = &agent;
+  options.events = &events;
   CW_ASSIGN_OR_RETURN(std::unique_ptr<worker::Worker> worker,
                       worker::Worker::Create(options));
   data_plane.Register(agent.host(), worker.get());
@@ -146,7 +148,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
               flags.agent.head.c_str());
   std::fflush(stdout);
   signals.SetHandler([&agent] { agent.Stop(); });
-  absl::Status ended = agent.Serve(worker.get(), {});
+  absl::Status ended = agent.Serve(worker.get(), &events);
   signals.SetHandler(nullptr);
   data_plane.Unregister(agent.host());
   worker->Stop();

@@ -60,6 +60,8 @@ class RecordingMembership : public transport::WorkerMembership,
   }
   transport::WorkerListener& listener() override { return *this; }
   void OnOpDone(const transport::OpDone& done) override {}
+  void OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
+                     absl::Duration clock_offset) override {}
   void OnWorkerDisconnected(HostId host, absl::Status why) override {
     absl::MutexLock lock(&mu_);
     disconnected_.push_back(why);

@@ -243,6 +243,12 @@ void GrpcControlChannel::CancelSession(SessionId session,
   Send(std::move(command));
 }
 
+void GrpcControlChannel::UpdateMembership(MembershipUpdate update) {
+  wire::HeadToWorker command;
+  ToWire(update, command.mutable_membership());
+  Send(std::move(command));
+}
+
 Future<> GrpcControlChannel::Heartbeat() {
   wire::HeadToWorker command;
   command.mutable_ping()->set_head_time_us(NowMicros());
@@ -273,9 +279,30 @@ void GrpcControlChannel::OnReply(uint64_t id, const wire::Reply& reply) {
   std::move(pending)(ReplyStatus(reply, limits_), &reply);
 }
 
-void GrpcControlChannel::OnPong(uint64_t seq) {
+void GrpcControlChannel::OnPong(const wire::Pong& pong) {
+  const absl::Time now = absl::Now();
+  const absl::Time sent = absl::FromUnixMicros(pong.head_time_us());
+  const absl::Time answered = absl::FromUnixMicros(pong.worker_time_us());
+  if (sent <= now) {
+    // The worker answered halfway through the round trip, give or take.
+    const absl::Duration round_trip = now - sent;
+    const absl::Duration offset = (sent + round_trip / 2) - answered;
+    absl::MutexLock lock(&mu_);
+    clock_samples_.emplace_back(round_trip, offset);
+    if (clock_samples_.size() > 16) clock_samples_.pop_front();
+  }
   wire::Reply ok;
-  OnReply(seq, ok);
+  OnReply(pong.seq(), ok);
+}
+
+absl::Duration GrpcControlChannel::clock_offset() const {
+  absl::MutexLock lock(&mu_);
+  if (clock_samples_.empty()) return absl::ZeroDuration();
+  auto best = clock_samples_.begin();
+  for (auto it = clock_samples_.begin(); it != clock_samples_.end(); ++it) {
+    if (it->first < best->first) best = it;
+  }
+  return best->second;
 }
 
 absl::StatusOr<hlo::Literal> GrpcControlChannel::TakeUpload(uint64_t command) {
@@ -380,22 +407,6 @@ grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-void GrpcWorkerServer::BroadcastPeers(const wire::PeerUpdate& update,
-                                      HostId except) {
-  std::vector<std::shared_ptr<GrpcControlChannel>> channels;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [host, connection] : workers_) {
-      if (host != except) channels.push_back(connection.channel);
-    }
-  }
-  for (const std::shared_ptr<GrpcControlChannel>& channel : channels) {
-    wire::HeadToWorker command;
-    *command.mutable_peers() = update;
-    channel->Send(std::move(command));
-  }
-}
-
 grpc::Status GrpcWorkerServer::Worker(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<wire::HeadToWorker, wire::WorkerToHead>* stream) {
@@ -439,8 +450,7 @@ grpc::Status GrpcWorkerServer::Worker(
   const HostId host = admission->host;
   channel->set_host(host);
 
-  Connection connection{host, hello->incarnation, hello->data_plane_address,
-                        channel, context};
+  Connection connection{host, hello->incarnation, channel, context};
   wire::HeadToWorker registered;
   wire::Registered* reply = registered.mutable_registered();
   reply->set_host(host.value());
@@ -453,15 +463,7 @@ grpc::Status GrpcWorkerServer::Worker(
   {
     absl::MutexLock lock(&mu_);
     shut_down = shut_down_;
-    if (!shut_down) {
-      for (auto& [other, peer] : workers_) {
-        wire::Peer* entry = reply->add_peers();
-        entry->set_host(other.value());
-        entry->set_data_plane_address(peer.data_plane_address);
-        entry->set_incarnation(peer.incarnation);
-      }
-      workers_[host] = connection;
-    }
+    if (!shut_down) workers_[host] = connection;
   }
   // The first message the worker reads; the head may call it after this.
   channel->Send(std::move(registered));
@@ -470,13 +472,6 @@ grpc::Status GrpcWorkerServer::Worker(
                 : membership_->ActivateWorker(host, channel);
   absl::Status ended = activated;
   if (ended.ok()) {
-    wire::PeerUpdate joined;
-    wire::Peer* peer = joined.add_added();
-    peer->set_host(host.value());
-    peer->set_data_plane_address(hello->data_plane_address);
-    peer->set_incarnation(hello->incarnation);
-    BroadcastPeers(joined, host);
-
     wire::WorkerToHead notice;
     while (stream->Read(&notice)) {
       ended = HandleNotice(connection, notice);
@@ -487,9 +482,6 @@ grpc::Status GrpcWorkerServer::Worker(
           "the stream of ", channel->name(), " (host ", host.value(),
           ") ended", context->IsCancelled() ? " (cancelled)" : ""));
     }
-    wire::PeerUpdate left;
-    left.add_removed(host.value());
-    BroadcastPeers(left, host);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -512,8 +504,27 @@ absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
       connection.channel->OnReply(notice.id(), notice.reply());
       return absl::OkStatus();
     case wire::WorkerToHead::kPong:
-      connection.channel->OnPong(notice.pong().seq());
+      connection.channel->OnPong(notice.pong());
       return absl::OkStatus();
+    case wire::WorkerToHead::kTrace: {
+      const auto& events = notice.trace().events();
+      const FieldPath root("WorkerToHead.trace");
+      if (events.size() > limits.max_entries) {
+        return root.Field("events").Invalid(absl::StrCat(
+            events.size(), " entries (at most ", limits.max_entries, ")"));
+      }
+      std::vector<trace::EventRecord> records;
+      records.reserve(events.size());
+      for (int i = 0; i < events.size(); ++i) {
+        CW_ASSIGN_OR_RETURN(trace::EventRecord record,
+                            FromWire(events[i], limits,
+                                     root.Index("events", i)));
+        records.push_back(std::move(record));
+      }
+      membership_->listener().OnTraceEvents(connection.host, std::move(records),
+                                            connection.channel->clock_offset());
+      return absl::OkStatus();
+    }
     case wire::WorkerToHead::kOpDone: {
       const auto& done = notice.op_done().done();
       if (done.size() > limits.max_entries) {
@@ -538,7 +549,6 @@ absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
           "WorkerToHead.registration: this worker registered already");
     case wire::WorkerToHead::kPushFailed:
     case wire::WorkerToHead::kKv:
-    case wire::WorkerToHead::kTrace:
       return absl::UnimplementedError(absl::StrCat(
           "WorkerToHead: notice ", notice.notice_case(),
           " is not served by this head"));

@@ -30,6 +30,7 @@
 #define CAUSEWAY_TRANSPORT_GRPC_CONTROL_CHANNEL_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -115,8 +116,13 @@ class GrpcControlChannel final : public ControlChannel {
   void ReleaseBuffers(std::vector<DeviceBuffer> buffers) override;
   void PeerLost(HostId host, absl::Status status) override;
   void CancelSession(SessionId session, absl::Status status) override;
+  void UpdateMembership(MembershipUpdate update) override;
   Future<> Heartbeat() override;
   Future<WorkerStatus> GetStatus() override;
+
+  // The head's clock minus the worker's, from the heartbeat with the
+  // shortest round trip of the last few (zero before the first answer).
+  absl::Duration clock_offset() const;
 
  private:
   friend class GrpcWorkerServer;
@@ -134,7 +140,7 @@ class GrpcControlChannel final : public ControlChannel {
 
   // From the stream and the bulk calls (the server).
   void OnReply(uint64_t id, const wire::Reply& reply);
-  void OnPong(uint64_t seq);
+  void OnPong(const wire::Pong& pong);
   absl::StatusOr<hlo::Literal> TakeUpload(uint64_t command);
   // The pending fetch `command` gets its value (or error).
   absl::Status DeliverFetch(uint64_t command,
@@ -154,6 +160,9 @@ class GrpcControlChannel final : public ControlChannel {
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, hlo::Literal> uploads_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Promise<hlo::Literal>> fetches_ ABSL_GUARDED_BY(mu_);
+  // Clock samples of recent pongs: (round trip, offset).
+  std::deque<std::pair<absl::Duration, absl::Duration>> clock_samples_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // Serves the Worker streams and the workers' bulk calls.
@@ -186,7 +195,6 @@ class GrpcWorkerServer final : public wire::HeadWorkers::Service {
   struct Connection {
     HostId host;
     uint64_t incarnation = 0;
-    std::string data_plane_address;
     std::shared_ptr<GrpcControlChannel> channel;
     grpc::ServerContext* context = nullptr;
   };
@@ -198,7 +206,6 @@ class GrpcWorkerServer final : public wire::HeadWorkers::Service {
   // Handles one notice; an error ends the worker's stream.
   absl::Status HandleNotice(const Connection& connection,
                             const wire::WorkerToHead& notice);
-  void BroadcastPeers(const wire::PeerUpdate& update, HostId except);
 
   WorkerMembership* const membership_;
   const TokenCheck* const auth_;

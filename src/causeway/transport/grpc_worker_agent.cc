@@ -129,14 +129,6 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
         absl::StrCat(agent->devices_.size(), " devices for the ",
                      opts.spec.num_devices, " offered"));
   }
-  for (int i = 0; i < registered.peers_size(); ++i) {
-    const wire::Peer& peer = registered.peers(i);
-    if (peer.host() < 0) {
-      return root.Index("peers", i).Field("host").Invalid("is negative");
-    }
-    agent->peers_.push_back(
-        {HostId(peer.host()), peer.data_plane_address(), peer.incarnation()});
-  }
   agent->heartbeat_interval_ =
       absl::Milliseconds(registered.heartbeat_interval_ms());
 
@@ -202,18 +194,22 @@ void GrpcWorkerAgent::OnOpDone(const OpDone& done) {
   writer_->Send(std::move(notice));
 }
 
-absl::Status GrpcWorkerAgent::Serve(WorkerService* worker, PeerHooks peers) {
-  for (const PeerInfo& peer : peers_) {
-    if (peers.added) peers.added(peer);
-  }
+absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
+                                    trace::EventBuffer* events,
+                                    absl::Duration trace_interval) {
   // Commands apply in order on their own thread; the reader answers pings
   // and starts the pulls of put values at once, so that a big value being
   // pulled delays neither the heartbeats nor its own arrival.
-  std::thread applier([this, worker, &peers] { ApplyCommands(worker, peers); });
+  std::thread applier([this, worker] { ApplyCommands(worker); });
+  std::thread tracer;
+  if (events != nullptr) {
+    tracer = std::thread(
+        [this, events, trace_interval] { SendTraceEvents(events, trace_interval); });
+  }
   wire::HeadToWorker command;
   while (stream_->Read(&command)) {
     if (command.has_ping()) {
-      Ping(worker, command.id());
+      Ping(worker, command.id(), command.ping().head_time_us());
       continue;
     }
     Queued queued;
@@ -232,6 +228,7 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker, PeerHooks peers) {
     }
   }
   applier.join();
+  if (tracer.joinable()) tracer.join();
   absl::Status ended;
   {
     absl::MutexLock lock(&mu_);
@@ -267,8 +264,30 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker, PeerHooks peers) {
                    error.message()));
 }
 
-void GrpcWorkerAgent::ApplyCommands(WorkerService* worker,
-                                    const PeerHooks& peers) {
+void GrpcWorkerAgent::SendTraceEvents(trace::EventBuffer* events,
+                                      absl::Duration interval) {
+  while (true) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return commands_done_;
+      };
+      done = mu_.AwaitWithTimeout(absl::Condition(&over), interval);
+    }
+    std::vector<trace::EventRecord> records = events->Take();
+    if (!records.empty() && !done) {
+      wire::WorkerToHead notice;
+      for (const trace::EventRecord& record : records) {
+        ToWire(record, notice.mutable_trace()->add_events());
+      }
+      writer_->Send(std::move(notice));
+    }
+    if (done) return;
+  }
+}
+
+void GrpcWorkerAgent::ApplyCommands(WorkerService* worker) {
   while (true) {
     Queued queued;
     {
@@ -282,7 +301,7 @@ void GrpcWorkerAgent::ApplyCommands(WorkerService* worker,
       queued = std::move(commands_.front());
       commands_.pop_front();
     }
-    absl::Status status = ApplyCommand(worker, peers, queued);
+    absl::Status status = ApplyCommand(worker, queued);
     if (!status.ok()) {
       CW_LOG(ERROR) << "ending the stream to the head: " << status;
       {
@@ -296,10 +315,9 @@ void GrpcWorkerAgent::ApplyCommands(WorkerService* worker,
 }
 
 absl::Status GrpcWorkerAgent::ApplyCommand(WorkerService* worker,
-                                           const PeerHooks& peers,
                                            Queued& queued) {
   const wire::HeadToWorker& command = queued.command;
-  if (!command.has_put_buffer()) return HandleCommand(worker, peers, command);
+  if (!command.has_put_buffer()) return HandleCommand(worker, command);
   const uint64_t id = command.id();
   const wire::PutBuffer& put = command.put_buffer();
   const FieldPath path("HeadToWorker.put_buffer");
@@ -319,14 +337,17 @@ absl::Status GrpcWorkerAgent::ApplyCommand(WorkerService* worker,
   return absl::OkStatus();
 }
 
-void GrpcWorkerAgent::Ping(WorkerService* worker, uint64_t id) {
+void GrpcWorkerAgent::Ping(WorkerService* worker, uint64_t id,
+                           int64_t head_time_us) {
   // After the worker's own check: a worker whose service is wedged stops
   // answering.
   worker->Heartbeat().OnReady(
-      InlineExecutor::Instance(), [this, id](const absl::Status& alive) {
+      InlineExecutor::Instance(),
+      [this, id, head_time_us](const absl::Status& alive) {
         if (!alive.ok()) return Reply(id, alive);
         wire::WorkerToHead pong;
         pong.mutable_pong()->set_seq(id);
+        pong.mutable_pong()->set_head_time_us(head_time_us);
         pong.mutable_pong()->set_worker_time_us(
             absl::ToUnixMicros(absl::Now()));
         writer_->Send(std::move(pong));
@@ -342,7 +363,6 @@ Future<hlo::Literal> GrpcWorkerAgent::StartPull(uint64_t id) {
 }
 
 absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
-                                            const PeerHooks& peers,
                                             const wire::HeadToWorker& command) {
   const uint64_t id = command.id();
   const WireLimits& limits = options_.limits;
@@ -426,7 +446,6 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
                                         root.Field("peer_lost").Field("status"),
                                         &status));
       if (status.ok()) status = absl::DataLossError("a peer host was lost");
-      if (peers.removed) peers.removed(HostId(lost.host()));
       worker->PeerLost(HostId(lost.host()), std::move(status));
       return absl::OkStatus();
     }
@@ -453,25 +472,11 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
             Reply(id, status.status(), std::move(reply));
           });
       return absl::OkStatus();
-    case wire::HeadToWorker::kPeers: {
-      const wire::PeerUpdate& update = command.peers();
-      for (const wire::Peer& peer : update.added()) {
-        if (peer.host() < 0) {
-          return root.Field("peers").Field("added").Invalid(
-              "a host is negative");
-        }
-        if (peers.added) {
-          peers.added({HostId(peer.host()), peer.data_plane_address(),
-                       peer.incarnation()});
-        }
-      }
-      for (int64_t host : update.removed()) {
-        if (host < 0) {
-          return root.Field("peers").Field("removed").Invalid(
-              "a host is negative");
-        }
-        if (peers.removed) peers.removed(HostId(host));
-      }
+    case wire::HeadToWorker::kMembership: {
+      CW_ASSIGN_OR_RETURN(MembershipUpdate update,
+                          FromWire(command.membership(), limits,
+                                   root.Field("membership")));
+      worker->UpdateMembership(std::move(update));
       return absl::OkStatus();
     }
     case wire::HeadToWorker::kPutBuffer:  // Applied by ApplyCommand.

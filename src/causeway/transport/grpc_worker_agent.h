@@ -5,7 +5,7 @@
 //   auto agent = GrpcWorkerAgent::Register(options);   // host id, devices
 //   ... build the worker with (*agent)->host(), (*agent)->devices(),
 //       listener = agent->get() ...
-//   absl::Status why = (*agent)->Serve(worker, peers);  // until it ends
+//   absl::Status why = (*agent)->Serve(worker, &events);  // until it ends
 //
 // Commands are applied in the order they come, on a command thread of the
 // agent (each WorkerService call returns promptly); a put's value is pulled
@@ -41,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "causeway/base/executor.h"
+#include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_stream_writer.h"
@@ -64,19 +65,6 @@ struct GrpcWorkerAgentOptions {
   std::string name;
 };
 
-// Another worker, as the head announces it.
-struct PeerInfo {
-  HostId host;
-  std::string data_plane_address;
-  uint64_t incarnation = 0;
-};
-
-// Where peer-table changes go: the data plane's peer table.
-struct PeerHooks {
-  std::function<void(const PeerInfo& peer)> added;
-  std::function<void(HostId host)> removed;
-};
-
 class GrpcWorkerAgent final : public WorkerListener {
  public:
   // Dials the head, negotiates the version and registers with a fresh
@@ -89,14 +77,18 @@ class GrpcWorkerAgent final : public WorkerListener {
   HostId host() const { return host_; }
   uint64_t incarnation() const { return incarnation_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
-  const std::vector<PeerInfo>& initial_peers() const { return peers_; }
   absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
 
   // Serves `worker` from the stream until the stream ends or Stop is
-  // called; returns why it ended. Call once. Futures of `worker` may still
-  // call back into the agent afterwards: stop the worker (which resolves
-  // them) before destroying the agent, and the agent before the worker.
-  absl::Status Serve(WorkerService* worker, PeerHooks peers);
+  // called; returns why it ended. Call once. Membership updates go to
+  // WorkerService::UpdateMembership. With `events` (the worker's event
+  // sink), its events are sent to the head every `trace_interval`. Futures
+  // of `worker` may still call back into the agent afterwards: stop the
+  // worker (which resolves them) before destroying the agent, and the agent
+  // before the worker.
+  absl::Status Serve(WorkerService* worker,
+                     trace::EventBuffer* events = nullptr,
+                     absl::Duration trace_interval = absl::Milliseconds(100));
 
   // Ends the stream (Serve returns) and waits for the bulk calls to end.
   // Idempotent.
@@ -104,8 +96,11 @@ class GrpcWorkerAgent final : public WorkerListener {
 
   // Notices up the stream (the worker's listener).
   void OnOpDone(const OpDone& done) override;
-  // A head-side notice: a worker never reports its own disconnection.
+  // Head-side notices: a worker reports neither its own disconnection nor
+  // trace events through its listener (Serve sends its EventBuffer's).
   void OnWorkerDisconnected(HostId host, absl::Status why) override {}
+  void OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
+                     absl::Duration clock_offset) override {}
 
  private:
   explicit GrpcWorkerAgent(GrpcWorkerAgentOptions options);
@@ -118,15 +113,17 @@ class GrpcWorkerAgent final : public WorkerListener {
 
   void Reply(uint64_t id, const absl::Status& status,
              wire::Reply reply = {});
-  void Ping(WorkerService* worker, uint64_t id);
+  void Ping(WorkerService* worker, uint64_t id, int64_t head_time_us);
   // The command thread: applies queued commands in order until the stream
   // ends; an error ends the stream (a head that sends malformed commands
   // cannot be served correctly).
-  void ApplyCommands(WorkerService* worker, const PeerHooks& peers);
-  absl::Status ApplyCommand(WorkerService* worker, const PeerHooks& peers,
-                            Queued& queued);
-  absl::Status HandleCommand(WorkerService* worker, const PeerHooks& peers,
+  void ApplyCommands(WorkerService* worker);
+  absl::Status ApplyCommand(WorkerService* worker, Queued& queued);
+  absl::Status HandleCommand(WorkerService* worker,
                              const wire::HeadToWorker& command);
+  // Sends the events `events` gathered, every `interval`, until the stream
+  // ends.
+  void SendTraceEvents(trace::EventBuffer* events, absl::Duration interval);
   // Pulls the value of put command `id` (on a transfer thread).
   Future<hlo::Literal> StartPull(uint64_t id);
   absl::StatusOr<hlo::Literal> Pull(uint64_t id);
@@ -136,7 +133,6 @@ class GrpcWorkerAgent final : public WorkerListener {
   const uint64_t incarnation_;
   HostId host_;
   std::vector<DeviceInfo> devices_;
-  std::vector<PeerInfo> peers_;
   absl::Duration heartbeat_interval_;
 
   std::unique_ptr<wire::HeadWorkers::Stub> control_;

@@ -906,6 +906,8 @@ void ToWire(const LaunchOp& op, wire::LaunchOp* out) {
   out->set_session_name(op.session_name);
   out->set_partition(op.partition);
   out->set_num_partitions(op.num_partitions);
+  out->set_epoch(op.epoch);
+  for (DeviceId device : op.devices) out->add_devices(device.value());
   for (HostId host : op.participant_hosts) {
     out->add_participant_hosts(host.value());
   }
@@ -954,6 +956,17 @@ absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
                               op.num_partitions(), ")"));
   }
   out.partition = op.partition();
+  out.epoch = op.epoch();
+  CW_ASSIGN_OR_RETURN(out.devices,
+                      IdList<DeviceId>(op.devices(), "devices", limits, path));
+  if (!out.devices.empty() &&
+      (static_cast<int64_t>(out.devices.size()) != out.num_partitions ||
+       out.devices[out.partition] != out.device)) {
+    return path.Field("devices").Invalid(absl::StrCat(
+        out.devices.size(), " devices for ", out.num_partitions,
+        " partitions, or partition ", out.partition, "'s is not device ",
+        out.device.value()));
+  }
   CW_ASSIGN_OR_RETURN(out.participant_hosts,
                       IdList<HostId>(op.participant_hosts(),
                                      "participant_hosts", limits, path));
@@ -1198,6 +1211,239 @@ absl::StatusOr<WorkerStatus> FromWire(const wire::WorkerStatus& status,
   CW_ASSIGN_OR_RETURN(out.pending_receives,
                       Strings(status.pending_receives(), "pending_receives",
                               limits, path));
+  return out;
+}
+
+namespace {
+
+wire::HostState HostStateToWire(HostState state) {
+  switch (state) {
+    case HostState::kJoining:
+      return wire::HOST_JOINING;
+    case HostState::kAlive:
+      return wire::HOST_ALIVE;
+    case HostState::kDead:
+      return wire::HOST_DEAD;
+  }
+  return wire::HOST_DEAD;
+}
+
+absl::StatusOr<HostState> HostStateFromWire(int state, const FieldPath& path) {
+  switch (state) {
+    case wire::HOST_JOINING:
+      return HostState::kJoining;
+    case wire::HOST_ALIVE:
+      return HostState::kAlive;
+    case wire::HOST_DEAD:
+      return HostState::kDead;
+    default:
+      return path.Invalid(absl::StrCat("unknown host state ", state));
+  }
+}
+
+int64_t MicrosOf(absl::Time time) { return absl::ToUnixMicros(time); }
+
+}  // namespace
+
+void ToWire(const MembershipUpdate& update, wire::MembershipUpdate* out) {
+  out->set_version(update.version);
+  for (const PeerInfo& peer : update.hosts) {
+    wire::PeerInfo* entry = out->add_hosts();
+    entry->set_host(peer.host.value());
+    entry->set_island(peer.island.value());
+    entry->set_data_plane_address(peer.address);
+    entry->set_state(HostStateToWire(peer.state));
+  }
+  out->mutable_island_epochs()->Add(update.island_epochs.begin(),
+                                    update.island_epochs.end());
+}
+
+absl::StatusOr<MembershipUpdate> FromWire(const wire::MembershipUpdate& update,
+                                          const WireLimits& limits,
+                                          const FieldPath& path) {
+  MembershipUpdate out;
+  out.version = update.version();
+  CW_ASSIGN_OR_RETURN(
+      out.hosts,
+      ConvertAll<PeerInfo>(
+          update.hosts(), "hosts", limits, path,
+          [&](const wire::PeerInfo& peer,
+              const FieldPath& entry) -> absl::StatusOr<PeerInfo> {
+            PeerInfo info;
+            CW_ASSIGN_OR_RETURN(info.host, IdFromWire<HostId>(
+                                               peer.host(),
+                                               entry.Field("host")));
+            CW_ASSIGN_OR_RETURN(info.island,
+                                IdFromWire<IslandId>(peer.island(),
+                                                     entry.Field("island")));
+            CW_ASSIGN_OR_RETURN(
+                info.address,
+                StringFromWire(peer.data_plane_address(), 1024,
+                               entry.Field("data_plane_address")));
+            CW_ASSIGN_OR_RETURN(info.state,
+                                HostStateFromWire(peer.state(),
+                                                  entry.Field("state")));
+            return info;
+          }));
+  CW_RETURN_IF_ERROR(CheckCount(update.island_epochs(), limits,
+                                path.Field("island_epochs")));
+  out.island_epochs.assign(update.island_epochs().begin(),
+                           update.island_epochs().end());
+  return out;
+}
+
+void ToWire(const trace::EventRecord& record, wire::TraceEvent* out) {
+  using Kind = trace::EventRecord::Kind;
+  switch (record.kind) {
+    case Kind::kOpEnqueued:
+      out->set_kind(wire::TraceEvent::OP_ENQUEUED);
+      break;
+    case Kind::kOpStarted:
+      out->set_kind(wire::TraceEvent::OP_STARTED);
+      break;
+    case Kind::kOpFinished:
+      out->set_kind(wire::TraceEvent::OP_FINISHED);
+      break;
+    case Kind::kWaitStarted:
+      out->set_kind(wire::TraceEvent::WAIT_STARTED);
+      break;
+    case Kind::kWaitFinished:
+      out->set_kind(wire::TraceEvent::WAIT_FINISHED);
+      break;
+    case Kind::kTransferStarted:
+      out->set_kind(wire::TraceEvent::TRANSFER_STARTED);
+      break;
+    case Kind::kTransferFinished:
+      out->set_kind(wire::TraceEvent::TRANSFER_FINISHED);
+      break;
+  }
+  if (const auto* op = std::get_if<trace::OpEvent>(&record.event)) {
+    out->set_time_us(MicrosOf(op->time));
+    out->set_device(op->device.value());
+    out->set_host(op->host.value());
+    out->set_island(op->island.value());
+    out->set_seq(op->seq);
+    out->set_session(op->session.value());
+    out->set_session_name(op->session_name);
+    out->set_program(op->program);
+    out->set_partition(op->partition);
+    out->set_num_partitions(op->num_partitions);
+  } else if (const auto* wait = std::get_if<trace::WaitEvent>(&record.event)) {
+    out->set_time_us(MicrosOf(wait->time));
+    out->set_device(wait->device.value());
+    out->set_host(wait->host.value());
+    out->set_seq(wait->seq);
+    out->set_program(wait->program);
+    out->set_waits_for_memory(wait->reason ==
+                              trace::WaitEvent::Reason::kMemory);
+    out->set_detail(wait->detail);
+  } else if (const auto* transfer =
+                 std::get_if<trace::TransferEvent>(&record.event)) {
+    out->set_time_us(MicrosOf(transfer->time));
+    out->set_transfer_id(transfer->transfer_id);
+    out->set_source_device(transfer->source_device.value());
+    out->set_source_host(transfer->source_host.value());
+    out->set_destination_device(transfer->destination_device.value());
+    out->set_destination_host(transfer->destination_host.value());
+    out->set_bytes(transfer->bytes);
+    out->set_description(transfer->description);
+  }
+  if (!record.status.ok()) ToWire(record.status, out->mutable_status());
+}
+
+absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
+                                            const WireLimits& limits,
+                                            const FieldPath& path) {
+  using Kind = trace::EventRecord::Kind;
+  trace::EventRecord out;
+  const absl::Time time = absl::FromUnixMicros(event.time_us());
+  auto text = [&](const std::string& value, const char* name) {
+    return StringFromWire(value, limits.max_string_bytes, path.Field(name));
+  };
+  switch (event.kind()) {
+    case wire::TraceEvent::OP_ENQUEUED:
+    case wire::TraceEvent::OP_STARTED:
+    case wire::TraceEvent::OP_FINISHED: {
+      out.kind = event.kind() == wire::TraceEvent::OP_ENQUEUED ? Kind::kOpEnqueued
+                 : event.kind() == wire::TraceEvent::OP_STARTED
+                     ? Kind::kOpStarted
+                     : Kind::kOpFinished;
+      trace::OpEvent op;
+      op.time = time;
+      CW_ASSIGN_OR_RETURN(op.device, IdFromWire<DeviceId>(
+                                         event.device(), path.Field("device")));
+      CW_ASSIGN_OR_RETURN(op.host,
+                          IdFromWire<HostId>(event.host(), path.Field("host")));
+      CW_ASSIGN_OR_RETURN(op.island, IdFromWire<IslandId>(
+                                         event.island(), path.Field("island")));
+      op.seq = event.seq();
+      CW_ASSIGN_OR_RETURN(op.session, IdFromWire<SessionId>(
+                                          event.session(),
+                                          path.Field("session")));
+      CW_ASSIGN_OR_RETURN(op.session_name,
+                          text(event.session_name(), "session_name"));
+      CW_ASSIGN_OR_RETURN(op.program, text(event.program(), "program"));
+      op.partition = event.partition();
+      op.num_partitions = event.num_partitions();
+      out.event = std::move(op);
+      break;
+    }
+    case wire::TraceEvent::WAIT_STARTED:
+    case wire::TraceEvent::WAIT_FINISHED: {
+      out.kind = event.kind() == wire::TraceEvent::WAIT_STARTED
+                     ? Kind::kWaitStarted
+                     : Kind::kWaitFinished;
+      trace::WaitEvent wait;
+      wait.time = time;
+      CW_ASSIGN_OR_RETURN(wait.device, IdFromWire<DeviceId>(
+                                           event.device(),
+                                           path.Field("device")));
+      CW_ASSIGN_OR_RETURN(wait.host,
+                          IdFromWire<HostId>(event.host(), path.Field("host")));
+      wait.seq = event.seq();
+      CW_ASSIGN_OR_RETURN(wait.program, text(event.program(), "program"));
+      wait.reason = event.waits_for_memory() ? trace::WaitEvent::Reason::kMemory
+                                             : trace::WaitEvent::Reason::kInputs;
+      CW_ASSIGN_OR_RETURN(wait.detail, text(event.detail(), "detail"));
+      out.event = std::move(wait);
+      break;
+    }
+    case wire::TraceEvent::TRANSFER_STARTED:
+    case wire::TraceEvent::TRANSFER_FINISHED: {
+      out.kind = event.kind() == wire::TraceEvent::TRANSFER_STARTED
+                     ? Kind::kTransferStarted
+                     : Kind::kTransferFinished;
+      trace::TransferEvent transfer;
+      transfer.time = time;
+      transfer.transfer_id = event.transfer_id();
+      CW_ASSIGN_OR_RETURN(transfer.source_device,
+                          IdFromWire<DeviceId>(event.source_device(),
+                                               path.Field("source_device")));
+      CW_ASSIGN_OR_RETURN(transfer.source_host,
+                          IdFromWire<HostId>(event.source_host(),
+                                             path.Field("source_host")));
+      CW_ASSIGN_OR_RETURN(
+          transfer.destination_device,
+          IdFromWire<DeviceId>(event.destination_device(),
+                               path.Field("destination_device")));
+      CW_ASSIGN_OR_RETURN(transfer.destination_host,
+                          IdFromWire<HostId>(event.destination_host(),
+                                             path.Field("destination_host")));
+      CW_RETURN_IF_ERROR(CheckNonNegative(event.bytes(), path.Field("bytes")));
+      transfer.bytes = event.bytes();
+      CW_ASSIGN_OR_RETURN(transfer.description,
+                          text(event.description(), "description"));
+      out.event = std::move(transfer);
+      break;
+    }
+    default:
+      return path.Field("kind").Invalid(
+          absl::StrCat("unknown event kind ", event.kind()));
+  }
+  if (event.has_status()) {
+    CW_RETURN_IF_ERROR(StatusFromWire(event.status(), limits,
+                                      path.Field("status"), &out.status));
+  }
   return out;
 }
 

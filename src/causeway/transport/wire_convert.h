@@ -30,6 +30,7 @@
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/shape.h"
+#include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/proto/common.pb.h"
 #include "causeway/transport/proto/session.pb.h"
@@ -265,6 +266,17 @@ void ToWire(const WorkerStatus& status, wire::WorkerStatus* out);
 absl::StatusOr<WorkerStatus> FromWire(const wire::WorkerStatus& status,
                                       const WireLimits& limits,
                                       const FieldPath& path);
+
+void ToWire(const MembershipUpdate& update, wire::MembershipUpdate* out);
+absl::StatusOr<MembershipUpdate> FromWire(const wire::MembershipUpdate& update,
+                                          const WireLimits& limits,
+                                          const FieldPath& path);
+
+// A worker's trace event. Times travel as Unix microseconds.
+void ToWire(const trace::EventRecord& record, wire::TraceEvent* out);
+absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
+                                            const WireLimits& limits,
+                                            const FieldPath& path);
 
 // `done.host` is not on the wire: the receiver knows which worker's
 // stream it came on and fills it in.

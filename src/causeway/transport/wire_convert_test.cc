@@ -386,5 +386,86 @@ TEST(WireConvertTest, ATopologyComesBackWithTheSameIdsAndStates) {
               IsInvalid("t.hosts[1]"));
 }
 
+TEST(WireConvertTest, MembershipUpdatesRoundTrip) {
+  MembershipUpdate update;
+  update.version = 9;
+  update.hosts = {PeerInfo{HostId(0), IslandId(1), "10.0.0.1:7", HostState::kDead},
+                  PeerInfo{HostId(1), IslandId(0), "10.0.0.2:7", HostState::kAlive}};
+  update.island_epochs = {3, 5};
+  wire::MembershipUpdate message;
+  ToWire(update, &message);
+  absl::StatusOr<MembershipUpdate> back = FromWire(message, kLimits, FieldPath("m"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->version, 9u);
+  ASSERT_EQ(back->hosts.size(), 2u);
+  EXPECT_EQ(back->hosts[0].state, HostState::kDead);
+  EXPECT_EQ(back->hosts[1].address, "10.0.0.2:7");
+  EXPECT_EQ(back->island_epochs, (std::vector<uint64_t>{3, 5}));
+  message.mutable_hosts(1)->set_state(static_cast<wire::HostState>(7));
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("m")).status(),
+              IsInvalid("m.hosts[1].state: unknown host state 7"));
+}
+
+TEST(WireConvertTest, TraceEventsRoundTripWithTheirTimes) {
+  trace::EventRecord finished;
+  finished.kind = trace::EventRecord::Kind::kOpFinished;
+  trace::OpEvent op;
+  op.time = absl::FromUnixMicros(1234567);
+  op.device = DeviceId(3);
+  op.host = HostId(1);
+  op.island = IslandId(0);
+  op.seq = 8;
+  op.session = SessionId(2);
+  op.session_name = "s";
+  op.program = "p";
+  finished.event = op;
+  finished.status = absl::DataLossError("lost");
+  trace::EventRecord transfer;
+  transfer.kind = trace::EventRecord::Kind::kTransferStarted;
+  trace::TransferEvent t;
+  t.time = absl::FromUnixMicros(99);
+  t.transfer_id = 4;
+  t.source_device = DeviceId(1);
+  t.source_host = HostId(0);
+  t.destination_device = DeviceId(3);
+  t.destination_host = HostId(1);
+  t.bytes = 64;
+  transfer.event = t;
+  for (const trace::EventRecord& record : {finished, transfer}) {
+    wire::TraceEvent message;
+    ToWire(record, &message);
+    absl::StatusOr<trace::EventRecord> back =
+        FromWire(message, kLimits, FieldPath("e"));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->kind, record.kind);
+    EXPECT_EQ(back->status, record.status);
+    EXPECT_EQ(back->event.index(), record.event.index());
+  }
+  wire::TraceEvent message;
+  ToWire(finished, &message);
+  absl::StatusOr<trace::EventRecord> back = FromWire(message, kLimits, FieldPath("e"));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::get<trace::OpEvent>(back->event).time, op.time);
+  EXPECT_EQ(std::get<trace::OpEvent>(back->event).seq, 8u);
+  message.set_device(-1);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("e")).status(),
+              IsInvalid("e.device: -1 is negative"));
+}
+
+TEST(WireConvertTest, ALaunchsDevicesMustMatchItsPartitions) {
+  WorkerBatch batch = SampleBatch();
+  batch.launches[0].devices = {DeviceId(2), DeviceId(3)};
+  batch.launches[0].epoch = 4;
+  wire::WorkerBatch message;
+  ToWire(batch, &message);
+  absl::StatusOr<WorkerBatch> back = FromWire(message, kLimits, FieldPath("b"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->launches[0].epoch, 4u);
+  EXPECT_EQ(back->launches[0].devices, batch.launches[0].devices);
+  message.mutable_launches(0)->set_devices(1, 9);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("b")).status(),
+              IsInvalid("b.launches[0].devices"));
+}
+
 }  // namespace
 }  // namespace causeway::transport

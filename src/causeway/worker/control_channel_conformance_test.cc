@@ -55,6 +55,26 @@ class RecordingListener : public transport::WorkerListener {
     disconnected_ = why;
     gone_.Notify();
   }
+  void OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
+                     absl::Duration clock_offset) override {
+    absl::MutexLock lock(&mu_);
+    for (trace::EventRecord& event : events) traced_.push_back(std::move(event));
+  }
+  // Waits until an OpFinished event of `seq` came; all events so far.
+  std::vector<trace::EventRecord> AwaitTracedFinish(uint64_t seq) {
+    absl::MutexLock lock(&mu_);
+    auto finished = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const trace::EventRecord& r : traced_) {
+        if (r.kind == trace::EventRecord::Kind::kOpFinished &&
+            std::get<trace::OpEvent>(r.event).seq == seq) {
+          return true;
+        }
+      }
+      return false;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&finished), kWait);
+    return traced_;
+  }
   absl::Status AwaitDisconnected() {
     if (!gone_.WaitForNotificationWithTimeout(kWait)) {
       return absl::DeadlineExceededError("never disconnected");
@@ -75,6 +95,7 @@ class RecordingListener : public transport::WorkerListener {
  private:
   absl::Mutex mu_;
   std::vector<OpDone> done_ ABSL_GUARDED_BY(mu_);
+  std::vector<trace::EventRecord> traced_ ABSL_GUARDED_BY(mu_);
   absl::Status disconnected_ ABSL_GUARDED_BY(mu_);
   absl::Notification gone_;
 };
@@ -159,6 +180,7 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
     options.listener = agent_ != nullptr
                            ? static_cast<transport::WorkerListener*>(agent_.get())
                            : &listener_;
+    if (agent_ != nullptr) options.events = &events_;
     absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(options);
     ASSERT_TRUE(worker.ok()) << worker.status();
     worker_ = *std::move(worker);
@@ -166,7 +188,8 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
     for (const transport::DeviceInfo& d : devices) devices_.push_back(d.id);
     host_ = host;
     if (agent_ != nullptr) {
-      serving_ = std::thread([this] { served_ = agent_->Serve(worker_.get(), {}); });
+      serving_ = std::thread([this] { served_ = agent_->Serve(worker_.get(), &events_,
+                                                absl::Milliseconds(10)); });
       channel_ = membership_->channel();
     } else {
       channel_ = std::make_shared<transport::InProcessControlChannel>(
@@ -217,6 +240,7 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
   }
 
   RecordingListener listener_;
+  trace::EventBuffer events_;  // The gRPC worker's, sent to the head.
   transport::InProcessDataPlane data_plane_;
   transport::InProcessLaunchCollectives collectives_;
   std::unique_ptr<TestMembership> membership_;
@@ -374,6 +398,28 @@ TEST_P(GrpcControlChannelTest, ABrokenStreamFailsWhatIsPendingAndTellsTheHead) {
   // Later calls fail at once.
   EXPECT_EQ(channel_->Heartbeat().AwaitFor(kWait).code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST_P(GrpcControlChannelTest, TheWorkersTraceEventsReachTheHead) {
+  ASSERT_TRUE(LoadDouble().ok());
+  ASSERT_TRUE(Put(0, 1, F32({2}, {1, 2})).ok());
+  WorkerBatch batch;
+  batch.launches.push_back(DoubleOn(0, 5, 1, 2));
+  channel_->Dispatch(std::move(batch));
+  // A heartbeat first, so that the head has measured the clock offset.
+  ASSERT_TRUE(channel_->Heartbeat().AwaitFor(kWait).ok());
+  std::vector<trace::EventRecord> events = listener_.AwaitTracedFinish(5);
+  bool started = false, finished = false;
+  for (const trace::EventRecord& record : events) {
+    const auto* op = std::get_if<trace::OpEvent>(&record.event);
+    if (op == nullptr || op->seq != 5) continue;
+    EXPECT_EQ(op->device, device(0));
+    EXPECT_EQ(op->program, "double");
+    started |= record.kind == trace::EventRecord::Kind::kOpStarted;
+    finished |= record.kind == trace::EventRecord::Kind::kOpFinished;
+  }
+  EXPECT_TRUE(started);
+  EXPECT_TRUE(finished);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grpc, GrpcControlChannelTest,
