@@ -171,6 +171,25 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
       "pid ", pid_, " did not exit within ", absl::FormatDuration(timeout)));
 }
 
+absl::Status AwaitProcessExit(pid_t pid, absl::Duration timeout) {
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    if (errno == ESRCH) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("pidfd_open: ", std::strerror(errno)));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  int ready = 0;
+  do {
+    pollfd fd{pidfd, POLLIN, 0};
+    ready = poll(&fd, 1, RemainingMillis(deadline));
+  } while (ready < 0 && errno == EINTR);
+  close(pidfd);
+  if (ready > 0) return absl::OkStatus();
+  return absl::DeadlineExceededError(absl::StrCat(
+      "pid ", pid, " did not exit within ", absl::FormatDuration(timeout)));
+}
+
 int ChildProcess::Stop(absl::Duration grace) {
   Signal(SIGTERM);
   absl::StatusOr<int> status = Wait(grace);

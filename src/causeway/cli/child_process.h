@@ -79,6 +79,11 @@ class ChildProcess {
   std::optional<int> status_;  // Once reaped.
 };
 
+// Waits until process `pid` (any process, not only a child) has exited;
+// DeadlineExceeded if it has not within `timeout`. OK at once if there is
+// no such process.
+absl::Status AwaitProcessExit(pid_t pid, absl::Duration timeout);
+
 }  // namespace causeway::cli
 
 #endif  // CAUSEWAY_CLI_CHILD_PROCESS_H_

@@ -179,6 +179,8 @@ int ClusterCommand(const std::vector<std::string>& args) {
   }
   const std::string address =
       listening->substr(std::string("head listening on ").size());
+  std::fprintf(stderr, "causeway cluster: head, pid %d: %s\n",
+               members[0].process->pid(), listening->c_str());
 
   for (int64_t island = 0; island < islands; ++island) {
     for (int64_t h = 0; h < hosts + spare; ++h) {

@@ -342,5 +342,75 @@ TEST_F(ProcessClusterTest, AWorkerJoiningLaterServesAQueuedSlice) {
   EXPECT_THAT(Values(*value), ElementsAre(2, 4, 6, 8));
 }
 
+// `causeway cluster` with its members' pids, read from what it prints.
+class ClusterCommandTest : public ::testing::Test {
+ protected:
+  void StartCluster() {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> cluster = ChildProcess::Start(
+        {CAUSEWAY_BINARY, "cluster", "--islands", "1", "--hosts-per-island",
+         "2", "--devices-per-host", "1", "--memory-per-device", "64M"},
+        /*merge_stderr=*/true);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    for (int i = 0; i < 3; ++i) {  // The head and two workers.
+      absl::StatusOr<std::string> line = cluster_->ReadLineStartingWith(
+          "causeway cluster: ", kStart, /*echo=*/false);
+      ASSERT_TRUE(line.ok()) << line.status();
+      const size_t at = line->find(", pid ");
+      ASSERT_NE(at, std::string::npos) << *line;
+      int pid = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(
+          line->substr(at + 6, line->find(':', at) - at - 6), &pid))
+          << *line;
+      members_.push_back(pid);
+    }
+    absl::StatusOr<std::string> ready =
+        cluster_->ReadLineStartingWith("head listening on ", kStart);
+    ASSERT_TRUE(ready.ok()) << ready.status();
+    address_ = ready->substr(std::string("head listening on ").size());
+  }
+  void TearDown() override {
+    // Whatever a failed test left running goes too.
+    for (pid_t pid : members_) kill(pid, SIGKILL);
+  }
+
+  std::unique_ptr<ChildProcess> cluster_;
+  std::vector<pid_t> members_;
+  std::string address_;
+};
+
+TEST_F(ClusterCommandTest, ServesClientsAndStopsEveryMemberOnSigterm) {
+  StartCluster();
+  absl::StatusOr<std::unique_ptr<client::Client>> client =
+      client::Connect(address_);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->devices().size(), 2u);
+  absl::StatusOr<client::Session> session = (*client)->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 2, 3);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(4, 6));
+
+  cluster_->Signal(SIGTERM);
+  absl::StatusOr<int> status = cluster_->Wait(kWait);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(ChildProcess::DescribeWaitStatus(*status), "exited with status 0");
+  for (pid_t pid : members_) {
+    EXPECT_TRUE(AwaitProcessExit(pid, kWait).ok()) << "pid " << pid;
+  }
+}
+
+TEST_F(ClusterCommandTest, AKilledClusterLeavesNoOrphans) {
+  StartCluster();
+  cluster_->Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->Wait(kWait).ok());
+  // Every member hears its parent die (PR_SET_PDEATHSIG) and exits.
+  for (pid_t pid : members_) {
+    EXPECT_TRUE(AwaitProcessExit(pid, kWait).ok()) << "pid " << pid;
+  }
+}
+
 }  // namespace
 }  // namespace causeway::cli
