@@ -24,8 +24,8 @@ namespace {
 constexpr char kHeadHelp[] = R"(Usage:
   causeway head [--listen HOST:PORT] [--port-file F]
                 [--heartbeat-interval S] [--worker-timeout S]
-                [--session-lease S] [--tls-cert F --tls-key F]
-                [--token-file F]
+                [--session-lease S] [--max-inflight-launches N]
+                [--tls-cert F --tls-key F] [--token-file F]
 
 Runs a cluster's head: the single controller that clients connect to
 (client::Connect, `causeway run --cluster`) and workers register with
@@ -46,6 +46,13 @@ register with it again, old sessions are gone.
   --session-lease S       A client silent for this long loses its session,
                           its devices going to the next in the queue
                           (default 10; clients send keepalives).
+  --max-inflight-launches N
+                          Launches an island's scheduler releases ahead of
+                          their completion (default 1024): enough to cover a
+                          network round trip of chained programs (the
+                          embedded default, 64, halves throughput over
+                          gRPC); fewer makes sessions' fair shares react
+                          sooner.
 
 Membership changes are printed as they happen: `causeway head: host H
 alive`, `causeway head: host H dead: REASON`.
@@ -161,6 +168,9 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
                       SecondsFlag(flags, "--worker-timeout", absl::Seconds(3)));
   CW_ASSIGN_OR_RETURN(out.head.session_lease,
                       SecondsFlag(flags, "--session-lease", absl::Seconds(10)));
+  CW_ASSIGN_OR_RETURN(out.head.max_inflight_launches_per_island,
+                      IntFlag(flags, "--max-inflight-launches", 1024, 1,
+                              1 << 20));
   if (out.head.heartbeat_timeout < out.head.heartbeat_interval) {
     return absl::InvalidArgumentError(
         "--worker-timeout must be at least --heartbeat-interval");
@@ -187,7 +197,8 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--port-file"},
                                           {"--heartbeat-interval"},
                                           {"--worker-timeout"},
-                                          {"--session-lease"}}));
+                                          {"--session-lease"},
+                                          {"--max-inflight-launches"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s", kHeadHelp, kSecurityFlagsHelp);
     return kExitOk;

@@ -63,12 +63,58 @@ absl::StatusOr<WorkerHello> HelloFromWire(const wire::Register& message,
 
 // --- GrpcControlChannel. ---
 
+namespace {
+
+template <typename T>
+void MoveAppend(google::protobuf::RepeatedPtrField<T>* from,
+                google::protobuf::RepeatedPtrField<T>* to) {
+  for (T& item : *from) *to->Add() = std::move(item);
+}
+
+void MoveAppend(wire::WorkerBatch* from, wire::WorkerBatch* to) {
+  MoveAppend(from->mutable_receives(), to->mutable_receives());
+  MoveAppend(from->mutable_launches(), to->mutable_launches());
+  MoveAppend(from->mutable_sends(), to->mutable_sends());
+  MoveAppend(from->mutable_releases(), to->mutable_releases());
+}
+
+// Fire-and-forget dispatches and releases queued one behind the other go
+// as one message. A worker handles a batch's receives, then launches, then
+// sends, then releases, so merging keeps every launch and send in order
+// and only delays releases (never frees a buffer early).
+bool MergeCommands(wire::HeadToWorker& into, wire::HeadToWorker& next) {
+  if (into.id() != 0 || next.id() != 0) return false;
+  const bool into_dispatch = into.has_dispatch();
+  const bool into_release = into.has_release_buffers();
+  if (!into_dispatch && !into_release) return false;
+  if (next.has_release_buffers()) {
+    auto* releases = into_dispatch ? into.mutable_dispatch()->mutable_releases()
+                                   : into.mutable_release_buffers()->mutable_buffers();
+    MoveAppend(next.mutable_release_buffers()->mutable_buffers(), releases);
+    return true;
+  }
+  if (!next.has_dispatch()) return false;
+  if (into_release) {
+    // A release then a dispatch: one batch, the releases last.
+    wire::DeviceBuffers released = std::move(*into.mutable_release_buffers());
+    *into.mutable_dispatch() = std::move(*next.mutable_dispatch());
+    MoveAppend(released.mutable_buffers(),
+               into.mutable_dispatch()->mutable_releases());
+    return true;
+  }
+  MoveAppend(next.mutable_dispatch(), into.mutable_dispatch());
+  return true;
+}
+
+}  // namespace
+
 GrpcControlChannel::GrpcControlChannel(
     std::string name, const WireLimits& limits,
     std::function<bool(const wire::HeadToWorker&)> write)
     : name_(std::move(name)), limits_(limits) {
   StreamWriter<wire::HeadToWorker>::Options options;
   options.write = std::move(write);
+  options.merge = MergeCommands;
   writer_ = std::make_unique<StreamWriter<wire::HeadToWorker>>(
       std::move(options));
 }

@@ -195,6 +195,15 @@ Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
   writer.write = [this](const wire::SessionRequest& r) {
     return stream_->Write(r);
   };
+  // Deletes queued one behind the other go as one request (a chain of
+  // programs drops an array per program).
+  writer.merge = [](wire::SessionRequest& into, wire::SessionRequest& next) {
+    if (!into.has_delete_arrays() || !next.has_delete_arrays()) return false;
+    into.mutable_delete_arrays()->mutable_arrays()->Add(
+        next.delete_arrays().arrays().begin(),
+        next.delete_arrays().arrays().end());
+    return true;
+  };
   writer.idle_message = [] {
     wire::SessionRequest keep_alive;
     keep_alive.mutable_keep_alive();
