@@ -4,8 +4,11 @@
 // readiness by the lines they print, and every process stopped by the
 // fixture even when a test fails.
 #include <signal.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -340,6 +343,54 @@ TEST_F(ProcessClusterTest, AWorkerJoiningLaterServesAQueuedSlice) {
   absl::StatusOr<hlo::Literal> value = (*y)[0].ToHost().AwaitFor(kWait);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_THAT(Values(*value), ElementsAre(2, 4, 6, 8));
+}
+
+TEST_F(ProcessClusterTest, StatusPrintsEveryHostAndDevice) {
+  StartHead();
+  AddWorker(2);
+  AddWorker(1, 1);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> status = ChildProcess::Start(
+      {CAUSEWAY_BINARY, "status", "--head", address_});
+  ASSERT_TRUE(status.ok()) << status.status();
+  std::string text;
+  while (true) {
+    absl::StatusOr<std::string> line =
+        (*status)->ReadLineStartingWith("", kWait, /*echo=*/false);
+    if (!line.ok()) break;  // Its output ended.
+    text += *line + "\n";
+  }
+  absl::StatusOr<int> exit = (*status)->Wait(kWait);
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(ChildProcess::DescribeWaitStatus(*exit), "exited with status 0");
+  for (const char* expected :
+       {"host 0", "host 1", "device 0", "device 1", "device 2", "island 1"}) {
+    EXPECT_THAT(text, HasSubstr(expected));
+  }
+}
+
+TEST_F(ProcessClusterTest, AWorkerWithoutTheTokenIsRefusedAndExits) {
+  const std::string token_file =
+      absl::StrCat(::testing::TempDir(), "/token_", getpid());
+  {
+    std::ofstream out(token_file);
+    out << "s3cret\n";
+  }
+  StartHead({"--token-file", token_file});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
+      {CAUSEWAY_BINARY, "worker", "--head", address_, "--island", "0",
+       "--devices", "1"},
+      /*merge_stderr=*/true);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  absl::StatusOr<std::string> refused = (*worker)->ReadLineStartingWith(
+      "causeway worker: ", kWait, /*echo=*/false);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_THAT(*refused, HasSubstr("token"));
+  absl::StatusOr<int> exit = (*worker)->Wait(kWait);
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(ChildProcess::DescribeWaitStatus(*exit), "exited with status 1");
+  // With the token it joins.
+  AddWorker(1, 0, {"--token-file", token_file});
+  std::remove(token_file.c_str());
 }
 
 // `causeway cluster` with its members' pids, read from what it prints.
