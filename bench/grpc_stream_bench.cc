@@ -78,7 +78,7 @@ class SyncService final : public wire::HeadWorkers::Service {
     if (job_->mode == Mode::kPingPong) {
       HeadToWorker ping;
       for (int64_t i = 0; i < job_->rounds; ++i) {
-        ping.mutable_ping()->set_seq(i);
+        ping.mutable_ping()->set_head_time_us(i);
         if (!stream->Write(ping) || !stream->Read(&in)) break;
       }
     } else {
@@ -132,7 +132,7 @@ class CallbackService final : public wire::HeadWorkers::CallbackService {
    private:
     void WriteNext() {
       if (job_.mode == Mode::kPingPong) {
-        out_.mutable_ping()->set_seq(sent_++);
+        out_.mutable_ping()->set_head_time_us(sent_++);
         StartWrite(&out_);
       } else {
         dispatch_.mutable_dispatch()->mutable_launches(0)->set_seq(sent_++);
@@ -166,7 +166,7 @@ double RunWorker(const std::string& address, const Job& job) {
   while (read < job.rounds && stream->Read(&in)) {
     ++read;
     if (job.mode == Mode::kPingPong) {
-      pong.mutable_pong()->set_seq(in.ping().seq());
+      pong.mutable_pong()->set_seq(in.ping().head_time_us());
       stream->Write(pong);
     }
   }

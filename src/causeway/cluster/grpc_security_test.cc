@@ -60,6 +60,7 @@ class RecordingMembership : public transport::WorkerMembership,
   }
   transport::WorkerListener& listener() override { return *this; }
   void OnOpDone(const transport::OpDone& done) override {}
+  void OnPushFailed(const transport::UndeliveredPiece& piece) override {}
   void OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
                      absl::Duration clock_offset) override {}
   void OnWorkerDisconnected(HostId host, absl::Status why) override {

@@ -281,6 +281,14 @@ void GrpcControlChannel::PeerLost(HostId host, absl::Status status) {
   Send(std::move(command));
 }
 
+void GrpcControlChannel::FailBuffers(std::vector<UndeliveredPiece> pieces) {
+  wire::HeadToWorker command;
+  for (const UndeliveredPiece& piece : pieces) {
+    ToWire(piece, command.mutable_fail_buffers()->add_pieces());
+  }
+  Send(std::move(command));
+}
+
 void GrpcControlChannel::CancelSession(SessionId session,
                                        absl::Status status) {
   wire::HeadToWorker command;
@@ -593,7 +601,15 @@ absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
     case wire::WorkerToHead::kRegistration:
       return absl::InvalidArgumentError(
           "WorkerToHead.registration: this worker registered already");
-    case wire::WorkerToHead::kPushFailed:
+    case wire::WorkerToHead::kPushFailed: {
+      CW_ASSIGN_OR_RETURN(
+          UndeliveredPiece piece,
+          FromWire(notice.push_failed(), limits,
+                   FieldPath("WorkerToHead.push_failed")));
+      piece.source_host = connection.host;  // Never the message's word.
+      membership_->listener().OnPushFailed(piece);
+      return absl::OkStatus();
+    }
     case wire::WorkerToHead::kKv:
       return absl::UnimplementedError(absl::StrCat(
           "WorkerToHead: notice ", notice.notice_case(),

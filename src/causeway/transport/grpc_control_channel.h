@@ -115,6 +115,7 @@ class GrpcControlChannel final : public ControlChannel {
   Future<hlo::Literal> FetchBuffer(DeviceBuffer buffer) override;
   void ReleaseBuffers(std::vector<DeviceBuffer> buffers) override;
   void PeerLost(HostId host, absl::Status status) override;
+  void FailBuffers(std::vector<UndeliveredPiece> pieces) override;
   void CancelSession(SessionId session, absl::Status status) override;
   void UpdateMembership(MembershipUpdate update) override;
   Future<> Heartbeat() override;

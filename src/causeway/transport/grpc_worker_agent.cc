@@ -194,6 +194,12 @@ void GrpcWorkerAgent::OnOpDone(const OpDone& done) {
   writer_->Send(std::move(notice));
 }
 
+void GrpcWorkerAgent::OnPushFailed(const UndeliveredPiece& piece) {
+  wire::WorkerToHead notice;
+  ToWire(piece, notice.mutable_push_failed());
+  writer_->Send(std::move(notice));
+}
+
 absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
                                     trace::EventBuffer* events,
                                     absl::Duration trace_interval) {
@@ -436,6 +442,24 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
       worker->ReleaseBuffers(std::move(buffers));
       return absl::OkStatus();
     }
+    case wire::HeadToWorker::kFailBuffers: {
+      const auto& pieces = command.fail_buffers().pieces();
+      const FieldPath path = root.Field("fail_buffers");
+      if (pieces.size() > limits.max_entries) {
+        return path.Field("pieces").Invalid(absl::StrCat(
+            pieces.size(), " entries (at most ", limits.max_entries, ")"));
+      }
+      std::vector<UndeliveredPiece> failed;
+      failed.reserve(pieces.size());
+      for (int i = 0; i < pieces.size(); ++i) {
+        CW_ASSIGN_OR_RETURN(UndeliveredPiece piece,
+                            FromWire(pieces[i], limits,
+                                     path.Index("pieces", i)));
+        failed.push_back(std::move(piece));
+      }
+      worker->FailBuffers(std::move(failed));
+      return absl::OkStatus();
+    }
     case wire::HeadToWorker::kPeerLost: {
       const wire::PeerLost& lost = command.peer_lost();
       if (lost.host() < 0) {
@@ -487,7 +511,6 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
           "HeadToWorker.registered: this worker is registered already");
     case wire::HeadToWorker::kAbortCollectives:
     case wire::HeadToWorker::kKvReply:
-    case wire::HeadToWorker::kFailBuffers:
       return absl::UnimplementedError(absl::StrCat(
           "HeadToWorker: command ", command.command_case(),
           " is not served by this worker"));

@@ -845,6 +845,7 @@ void ToWire(const ReceiveSpec& spec, wire::ReceiveSpec* out) {
   ToWire(spec.shape, out->mutable_shape());
   for (const PieceOrigin& piece : spec.pieces) {
     wire::PieceOrigin* origin = out->add_pieces();
+    origin->set_transfer_id(piece.transfer_id);
     origin->set_device(piece.device.value());
     origin->set_host(piece.host.value());
     origin->set_description(piece.description);
@@ -870,6 +871,7 @@ absl::StatusOr<ReceiveSpec> FromWire(const wire::ReceiveSpec& spec,
           [&](const wire::PieceOrigin& piece,
               const FieldPath& entry) -> absl::StatusOr<PieceOrigin> {
             PieceOrigin origin;
+            origin.transfer_id = piece.transfer_id();
             CW_ASSIGN_OR_RETURN(origin.device,
                                 IdFromWire<DeviceId>(piece.device(),
                                                      entry.Field("device")));
@@ -1444,6 +1446,39 @@ absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
     CW_RETURN_IF_ERROR(StatusFromWire(event.status(), limits,
                                       path.Field("status"), &out.status));
   }
+  return out;
+}
+
+void ToWire(const UndeliveredPiece& piece, wire::UndeliveredPiece* out) {
+  out->set_transfer_id(piece.transfer_id);
+  out->set_source_host(piece.source_host.value());
+  out->set_source_device(piece.source_device.value());
+  out->set_destination_host(piece.destination_host.value());
+  ToWire(piece.destination, out->mutable_destination());
+  ToWire(piece.status, out->mutable_status());
+}
+
+absl::StatusOr<UndeliveredPiece> FromWire(const wire::UndeliveredPiece& piece,
+                                          const WireLimits& limits,
+                                          const FieldPath& path) {
+  UndeliveredPiece out;
+  out.transfer_id = piece.transfer_id();
+  CW_ASSIGN_OR_RETURN(out.source_host, IdFromWire<HostId>(
+                                           piece.source_host(),
+                                           path.Field("source_host")));
+  CW_ASSIGN_OR_RETURN(out.source_device, IdFromWire<DeviceId>(
+                                             piece.source_device(),
+                                             path.Field("source_device")));
+  CW_ASSIGN_OR_RETURN(out.destination_host, IdFromWire<HostId>(
+                                                piece.destination_host(),
+                                                path.Field("destination_host")));
+  CW_ASSIGN_OR_RETURN(out.destination, FromWire(piece.destination(), limits,
+                                                path.Field("destination")));
+  CW_RETURN_IF_ERROR(StatusFromWire(piece.status(), limits,
+                                    path.Field("status"), &out.status));
+  // A piece that failed always says why: an OK status would leave its
+  // destination waiting.
+  if (out.status.ok()) return path.Field("status").Invalid("is OK");
   return out;
 }
 

@@ -278,6 +278,13 @@ absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
                                             const WireLimits& limits,
                                             const FieldPath& path);
 
+// A piece that was not delivered. On a push_failed notice the receiver
+// overrides `source_host` with the host whose stream it came on.
+void ToWire(const UndeliveredPiece& piece, wire::UndeliveredPiece* out);
+absl::StatusOr<UndeliveredPiece> FromWire(const wire::UndeliveredPiece& piece,
+                                          const WireLimits& limits,
+                                          const FieldPath& path);
+
 // `done.host` is not on the wire: the receiver knows which worker's
 // stream it came on and fills it in.
 void ToWire(const OpDone& done, wire::OpDone* out);

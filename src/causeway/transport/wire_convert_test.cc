@@ -214,7 +214,7 @@ WorkerBatch SampleBatch() {
   WorkerBatch batch;
   ReceiveSpec receive{DeviceId(3), BufferId{ArrayHandle(8), 1},
                       hlo::Shape(hlo::PrimitiveType::kF32, {4}),
-                      {PieceOrigin{DeviceId(0), HostId(0), "array 2 shard 0"}},
+                      {PieceOrigin{41, DeviceId(0), HostId(0), "array 2 shard 0"}},
                       {Box{{2}, {2}}},
                       false};
   batch.receives.push_back(receive);
@@ -251,6 +251,7 @@ TEST(WireConvertTest, WorkerBatchesRoundTripEveryField) {
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->receives.size(), 1u);
   EXPECT_EQ(back->receives[0].pieces[0].description, "array 2 shard 0");
+  EXPECT_EQ(back->receives[0].pieces[0].transfer_id, 41u);
   EXPECT_EQ(back->receives[0].zero_fill[0].offsets, std::vector<int64_t>{2});
   const LaunchOp& launch = back->launches.at(0);
   EXPECT_EQ(launch.seq, 12u);
@@ -263,6 +264,30 @@ TEST(WireConvertTest, WorkerBatchesRoundTripEveryField) {
   EXPECT_EQ(back->sends.at(0).transfer_id, 77u);
   EXPECT_EQ(back->sends.at(0).destination_offsets, std::vector<int64_t>{2});
   EXPECT_EQ(back->releases.at(0).buffer, (BufferId{ArrayHandle(1), 0}));
+}
+
+TEST(WireConvertTest, UndeliveredPiecesRoundTripAndMustSayWhy) {
+  UndeliveredPiece piece{7, HostId(1), DeviceId(2), HostId(3),
+                         DeviceBuffer{DeviceId(5), BufferId{ArrayHandle(4), 1}},
+                         absl::DataLossError("transfer 7 was not delivered")};
+  wire::UndeliveredPiece message;
+  ToWire(piece, &message);
+  absl::StatusOr<UndeliveredPiece> back =
+      FromWire(message, kLimits, FieldPath("p"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->transfer_id, 7u);
+  EXPECT_EQ(back->source_host, HostId(1));
+  EXPECT_EQ(back->source_device, DeviceId(2));
+  EXPECT_EQ(back->destination_host, HostId(3));
+  EXPECT_EQ(back->destination.buffer, (BufferId{ArrayHandle(4), 1}));
+  EXPECT_EQ(back->status, piece.status);
+
+  message.clear_status();
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("p")).status(),
+              IsInvalid("p.status: is OK"));
+  message.set_destination_host(-2);
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("p")).status(),
+              IsInvalid("p.destination_host: -2 is negative"));
 }
 
 TEST(WireConvertTest, MalformedLaunchesAreNamed) {

@@ -3,6 +3,7 @@
 // gRPC (a GrpcWorkerServer on loopback, with a GrpcWorkerAgent serving the
 // same kind of Worker), so both carry every command the same way.
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +51,19 @@ class RecordingListener : public transport::WorkerListener {
     absl::MutexLock lock(&mu_);
     done_.push_back(done);
   }
+  void OnPushFailed(const transport::UndeliveredPiece& piece) override {
+    absl::MutexLock lock(&mu_);
+    push_failed_.push_back(piece);
+  }
+  // Waits until a push failure was reported; the first.
+  std::optional<transport::UndeliveredPiece> AwaitPushFailed() {
+    absl::MutexLock lock(&mu_);
+    auto any = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !push_failed_.empty();
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&any), kWait)) return {};
+    return push_failed_.front();
+  }
   void OnWorkerDisconnected(HostId host, absl::Status why) override {
     absl::MutexLock lock(&mu_);
     disconnected_ = why;
@@ -95,6 +109,7 @@ class RecordingListener : public transport::WorkerListener {
  private:
   absl::Mutex mu_;
   std::vector<OpDone> done_ ABSL_GUARDED_BY(mu_);
+  std::vector<transport::UndeliveredPiece> push_failed_ ABSL_GUARDED_BY(mu_);
   std::vector<trace::EventRecord> traced_ ABSL_GUARDED_BY(mu_);
   absl::Status disconnected_ ABSL_GUARDED_BY(mu_);
   absl::Notification gone_;
@@ -324,7 +339,7 @@ TEST_P(ControlChannelTest, PeerLostFailsAReceiveWaitingOnThatHost) {
   WorkerBatch batch;
   batch.receives.push_back(transport::ReceiveSpec{
       device(1), BufferId{ArrayHandle(20), 0}, Shape(PrimitiveType::kF32, {2}),
-      {transport::PieceOrigin{DeviceId(40), HostId(20), "device 40"}},
+      {transport::PieceOrigin{4, DeviceId(40), HostId(20), "device 40"}},
       {},
       true});
   channel_->Dispatch(std::move(batch));
@@ -334,13 +349,49 @@ TEST_P(ControlChannelTest, PeerLostFailsAReceiveWaitingOnThatHost) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
 }
 
+TEST_P(ControlChannelTest, FailBuffersFailsAReceiveWithThePiecesStatus) {
+  WorkerBatch batch;
+  batch.receives.push_back(transport::ReceiveSpec{
+      device(1), BufferId{ArrayHandle(21), 0}, Shape(PrimitiveType::kF32, {2}),
+      {transport::PieceOrigin{5, DeviceId(40), HostId(20), "device 40"}},
+      {},
+      true});
+  channel_->Dispatch(std::move(batch));
+  Future<> waiting = channel_->AwaitBuffers({Buffer(1, 21)});
+  channel_->FailBuffers({transport::UndeliveredPiece{
+      5, HostId(20), DeviceId(40), host_, Buffer(1, 21),
+      absl::DataLossError("transfer 5 was not delivered: refused")}});
+  absl::Status status = waiting.AwaitFor(kWait);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr("transfer 5 was not delivered"));
+}
+
+TEST_P(ControlChannelTest, APieceThatCannotBePushedIsReportedToTheHead) {
+  ASSERT_TRUE(Put(0, 30, F32({2}, {1, 2})).ok());
+  WorkerBatch batch;
+  // Host 20 is on no data plane: the push fails at once.
+  batch.sends.push_back(transport::SendSpec{
+      9, device(0), BufferId{ArrayHandle(30), 0}, transport::Box{{0}, {2}},
+      true, HostId(20), DeviceId(40), BufferId{ArrayHandle(31), 0}, {0}});
+  channel_->Dispatch(std::move(batch));
+  std::optional<transport::UndeliveredPiece> piece =
+      listener_.AwaitPushFailed();
+  ASSERT_TRUE(piece.has_value());
+  EXPECT_EQ(piece->transfer_id, 9u);
+  EXPECT_EQ(piece->source_host, host_);
+  EXPECT_EQ(piece->destination_host, HostId(20));
+  EXPECT_EQ(piece->destination.device, DeviceId(40));
+  EXPECT_EQ(piece->destination.buffer, (BufferId{ArrayHandle(31), 0}));
+  EXPECT_FALSE(piece->status.ok());
+}
+
 TEST_P(ControlChannelTest, CancelSessionFailsItsQueuedLaunches) {
   ASSERT_TRUE(LoadDouble().ok());
   WorkerBatch batch;
   // Its input comes from a host that never sends: it waits in the queue.
   batch.receives.push_back(transport::ReceiveSpec{
       device(0), BufferId{ArrayHandle(30), 0}, Shape(PrimitiveType::kF32, {2}),
-      {transport::PieceOrigin{DeviceId(40), HostId(20), "device 40"}},
+      {transport::PieceOrigin{4, DeviceId(40), HostId(20), "device 40"}},
       {},
       true});
   batch.launches.push_back(DoubleOn(0, 1, 30, 31));
@@ -383,7 +434,7 @@ TEST_P(GrpcControlChannelTest, ABrokenStreamFailsWhatIsPendingAndTellsTheHead) {
   WorkerBatch batch;
   batch.receives.push_back(transport::ReceiveSpec{
       device(0), BufferId{ArrayHandle(30), 0}, Shape(PrimitiveType::kF32, {2}),
-      {transport::PieceOrigin{DeviceId(40), HostId(20), "device 40"}},
+      {transport::PieceOrigin{4, DeviceId(40), HostId(20), "device 40"}},
       {},
       true});
   batch.launches.push_back(DoubleOn(0, 1, 30, 31));
