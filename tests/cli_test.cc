@@ -140,9 +140,9 @@ TEST_F(CliTest, RunHelpExplainsEveryOption) {
 }
 
 TEST_F(CliTest, UnknownCommandIsAUsageError) {
-  CliResult result = Cli({"head"});
+  CliResult result = Cli({"launch"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.output, HasSubstr("unknown command 'head'"));
+  EXPECT_THAT(result.output, HasSubstr("unknown command 'launch'"));
 }
 
 TEST_F(CliTest, StackedInputsGiveStackedOutputs) {
