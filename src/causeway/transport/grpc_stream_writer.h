@@ -19,6 +19,7 @@
 #ifndef CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 #define CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <string>
@@ -71,7 +72,10 @@ class StreamWriter {
     {
       absl::MutexLock lock(&mu_);
       closing_ = true;
-      if (!drain) queue_.clear();
+      if (!drain) {
+        queue_.clear();
+        abandoned_.store(true, std::memory_order_relaxed);
+      }
     }
     if (thread_.joinable()) thread_.join();
   }
@@ -80,6 +84,7 @@ class StreamWriter {
   void SetIdleInterval(absl::Duration interval) {
     absl::MutexLock lock(&mu_);
     idle_interval_ = interval;
+    interval_changed_ = true;
   }
 
   // The stream broke under a write.
@@ -91,20 +96,29 @@ class StreamWriter {
  private:
   void Loop() {
     std::deque<Message> batch;
+    absl::Time last_write = absl::Now();
     while (true) {
       {
         absl::MutexLock lock(&mu_);
-        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return closing_ || !queue_.empty();
-        };
-        if (!mu_.AwaitWithTimeout(absl::Condition(&ready), idle_interval_) &&
-            options_.idle_message) {
-          queue_.push_back(options_.idle_message());
+        while (true) {
+          interval_changed_ = false;
+          const auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return closing_ || !queue_.empty() || interval_changed_;
+          };
+          const bool woken = mu_.AwaitWithDeadline(absl::Condition(&wake),
+                                                   last_write + idle_interval_);
+          if (closing_ || !queue_.empty()) break;
+          if (woken) continue;  // The interval changed: wait anew.
+          if (options_.idle_message) queue_.push_back(options_.idle_message());
+          last_write = absl::Now();  // Also when there is no idle message.
+          if (!queue_.empty()) break;
         }
         if (queue_.empty()) return;  // Closing, drained.
         batch.swap(queue_);
       }
       while (!batch.empty()) {
+        // Closed without draining: what it took from the queue goes too.
+        if (abandoned_.load(std::memory_order_relaxed)) return;
         Message message = std::move(batch.front());
         batch.pop_front();
         while (options_.merge && !batch.empty() &&
@@ -118,6 +132,7 @@ class StreamWriter {
           return;
         }
       }
+      last_write = absl::Now();
     }
   }
 
@@ -127,6 +142,8 @@ class StreamWriter {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration idle_interval_ ABSL_GUARDED_BY(mu_);
+  bool interval_changed_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> abandoned_{false};
   std::thread thread_;  // Last: starts after everything above exists.
 };
 

@@ -1,0 +1,174 @@
+#include "causeway/transport/grpc_stream_writer.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::transport {
+namespace {
+
+using ::testing::ElementsAre;
+
+// A fake stream: records what was written; can block a write of "block"
+// (and of "block2") until told, and can break.
+class FakeStream {
+ public:
+  bool Write(const std::string& message) {
+    if (message == "block" || message == "block2") {
+      Gate& gate = message == "block" ? first_ : second_;
+      gate.entered.Notify();
+      gate.open.WaitForNotification();
+    }
+    absl::MutexLock lock(&mu_);
+    if (broken_) return false;
+    written_.push_back(message);
+    return true;
+  }
+  void Open() { first_.open.Notify(); }
+  void Open2() { second_.open.Notify(); }
+  // Wait until a write of "block" ("block2") has started.
+  void AwaitBlocked() { first_.entered.WaitForNotification(); }
+  void AwaitBlocked2() { second_.entered.WaitForNotification(); }
+  void Break() {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+  }
+  std::vector<std::string> AwaitWritten(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return written_.size() >= n;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(30));
+    return written_;
+  }
+  std::vector<std::string> written() {
+    absl::MutexLock lock(&mu_);
+    return written_;
+  }
+
+ private:
+  struct Gate {
+    absl::Notification entered;
+    absl::Notification open;
+  };
+  Gate first_;
+  Gate second_;
+  absl::Mutex mu_;
+  std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+StreamWriter<std::string>::Options WriteTo(FakeStream& stream) {
+  StreamWriter<std::string>::Options options;
+  options.write = [&stream](const std::string& m) { return stream.Write(m); };
+  return options;
+}
+
+TEST(StreamWriterTest, WritesEveryMessageInOrder) {
+  FakeStream stream;
+  StreamWriter<std::string> writer(WriteTo(stream));
+  for (const char* m : {"a", "b", "c"}) EXPECT_TRUE(writer.Send(m));
+  writer.Close(/*drain=*/true);
+  EXPECT_THAT(stream.written(), ElementsAre("a", "b", "c"));
+}
+
+TEST(StreamWriterTest, MessagesQueuedBehindASlowWriteAreMerged) {
+  FakeStream stream;
+  StreamWriter<std::string>::Options options = WriteTo(stream);
+  // "+x" merges into a preceding "+..." message.
+  options.merge = [](std::string& into, std::string& next) {
+    if (into[0] != '+' || next[0] != '+') return false;
+    into += next.substr(1);
+    return true;
+  };
+  StreamWriter<std::string> writer(std::move(options));
+  writer.Send("block");  // The writer is stuck in this write...
+  writer.Send("+1");     // ...while these queue up.
+  writer.Send("+2");
+  writer.Send("+3");
+  writer.Send("x");
+  writer.Send("+4");
+  stream.Open();
+  writer.Close(/*drain=*/true);
+  EXPECT_THAT(stream.written(), ElementsAre("block", "+123", "x", "+4"));
+}
+
+TEST(StreamWriterTest, AnIdleStreamGetsTheIdleMessage) {
+  FakeStream stream;
+  StreamWriter<std::string>::Options options = WriteTo(stream);
+  options.idle_message = [] { return std::string("keepalive"); };
+  StreamWriter<std::string> writer(std::move(options));
+  writer.SetIdleInterval(absl::Milliseconds(1));
+  std::vector<std::string> written = stream.AwaitWritten(2);
+  ASSERT_GE(written.size(), 2u);
+  EXPECT_EQ(written[0], "keepalive");
+  EXPECT_EQ(written[1], "keepalive");
+}
+
+TEST(StreamWriterTest, CloseWithoutDrainDropsWhatIsQueuedAndRefusesMore) {
+  FakeStream stream;
+  StreamWriter<std::string> writer(WriteTo(stream));
+  writer.Send("block");
+  stream.AwaitBlocked();  // The writer is inside that write now...
+  writer.Send("dropped");  // ...so this waits in the queue.
+  std::thread closer([&] { writer.Close(/*drain=*/false); });
+  // Close refuses new messages once it has dropped the queued ones: probe
+  // until it does (a few iterations), then let the blocked write end.
+  while (writer.Send("probe")) {
+  }
+  stream.Open();
+  closer.join();
+  EXPECT_FALSE(writer.Send("late"));
+  EXPECT_THAT(stream.written(), ElementsAre("block"));
+}
+
+TEST(StreamWriterTest, CloseWithoutDrainAbandonsTheRestOfABatchTakenAlready) {
+  FakeStream stream;
+  StreamWriter<std::string> writer(WriteTo(stream));
+  writer.Send("block");
+  stream.AwaitBlocked();
+  writer.Send("block2");  // Both queue behind "block" and are taken by
+  writer.Send("after");   // the writer together once it returns.
+  stream.Open();
+  stream.AwaitBlocked2();  // "after" is in the writer's hands now.
+  std::thread closer([&] { writer.Close(/*drain=*/false); });
+  while (writer.Send("probe")) {
+  }
+  stream.Open2();
+  closer.join();
+  EXPECT_THAT(stream.written(), ElementsAre("block", "block2"));
+}
+
+TEST(StreamWriterTest, AnIntervalSetLaterWakesAWriterWaitingWithoutOne) {
+  FakeStream stream;
+  StreamWriter<std::string>::Options options = WriteTo(stream);
+  options.idle_message = [] { return std::string("keepalive"); };
+  StreamWriter<std::string> writer(std::move(options));  // No interval yet.
+  writer.Send("first");
+  EXPECT_THAT(stream.AwaitWritten(1), ElementsAre("first"));
+  writer.SetIdleInterval(absl::Milliseconds(1));
+  std::vector<std::string> written = stream.AwaitWritten(2);
+  ASSERT_GE(written.size(), 2u);
+  EXPECT_EQ(written[0], "first");
+  EXPECT_EQ(written[1], "keepalive");
+}
+
+TEST(StreamWriterTest, ABrokenStreamStopsTheWriter) {
+  FakeStream stream;
+  StreamWriter<std::string> writer(WriteTo(stream));
+  stream.Break();
+  writer.Send("lost");
+  writer.Close(/*drain=*/true);
+  EXPECT_TRUE(writer.broken());
+  EXPECT_FALSE(writer.Send("after"));
+  EXPECT_TRUE(stream.written().empty());
+}
+
+}  // namespace
+}  // namespace causeway::transport
