@@ -173,6 +173,43 @@ TEST_F(ProcessClusterTest, AProgramRunsAcrossTwoWorkerProcesses) {
   EXPECT_THAT(*y, ElementsAre(3, -8));
 }
 
+TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
+  StartHead();
+  AddWorker(1);
+  AddWorker(1);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  ASSERT_NE(client->topology()->HostOf(granted->devices[0]),
+            client->topology()->HostOf(granted->devices[1]));
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+  absl::StatusOr<client::Array> x =
+      session->FromHost(F32({2}, {1.5, -4}), *slice, *tiled);
+  ASSERT_TRUE(x.ok()) << x.status();
+  // Each device takes the other's half: both halves cross the processes.
+  absl::StatusOr<client::Sharding> swapped =
+      client::Sharding::Parse("{devices=[2]1,0}");
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  absl::StatusOr<client::Array> moved = session->Copy(*x, *slice, *swapped);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  absl::StatusOr<hlo::Literal> value = moved->ToHost().AwaitFor(kWait);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(1.5, -4));
+  // And back again into the program's own sharding.
+  absl::StatusOr<client::Executable> program =
+      session->Compile(kTimesTwo, *slice);
+  ASSERT_TRUE(program.ok()) << program.status();
+  absl::StatusOr<std::vector<client::Array>> y = program->Execute({*moved});
+  ASSERT_TRUE(y.ok()) << y.status();
+  absl::StatusOr<hlo::Literal> doubled = (*y)[0].ToHost().AwaitFor(kWait);
+  ASSERT_TRUE(doubled.ok()) << doubled.status();
+  EXPECT_THAT(Values(*doubled), ElementsAre(3, -8));
+}
+
 TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) {
   // A heartbeat timeout far longer than the test waits: only the broken
   // stream can tell the head in time.

@@ -7,15 +7,16 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
-#include "causeway/transport/data_plane.h"
 #include "causeway/transport/grpc_worker_agent.h"
 #include "causeway/transport/launch_collectives.h"
+#include "causeway/transport/tcp_data_plane.h"
 #include "causeway/worker/worker.h"
 
 namespace causeway::cli {
@@ -24,7 +25,8 @@ namespace {
 constexpr char kWorkerHelp[] = R"(Usage:
   causeway worker --head HOST:PORT --island N --devices D
                   [--memory-per-device BYTES] [--retry-seconds S]
-                  [--collective-timeout S] [--token-file F] [--tls-ca F]
+                  [--collective-timeout S] [--data-plane-listen IP:PORT]
+                  [--token-file F] [--tls-ca F]
 
 Runs one worker (a host with D CPU devices on island N): it dials the head,
 registers (the head gives it a host id and device ids), and runs what the
@@ -46,6 +48,12 @@ exits with status 1 and says so.
                             start and after losing one (default 60).
   --collective-timeout S    How long a device waits for its peers in a
                             collective (default 60).
+  --data-plane-listen IP:PORT
+                            Where its data plane (array pieces from other
+                            workers) listens, as the other workers reach
+                            it (default 127.0.0.1:0: loopback, a free
+                            port). Numeric. With --token-file, peers must
+                            present the token.
 )";
 
 // Backoff between attempts to reach the head.
@@ -54,6 +62,7 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 
 struct WorkerFlags {
   transport::GrpcWorkerAgentOptions agent;
+  std::string data_plane_listen = "127.0.0.1:0";
   absl::Duration retry = absl::Seconds(60);
   absl::Duration collective_timeout = absl::Seconds(60);
 };
@@ -80,6 +89,10 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   CW_ASSIGN_OR_RETURN(out.collective_timeout,
                       SecondsFlag(flags, "--collective-timeout",
                                   absl::Seconds(60)));
+  if (flags.Has("--data-plane-listen")) {
+    CW_ASSIGN_OR_RETURN(out.data_plane_listen,
+                        AddressFlag(flags, "--data-plane-listen"));
+  }
   CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
@@ -120,11 +133,27 @@ absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
   }
 }
 
+// Keeps the data plane's peer table as the head's membership says: every
+// other alive host with a data plane is a peer; a dead one is removed.
+void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
+                     const transport::MembershipUpdate& update) {
+  for (const transport::PeerInfo& peer : update.hosts) {
+    if (peer.host == self) continue;
+    uint64_t incarnation = 0;
+    if (peer.state == transport::HostState::kDead || peer.address.empty() ||
+        !absl::SimpleHexAtoi(peer.incarnation, &incarnation)) {
+      data_plane.RemovePeer(peer.host);
+      continue;
+    }
+    data_plane.SetPeer(peer.host, peer.address, incarnation);
+  }
+}
+
 // Runs one incarnation: a fresh worker served until the stream ends.
 // Returns why it ended.
 absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
+                       transport::TcpDataPlane& data_plane,
                        const WorkerFlags& flags, StopSignals& signals) {
-  transport::InProcessDataPlane data_plane;
   trace::EventBuffer events;  // Sent to the head, for its trace.
   transport::InProcessLaunchCollectives collectives(flags.collective_timeout);
   worker::WorkerOptions options;
@@ -135,24 +164,40 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   options.collectives = &collectives;
   options.listener = &agent;
   options.events = &events;
+  const HostId self = agent.host();
+  options.on_membership = [&data_plane,
+                           self](const transport::MembershipUpdate& update) {
+    ApplyMembership(data_plane, self, update);
+  };
   CW_ASSIGN_OR_RETURN(std::unique_ptr<worker::Worker> worker,
                       worker::Worker::Create(options));
-  data_plane.Register(agent.host(), worker.get());
+  data_plane.Attach(agent.host(), worker.get());
   const std::vector<transport::DeviceInfo>& devices = agent.devices();
   std::printf("worker host %lld ready: devices %lld..%lld on island %lld "
-              "(head %s)\n",
+              "(head %s, data plane %s)\n",
               static_cast<long long>(agent.host().value()),
               static_cast<long long>(devices.front().id.value()),
               static_cast<long long>(devices.back().id.value()),
               static_cast<long long>(flags.agent.island.value()),
-              flags.agent.head.c_str());
+              flags.agent.head.c_str(), data_plane.address().c_str());
   std::fflush(stdout);
   signals.SetHandler([&agent] { agent.Stop(); });
   absl::Status ended = agent.Serve(worker.get(), &events);
   signals.SetHandler(nullptr);
-  data_plane.Unregister(agent.host());
   worker->Stop();
+  // After this no piece reaches the worker any more.
+  data_plane.Shutdown();
   return ended;
+}
+
+// A data plane for one incarnation: a fresh incarnation of its own, which
+// the worker registers with (its peers dial it expecting that).
+absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> StartDataPlane(
+    const WorkerFlags& flags) {
+  transport::TcpDataPlaneOptions options;
+  options.listen_address = flags.data_plane_listen;
+  options.auth_token = flags.agent.security.token;
+  return transport::TcpDataPlane::Create(std::move(options));
 }
 
 }  // namespace
@@ -165,7 +210,8 @@ int WorkerCommand(const std::vector<std::string>& args) {
                                {"--devices"},
                                {"--memory-per-device"},
                                {"--retry-seconds"},
-                               {"--collective-timeout"}}));
+                               {"--collective-timeout"},
+                               {"--data-plane-listen"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s", kWorkerHelp, kSecurityFlagsHelp);
     return kExitOk;
@@ -186,8 +232,18 @@ int WorkerCommand(const std::vector<std::string>& args) {
   absl::Status last = absl::OkStatus();
   bool first = true;
   while (!signals.stopped()) {
+    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
+        StartDataPlane(*flags);
+    if (!data_plane.ok()) {
+      std::fprintf(stderr, "causeway worker: the data plane: %s\n",
+                   std::string(data_plane.status().message()).c_str());
+      return kExitFailure;
+    }
+    transport::GrpcWorkerAgentOptions agent_options = flags->agent;
+    agent_options.data_plane_address = (*data_plane)->address();
+    agent_options.incarnation = (*data_plane)->incarnation();
     absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
-        RegisterWithRetry(flags->agent, flags->retry, signals);
+        RegisterWithRetry(agent_options, flags->retry, signals);
     if (!agent.ok()) {
       if (signals.stopped()) break;
       if (first) {
@@ -203,7 +259,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
       return kExitFailure;
     }
     first = false;
-    last = ServeOnce(**agent, *flags, signals);
+    last = ServeOnce(**agent, **data_plane, *flags, signals);
     agent->reset();
     if (signals.stopped()) break;
     std::fprintf(stderr,

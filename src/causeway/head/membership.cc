@@ -16,7 +16,8 @@ transport::MembershipUpdate MembershipUpdateOf(const Topology& topology) {
   for (int64_t h = 0; h < topology.num_hosts(); ++h) {
     const transport::HostInfo& host = topology.host(HostId(h));
     update.hosts.push_back(
-        transport::PeerInfo{host.id, host.island, host.address, host.state});
+        transport::PeerInfo{host.id, host.island, host.address, host.state,
+                            host.incarnation});
   }
   for (int64_t i = 0; i < topology.num_islands(); ++i) {
     update.island_epochs.push_back(topology.epoch(IslandId(i)));

@@ -232,6 +232,9 @@ struct PeerInfo {
   IslandId island;
   std::string address;  // Its data plane's ("" in embedded mode).
   HostState state = HostState::kAlive;
+  // HostInfo::incarnation: a worker process's data plane dials a peer
+  // expecting it ("" in embedded mode).
+  std::string incarnation;
 };
 struct MembershipUpdate {
   uint64_t version = 0;                 // Topology::version().

@@ -23,7 +23,8 @@ absl::Status WithContext(const absl::Status& status, const std::string& what) {
 }  // namespace
 
 GrpcWorkerAgent::GrpcWorkerAgent(GrpcWorkerAgentOptions options)
-    : options_(std::move(options)), incarnation_(RandomUint64() | 1) {}
+    : options_(std::move(options)), incarnation_(options_.incarnation != 0 ? options_.incarnation
+                                            : RandomUint64() | 1) {}
 
 absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     GrpcWorkerAgentOptions options) {

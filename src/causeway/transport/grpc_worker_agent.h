@@ -62,6 +62,9 @@ struct GrpcWorkerAgentOptions {
   IslandId island = IslandId(0);
   HostSpec spec;
   std::string data_plane_address;
+  // This start's incarnation: peers' data planes dial this worker expecting
+  // it (TcpDataPlane::incarnation()). Zero: a random one.
+  uint64_t incarnation = 0;
   std::string name;
 };
 

@@ -1255,6 +1255,7 @@ void ToWire(const MembershipUpdate& update, wire::MembershipUpdate* out) {
     entry->set_island(peer.island.value());
     entry->set_data_plane_address(peer.address);
     entry->set_state(HostStateToWire(peer.state));
+    entry->set_incarnation(peer.incarnation);
   }
   out->mutable_island_epochs()->Add(update.island_epochs.begin(),
                                     update.island_epochs.end());
@@ -1285,6 +1286,9 @@ absl::StatusOr<MembershipUpdate> FromWire(const wire::MembershipUpdate& update,
             CW_ASSIGN_OR_RETURN(info.state,
                                 HostStateFromWire(peer.state(),
                                                   entry.Field("state")));
+            CW_ASSIGN_OR_RETURN(info.incarnation,
+                                StringFromWire(peer.incarnation(), 1024,
+                                               entry.Field("incarnation")));
             return info;
           }));
   CW_RETURN_IF_ERROR(CheckCount(update.island_epochs(), limits,

@@ -414,8 +414,9 @@ TEST(WireConvertTest, ATopologyComesBackWithTheSameIdsAndStates) {
 TEST(WireConvertTest, MembershipUpdatesRoundTrip) {
   MembershipUpdate update;
   update.version = 9;
-  update.hosts = {PeerInfo{HostId(0), IslandId(1), "10.0.0.1:7", HostState::kDead},
-                  PeerInfo{HostId(1), IslandId(0), "10.0.0.2:7", HostState::kAlive}};
+  update.hosts = {PeerInfo{HostId(0), IslandId(1), "10.0.0.1:7", HostState::kDead, ""},
+                  PeerInfo{HostId(1), IslandId(0), "10.0.0.2:7", HostState::kAlive,
+                           "00000000deadbeef"}};
   update.island_epochs = {3, 5};
   wire::MembershipUpdate message;
   ToWire(update, &message);
@@ -425,6 +426,7 @@ TEST(WireConvertTest, MembershipUpdatesRoundTrip) {
   ASSERT_EQ(back->hosts.size(), 2u);
   EXPECT_EQ(back->hosts[0].state, HostState::kDead);
   EXPECT_EQ(back->hosts[1].address, "10.0.0.2:7");
+  EXPECT_EQ(back->hosts[1].incarnation, "00000000deadbeef");
   EXPECT_EQ(back->island_epochs, (std::vector<uint64_t>{3, 5}));
   message.mutable_hosts(1)->set_state(static_cast<wire::HostState>(7));
   EXPECT_THAT(FromWire(message, kLimits, FieldPath("m")).status(),

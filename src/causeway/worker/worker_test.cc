@@ -603,7 +603,7 @@ TEST_F(WorkerTest, KeepsTheNewestMembershipAndPassesItOn) {
   transport::MembershipUpdate update;
   update.version = 5;
   update.hosts = {transport::PeerInfo{HostId(0), IslandId(0), "a:1",
-                                      transport::HostState::kAlive}};
+                                      transport::HostState::kAlive, "7"}};
   (*worker)->UpdateMembership(update);
   update.version = 4;  // Late: an older snapshot.
   (*worker)->UpdateMembership(update);
