@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
 #include "causeway/client/client.h"
@@ -23,6 +25,7 @@
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/transport/grpc_session_channel.h"
 #include "gmock/gmock.h"
+#include "nlohmann/json.hpp"
 #include "gtest/gtest.h"
 
 namespace causeway::cli {
@@ -84,13 +87,18 @@ class ProcessClusterTest : public ::testing::Test {
     address_ = line->substr(std::string("head listening on ").size());
   }
 
-  // A worker of `devices` devices on `island`, registered.
+  // A worker of `devices` devices on `island`, registered; 64M each unless
+  // `flags` say otherwise.
   Worker& AddWorker(int64_t devices, int64_t island = 0,
                     std::vector<std::string> flags = {}) {
     std::vector<std::string> argv = {
         CAUSEWAY_BINARY, "worker",  "--head",    address_,
         "--island",      absl::StrCat(island), "--devices",
-        absl::StrCat(devices), "--memory-per-device", "64M"};
+        absl::StrCat(devices)};
+    if (std::find(flags.begin(), flags.end(), "--memory-per-device") ==
+        flags.end()) {
+      flags.insert(flags.end(), {"--memory-per-device", "64M"});
+    }
     argv.insert(argv.end(), flags.begin(), flags.end());
     absl::StatusOr<std::unique_ptr<ChildProcess>> process =
         ChildProcess::Start(argv, /*merge_stderr=*/true);
@@ -208,6 +216,125 @@ TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
   absl::StatusOr<hlo::Literal> doubled = (*y)[0].ToHost().AwaitFor(kWait);
   ASSERT_TRUE(doubled.ok()) << doubled.status();
   EXPECT_THAT(Values(*doubled), ElementsAre(3, -8));
+}
+
+// Polls `session`'s status until every device in `devices` runs program
+// `name`; false if they do not by `deadline`.
+bool AwaitRunning(client::Session& session, const std::vector<DeviceId>& devices,
+                  const std::string& name, absl::Time deadline) {
+  while (absl::Now() < deadline) {
+    absl::StatusOr<transport::StatusReport> report =
+        session.Status().AwaitFor(kWait);
+    if (!report.ok()) return false;
+    const nlohmann::json status = nlohmann::json::parse(report->json);
+    size_t running = 0;
+    for (const auto& host : status["hosts"]) {
+      if (!host.contains("devices")) continue;
+      for (const auto& device : host["devices"]) {
+        const DeviceId id(device["device"].get<int64_t>());
+        if (std::find(devices.begin(), devices.end(), id) != devices.end() &&
+            device["running"].is_object() &&
+            device["running"]["program"] == name) {
+          ++running;
+        }
+      }
+    }
+    if (running == devices.size()) return true;
+  }
+  return false;
+}
+
+// Loops forever without collectives: a program only its session can stop.
+constexpr char kSpinForever[] = R"(
+HloModule spin_alone, num_partitions=2
+cond {
+  p = f32[1] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = f32[1] parameter(0)
+  one = f32[] constant(1)
+  b = f32[1] broadcast(one), dimensions={}
+  ROOT s = f32[1] add(p, b)
+}
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
+  ROOT w = f32[1] while(x), condition=cond, body=body, sharding={devices=[2]<=[2]}
+}
+)";
+
+TEST_F(ProcessClusterTest, AProgramThatLoopsForeverStopsWhenItsSessionCloses) {
+  StartHead();
+  AddWorker(1);
+  AddWorker(1);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> first = client->OpenSession({.name = "first"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<client::Slice> mine = first->CreateSlice(2);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  absl::StatusOr<transport::SliceInfo> granted = mine->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  absl::StatusOr<client::Executable> spin = first->Compile(kSpinForever, *mine);
+  ASSERT_TRUE(spin.ok()) << spin.status();
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+  absl::StatusOr<client::Array> x =
+      first->FromHost(F32({2}, {0, 0}), *mine, *tiled);
+  ASSERT_TRUE(x.ok()) << x.status();
+  absl::StatusOr<std::vector<client::Array>> running = spin->Execute({*x});
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_TRUE(spin->Execute({(*running)[0]}).ok());  // Queued behind it.
+  ASSERT_TRUE(AwaitRunning(*first, granted->devices, "spin_alone",
+                           absl::Now() + kWait));
+
+  absl::StatusOr<client::Session> second =
+      client->OpenSession({.name = "second"});
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<client::Slice> waiting = second->CreateSlice(2);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_FALSE(waiting->Ready().IsReady());
+  ASSERT_TRUE(first->Close().ok());  // Both launches stop on both workers.
+  absl::StatusOr<std::vector<float>> y = TimesTwo(*second, *waiting, 3, 4);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(6, 8));
+}
+
+TEST_F(ProcessClusterTest, AnOpThatDoesNotFitYetWaitsUntilMemoryIsFreed) {
+  StartHead();
+  // 8 bytes a device: room for two f32[1] shards.
+  AddWorker(1, 0, {"--memory-per-device", "8"});
+  AddWorker(1, 0, {"--memory-per-device", "8"});
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session =
+      client->OpenSession({.name = "pressure"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<client::Executable> twice = session->Compile(kTimesTwo, *slice);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+  absl::StatusOr<client::Array> x =
+      session->FromHost(F32({2}, {1, 2}), *slice, *tiled);
+  absl::StatusOr<client::Array> blocker =
+      session->FromHost(F32({2}, {0, 0}), *slice, *tiled);
+  ASSERT_TRUE(x.ok() && blocker.ok());
+  ASSERT_TRUE(blocker->Ready().AwaitFor(kWait).ok());
+  absl::StatusOr<std::vector<client::Array>> y = twice->Execute({*x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  // Its output waits for memory on both workers.
+  bool waits = false;
+  for (absl::Time deadline = absl::Now() + kWait;
+       !waits && absl::Now() < deadline;) {
+    absl::StatusOr<transport::StatusReport> report =
+        session->Status().AwaitFor(kWait);
+    ASSERT_TRUE(report.ok()) << report.status();
+    waits = absl::StrContains(report->text, "1 waiting reservation(s)");
+  }
+  ASSERT_TRUE(waits);
+  EXPECT_FALSE((*y)[0].Ready().IsReady());
+  blocker->Delete();
+  absl::StatusOr<hlo::Literal> value = (*y)[0].ToHost().AwaitFor(kWait);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(Values(*value), ElementsAre(2, 4));
 }
 
 TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) {
