@@ -13,6 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/fused_loop.h"
 #include "causeway/exec/kernel_util.h"
@@ -306,6 +307,8 @@ struct RunState {
   std::unique_ptr<InProcessCollectives> local_collectives;  // 1-device grid.
   std::vector<int64_t> collective_counts;
   ComputationRunner runner;
+  // Charged with every value the run allocates (RunContext's limit).
+  std::shared_ptr<MemoryAccount> memory;
 };
 
 // A value handed to a called computation. Borrowed (`owned` null): the
@@ -402,6 +405,18 @@ Arguments PassOperands(Frame& frame, const Plan& plan, const PlanStep& step) {
   return arguments;
 }
 
+// The bytes of every array in `shape`.
+int64_t TotalBytes(const Shape& shape) {
+  if (shape.IsTuple()) {
+    int64_t total = 0;
+    for (const Shape& element : shape.tuple_shapes()) {
+      total += TotalBytes(element);
+    }
+    return total;
+  }
+  return shape.IsArray() ? shape.ByteSize() : 0;
+}
+
 absl::StatusOr<Literal> RunCollective(const Plan& plan, const PlanStep& step,
                                       Frame& frame, RunState& state) {
   const RunContext& context = *state.context;
@@ -428,6 +443,17 @@ absl::StatusOr<Literal> RunCollective(const Plan& plan, const PlanStep& step,
   op.key.instruction_id = step.instruction->unique_id;
   op.key.execution_count = state.collective_counts[step.collective_index]++;
   op.run_computation = &state.runner;
+  // A collective must not unwind while its peers wait on it: its result is
+  // checked against the limit here, and its charges never throw.
+  const int64_t result_bytes = TotalBytes(step.instruction->shape);
+  if (result_bytes > state.memory->available_bytes()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("its result needs ", result_bytes,
+                     " bytes, more than the run's memory limit of ",
+                     state.memory->limit_bytes(), " bytes allows (",
+                     state.memory->live_bytes(), " bytes held)"));
+  }
+  ScopedNonThrowingCharges non_throwing;
   switch (step.opcode) {
     case Opcode::kAllReduce:
       return collectives->AllReduce(op, TakeOperands(frame, plan, step));
@@ -620,6 +646,27 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
   }
 }
 
+// RunStep, with an allocation refused by the run's memory account (or by
+// the allocator itself) turned into ResourceExhausted; RunPlan names the
+// instruction. Nothing else throws: kernels report errors as statuses.
+absl::StatusOr<Literal> RunStepWithinMemory(const Plan& plan,
+                                            const PlanStep& step, Frame& frame,
+                                            RunState& state) {
+  try {
+    return RunStep(plan, step, frame, state);
+  } catch (const MemoryLimitExceeded& exceeded) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "needs a buffer of ", exceeded.requested_bytes(),
+        " bytes, more than the run's memory limit of ", exceeded.limit_bytes(),
+        " bytes allows (", exceeded.live_bytes(), " bytes held)"));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the allocator has no memory left for it (the run "
+                     "holds ",
+                     state.memory->live_bytes(), " bytes)"));
+  }
+}
+
 bool ShapesAgree(const Shape& expected, const Shape& actual) {
   if (expected.IsArray()) {
     return actual.IsArray() && expected.type() == actual.type() &&
@@ -646,7 +693,8 @@ absl::StatusOr<Literal> RunPlan(const Plan& plan,
       // Constants are read in place from the module.
       frame.Borrow(step.result, &*step.instruction->literal);
     } else {
-      absl::StatusOr<Literal> result = RunStep(plan, step, frame, state);
+      absl::StatusOr<Literal> result =
+          RunStepWithinMemory(plan, step, frame, state);
       if (!result.ok()) {
         return Annotate(result.status(), *step.instruction, computation);
       }
@@ -719,6 +767,88 @@ int32_t FuseDotAdds(
     }
   }
   return fused;
+}
+
+// Refuses a module whose computations nest deeper than kMaxNestingDepth
+// (the entry is level 1; an instruction calling a computation adds one), so
+// that running it cannot overflow the stack. Iterative: the module may nest
+// deeper than this thread's stack allows to recurse.
+absl::Status CheckNestingDepth(const hlo::Module& module) {
+  // height[c]: the levels from c down to its deepest callee (c counts 1);
+  // 0 while c is being visited.
+  std::unordered_map<const hlo::Computation*, int64_t> height;
+  struct Visit {
+    const hlo::Computation* computation;
+    size_t instruction = 0;
+    size_t callee = 0;
+    int64_t height = 1;
+  };
+  std::vector<Visit> stack = {{module.entry()}};
+  height[module.entry()] = 0;
+  while (!stack.empty()) {
+    Visit& top = stack.back();
+    const auto& instructions = top.computation->instructions();
+    if (top.instruction >= instructions.size()) {
+      height[top.computation] = top.height;
+      const int64_t done = top.height;
+      stack.pop_back();
+      if (!stack.empty()) {
+        stack.back().height = std::max(stack.back().height, done + 1);
+      }
+      continue;
+    }
+    const Instruction& instruction = *instructions[top.instruction];
+    if (top.callee >= instruction.called_computations.size()) {
+      ++top.instruction;
+      top.callee = 0;
+      continue;
+    }
+    const hlo::Computation* callee =
+        instruction.called_computations[top.callee++];
+    if (callee == nullptr) continue;  // CheckInstruction reports it.
+    auto [it, fresh] = height.try_emplace(callee, 0);
+    if (fresh) {
+      stack.push_back({callee});
+    } else if (it->second == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(instruction, *top.computation), ": calls '", callee->name(),
+          "', which is already running (the "
+          "computations call each other in a cycle)"));
+    } else {
+      top.height = std::max(top.height, it->second + 1);
+    }
+  }
+  const int64_t depth = height[module.entry()];
+  if (depth <= Evaluator::kMaxNestingDepth) return absl::OkStatus();
+  // Walk down the deepest chain to the call that passes the limit.
+  const hlo::Computation* computation = module.entry();
+  for (int64_t level = 1; level <= Evaluator::kMaxNestingDepth; ++level) {
+    const Instruction* call = nullptr;
+    const hlo::Computation* deepest = nullptr;
+    for (const auto& instruction : computation->instructions()) {
+      for (const hlo::Computation* callee : instruction->called_computations) {
+        if (callee != nullptr && height[callee] == height[computation] - 1) {
+          call = instruction.get();
+          deepest = callee;
+          break;
+        }
+      }
+      if (deepest != nullptr) break;
+    }
+    if (deepest == nullptr) break;
+    if (level == Evaluator::kMaxNestingDepth) {
+      return absl::UnimplementedError(absl::StrCat(
+          Where(*call, *computation), ": calls '", deepest->name(),
+          "' at nesting level ", level + 1, "; module '", module.name(),
+          "' nests its computations ", depth, " levels deep, and at most ",
+          Evaluator::kMaxNestingDepth, " are supported"));
+    }
+    computation = deepest;
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("module '", module.name(), "' nests its computations ",
+                   depth, " levels deep, and at most ",
+                   Evaluator::kMaxNestingDepth, " are supported"));
 }
 
 }  // namespace
@@ -924,6 +1054,7 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
       ++step_index;
     }
   }
+  CW_RETURN_IF_ERROR(CheckNestingDepth(module));
   for (auto& computation_plan : plan->plans) {
     if (!fusion_bodies.count(computation_plan->computation)) continue;
     const Instruction* root = computation_plan->computation->root();
@@ -961,6 +1092,8 @@ absl::StatusOr<Literal> Evaluator::Run(std::span<const Literal> arguments,
   RunState state;
   state.plan = plan_.get();
   state.context = &context;
+  state.memory = std::make_shared<MemoryAccount>(context.memory_limit_bytes);
+  ScopedMemoryAccount charged(state.memory);
   state.collectives = context.collectives;
   state.collective_counts.assign(plan_->collective_count, 0);
   state.runner = [this, &state](

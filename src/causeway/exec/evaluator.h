@@ -35,6 +35,12 @@ struct RunContext {
   // returns kCancelled (a program may loop forever; this is how its owner
   // stops it). Null: never cancelled.
   const std::atomic<bool>* cancelled = nullptr;
+  // The most bytes of values the run may hold at once, charged as they are
+  // allocated (base/memory_account.h): values it computes, temporaries of
+  // its kernels, its outputs (its arguments belong to the caller). An
+  // allocation past it fails the run with ResourceExhausted naming the
+  // instruction and the bytes. <= 0: the machine's physical memory.
+  int64_t memory_limit_bytes = 0;
 };
 
 class ExecutionPlan;
@@ -48,10 +54,20 @@ class Evaluator {
     bool fused_loops = true;
   };
 
+  // The entry computation is level 1. Real programs nest a few levels
+  // (JAX's deepest: a scan in a scan in a cond, about 10); one level takes
+  // about 2 KiB of stack in an optimized build, several times that under
+  // the sanitizers, so 256 levels stay far inside any thread's stack.
+  static constexpr int kMaxNestingDepth = 256;
+
   ~Evaluator();
 
   // Fails with Unimplemented naming the op and its line for any
-  // unsupported instruction. `module` must outlive the Evaluator.
+  // unsupported instruction, and for a module whose computations nest (an
+  // instruction of one calling the next: call, fusion, while, conditional,
+  // a reducer, ...) more than kMaxNestingDepth deep, naming the depth: a
+  // run recurses once per level, and a deeper module would overflow the
+  // stack of the thread running it. `module` must outlive the Evaluator.
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(
       const hlo::Module& module, Options options);
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(

@@ -5,10 +5,15 @@
 // sanitizer report or a wrong-shaped result is a bug.
 //
 // Bounded so that every input runs quickly: modules with a while loop (a
-// program may loop forever, as in XLA) or with any value over 16 KiB are
-// skipped, and so are multi-partition modules (their collectives need
-// peers). Input: the module text, then optionally "\n#ARGS\n" and the bytes
-// that fill the arguments (repeated as needed; zeros when absent).
+// program may loop forever, as in XLA) are skipped, and so are
+// multi-partition modules (their collectives need peers) and modules with a
+// value from 16 KiB up to the run's memory limit (1 MiB): slow to compute.
+// Values past the limit stay in: the run must refuse them (ResourceExhausted
+// naming the instruction) before it allocates them, and an allocation of
+// any size must never crash. Modules nested past the evaluator's depth
+// limit must be refused by Create. Input: the module text, then optionally
+// "\n#ARGS\n" and the bytes that fill the arguments (repeated as needed;
+// zeros when absent).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -25,36 +30,53 @@
 
 namespace {
 
+using causeway::hlo::Instruction;
 using causeway::hlo::Literal;
 using causeway::hlo::Module;
 using causeway::hlo::Opcode;
 using causeway::hlo::Shape;
 
 constexpr int64_t kMaxValueBytes = 16 << 10;
+constexpr int64_t kMemoryLimitBytes = 1 << 20;
 
-// Every array in `shape` has at most kMaxValueBytes (checked without
-// overflow).
-bool Small(const Shape& shape) {
+// Whether every array in `shape` has at most `bytes` bytes (checked without
+// overflow; elements counted at 8 bytes).
+bool AtMost(const Shape& shape, int64_t bytes) {
   if (shape.IsTuple()) {
     for (const Shape& element : shape.tuple_shapes()) {
-      if (!Small(element)) return false;
+      if (!AtMost(element, bytes)) return false;
     }
     return true;
   }
   if (!shape.IsArray()) return true;
   int64_t elements = 1;
   for (int64_t dim : shape.dims()) {
-    if (dim < 0 || (dim > 0 && elements > kMaxValueBytes / dim)) return false;
+    if (dim < 0 || (dim > 0 && elements > bytes / dim)) return false;
     elements *= dim;
   }
-  return elements * 8 <= kMaxValueBytes;
+  return elements * 8 <= bytes;
+}
+
+// Small enough to compute quickly, or too big to be allocated at all.
+bool Quick(const Shape& shape) {
+  if (shape.IsTuple()) {
+    for (const Shape& element : shape.tuple_shapes()) {
+      if (!Quick(element)) return false;
+    }
+    return true;
+  }
+  return AtMost(shape, kMaxValueBytes) || !AtMost(shape, 8 * kMemoryLimitBytes);
 }
 
 bool Runnable(const Module& module) {
   if (module.num_partitions() > 1 || module.replica_count() > 1) return false;
+  // The arguments are allocated here, outside the run's limit.
+  for (const Instruction* parameter : module.entry()->parameters()) {
+    if (!AtMost(parameter->shape, kMaxValueBytes)) return false;
+  }
   for (const auto& computation : module.computations()) {
     for (const auto& instruction : computation->instructions()) {
-      if (instruction->opcode == Opcode::kWhile || !Small(instruction->shape)) {
+      if (instruction->opcode == Opcode::kWhile || !Quick(instruction->shape)) {
         return false;
       }
     }
@@ -104,7 +126,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     arguments.emplace_back(entry.parameter(i)->shape);
     Fill(arguments.back(), pattern);
   }
-  absl::StatusOr<Literal> result = (*evaluator)->Run(arguments, {});
+  causeway::exec::RunContext context;
+  context.memory_limit_bytes = kMemoryLimitBytes;
+  absl::StatusOr<Literal> result = (*evaluator)->Run(arguments, context);
   if (result.ok() && !result->shape().Compatible(entry.root()->shape)) {
     std::fprintf(stderr, "result %s, root declares %s\n",
                  result->shape().ToString(false).c_str(),

@@ -6,14 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "causeway/base/block_pool.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/memory_account.h"
 
 namespace causeway::hlo {
 
 // The bytes of an array, 64-byte aligned, from the process-wide BlockPool
-// (large buffers are recycled, small ones come from malloc).
+// (large buffers are recycled, small ones come from malloc), charged to the
+// thread's MemoryAccount (base/memory_account.h) before they are taken.
 struct Literal::Storage {
   explicit Storage(int64_t bytes, bool zero_fill = true)
       : size(bytes),
+        charge(bytes),
         block(BlockPool::Global().Allocate(static_cast<size_t>(bytes))) {
     data = static_cast<std::byte*>(block.data);
     if (zero_fill) std::memset(data, 0, static_cast<size_t>(size));
@@ -23,6 +26,7 @@ struct Literal::Storage {
   Storage& operator=(const Storage&) = delete;
 
   int64_t size;
+  MemoryCharge charge;  // Before `block`: charged first, credited last.
   Block block;
   std::byte* data = nullptr;
 };

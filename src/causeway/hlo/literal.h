@@ -23,6 +23,10 @@ class Literal {
  public:
   Literal() = default;
   // A zero-filled value of `shape` (tuples hold zero-filled elements).
+  // Its bytes are charged to the MemoryAccount open on this thread, if any
+  // (base/memory_account.h): over its limit, this throws
+  // MemoryLimitExceeded before allocating. So do Uninitialized and the
+  // copy a first write makes of shared storage.
   explicit Literal(Shape shape);
   // A value of `shape` whose array bytes are left uninitialised (tuple
   // elements too): for kernels that write every element before anything
