@@ -264,6 +264,36 @@ class Parser {
     return absl::InvalidArgumentError(
         absl::StrCat(Where(pos), ": ", AV(message)));
   }
+  // ", a convert" for the instruction whose shape starts at `pos`, read
+  // past the shape without parsing it (it failed to parse); empty when no
+  // opcode follows on the line.
+  std::string OpcodeAfterShape(size_t pos) const {
+    auto skip_group = [&](char open, char close) {
+      int depth = 0;
+      while (pos < text_.size() && text_[pos] != '\n') {
+        if (text_[pos] == open) ++depth;
+        if (text_[pos] == close && --depth == 0) {
+          ++pos;
+          return;
+        }
+        ++pos;
+      }
+    };
+    if (pos < text_.size() && text_[pos] == '(') {
+      skip_group('(', ')');
+    } else {
+      while (pos < text_.size() && IsNameChar(text_[pos])) ++pos;
+      if (pos < text_.size() && text_[pos] == '[') skip_group('[', ']');
+      if (pos < text_.size() && text_[pos] == '{') skip_group('{', '}');
+    }
+    while (pos < text_.size() && (text_[pos] == ' ' || text_[pos] == '\t')) {
+      ++pos;
+    }
+    size_t end = pos;
+    while (end < text_.size() && IsNameChar(text_[end])) ++end;
+    if (end == pos || end >= text_.size() || text_[end] != '(') return "";
+    return absl::StrCat(", a ", AV(text_.substr(pos, end - pos)));
+  }
   absl::Status ErrorHere(std::string_view message) {
     SkipSpace();
     return ErrorAt(pos_, message);
@@ -894,7 +924,16 @@ absl::Status Parser::ParseInstruction(
                                "' in computation '", computation->name(), "'"));
   }
   CW_RETURN_IF_ERROR(Expect('='));
-  CW_ASSIGN_OR_RETURN(inst->shape, ParseShapeAt(0));
+  SkipSpace();
+  const size_t shape_pos = pos_;
+  absl::StatusOr<Shape> shape = ParseShapeAt(0);
+  if (!shape.ok()) {
+    return absl::Status(
+        shape.status().code(),
+        absl::StrCat(shape.status().message(), " (the shape of instruction '",
+                     inst->name, "'", OpcodeAfterShape(shape_pos), ")"));
+  }
+  inst->shape = *std::move(shape);
   SkipSpace();
   std::string_view opcode_name = PeekWord();
   if (opcode_name.empty()) return ExpectedError("opcode");

@@ -318,6 +318,25 @@ TEST(ParseShapeTest, ReadsScalarsTokensDynamicDimsAndNestedTuples) {
             "(pred[], (s8[<=4,2]{1,0}, token[]), u64[0], ())");
 }
 
+TEST(ParserTest, AnUnsupportedElementTypeNamesTheInstructionAndItsOp) {
+  absl::StatusOr<std::unique_ptr<Module>> module = ParseModule(R"(HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  c = q7[4]{0} convert(x)
+  ROOT t = (q7[4], f32[4]) tuple(c, x)
+})");
+  ASSERT_FALSE(module.ok());
+  EXPECT_EQ(module.status().message(),
+            "line 4:7: unsupported element type 'q7' (the shape of "
+            "instruction 'c', a convert)");
+  module = ParseModule(
+      "HloModule m\nENTRY e {\n  ROOT t = (f32[], q7[2]) "
+      "tuple()\n}");
+  ASSERT_FALSE(module.ok());
+  EXPECT_THAT(std::string(module.status().message()),
+              HasSubstr("(the shape of instruction 't', a tuple)"));
+}
+
 TEST(ParseShapeTest, RefusesUnsupportedElementTypesByName) {
   absl::StatusOr<Shape> shape = ParseShape("c64[2]");
   ASSERT_FALSE(shape.ok());
