@@ -182,8 +182,29 @@ class ModuleVerifier {
     return absl::OkStatus();
   }
 
+  // The ids a collective's groups (or pairs) number, and how many there
+  // are, by its group mode (docs/executor.md, "Collectives").
+  struct IdSpace {
+    int64_t count;
+    const char* what;
+  };
+  IdSpace IdSpaceOf(const Instruction& instr) const {
+    switch (GetCollectiveGroupMode(instr)) {
+      case CollectiveGroupMode::kCrossReplica:
+        return {module_.replica_count(), "replica"};
+      case CollectiveGroupMode::kCrossPartition:
+        return {module_.num_partitions(), "partition"};
+      case CollectiveGroupMode::kCrossReplicaAndPartition:
+        return {module_.replica_count(), "replica"};
+      case CollectiveGroupMode::kFlattenedId:
+        break;
+    }
+    return {device_count_, "device"};
+  }
+
   absl::Status CheckCollective(const Instruction& instr) {
-    const int64_t limit = device_count_;
+    const IdSpace ids = IdSpaceOf(instr);
+    const int64_t limit = ids.count;
     if (instr.opcode == Opcode::kCollectivePermute) {
       std::unordered_set<int64_t> sources, targets;
       for (const auto& [source, target] : instr.source_target_pairs) {
@@ -227,6 +248,17 @@ class ModuleVerifier {
           return Error(instr, "replica group id ", id, " appears twice");
         }
       }
+    }
+    // As XLA's verifier: listed groups name every id of the program once,
+    // or a member would find no group when the program runs.
+    if (!seen.empty() && static_cast<int64_t>(seen.size()) != limit) {
+      int64_t missing = 0;
+      while (seen.contains(missing)) ++missing;
+      return Error(
+          instr, "replica_groups leave out ", ids.what, " id ", missing,
+          ": the groups must hold each of the module's ", limit, " ", ids.what,
+          " ids (num_partitions=", module_.num_partitions(),
+          ", replica_count=", module_.replica_count(), ") exactly once");
     }
     return absl::OkStatus();
   }

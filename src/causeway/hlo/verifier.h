@@ -15,9 +15,13 @@
 //    InferShape's result, which also checks called computations' signatures
 //    (reducers take 2N scalars and return N, fusion/call/while/conditional
 //    parameters match their operands, ...);
-//  - collectives: replica_groups ids lie in [0, num_partitions *
-//    replica_count), appear at most once and all groups have one size;
-//    source_target_pairs ids lie in range and no source or target repeats.
+//  - collectives: replica_groups ids are the ids of the collective's group
+//    mode (replica ids without channel_id, partition ids with it,
+//    num_partitions * replica_count device ids with use_global_device_ids);
+//    listed groups hold each of them exactly once (as XLA requires: a
+//    device outside every group has no peers when it runs) and all have
+//    one size; source_target_pairs ids lie in range and no source or target
+//    repeats.
 //
 // Stateless and thread-safe.
 #ifndef CAUSEWAY_HLO_VERIFIER_H_

@@ -230,6 +230,37 @@ TEST(VerifierTest, ReplicaGroupsMustHaveOneSize) {
               HasSubstr("replica group 1 has 1 members but group 0 has 3"));
 }
 
+TEST(VerifierTest, ReplicaGroupsMustHoldEveryDeviceOfTheProgram) {
+  // {{0}} on 2 partitions: partition 1 would find no group when it runs.
+  absl::Status status = VerifyText(
+      WithReducer("  x = f32[4] parameter(0)\n"
+                  "  ROOT r = f32[4] all-reduce(x), channel_id=1, "
+                  "replica_groups={{0}}, use_global_device_ids=true, "
+                  "to_apply=add\n",
+                  ", num_partitions=2"));
+  EXPECT_EQ(Message(status),
+            "instruction 'r' (line 7): replica_groups leave out device id 1: "
+            "the groups must hold each of the module's 2 device ids "
+            "(num_partitions=2, replica_count=1) exactly once");
+}
+
+TEST(VerifierTest, ReplicaGroupsNumberTheIdsOfTheirGroupMode) {
+  // Without channel_id the ids are replica ids: one replica, so {{0}} is
+  // every replica, and each partition all-reduces alone.
+  EXPECT_TRUE(VerifyText(WithReducer("  x = f32[4] parameter(0)\n"
+                                     "  ROOT r = f32[4] all-reduce(x), "
+                                     "replica_groups={{0}}, to_apply=add\n",
+                                     ", num_partitions=2"))
+                  .ok());
+  // With channel_id and no flag, all-to-all numbers partitions.
+  absl::Status status =
+      VerifyText(WithReducer("  x = f32[4] parameter(0)\n"
+                             "  ROOT r = f32[4] all-to-all(x), channel_id=1, "
+                             "replica_groups={{0,1}}, dimensions={0}\n",
+                             ", num_partitions=4"));
+  EXPECT_THAT(Message(status), HasSubstr("leave out partition id 2"));
+}
+
 TEST(VerifierTest, IotaReplicaGroupsAreCheckedLikeExplicitOnes) {
   std::string body =
       "  x = f32[4] parameter(0)\n"
