@@ -262,6 +262,38 @@ TEST_F(CliTest, MissingOptionsAreUsageErrors) {
   EXPECT_THAT(result.output, HasSubstr("missing --partitions"));
 }
 
+TEST_F(CliTest, ADirectoryAsTheProgramIsNamedAsSuch) {
+  CliResult result = Cli(
+      {"run", dir_.string(), "--partitions", "1", "--output-dir", OutDir()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("is a directory, not an HLO text file"));
+}
+
+TEST_F(CliTest, BinaryDataAsTheProgramIsRefusedBeforeItIsReadWhole) {
+  // /dev/zero never ends; only its first bytes may be read.
+  CliResult result =
+      Cli({"run", "/dev/zero", "--partitions", "1", "--output-dir", OutDir()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("/dev/zero: not HLO text"));
+}
+
+TEST_F(CliTest, AnEndlessInputIsRefusedAfterItsHeader) {
+  const std::string program = WriteFile("p.hlo", kProgram);
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input",
+                          "/dev/zero", "--output-dir", OutDir()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("/dev/zero: not a valid .npy file"));
+}
+
+TEST_F(CliTest, AnOptionOfOneValueGivenTwiceIsAUsageError) {
+  const std::string program = WriteFile("p.hlo", kProgram);
+  CliResult result = Cli({"run", program, "--partitions", "2", "--partitions",
+                          "4", "--output-dir", OutDir()});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.output,
+              HasSubstr("--partitions given twice ('2' and '4')"));
+}
+
 TEST_F(CliTest, RunsACorpusProgramLikeJax) {
   const fs::path corpus =
       fs::path(CAUSEWAY_CORPUS_DIR) / "shard_map_collectives_4";

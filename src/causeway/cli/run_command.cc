@@ -1,11 +1,13 @@
 #include "causeway/cli/run_command.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -110,6 +112,8 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
     const std::vector<std::string>& args) {
   RunFlags flags;
   bool have_partitions = false;
+  // Options that take one value: the value each was given.
+  std::map<std::string, std::string> given;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg == "--help" || arg == "-h") return true;
@@ -131,11 +135,13 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
     }
     if (arg == "--global") {
       if (value) return UsageError{"--global takes no value"};
+      if (flags.global) return UsageError{"--global given twice"};
       flags.global = true;
       continue;
     }
-    if (arg != "--partitions" && arg != "--input" && arg != "--output-dir" &&
-        arg != "--output-sharding" && arg != "--collective-timeout") {
+    const bool repeatable = arg == "--input" || arg == "--output-sharding";
+    if (!repeatable && arg != "--partitions" && arg != "--output-dir" &&
+        arg != "--collective-timeout") {
       return UsageError{absl::StrCat("unknown option '", arg, "'")};
     }
     if (!value) {
@@ -143,6 +149,13 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
         return UsageError{absl::StrCat(arg, " needs a value")};
       }
       value = args[++i];
+    }
+    if (!repeatable) {
+      auto [first, fresh] = given.try_emplace(arg, *value);
+      if (!fresh) {
+        return UsageError{absl::StrCat(arg, " given twice ('", first->second,
+                                       "' and '", *value, "')")};
+      }
     }
     if (arg == "--partitions") {
       if (!absl::SimpleAtoi(*value, &flags.partitions) ||
@@ -178,15 +191,62 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
   return flags;
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+// The largest program text read (constants printed in full make big
+// modules; 1 GiB is far past any JAX export that fits in memory).
+constexpr int64_t kMaxProgramBytes = int64_t{1} << 30;
+// How much is read before the text is known to be HLO.
+constexpr int64_t kProgramProbeBytes = 4096;
+
+// Reads HLO text, checking what it is before reading it whole: a directory,
+// binary data (/dev/zero) or text without a module header is refused after
+// at most kProgramProbeBytes, and nothing past kMaxProgramBytes is read.
+absl::StatusOr<std::string> ReadProgramText(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory, not an HLO text file"));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
+  std::string text;
+  auto read = [&](int64_t n) {
+    const size_t had = text.size();
+    text.resize(had + static_cast<size_t>(n));
+    file.read(text.data() + had, static_cast<std::streamsize>(n));
+    text.resize(had + static_cast<size_t>(file.gcount()));
+    return !file.bad();
+  };
+  if (!read(kProgramProbeBytes)) {
+    return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  }
+  if (text.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": not HLO text (it holds NUL bytes); give the file that "
+                     "compiled.as_text() or HloModule.to_string() wrote"));
+  }
+  if (text.find("HloModule") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": not an HLO module: 'HloModule' does not appear "
+                     "in its first ",
+                     kProgramProbeBytes, " bytes"));
+  }
+  while (file && static_cast<int64_t>(text.size()) <= kMaxProgramBytes) {
+    if (!read(std::min<int64_t>(int64_t{1} << 20,
+                                kMaxProgramBytes + 1 - text.size()))) {
+      return absl::DataLossError(absl::StrCat(path, ": read failed"));
+    }
+  }
+  if (static_cast<int64_t>(text.size()) > kMaxProgramBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": larger than the limit of ", kMaxProgramBytes,
+                     " bytes for a program"));
+  }
+  return text;
 }
 
 std::string ParameterName(const hlo::Instruction& parameter) {
@@ -380,7 +440,7 @@ absl::StatusOr<Literal> Stack(const std::vector<std::vector<Literal>>& outputs,
 }
 
 absl::Status RunProgram(const RunFlags& flags) {
-  CW_ASSIGN_OR_RETURN(std::string text, ReadTextFile(flags.program_path));
+  CW_ASSIGN_OR_RETURN(std::string text, ReadProgramText(flags.program_path));
   absl::StatusOr<std::unique_ptr<hlo::Module>> parsed = hlo::ParseModule(text);
   if (!parsed.ok()) {
     return absl::Status(

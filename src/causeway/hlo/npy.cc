@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 
 namespace causeway::hlo {
@@ -192,90 +194,207 @@ absl::StatusOr<std::string> NpyDescr(PrimitiveType type) {
       "no .npy dtype for ", Name(PrimitiveTypeName(type)), " values"));
 }
 
-absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
-                                 std::string_view name) {
+namespace {
+
+// Where the header of a .npy file lies, from its first bytes (at least
+// kMagicSize + 4; 12 for versions 2 and 3): checked magic and version.
+struct HeaderExtent {
+  size_t offset = 0;  // Of the header dict.
+  size_t length = 0;
+};
+
+absl::StatusOr<HeaderExtent> ReadHeaderExtent(std::string_view bytes,
+                                              std::string_view name) {
   if (bytes.size() < kMagicSize + 4 ||
       bytes.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
     return Malformed(name, "missing the \\x93NUMPY magic");
   }
   const int major = static_cast<uint8_t>(bytes[6]);
-  size_t header_offset = 0;
-  size_t header_len = 0;
+  HeaderExtent extent;
   if (major == 1) {
-    header_len = ReadLittleEndian(bytes, 8, 2);
-    header_offset = 10;
+    extent.length = ReadLittleEndian(bytes, 8, 2);
+    extent.offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) return Malformed(name, "truncated header length");
-    header_len = ReadLittleEndian(bytes, 8, 4);
-    header_offset = 12;
+    extent.length = ReadLittleEndian(bytes, 8, 4);
+    extent.offset = 12;
   } else {
     return Malformed(
         name, absl::StrCat("unsupported format version ", major, ".",
                            static_cast<int>(static_cast<uint8_t>(bytes[7]))));
   }
-  if (header_len > static_cast<size_t>(kMaxNpyHeaderBytes)) {
-    return Malformed(name, absl::StrCat("header of ", header_len,
+  if (extent.length > static_cast<size_t>(kMaxNpyHeaderBytes)) {
+    return Malformed(name, absl::StrCat("header of ", extent.length,
                                         " bytes is larger than the limit of ",
                                         kMaxNpyHeaderBytes));
   }
-  if (bytes.size() < header_offset + header_len) {
-    return Malformed(name, "the file ends inside the header");
+  return extent;
+}
+
+// What the header says: the array's type and dims, and how many data bytes
+// follow it.
+struct ArrayLayout {
+  PrimitiveType type = PrimitiveType::kInvalid;
+  std::vector<int64_t> dims;
+  int64_t elements = 0;
+  int64_t data_bytes = 0;
+};
+
+absl::StatusOr<ArrayLayout> ParseHeader(std::string_view header,
+                                        std::string_view name) {
+  HeaderParser parser(header);
+  absl::StatusOr<HeaderParser::Header> parsed = parser.Parse();
+  if (!parsed.ok()) {
+    return Malformed(name, std::string(parsed.status().message()));
   }
-  HeaderParser parser(bytes.substr(header_offset, header_len));
-  absl::StatusOr<HeaderParser::Header> header = parser.Parse();
-  if (!header.ok())
-    return Malformed(name, std::string(header.status().message()));
-  if (!header->descr || !header->fortran_order || !header->shape) {
+  if (!parsed->descr || !parsed->fortran_order || !parsed->shape) {
     return Malformed(name,
                      "the header lacks one of 'descr', 'fortran_order', "
                      "'shape'");
   }
   std::optional<PrimitiveType> type;
   for (const DescrEntry& entry : kDescrs) {
-    if (*header->descr == entry.descr) {
+    if (*parsed->descr == entry.descr) {
       type = entry.type;
       break;
     }
   }
   if (!type) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Name(name), ": unsupported dtype '", *header->descr,
+        Name(name), ": unsupported dtype '", *parsed->descr,
         "' (supported: little-endian bool, int8-64, uint8-64, float16/32/64 "
         "and bfloat16 as '<V2')"));
   }
-  const std::vector<int64_t>& dims = *header->shape;
-  int64_t elements = 1;
-  for (int64_t d : dims) {
-    if (d != 0 && elements > kMaxElements / d) {
+  ArrayLayout layout;
+  layout.type = *type;
+  layout.dims = *parsed->shape;
+  layout.elements = 1;
+  for (int64_t d : layout.dims) {
+    if (d != 0 && layout.elements > kMaxElements / d) {
       return Malformed(name, "the shape has too many elements");
     }
-    elements *= d;
+    layout.elements *= d;
   }
-  if (*header->fortran_order && dims.size() > 1 && elements > 1) {
+  if (*parsed->fortran_order && layout.dims.size() > 1 && layout.elements > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         Name(name),
         ": Fortran-order arrays are not supported; save a C-order array "
         "(np.ascontiguousarray(x))"));
   }
-  const size_t data_offset = header_offset + header_len;
-  const int64_t expected = elements * ByteWidth(*type);
+  layout.data_bytes = layout.elements * ByteWidth(layout.type);
+  return layout;
+}
+
+std::string DataSizeText(const ArrayLayout& layout, std::string_view descr) {
+  return absl::StrCat("shape (", absl::StrJoin(layout.dims, ", "), ") of ",
+                      Name(descr), " needs ", layout.data_bytes, " data bytes");
+}
+
+// Normalises any non-zero pred byte to true.
+void NormalisePred(Literal& literal, const ArrayLayout& layout) {
+  if (layout.type != PrimitiveType::kPred) return;
+  uint8_t* data = static_cast<uint8_t*>(literal.mutable_untyped_data());
+  for (int64_t i = 0; i < layout.elements; ++i) data[i] = data[i] != 0 ? 1 : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
+                                 std::string_view name) {
+  CW_ASSIGN_OR_RETURN(HeaderExtent extent, ReadHeaderExtent(bytes, name));
+  if (bytes.size() < extent.offset + extent.length) {
+    return Malformed(name, "the file ends inside the header");
+  }
+  CW_ASSIGN_OR_RETURN(
+      ArrayLayout layout,
+      ParseHeader(bytes.substr(extent.offset, extent.length), name));
+  const size_t data_offset = extent.offset + extent.length;
   const int64_t actual = static_cast<int64_t>(bytes.size() - data_offset);
-  if (actual != expected) {
-    return Malformed(name,
-                     absl::StrCat("shape (", absl::StrJoin(dims, ", "), ") of ",
-                                  *header->descr, " needs ", expected,
-                                  " data bytes, the file has ", actual));
+  if (actual != layout.data_bytes) {
+    return Malformed(
+        name,
+        absl::StrCat(DataSizeText(layout, NpyDescr(layout.type).value_or("?")),
+                     ", the file has ", actual));
   }
-  Literal literal(Shape(*type, dims));
-  if (expected > 0) {
+  Literal literal(Shape(layout.type, layout.dims));
+  if (layout.data_bytes > 0) {
     std::memcpy(literal.mutable_untyped_data(), bytes.data() + data_offset,
-                static_cast<size_t>(expected));
+                static_cast<size_t>(layout.data_bytes));
   }
-  if (*type == PrimitiveType::kPred) {
-    // Normalise any non-zero byte to true.
-    uint8_t* data = static_cast<uint8_t*>(literal.mutable_untyped_data());
-    for (int64_t i = 0; i < elements; ++i) data[i] = data[i] != 0 ? 1 : 0;
+  NormalisePred(literal, layout);
+  return literal;
+}
+
+absl::StatusOr<Literal> ReadNpy(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory, not a .npy file"));
   }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  // Reads at most `n` more bytes onto `bytes`; false at the end of input.
+  auto read = [&](std::string& bytes, size_t n) {
+    const size_t had = bytes.size();
+    bytes.resize(had + n);
+    file.read(bytes.data() + had, static_cast<std::streamsize>(n));
+    bytes.resize(had + static_cast<size_t>(file.gcount()));
+    return bytes.size() == had + n;
+  };
+  // The header is checked before anything else is read, and exactly the
+  // bytes it declares are read after it: neither /dev/zero nor an endless
+  // pipe is read on and on.
+  std::string prefix;
+  read(prefix, 12);
+  if (file.bad()) {
+    return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  }
+  CW_ASSIGN_OR_RETURN(HeaderExtent extent, ReadHeaderExtent(prefix, path));
+  const size_t header_end = extent.offset + extent.length;
+  if (header_end > prefix.size() && !read(prefix, header_end - prefix.size())) {
+    return Malformed(path, "the file ends inside the header");
+  }
+  CW_ASSIGN_OR_RETURN(
+      ArrayLayout layout,
+      ParseHeader(std::string_view(prefix).substr(extent.offset, extent.length),
+                  path));
+  const std::string descr = NpyDescr(layout.type).value_or("?");
+  if (layout.data_bytes > PhysicalMemoryBytes()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": ", DataSizeText(layout, descr),
+                     ", more than this machine's memory (",
+                     PhysicalMemoryBytes(), " bytes)"));
+  }
+  // Bytes read past the header with the first read belong to the data.
+  const std::string_view early =
+      std::string_view(prefix).substr(std::min(header_end, prefix.size()));
+  if (static_cast<int64_t>(early.size()) > layout.data_bytes) {
+    return Malformed(
+        path, absl::StrCat(DataSizeText(layout, descr), ", the file has more"));
+  }
+  Literal literal(Shape(layout.type, layout.dims));
+  if (layout.data_bytes > 0) {
+    char* data = static_cast<char*>(literal.mutable_untyped_data());
+    std::memcpy(data, early.data(), early.size());
+    const int64_t rest = layout.data_bytes - static_cast<int64_t>(early.size());
+    file.read(data + early.size(), static_cast<std::streamsize>(rest));
+    if (file.gcount() != rest) {
+      if (file.bad()) {
+        return absl::DataLossError(absl::StrCat(path, ": read failed"));
+      }
+      return Malformed(
+          path, absl::StrCat(DataSizeText(layout, descr), ", the file has ",
+                             early.size() + file.gcount()));
+    }
+  }
+  if (file.peek() != std::char_traits<char>::eof()) {
+    return Malformed(
+        path, absl::StrCat(DataSizeText(layout, descr), ", the file has more"));
+  }
+  NormalisePred(literal, layout);
   return literal;
 }
 
@@ -319,20 +438,6 @@ absl::StatusOr<std::string> SerializeNpy(const Literal& literal) {
                 static_cast<size_t>(literal.size_bytes()));
   }
   return out;
-}
-
-absl::StatusOr<Literal> ReadNpy(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) {
-    return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  }
-  return ParseNpy(contents.str(), path);
 }
 
 absl::Status WriteNpy(const std::string& path, const Literal& literal) {

@@ -24,7 +24,11 @@ namespace causeway::hlo {
 // Largest header accepted when reading (numpy itself writes < 1 KiB).
 inline constexpr int64_t kMaxNpyHeaderBytes = 1 << 20;
 
-// Reads a whole .npy file.
+// Reads a .npy file: the magic and header first, then exactly the data
+// bytes the header declares, so that /dev/zero or an endless pipe is
+// refused after a few bytes instead of read until memory runs out. Refused:
+// a directory, bytes past the declared data, an array larger than this
+// machine's memory (ResourceExhausted).
 absl::StatusOr<Literal> ReadNpy(const std::string& path);
 // Writes `literal` (an array) as a .npy file, replacing any file there.
 absl::Status WriteNpy(const std::string& path, const Literal& literal);

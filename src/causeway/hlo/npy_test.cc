@@ -1,7 +1,15 @@
 #include "causeway/hlo/npy.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -180,6 +188,69 @@ TEST(NpyTest, RefusesAGarbledHeader) {
       "g.npy");
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(read.status().message(), HasSubstr("shape"));
+}
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/npy_test_" + std::to_string(getpid()) + "_" +
+         name;
+}
+
+TEST(NpyTest, ReadRefusesADirectory) {
+  auto read = ReadNpy(::testing::TempDir());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr("is a directory"));
+}
+
+TEST(NpyTest, ReadChecksTheMagicBeforeReadingOn) {
+  // /dev/zero never ends: only its first bytes may be read.
+  auto read = ReadNpy("/dev/zero");
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr("/dev/zero"));
+  EXPECT_THAT(read.status().message(), HasSubstr("magic"));
+}
+
+TEST(NpyTest, ReadRefusesBytesPastWhatTheHeaderDeclares) {
+  const std::string path = TempPath("trailing.npy");
+  std::ofstream(path, std::ios::binary)
+      << NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+                   std::string(9, '\0'));
+  auto read = ReadNpy(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(),
+              HasSubstr("needs 8 data bytes, the file has more"));
+}
+
+TEST(NpyTest, ReadStopsAnEndlessStreamAfterTheDeclaredBytes) {
+  const std::string path = TempPath("endless.fifo");
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  signal(SIGPIPE, SIG_IGN);  // The writer learns of the close from EPIPE.
+  std::thread writer([&] {
+    const int fd = open(path.c_str(), O_WRONLY);
+    if (fd < 0) return;
+    const std::string header = NumpyFile(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "");
+    bool open_end = write(fd, header.data(), header.size()) > 0;
+    const std::string chunk(4096, '\1');
+    while (open_end) open_end = write(fd, chunk.data(), chunk.size()) > 0;
+    close(fd);
+  });
+  auto read = ReadNpy(path);
+  writer.join();
+  std::filesystem::remove(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(), HasSubstr("the file has more"));
+}
+
+TEST(NpyTest, ReadRefusesAShapeLargerThanTheMachineBeforeReadingIt) {
+  const std::string path = TempPath("huge.npy");
+  std::ofstream(path, std::ios::binary) << NumpyFile(
+      "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }",
+      "");
+  auto read = ReadNpy(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(read.status().message(), HasSubstr("more than this machine"));
 }
 
 TEST(NpyTest, RefusesTupleLiterals) {
