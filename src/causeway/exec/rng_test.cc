@@ -1,9 +1,14 @@
-// Tests for rng-bit-generator. Expected bits were produced by JAX 0.10.2 on
-// CPU (jax.lax.rng_bit_generator, and a stablehlo module for the u64[3]
-// Philox state that jax.lax does not accept) from the states below.
+// Tests for rng-bit-generator. The expected bits are XLA's, drawn on CPU by
+// testdata/generate_rng.py (JAX 0.10.2) into testdata/rng_bits.txt, one
+// case per line; regenerate or --verify them with that script.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "causeway/exec/kernels.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,8 +20,6 @@ using hlo::PrimitiveType;
 using hlo::RandomAlgorithm;
 using hlo::Shape;
 using ::testing::ElementsAreArray;
-
-constexpr uint64_t kKey = 0x0123456789ABCDEFu;
 
 Literal State(std::vector<uint64_t> values) {
   Literal state{
@@ -39,10 +42,87 @@ absl::StatusOr<Literal> Generate(RandomAlgorithm algorithm,
   return EvalRngBitGenerator(instr, State(std::move(state)));
 }
 
-template <typename T>
-std::vector<T> Bits(const Literal& result) {
-  auto data = result.elements()[1].data<T>();
-  return std::vector<T>(data.begin(), data.end());
+// One line of rng_bits.txt.
+struct RngCase {
+  std::string name;
+  RandomAlgorithm algorithm = RandomAlgorithm::kDefault;
+  std::vector<uint64_t> state;
+  PrimitiveType type = PrimitiveType::kU32;
+  std::vector<int64_t> dims;
+  std::vector<uint64_t> bits;  // Widened to 64 bits.
+  std::vector<uint64_t> new_state;
+};
+
+std::vector<uint64_t> Hexes(const std::string& field) {
+  std::vector<uint64_t> values;
+  if (field == "-") return values;
+  for (absl::string_view piece : absl::StrSplit(field, ',')) {
+    uint64_t value = 0;
+    EXPECT_TRUE(absl::SimpleHexAtoi(piece, &value)) << piece;
+    values.push_back(value);
+  }
+  return values;
+}
+
+std::vector<RngCase> ReadCases() {
+  const auto path =
+      std::filesystem::path(__FILE__).parent_path() / "testdata/rng_bits.txt";
+  std::ifstream in(path);
+  std::vector<RngCase> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() != 7) continue;  // CasesAreRead reports a short file.
+    RngCase c;
+    c.name = f[0];
+    c.algorithm = f[1] == "THREE_FRY" ? RandomAlgorithm::kThreeFry
+                  : f[1] == "PHILOX"  ? RandomAlgorithm::kPhilox
+                                      : RandomAlgorithm::kDefault;
+    c.state = Hexes(f[2]);
+    c.type = f[3] == "u8"    ? PrimitiveType::kU8
+             : f[3] == "u16" ? PrimitiveType::kU16
+             : f[3] == "u64" ? PrimitiveType::kU64
+                             : PrimitiveType::kU32;
+    if (f[4] != "-") {
+      for (absl::string_view d : absl::StrSplit(f[4], ',')) {
+        int64_t dim = 0;
+        EXPECT_TRUE(absl::SimpleAtoi(d, &dim)) << d;
+        c.dims.push_back(dim);
+      }
+    }
+    c.bits = Hexes(f[5]);
+    c.new_state = Hexes(f[6]);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+const std::vector<RngCase>& Cases() {
+  static const std::vector<RngCase> cases = ReadCases();
+  return cases;
+}
+
+// The drawn bits widened to 64 bits, to compare with the file.
+std::vector<uint64_t> Bits(const Literal& result) {
+  const Literal& bits = result.elements()[1];
+  std::vector<uint64_t> values;
+  for (int64_t i = 0; i < bits.shape().ElementCount(); ++i) {
+    switch (bits.shape().type()) {
+      case PrimitiveType::kU8:
+        values.push_back(bits.data<uint8_t>()[i]);
+        break;
+      case PrimitiveType::kU16:
+        values.push_back(bits.data<uint16_t>()[i]);
+        break;
+      case PrimitiveType::kU64:
+        values.push_back(bits.data<uint64_t>()[i]);
+        break;
+      default:
+        values.push_back(bits.data<uint32_t>()[i]);
+    }
+  }
+  return values;
 }
 
 std::vector<uint64_t> NewState(const Literal& result) {
@@ -50,130 +130,34 @@ std::vector<uint64_t> NewState(const Literal& result) {
   return std::vector<uint64_t>(data.begin(), data.end());
 }
 
-TEST(RngBitGeneratorTest, ThreeFryMatchesXlaOnAnEvenShape) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU32, {2, 3});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Bits<uint32_t>(*result),
-      ElementsAreArray<uint32_t>({0xaed4a37fu, 0xc3cc4d02u, 0xaee5264eu,
-                                  0x1130d111u, 0x798e402eu, 0xb089da7au}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543213u}));
+TEST(RngBitGeneratorTest, EveryRecordedCaseIsRead) {
+  // generate_rng.py writes 10; a lost line must not pass silently.
+  EXPECT_EQ(Cases().size(), 10u);
 }
 
-TEST(RngBitGeneratorTest, ThreeFrySplitsAnOddShapeOnItsLargestDim) {
+class RngCaseTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(RngCaseTest, DrawsXlasBitsAndState) {
+  ASSERT_LT(GetParam(), Cases().size());
+  const RngCase& c = Cases()[GetParam()];
   absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU32, {3, 3});
+      Generate(c.algorithm, c.state, c.type, c.dims);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Bits<uint32_t>(*result),
-      ElementsAreArray<uint32_t>({0xaed4a37fu, 0xc3cc4d02u, 0xaee5264eu,
-                                  0x1130d111u, 0x798e402eu, 0xb089da7au,
-                                  0x49b105a8u, 0xe8e52210u, 0xf0a39a78u}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543216u}));
+  EXPECT_THAT(Bits(*result), ElementsAreArray(c.bits));
+  EXPECT_THAT(NewState(*result), ElementsAreArray(c.new_state));
 }
 
-TEST(RngBitGeneratorTest, ThreeFryMakesAScalar) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU32, {});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result),
-              ElementsAreArray<uint32_t>({0xaed4a37fu}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543211u}));
-}
-
-TEST(RngBitGeneratorTest, ThreeFryMakes64BitWordsFromOneBlockEach) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU64, {5});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Bits<uint64_t>(*result),
-      ElementsAreArray<uint64_t>({0x1130d111aed4a37fu, 0x798e402ec3cc4d02u,
-                                  0xb089da7aaee5264eu, 0xaf0a8d9949b105a8u,
-                                  0xdde94182e8e52210u}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543215u}));
-}
-
-TEST(RngBitGeneratorTest, ThreeFryKeepsTheLowBitsForNarrowTypes) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kThreeFry, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU8, {4});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint8_t>(*result),
-              ElementsAreArray<uint8_t>({0x7f, 0x11, 0x02, 0x2e}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543212u}));
-}
-
-TEST(RngBitGeneratorTest, PhiloxMatchesXlaWithATwoWordState) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kPhilox, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU32, {7});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result),
-              ElementsAreArray<uint32_t>({0x1ec53d42u, 0xcfa390b5u, 0xf2235702u,
-                                          0xe71ff917u, 0xcb472319u, 0xd682777au,
-                                          0xa09c7b98u}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543212u}));
-}
-
-TEST(RngBitGeneratorTest, PhiloxMakes64BitWordsFromHalfBlocks) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kPhilox, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU64, {3});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Bits<uint64_t>(*result),
-      ElementsAreArray<uint64_t>(
-          {0xcfa390b51ec53d42u, 0xe71ff917f2235702u, 0xd682777acb472319u}));
-  EXPECT_THAT(NewState(*result),
-              ElementsAreArray<uint64_t>({kKey, 0xfedcba9876543212u}));
-}
-
-TEST(RngBitGeneratorTest, PhiloxCarriesIntoTheHighWordOfAThreeWordState) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kPhilox, {kKey, 0xFFFFFFFFFFFFFFFEu, 7},
-               PrimitiveType::kU32, {2, 3});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Bits<uint32_t>(*result),
-      ElementsAreArray<uint32_t>({0x6c1e9305u, 0xe0c1a0a5u, 0x9f05d22fu,
-                                  0x9c01c61du, 0xd8f2cea1u, 0xeffe4af4u}));
-  EXPECT_THAT(NewState(*result), ElementsAreArray<uint64_t>({kKey, 0u, 8u}));
-}
-
-TEST(RngBitGeneratorTest, PhiloxKeepsTheLowBitsForU16) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kPhilox, {kKey, 0xFFFFFFFFFFFFFFFEu, 7},
-               PrimitiveType::kU16, {5});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(
-      Bits<uint16_t>(*result),
-      ElementsAreArray<uint16_t>({0x9305, 0xa0a5, 0xd22f, 0xc61d, 0xcea1}));
-}
-
-TEST(RngBitGeneratorTest, DefaultIsPhilox) {
-  absl::StatusOr<Literal> result =
-      Generate(RandomAlgorithm::kDefault, {kKey, 0xFEDCBA9876543210u},
-               PrimitiveType::kU32, {5});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(Bits<uint32_t>(*result),
-              ElementsAreArray<uint32_t>({0x1ec53d42u, 0xcfa390b5u, 0xf2235702u,
-                                          0xe71ff917u, 0xcb472319u}));
-}
+INSTANTIATE_TEST_SUITE_P(Recorded, RngCaseTest, ::testing::Range<size_t>(0, 10),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return info.param < Cases().size()
+                                      ? Cases()[info.param].name
+                                      : "Missing" + std::to_string(info.param);
+                         });
 
 TEST(RngBitGeneratorTest, RejectsAThreeFryStateOfThreeWords) {
-  absl::StatusOr<Literal> result = Generate(
-      RandomAlgorithm::kThreeFry, {kKey, 1, 2}, PrimitiveType::kU32, {4});
+  absl::StatusOr<Literal> result =
+      Generate(RandomAlgorithm::kThreeFry, {0x0123456789ABCDEFu, 1, 2},
+               PrimitiveType::kU32, {4});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
