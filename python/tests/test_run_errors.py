@@ -81,11 +81,18 @@ def test_global_mode_refuses_a_module_without_shardings(tmp_path):
     assert "sharding" in r.stderr
 
 
-def test_the_same_program_runs_again_after_a_refusal(tmp_path):
+def test_a_refused_run_writes_nothing_and_the_program_then_runs(tmp_path):
     program = write(tmp_path, ADD)
     a = np.arange(4, dtype=np.float32)[None]
+    out = tmp_path / "out"
+    r = run_causeway("run", program, "--partitions", 1,
+                     "--input", save(tmp_path / "a.npy", a),
+                     "--input", save(tmp_path / "short.npy", a[:, :3]),
+                     "--output-dir", out, check=False)
+    assert r.returncode == 1 and "parameter 1" in r.stderr
+    assert not (out / "out0.npy").exists()
     run_causeway("run", program, "--partitions", 1,
                  "--input", save(tmp_path / "a.npy", a),
                  "--input", save(tmp_path / "b.npy", a),
-                 "--output-dir", tmp_path / "out")
-    np.testing.assert_array_equal(np.load(tmp_path / "out/out0.npy"), 2 * a)
+                 "--output-dir", out)
+    np.testing.assert_array_equal(np.load(out / "out0.npy"), 2 * a)

@@ -83,21 +83,22 @@ ENTRY main {
 )";
 
 // Counts transfers by the hosts they run between.
-class TransferCounter : public EventSink {
+// Records every transfer that finished well.
+class TransferRecorder : public EventSink {
  public:
   void TransferFinished(const TransferEvent& event,
                         const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
-    if (status.ok()) ++count_[{event.source_host, event.destination_host}];
+    if (status.ok()) transfers_.push_back(event);
   }
-  int64_t Count(HostId from, HostId to) {
+  std::vector<TransferEvent> transfers() {
     absl::MutexLock lock(&mu_);
-    return count_[{from, to}];
+    return transfers_;
   }
 
  private:
   absl::Mutex mu_;
-  std::map<std::pair<HostId, HostId>, int64_t> count_;
+  std::vector<TransferEvent> transfers_;
 };
 
 // A minimal client over a session channel: mints handles, remembers what
@@ -317,14 +318,15 @@ TEST(LocalClusterTest, AJaxCompiledTrainingStepGivesJaxsResults) {
   }
 }
 
-TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsMoveDataWorkerToWorker) {
-  auto counter = std::make_shared<TransferCounter>();
+TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsSendEachShardDeviceToDevice) {
+  auto recorder = std::make_shared<TransferRecorder>();
   auto cluster = MakeCluster(
-      {.islands = 2, .devices_per_host = 2, .event_sink = counter});
+      {.islands = 2, .devices_per_host = 2, .event_sink = recorder});
+  transport::SliceInfo a, b;
   {
     TestClient client(*cluster, "chain");
-    transport::SliceInfo a = client.Slice(2, IslandId(0));
-    transport::SliceInfo b = client.Slice(2, IslandId(1));
+    a = client.Slice(2, IslandId(0));
+    b = client.Slice(2, IslandId(1));
     auto twice = client.Compile(kTimesTwo, a.handle, 2);
     auto plus_one = client.Compile(kPlusOne, b.handle, 2);
     ASSERT_TRUE(twice.ok() && plus_one.ok());
@@ -338,7 +340,21 @@ TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsMoveDataWorkerToWorker) {
     EXPECT_THAT(Values(*value), ElementsAre(3, 5));
   }
   cluster.reset();  // Every transfer event is in once the workers stop.
-  EXPECT_EQ(counter->Count(HostId(0), HostId(1)), 2);  // One per shard.
+  // y's shard i (4 bytes) went from device i of slice a to device i of
+  // slice b, host 0 to host 1, and nothing else moved.
+  std::vector<TransferEvent> transfers = recorder->transfers();
+  ASSERT_EQ(transfers.size(), 2u);
+  std::sort(transfers.begin(), transfers.end(),
+            [](const TransferEvent& x, const TransferEvent& y) {
+              return x.source_device < y.source_device;
+            });
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(transfers[i].source_device, a.devices[i]);
+    EXPECT_EQ(transfers[i].destination_device, b.devices[i]);
+    EXPECT_EQ(transfers[i].source_host, HostId(0));
+    EXPECT_EQ(transfers[i].destination_host, HostId(1));
+    EXPECT_EQ(transfers[i].bytes, 4);
+  }
 }
 
 TEST(LocalClusterTest, CopyReshardsBetweenShardingsAndSlices) {

@@ -365,6 +365,8 @@ TEST_F(CollectivesTest, CancelWakesAWaitingParticipantWithTheError) {
   std::thread waiter([&] {
     result = collectives_.AllReduce(OpFor(ar, 0, 2), {F32({1}, {1.0f})});
   });
+  // Partition 0 is blocked waiting for partition 1 before the cancel.
+  EXPECT_TRUE(collectives_.AwaitWaiting(1, absl::Seconds(30)));
   collectives_.Cancel(absl::InternalError("partition 1 failed"));
   waiter.join();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);

@@ -104,6 +104,14 @@ void InProcessCollectives::Cancel(absl::Status status) {
   }
 }
 
+bool InProcessCollectives::AwaitWaiting(int64_t count, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return waiting_ >= count;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
 void InProcessCollectives::Reset() {
   absl::MutexLock lock(&mu_);
   cancelled_ = absl::OkStatus();
@@ -174,8 +182,10 @@ absl::StatusOr<Literal> InProcessCollectives::Exchange(
     absl::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + options_.timeout;
     while (!rendezvous->done) {
-      if (rendezvous->cv.WaitWithDeadline(&mu_, deadline) &&
-          !rendezvous->done) {
+      ++waiting_;
+      const bool timed_out = rendezvous->cv.WaitWithDeadline(&mu_, deadline);
+      --waiting_;
+      if (timed_out && !rendezvous->done) {
         std::vector<int64_t> missing;
         for (size_t i = 0; i < group.size(); ++i) {
           if (!rendezvous->arrived[i]) missing.push_back(group[i]);

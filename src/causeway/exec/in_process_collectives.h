@@ -52,6 +52,11 @@ class InProcessCollectives : public Collectives {
   // Call between runs only.
   void Reset();
 
+  // Blocks until at least `count` callers are waiting for their peers, or
+  // `timeout` passes; returns whether they are. For tests that need a
+  // participant to be waiting before they act.
+  bool AwaitWaiting(int64_t count, absl::Duration timeout);
+
  private:
   struct Rendezvous;
   struct RendezvousKey {
@@ -84,6 +89,8 @@ class InProcessCollectives : public Collectives {
   const Options options_;
   absl::Mutex mu_;
   absl::Status cancelled_ ABSL_GUARDED_BY(mu_);
+  // Callers blocked in a wait for their peers now.
+  int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
   // absl's hash containers are not among the libraries this target links.
   std::unordered_map<RendezvousKey, std::shared_ptr<Rendezvous>,
                      RendezvousKeyHash>

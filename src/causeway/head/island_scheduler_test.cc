@@ -1,8 +1,10 @@
 #include "causeway/head/island_scheduler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -445,8 +447,11 @@ TEST_F(IslandSchedulerTest, GangOrderHoldsWithManySubmittingThreads) {
 
 // Device threads run each launch as a collective: every device of the
 // launch must reach it before any may leave. Devices that received launches
-// in different orders would wait for each other forever (each wait here
-// gives up after 20 s and reports the deadlock).
+// in different orders would wait for each other forever; the test finds
+// that as a cycle in the wait-for graph (a waiting device waits for each
+// participant of its launch that has not arrived and waits elsewhere), and
+// a lost launch as every device idle with launches unfinished. No clock
+// decides anything.
 TEST_F(IslandSchedulerTest, CollectivesOnOverlappingDevicesNeverDeadlock) {
   constexpr int kDevices = 4;
   constexpr int kSubmitters = 4;
@@ -459,44 +464,81 @@ TEST_F(IslandSchedulerTest, CollectivesOnOverlappingDevicesNeverDeadlock) {
 
   struct Collective {
     uint64_t seq = 0;
-    int participants = 0;
+    std::vector<int64_t> devices;
+    std::vector<bool> arrived_from = std::vector<bool>(kDevices, false);
     int arrived = 0;
     int left = 0;
   };
   absl::Mutex mu;
   absl::CondVar changed;
   std::vector<std::deque<std::shared_ptr<Collective>>> queues(kDevices);
+  // The launch each device waits in, if any.
+  std::vector<std::shared_ptr<Collective>> waiting_in(kDevices);
+  int idle = 0;        // Devices waiting for an empty queue.
+  int completing = 0;  // Launches being completed outside the lock.
   int completed = 0;
   bool deadlocked = false;
   bool stop = false;
+
+  // Whether the waiting devices wait for each other in a cycle. Called
+  // with `mu` held.
+  auto wait_cycle = [&]() {
+    std::vector<int> state(kDevices, 0);  // 1 on the path, 2 done.
+    std::function<bool(int64_t)> visit = [&](int64_t d) {
+      state[d] = 1;
+      const std::shared_ptr<Collective>& op = waiting_in[d];
+      for (int64_t e : op->devices) {
+        if (op->arrived_from[e] || waiting_in[e] == nullptr) continue;
+        if (state[e] == 1 || (state[e] == 0 && visit(e))) return true;
+      }
+      state[d] = 2;
+      return false;
+    };
+    for (int64_t d = 0; d < kDevices; ++d) {
+      if (waiting_in[d] != nullptr && state[d] == 0 && visit(d)) return true;
+    }
+    return false;
+  };
 
   auto device_loop = [&](int device) {
     while (true) {
       std::shared_ptr<Collective> op;
       {
         absl::MutexLock lock(&mu);
-        while (queues[device].empty() && !stop) changed.Wait(&mu);
+        while (queues[device].empty() && !stop) {
+          ++idle;
+          changed.SignalAll();
+          changed.Wait(&mu);
+          --idle;
+        }
         if (queues[device].empty()) return;
         op = queues[device].front();
         queues[device].pop_front();
         ++op->arrived;
+        op->arrived_from[device] = true;
+        waiting_in[device] = op;
         changed.SignalAll();
-        const absl::Time deadline = absl::Now() + absl::Seconds(20);
-        while (op->arrived < op->participants && !deadlocked) {
-          if (changed.WaitWithDeadline(&mu, deadline)) {
-            deadlocked = op->arrived < op->participants;
+        while (op->arrived < static_cast<int>(op->devices.size()) &&
+               !deadlocked) {
+          if (wait_cycle()) {
+            deadlocked = true;
+            break;
           }
+          changed.Wait(&mu);
         }
+        waiting_in[device] = nullptr;
         if (deadlocked) {
           changed.SignalAll();
           return;
         }
-        if (++op->left < op->participants) continue;
+        if (++op->left < static_cast<int>(op->devices.size())) continue;
+        ++completing;
       }
       // The last device to leave completes the launch (outside our lock:
       // completing may release more launches onto the queues).
-      ASSERT_TRUE(scheduler.OnLaunchComplete(op->seq).ok());
+      EXPECT_TRUE(scheduler.OnLaunchComplete(op->seq).ok());
       absl::MutexLock lock(&mu);
+      --completing;
       ++completed;
       changed.SignalAll();
     }
@@ -520,7 +562,7 @@ TEST_F(IslandSchedulerTest, CollectivesOnOverlappingDevicesNeverDeadlock) {
         launch.release = [&, ids](uint64_t seq) {
           auto op = std::make_shared<Collective>();
           op->seq = seq;
-          op->participants = static_cast<int>(ids.size());
+          op->devices = ids;
           for (int64_t d : ids) {
             {
               absl::MutexLock lock(&mu);
@@ -530,19 +572,27 @@ TEST_F(IslandSchedulerTest, CollectivesOnOverlappingDevicesNeverDeadlock) {
             std::this_thread::yield();
           }
         };
-        ASSERT_TRUE(scheduler.Submit(std::move(launch)).ok());
+        EXPECT_TRUE(scheduler.Submit(std::move(launch)).ok());
       }
     });
   }
   for (std::thread& t : submitters) t.join();
   {
+    // Every launch is submitted: from here only completions release more.
+    // Nothing can happen any more once every device is idle and nothing is
+    // being completed.
     absl::MutexLock lock(&mu);
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (completed < kTotal && !deadlocked) {
-      if (changed.WaitWithDeadline(&mu, deadline)) break;
-    }
-    EXPECT_FALSE(deadlocked);
-    EXPECT_EQ(completed, kTotal);
+    auto settled = [&]() {
+      const bool queued =
+          std::any_of(queues.begin(), queues.end(),
+                      [](const auto& queue) { return !queue.empty(); });
+      return completed == kTotal || deadlocked ||
+             (idle == kDevices && completing == 0 && !queued);
+    };
+    while (!settled()) changed.Wait(&mu);
+    EXPECT_FALSE(deadlocked) << "devices wait for each other in a cycle";
+    EXPECT_EQ(completed, kTotal) << "every device is idle with launches "
+                                    "unfinished: the scheduler lost some";
     stop = true;
     changed.SignalAll();
   }
