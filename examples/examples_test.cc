@@ -94,13 +94,18 @@ TEST(Figure2Test, TheBinaryRunsOnTheClusterItsFlagNames) {
   EXPECT_EQ(*status, 0) << cli::ChildProcess::DescribeWaitStatus(*status);
 }
 
-// The stage programs' math against JAX's one-device training run, on the
-// fake head (programs really run; no runtime in between).
-TEST(PipelineTest, StageProgramsTrainLikeJaxOnOneDeviceOnTheFakeHead) {
+// The stage programs' math against JAX's one-device training run, one
+// micro-batch per step. (The fake head runs no collectives across
+// partitions, and the stages all-reduce their gradients: the runtime runs
+// them.)
+TEST(PipelineTest, StageProgramsTrainLikeJaxOnOneDeviceWithOneMicroBatch) {
   absl::StatusOr<PipelineData> data =
       LoadPipelineData(CAUSEWAY_PIPELINE_DATA_DIR);
   ASSERT_TRUE(data.ok()) << data.status();
-  std::unique_ptr<client::Client> client = FakeClient();
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 4, .devices_per_host = 2});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
   PipelineOptions options;
   options.learning_rate = data->learning_rate;
   absl::StatusOr<PipelineRunResult> run =

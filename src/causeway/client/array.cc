@@ -37,6 +37,19 @@ Future<hlo::Literal> Array::ToHost() const {
   return state_->session->channel().Fetch(state_->handle);
 }
 
+Future<std::vector<hlo::Literal>> Array::ShardsToHost() const {
+  using Shards = std::vector<hlo::Literal>;
+  if (absl::Status usable = state_->CheckUsable(0); !usable.ok()) {
+    return MakeErrorFuture<Shards>(usable);
+  }
+  if (state_->uploaded.has_value()) {
+    if (state_->uploaded->IsReady() && !state_->uploaded->Await().ok()) {
+      return MakeErrorFuture<Shards>(state_->uploaded->Await());
+    }
+  }
+  return state_->session->channel().FetchShards(state_->handle);
+}
+
 void Array::Delete() const {
   if (state_->deleted.exchange(true)) return;
   if (state_->abandoned.load() || state_->pending_trace.load() != 0) return;

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "causeway/base/future.h"
@@ -45,6 +46,10 @@ class Array {
   Future<> Ready() const;
   // The global value, assembled from the shards on the host.
   Future<hlo::Literal> ToHost() const;
+  // Every device's buffer, in the order of the slice's devices, replicas
+  // too (JAX's addressable_shards): what each partition of the program that
+  // produced the array computed.
+  Future<std::vector<hlo::Literal>> ShardsToHost() const;
   // Frees the array's buffers once queued work that reads it is done.
   // Later uses of this array fail with FailedPrecondition. Idempotent.
   void Delete() const;

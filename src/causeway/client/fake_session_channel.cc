@@ -1,11 +1,13 @@
 #include "causeway/client/fake_session_channel.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
 #include "causeway/hlo/parser.h"
 #include "causeway/hlo/sharding_util.h"
+#include "causeway/hlo/verifier.h"
 
 namespace causeway::client {
 namespace {
@@ -106,6 +108,7 @@ Future<> FakeSessionChannel::CloseSession() {
     }
     slices_.clear();
     arrays_.clear();
+    array_layouts_.clear();
   }
   for (auto& promise : cancelled) {
     promise.Set(absl::CancelledError("the session closed"));
@@ -204,13 +207,31 @@ Future<transport::CompileInfo> FakeSessionChannel::Compile(
         parameter->sharding.value_or(hlo::Sharding()));
   }
   Outputs(*main.root(), &info);
-  absl::StatusOr<std::unique_ptr<exec::SpmdProgram>> program =
-      exec::SpmdProgram::Create(*std::move(module), num_devices,
-                                exec::SpmdProgram::Options());
-  if (!program.ok()) {
-    return MakeErrorFuture<transport::CompileInfo>(program.status());
+  if (absl::Status verified = hlo::VerifyModule(**module); !verified.ok()) {
+    return MakeErrorFuture<transport::CompileInfo>(verified);
   }
-  entry->program = *std::move(program);
+  if (num_devices > 1) {
+    for (const auto& computation : (*module)->computations()) {
+      for (const auto& instruction : computation->instructions()) {
+        if (hlo::IsCollective(instruction->opcode)) {
+          return MakeErrorFuture<transport::CompileInfo>(
+              absl::UnimplementedError(absl::StrCat(
+                  "the fake head runs partitions one after another and "
+                  "cannot run collective '",
+                  instruction->name, "' across ", num_devices,
+                  " devices; use a LocalCluster")));
+        }
+      }
+    }
+  }
+  absl::StatusOr<std::unique_ptr<exec::Evaluator>> evaluator =
+      exec::Evaluator::Create(**module);
+  if (!evaluator.ok()) {
+    return MakeErrorFuture<transport::CompileInfo>(evaluator.status());
+  }
+  entry->num_partitions = num_devices;
+  entry->module = *std::move(module);
+  entry->evaluator = *std::move(evaluator);
   absl::MutexLock lock(&mu_);
   executables_[request.handle] = entry;
   return MakeReadyFuture(entry->info);
@@ -229,7 +250,30 @@ Future<> FakeSessionChannel::PutArray(transport::ArraySpec spec,
       hlo::SplitGlobal(global, spec.sharding, slice->second->num_devices);
   if (!shards.ok()) return MakeErrorFuture(shards.status());
   arrays_[spec.handle] = MakeReadyFuture(std::move(global));
+  RecordLayoutLocked(spec);
   return MakeReadyFuture();
+}
+
+Future<> FakeSessionChannel::PutShards(transport::ArraySpec spec,
+                                       std::vector<hlo::Literal> shards) {
+  Log("PutShards");
+  absl::StatusOr<hlo::Literal> global =
+      hlo::AssembleGlobal(shards, spec.sharding, spec.global_shape);
+  if (!global.ok()) return MakeErrorFuture(global.status());
+  absl::MutexLock lock(&mu_);
+  if (!slices_.contains(spec.slice)) {
+    return MakeErrorFuture(
+        absl::NotFoundError(absl::StrCat("no slice ", spec.slice.value())));
+  }
+  arrays_[spec.handle] = MakeReadyFuture(*std::move(global));
+  RecordLayoutLocked(spec);
+  return MakeReadyFuture();
+}
+
+void FakeSessionChannel::RecordLayoutLocked(const transport::ArraySpec& spec) {
+  auto slice = slices_.find(spec.slice);
+  array_layouts_[spec.handle] = {
+      spec.sharding, slice == slices_.end() ? 1 : slice->second->num_devices};
 }
 
 Future<hlo::Literal> FakeSessionChannel::LookupLocked(
@@ -247,6 +291,7 @@ void FakeSessionChannel::EnqueueExecuteLocked(transport::ExecuteOp op) {
   for (const transport::ArraySpec& spec : op.outputs) {
     auto [promise, future] = MakePromise<hlo::Literal>();
     arrays_[spec.handle] = future;
+    RecordLayoutLocked(spec);
     outputs.push_back(std::move(promise));
   }
   std::vector<Future<hlo::Literal>> args;
@@ -270,13 +315,12 @@ void FakeSessionChannel::EnqueueExecuteLocked(transport::ExecuteOp op) {
         !granted.ok()) {
       return fail(WithProgram(exe->name, granted.status()));
     }
-    const int64_t n = exe->program->num_partitions();
+    const int64_t n = exe->num_partitions;
     if (exe->fails) {
-      return fail(WithProgram(
-          exe->name,
-          absl::InternalError(absl::StrCat(
-              "injected failure at op '",
-              exe->program->module().entry()->root()->name, "'"))));
+      return fail(WithProgram(exe->name,
+                              absl::InternalError(absl::StrCat(
+                                  "injected failure at op '",
+                                  exe->module->entry()->root()->name, "'"))));
     }
     std::vector<std::vector<hlo::Literal>> per_partition(n);
     for (size_t i = 0; i < args.size(); ++i) {
@@ -289,12 +333,20 @@ void FakeSessionChannel::EnqueueExecuteLocked(transport::ExecuteOp op) {
         per_partition[p].push_back(std::move((*shards)[p]));
       }
     }
-    absl::StatusOr<std::vector<std::vector<hlo::Literal>>> results =
-        exe->program->Run(std::move(per_partition));
-    if (!results.ok()) return fail(WithProgram(exe->name, results.status()));
+    std::vector<std::vector<hlo::Literal>> results(n);
+    for (int64_t p = 0; p < n; ++p) {
+      absl::StatusOr<hlo::Literal> root = exe->evaluator->Run(
+          per_partition[p], exec::RunContext{.partition_id = p});
+      if (!root.ok()) return fail(WithProgram(exe->name, root.status()));
+      if (root->shape().IsTuple()) {
+        results[p] = std::move(root->mutable_elements());
+      } else {
+        results[p].push_back(*std::move(root));
+      }
+    }
     for (size_t o = 0; o < outputs.size(); ++o) {
       std::vector<hlo::Literal> shards;
-      for (int64_t p = 0; p < n; ++p) shards.push_back((*results)[p][o]);
+      for (int64_t p = 0; p < n; ++p) shards.push_back(results[p][o]);
       absl::StatusOr<hlo::Literal> global = hlo::AssembleGlobal(
           shards, exe->info.output_shardings[o], specs[o].global_shape);
       outputs[o].Set(global.ok() ? std::move(global)
@@ -307,6 +359,7 @@ void FakeSessionChannel::EnqueueExecuteLocked(transport::ExecuteOp op) {
 void FakeSessionChannel::EnqueueCopyLocked(transport::CopyOp op) {
   auto [promise, future] = MakePromise<hlo::Literal>();
   arrays_[op.destination.handle] = future;
+  RecordLayoutLocked(op.destination);
   Future<hlo::Literal> source = LookupLocked(op.source);
   worker_->Execute([source, promise = std::move(promise),
                     spec = std::move(op.destination)]() mutable {
@@ -357,10 +410,36 @@ Future<hlo::Literal> FakeSessionChannel::Fetch(ArrayHandle array) {
   return LookupLocked(array);
 }
 
+Future<std::vector<hlo::Literal>> FakeSessionChannel::FetchShards(
+    ArrayHandle array) {
+  Log("FetchShards");
+  Future<hlo::Literal> global;
+  hlo::Sharding sharding;
+  int64_t num_devices = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    global = LookupLocked(array);
+    auto it = array_layouts_.find(array);
+    if (it != array_layouts_.end()) {
+      sharding = it->second.first;
+      num_devices = it->second.second;
+    }
+  }
+  return global.Map(InlineExecutor::Instance(),
+                    [sharding, num_devices](const hlo::Literal& value)
+                        -> absl::StatusOr<std::vector<hlo::Literal>> {
+                      return hlo::SplitGlobal(
+                          value, sharding, std::max<int64_t>(num_devices, 1));
+                    });
+}
+
 void FakeSessionChannel::Delete(std::vector<ArrayHandle> arrays) {
   Log(absl::StrCat("Delete(", arrays.size(), ")"));
   absl::MutexLock lock(&mu_);
-  for (ArrayHandle handle : arrays) arrays_.erase(handle);
+  for (ArrayHandle handle : arrays) {
+    arrays_.erase(handle);
+    array_layouts_.erase(handle);
+  }
 }
 
 Future<transport::StatusReport> FakeSessionChannel::GetStatus() {

@@ -1,8 +1,11 @@
 // A fake head for client tests: a SessionChannel that runs everything
-// itself, in one process, without the runtime. Programs really run
-// (exec::SpmdProgram on the slice's device count); arrays are kept as
-// global values, so a copy or reshard just names the same value again.
-// Ops run one at a time, in the order they were sent, on one thread.
+// itself, in one process, without the runtime. Programs really run: each
+// partition in turn, on one evaluator (exec/evaluator.h), so programs with
+// collectives across partitions are refused at Compile (the runtime runs
+// those). Arrays are kept as global values, so a copy or reshard just names
+// the same value again, and per-device buffers (PutShards) collapse to the
+// global value they assemble to. Ops run one at a time, in the order they
+// were sent, on one thread.
 //
 // It records every call so that tests can check what the client sent (one
 // Submit per trace, no round trip per Execute, deletes).
@@ -14,14 +17,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include <unordered_map>
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/executor.h"
 #include "causeway/base/future.h"
-#include "causeway/exec/spmd_program.h"
+#include "causeway/exec/evaluator.h"
+#include "causeway/hlo/ir.h"
 #include "causeway/transport/session_channel.h"
 
 namespace causeway::client {
@@ -67,11 +72,14 @@ class FakeSessionChannel final : public transport::SessionChannel {
   Future<transport::CompileInfo> Compile(
       transport::CompileRequest request) override;
   Future<> PutArray(transport::ArraySpec spec, hlo::Literal global) override;
+  Future<> PutShards(transport::ArraySpec spec,
+                     std::vector<hlo::Literal> shards) override;
   void Execute(transport::ExecuteOp op) override;
   void Copy(transport::CopyOp op) override;
   void Submit(transport::ProgramGraph graph) override;
   Future<> ArrayReady(ArrayHandle array) override;
   Future<hlo::Literal> Fetch(ArrayHandle array) override;
+  Future<std::vector<hlo::Literal>> FetchShards(ArrayHandle array) override;
   void Delete(std::vector<ArrayHandle> arrays) override;
   Future<transport::StatusReport> GetStatus() override;
   Future<std::string> GetTrace() override;
@@ -88,7 +96,9 @@ class FakeSessionChannel final : public transport::SessionChannel {
     std::string name;
     SliceHandle slice;
     bool fails = false;
-    std::shared_ptr<exec::SpmdProgram> program;
+    int64_t num_partitions = 1;  // The slice's devices.
+    std::unique_ptr<hlo::Module> module;
+    std::unique_ptr<exec::Evaluator> evaluator;  // Runs `module`.
   };
 
   void Log(std::string call) ABSL_LOCKS_EXCLUDED(mu_);
@@ -98,6 +108,8 @@ class FakeSessionChannel final : public transport::SessionChannel {
   void EnqueueCopyLocked(transport::CopyOp op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Future<hlo::Literal> LookupLocked(ArrayHandle handle) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordLayoutLocked(const transport::ArraySpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
@@ -110,6 +122,9 @@ class FakeSessionChannel final : public transport::SessionChannel {
       executables_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<ArrayHandle, Future<hlo::Literal>> arrays_
       ABSL_GUARDED_BY(mu_);
+  // Each array's sharding and its slice's device count, for FetchShards.
+  std::unordered_map<ArrayHandle, std::pair<hlo::Sharding, int64_t>>
+      array_layouts_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_device_ ABSL_GUARDED_BY(mu_) = 0;
   // Runs ops in order; declared last so it drains before the rest dies.

@@ -138,5 +138,55 @@ TEST_F(LocalClientTest, StatusAndTraceShowTheSessionsPrograms) {
   EXPECT_THAT(*json, HasSubstr("\"cat\":\"transfer\""));
 }
 
+// Per-device buffers (FromShards, ShardsToHost): each partition of a
+// program reads its own argument and its own result comes back, even for
+// arrays whose sharding calls them replicated.
+constexpr char kPlusPartitionId[] =
+    R"(HloModule plus_partition, num_partitions=2
+ENTRY main {
+  x = f32[2] parameter(0), sharding={replicated}
+  p = u32[] partition-id()
+  pf = f32[] convert(p)
+  b = f32[2] broadcast(pf), dimensions={}
+  ROOT y = f32[2] add(x, b), sharding={replicated}
+})";
+
+TEST_F(LocalClientTest, EachDeviceKeepsTheShardItWasGivenAndGivesItsOwnBack) {
+  Start({.devices_per_host = 2});
+  Slice slice = *session_->CreateSlice(2);
+  Executable exe = Compile(kPlusPartitionId, slice);
+  absl::StatusOr<Array> x = session_->FromShards(
+      {Vector({1, 2}), Vector({10, 20})}, Shape(PrimitiveType::kF32, {2}),
+      slice, Sharding::Replicated());
+  ASSERT_TRUE(x.ok()) << x.status();
+  absl::StatusOr<std::vector<Literal>> given = x->ShardsToHost().Await();
+  ASSERT_TRUE(given.ok()) << given.status();
+  ASSERT_EQ(given->size(), 2u);
+  EXPECT_THAT(Values((*given)[1]), ElementsAre(10, 20));
+  std::vector<Array> y = *exe.Execute({*x});
+  absl::StatusOr<std::vector<Literal>> shards = y[0].ShardsToHost().Await();
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  ASSERT_EQ(shards->size(), 2u);
+  EXPECT_THAT(Values((*shards)[0]), ElementsAre(1, 2));
+  EXPECT_THAT(Values((*shards)[1]), ElementsAre(11, 21));
+}
+
+TEST_F(LocalClientTest, FromShardsRefusesShardsThatDoNotFitTheSharding) {
+  Start({.devices_per_host = 2});
+  Slice slice = *session_->CreateSlice(2);
+  absl::StatusOr<Sharding> tiled = Sharding::TiledByDims({2});
+  ASSERT_TRUE(tiled.ok());
+  auto one_shard = session_->FromShards(
+      {Vector({1})}, Shape(PrimitiveType::kF32, {2}), slice, *tiled);
+  EXPECT_THAT(one_shard.status().message(),
+              HasSubstr("got 1 shards for slice"));
+  auto wide =
+      session_->FromShards({Vector({1, 2}), Vector({3, 4})},
+                           Shape(PrimitiveType::kF32, {2}), slice, *tiled);
+  EXPECT_THAT(wide.status().message(),
+              HasSubstr("shard 0 is f32[2] but f32[2] sharded "
+                        "{devices=[2]<=[2]} has shards of f32[1]"));
+}
+
 }  // namespace
 }  // namespace causeway::client

@@ -202,6 +202,41 @@ absl::StatusOr<Array> Session::FromHost(const hlo::Literal& value,
   return Array(std::move(state));
 }
 
+absl::StatusOr<Array> Session::FromShards(std::vector<hlo::Literal> shards,
+                                          const hlo::Shape& global_shape,
+                                          const Slice& slice,
+                                          const Sharding& sharding) {
+  CW_RETURN_IF_ERROR(core_->CheckOpen());
+  CW_RETURN_IF_ERROR(CheckSliceOf(*core_, slice));
+  if (!global_shape.IsArray()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FromShards makes an array, not ", global_shape.ToString(false)));
+  }
+  CW_ASSIGN_OR_RETURN(hlo::Shape shard_shape,
+                      sharding.ShardShape(global_shape, slice.num_devices()));
+  if (static_cast<int64_t>(shards.size()) != slice.num_devices()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FromShards got ", shards.size(), " shards for ",
+                     slice.ToString(), ": one per device"));
+  }
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (!shards[i].shape().IsArray() ||
+        !shards[i].shape().Compatible(shard_shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FromShards: shard ", i, " is ", shards[i].shape().ToString(false),
+          " but ", global_shape.ToString(false), " sharded ",
+          sharding.ToString(), " has shards of ", shard_shape.ToString(false)));
+    }
+  }
+  auto state = std::make_shared<internal::ArrayState>(
+      core_, slice, internal::MintArrayHandle(), global_shape, sharding);
+  transport::ArraySpec spec{state->handle, global_shape, sharding.hlo(),
+                            slice.handle()};
+  state->uploaded =
+      core_->channel().PutShards(std::move(spec), std::move(shards));
+  return Array(std::move(state));
+}
+
 absl::StatusOr<Array> Session::Copy(const Array& array, const Slice& slice,
                                     const Sharding& sharding) {
   CW_RETURN_IF_ERROR(core_->CheckOpen());

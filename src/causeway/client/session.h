@@ -87,6 +87,17 @@ class Session {
   absl::StatusOr<Array> FromHost(const hlo::Literal& value, const Slice& slice,
                                  const Sharding& sharding);
 
+  // An array of `global_shape` on `slice` with `sharding`, assembled from
+  // one buffer per device: shards[i] goes to virtual device i and must have
+  // the shard shape the sharding gives (JAX's
+  // make_array_from_single_device_arrays). Replicas are not compared: each
+  // device keeps its own. Returns at once; the upload runs in the
+  // background.
+  absl::StatusOr<Array> FromShards(std::vector<hlo::Literal> shards,
+                                   const hlo::Shape& global_shape,
+                                   const Slice& slice,
+                                   const Sharding& sharding);
+
   // A copy of `array` on `slice` with `sharding` (any slice of this
   // session, any sharding that fits): data moves device to device.
   absl::StatusOr<Array> Copy(const Array& array, const Slice& slice,

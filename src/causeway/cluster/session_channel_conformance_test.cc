@@ -188,6 +188,38 @@ TEST_P(SessionChannelTest, RunsAProgramAndFetchesItsResult) {
   EXPECT_THAT(Values(*value), ElementsAre(3, -6));
 }
 
+TEST_P(SessionChannelTest, PerDeviceShardsGoInAndComeBackInDeviceOrder) {
+  std::unique_ptr<SessionChannel> channel = OpenChannel("shards");
+  transport::SliceInfo slice = Slice(*channel, 2);
+  ExecutableHandle twice = Compile(*channel, kTimesTwo, slice.handle);
+  transport::ArraySpec spec{ArrayHandle(next_++),
+                            hlo::Shape(hlo::PrimitiveType::kF32, {2}),
+                            Sharding("{devices=[2]<=[2]}"), slice.handle};
+  std::vector<Literal> shards;
+  shards.push_back(F32({1}, {4}));
+  shards.push_back(F32({1}, {-0.5}));
+  ASSERT_TRUE(channel->PutShards(spec, std::move(shards)).AwaitFor(kWait).ok());
+  transport::ExecuteOp op = MakeExecute(twice, {spec.handle}, slice.handle, 2);
+  const ArrayHandle y = op.outputs[0].handle;
+  channel->Execute(std::move(op));
+  absl::StatusOr<std::vector<Literal>> back =
+      channel->FetchShards(y).AwaitFor(kWait);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_THAT(Values((*back)[0]), ElementsAre(8));
+  EXPECT_THAT(Values((*back)[1]), ElementsAre(-1));
+  // A shard of the wrong shape is refused, naming it.
+  transport::ArraySpec bad = spec;
+  bad.handle = ArrayHandle(next_++);
+  std::vector<Literal> wrong;
+  wrong.push_back(F32({1}, {1}));
+  wrong.push_back(F32({2}, {1, 2}));
+  absl::Status refused =
+      channel->PutShards(bad, std::move(wrong)).AwaitFor(kWait);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("shard 1"));
+}
+
 TEST_P(SessionChannelTest, AnArrayLargerThanAChunkRoundTripsExactly) {
   std::unique_ptr<SessionChannel> channel = OpenChannel("big");
   transport::SliceInfo slice = Slice(*channel, 2);

@@ -742,14 +742,59 @@ void Head::DeleteArrayLocked(Session& session, ArrayHandle handle) {
 
 Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
                         hlo::Literal global) {
+  auto value = std::make_shared<hlo::Literal>(std::move(global));
+  const hlo::Sharding sharding = spec.sharding;
+  const hlo::Shape global_shape = spec.global_shape;
+  return PlaceArray(
+      session_id, std::move(spec), "PutArray",
+      [value, sharding, global_shape](const hlo::Shape&, int64_t n)
+          -> absl::StatusOr<std::vector<hlo::Literal>> {
+        if (!value->shape().IsArray() ||
+            !value->shape().Compatible(global_shape)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "PutArray: the value is ", value->shape().ToString(false),
+              " but the array spec says ", global_shape.ToString(false)));
+        }
+        absl::StatusOr<std::vector<hlo::Literal>> shards =
+            hlo::SplitGlobal(*value, sharding, n);
+        if (!shards.ok()) return WithContext(shards.status(), "PutArray");
+        return shards;
+      });
+}
+
+Future<> Head::PutShards(SessionId session_id, transport::ArraySpec spec,
+                         std::vector<hlo::Literal> shards) {
+  auto values = std::make_shared<std::vector<hlo::Literal>>(std::move(shards));
+  return PlaceArray(
+      session_id, std::move(spec), "PutShards",
+      [values](const hlo::Shape& shard_shape,
+               int64_t n) -> absl::StatusOr<std::vector<hlo::Literal>> {
+        if (static_cast<int64_t>(values->size()) != n) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("PutShards: ", values->size(),
+                           " shards for a slice of ", n, " devices"));
+        }
+        for (size_t i = 0; i < values->size(); ++i) {
+          const hlo::Shape& shape = (*values)[i].shape();
+          if (!shape.IsArray() || !shape.Compatible(shard_shape)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "PutShards: shard ", i, " is ", shape.ToString(false),
+                " but the array's shards are ", shard_shape.ToString(false)));
+          }
+        }
+        return std::move(*values);
+      });
+}
+
+Future<> Head::PlaceArray(SessionId session_id, transport::ArraySpec spec,
+                          const char* what, ShardsOf shards_of) {
   Outbox::Flush flush(outbox_);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
-  auto value = std::make_shared<hlo::Literal>(std::move(global));
   absl::MutexLock lock(&mu_);
   Session* session = TouchSessionLocked(session_id);
   if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
-  auto run = [this, session, spec, value,
+  auto run = [this, session, spec, what, shards_of = std::move(shards_of),
               shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::Status fresh = arrays_.CheckNewHandles(session->id, {spec});
     if (!fresh.ok()) {
@@ -760,45 +805,39 @@ Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
       arrays_.AddErrors(session->id, {spec}, status);
       ResolveLater(shared, std::move(status));
     };
-    if (absl::Status shape = ValidateArrayShape(spec.global_shape, "PutArray");
+    if (absl::Status shape = ValidateArrayShape(spec.global_shape, what);
         !shape.ok()) {
       return fail(shape);
     }
     auto slice = session->slices.find(spec.slice);
     if (slice == session->slices.end()) {
       return fail(absl::NotFoundError(
-          absl::StrCat("PutArray: unknown slice handle ", spec.slice.value())));
+          absl::StrCat(what, ": unknown slice handle ", spec.slice.value())));
     }
     const SliceRecord& record = *slice->second;
     if (record.state != SliceRecord::State::kGranted) {
       return fail(absl::UnavailableError(absl::StrCat(
-          "PutArray: slice ", spec.slice.value(), " has no devices now")));
-    }
-    if (!value->shape().IsArray() ||
-        !value->shape().Compatible(spec.global_shape)) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "PutArray: the value is ", value->shape().ToString(false),
-          " but the array spec says ", spec.global_shape.ToString(false))));
+          what, ": slice ", spec.slice.value(), " has no devices now")));
     }
     const std::shared_ptr<const Topology> topology = membership_.topology();
     const int64_t n = static_cast<int64_t>(record.devices.size());
     absl::StatusOr<hlo::Shape> shard_shape =
         hlo::ShardShape(spec.sharding, spec.global_shape, n);
     if (!shard_shape.ok()) {
-      return fail(WithContext(shard_shape.status(), "PutArray"));
+      return fail(WithContext(shard_shape.status(), what));
     }
     for (DeviceId device : record.devices) {
       const int64_t budget = topology->device(device).memory_bytes;
       if (shard_shape->ByteSize() > budget) {
         return fail(absl::ResourceExhaustedError(absl::StrCat(
-            "PutArray: a shard of array ", spec.handle.value(), " needs ",
+            what, ": a shard of array ", spec.handle.value(), " needs ",
             shard_shape->ByteSize(), " bytes but device ", device.value(),
             " has a memory budget of ", budget, " bytes")));
       }
     }
     absl::StatusOr<std::vector<hlo::Literal>> shards =
-        hlo::SplitGlobal(*value, spec.sharding, n);
-    if (!shards.ok()) return fail(WithContext(shards.status(), "PutArray"));
+        shards_of(*shard_shape, n);
+    if (!shards.ok()) return fail(shards.status());
     auto array = std::make_shared<ArrayRecord>();
     array->session = session->id;
     array->handle = spec.handle;
@@ -982,6 +1021,61 @@ Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
       *session, [] { return false; }, std::move(run),
       [this, shared](absl::Status status) {
         ResolveLater(shared, absl::StatusOr<hlo::Literal>(status));
+      });
+  return future;
+}
+
+Future<std::vector<hlo::Literal>> Head::FetchShards(SessionId session_id,
+                                                    ArrayHandle handle) {
+  using Shards = std::vector<hlo::Literal>;
+  Outbox::Flush flush(outbox_);
+  auto [promise, future] = MakePromise<Shards>();
+  auto shared = std::make_shared<Promise<Shards>>(std::move(promise));
+  absl::MutexLock lock(&mu_);
+  Session* session = TouchSessionLocked(session_id);
+  if (session == nullptr) {
+    return MakeErrorFuture<Shards>(NoSessionLocked(session_id));
+  }
+  auto run = [this, session, handle,
+              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
+        arrays_.Find(session->id, handle, [] { return std::string(); });
+    if (!found.ok()) {
+      ResolveLater(shared, absl::StatusOr<Shards>(found.status()));
+      return;
+    }
+    std::shared_ptr<const ArrayRecord> record = *std::move(found);
+    // Runs through the outbox, with no lock held.
+    dispatcher_->WhenPlaced(
+        record->buffers, [this, record, shared](absl::Status placed) {
+          if (!placed.ok()) {
+            shared->Set(placed);
+            return;
+          }
+          // Every buffer travels, replicas too: they may differ.
+          std::vector<Future<hlo::Literal>> shards;
+          for (const auto& [host, buffer] : record->buffers->buffers) {
+            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
+            shards.push_back(MapError(
+                worker == nullptr
+                    ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
+                          absl::StrCat("host ", host.value(), " is not alive")))
+                    : worker->FetchBuffer(buffer),
+                [this, host](const absl::Status& status) {
+                  return CallError(host, status);
+                }));
+          }
+          JoinFutures(std::move(shards))
+              .OnReady(*callbacks_,
+                       [shared](const absl::StatusOr<Shards>& values) {
+                         shared->Set(values);
+                       });
+        });
+  };
+  RunOrDeferLocked(
+      *session, [] { return false; }, std::move(run),
+      [this, shared](absl::Status status) {
+        ResolveLater(shared, absl::StatusOr<Shards>(status));
       });
   return future;
 }

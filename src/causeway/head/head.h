@@ -122,11 +122,15 @@ class Head final : public transport::SessionService,
       SessionId session, transport::CompileRequest request) override;
   Future<> PutArray(SessionId session, transport::ArraySpec spec,
                     hlo::Literal global) override;
+  Future<> PutShards(SessionId session, transport::ArraySpec spec,
+                     std::vector<hlo::Literal> shards) override;
   void Execute(SessionId session, transport::ExecuteOp op) override;
   void Copy(SessionId session, transport::CopyOp op) override;
   void Submit(SessionId session, transport::ProgramGraph graph) override;
   Future<> ArrayReady(SessionId session, ArrayHandle array) override;
   Future<hlo::Literal> Fetch(SessionId session, ArrayHandle array) override;
+  Future<std::vector<hlo::Literal>> FetchShards(SessionId session,
+                                                ArrayHandle array) override;
   void Delete(SessionId session, std::vector<ArrayHandle> arrays) override;
   Future<transport::StatusReport> GetStatus() override;
   Future<std::string> GetTrace() override;
@@ -220,6 +224,13 @@ class Head final : public transport::SessionService,
   void OnSliceEvent(const SliceEvent& event);
   void LoadExecutablesLocked(Session& session, const SliceRecord& slice)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PutArray and PutShards: places a new array whose buffer on virtual
+  // device i of the slice is shards_of(shard shape, n)[i]. `what` names
+  // the call in errors.
+  using ShardsOf = std::function<absl::StatusOr<std::vector<hlo::Literal>>(
+      const hlo::Shape& shard_shape, int64_t num_devices)>;
+  Future<> PlaceArray(SessionId session_id, transport::ArraySpec spec,
+                      const char* what, ShardsOf shards_of);
   void LoadProgramLocked(const CompiledProgram& program,
                          const std::vector<DeviceId>& devices)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -397,6 +397,41 @@ Future<> GrpcSessionChannel::PutArray(ArraySpec spec, hlo::Literal global) {
   });
 }
 
+absl::StatusOr<uint64_t> GrpcSessionChannel::ReserveHostBuffers(uint64_t n) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status unusable = UnusableLocked(); !unusable.ok()) return unusable;
+  const uint64_t first = next_host_buffer_;
+  next_host_buffer_ += n;
+  return first;
+}
+
+Future<> GrpcSessionChannel::PutShards(ArraySpec spec,
+                                       std::vector<hlo::Literal> shards) {
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (!shards[i].shape().IsArray()) {
+      return MakeErrorFuture(absl::InvalidArgumentError(
+          absl::StrCat("PutShards takes array values; shard ", i, " is ",
+                       shards[i].shape().ToString())));
+    }
+  }
+  absl::StatusOr<uint64_t> first = ReserveHostBuffers(shards.size());
+  if (!first.ok()) return MakeErrorFuture(first.status());
+  wire::SessionRequest message;
+  ToWire(spec, message.mutable_put_shards()->mutable_spec());
+  // The bytes go first, each on its own call; the request follows at once.
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const uint64_t host_buffer = *first + i;
+    message.mutable_put_shards()->add_host_buffers(host_buffer);
+    transfers_->Execute(
+        [this, host_buffer, value = std::move(shards[i])]() mutable {
+          Upload(host_buffer, std::move(value));
+        });
+  }
+  return Call<void>(std::move(message), [](const wire::SessionResponse&) {
+    return absl::OkStatus();
+  });
+}
+
 void GrpcSessionChannel::Upload(uint64_t host_buffer, hlo::Literal value) {
   grpc::ClientContext context;
   AddCredentials(connection_->options().security, &context);
@@ -492,6 +527,58 @@ Future<hlo::Literal> GrpcSessionChannel::Fetch(ArrayHandle array) {
             });
       });
   if (!sent.ok()) return MakeErrorFuture<hlo::Literal>(sent);
+  return std::move(pair.future);
+}
+
+Future<std::vector<hlo::Literal>> GrpcSessionChannel::FetchShards(
+    ArrayHandle array) {
+  using Shards = std::vector<hlo::Literal>;
+  // As many ids as a slice can have devices: ids are only counters.
+  constexpr uint64_t kMaxShards = 1 << 16;
+  absl::StatusOr<uint64_t> first = ReserveHostBuffers(kMaxShards);
+  if (!first.ok()) return MakeErrorFuture<Shards>(first.status());
+  PromiseAndFuture<Shards> pair = MakePromise<Shards>();
+  wire::SessionRequest message;
+  message.mutable_fetch_shards()->set_array(array.value());
+  message.mutable_fetch_shards()->set_first_host_buffer(*first);
+  message.mutable_fetch_shards()->set_max_shards(kMaxShards);
+  const WireLimits& limits = connection_->options().limits;
+  absl::Status sent = Send(
+      std::move(message),
+      [this, first = *first, promise = std::move(pair.promise), &limits](
+          const absl::StatusOr<wire::SessionResponse>& answer) mutable {
+        if (!answer.ok()) return promise.Set(answer.status());
+        absl::Status status = AnswerStatus(*answer, limits);
+        if (!status.ok()) return promise.Set(status);
+        const auto& ready = answer->fetched_shards().shards();
+        if (static_cast<uint64_t>(ready.size()) > kMaxShards) {
+          return promise.Set(absl::DataLossError(absl::StrCat(
+              "SessionResponse.fetched_shards: ", ready.size(),
+              " shards, more than the ", kMaxShards, " reserved")));
+        }
+        std::vector<Future<hlo::Literal>> shards;
+        for (int i = 0; i < ready.size(); ++i) {
+          const uint64_t host_buffer = ready[i].host_buffer();
+          if (host_buffer != first + static_cast<uint64_t>(i)) {
+            return promise.Set(absl::DataLossError(absl::StrCat(
+                "SessionResponse.fetched_shards.shards[", i,
+                "]: host buffer ", host_buffer, " was not reserved for it")));
+          }
+          PromiseAndFuture<hlo::Literal> shard = MakePromise<hlo::Literal>();
+          shards.push_back(std::move(shard.future));
+          transfers_->Execute([this, host_buffer,
+                               promise = std::move(shard.promise)]() mutable {
+            Download(host_buffer, std::move(promise));
+          });
+        }
+        JoinFutures(std::move(shards))
+            .OnReady(InlineExecutor::Instance(),
+                     [promise = std::move(promise)](
+                         const absl::StatusOr<Shards>& values) mutable {
+                       promise.Set(values);
+                     });
+      });
+  if (!sent.ok()) return MakeErrorFuture<Shards>(sent);
   return std::move(pair.future);
 }
 

@@ -112,11 +112,13 @@ class GrpcSessionChannel final : public SessionChannel {
   Future<> ReleaseSlice(SliceHandle slice) override;
   Future<CompileInfo> Compile(CompileRequest request) override;
   Future<> PutArray(ArraySpec spec, hlo::Literal global) override;
+  Future<> PutShards(ArraySpec spec, std::vector<hlo::Literal> shards) override;
   void Execute(ExecuteOp op) override;
   void Copy(CopyOp op) override;
   void Submit(ProgramGraph graph) override;
   Future<> ArrayReady(ArrayHandle array) override;
   Future<hlo::Literal> Fetch(ArrayHandle array) override;
+  Future<std::vector<hlo::Literal>> FetchShards(ArrayHandle array) override;
   void Delete(std::vector<ArrayHandle> arrays) override;
   Future<StatusReport> GetStatus() override;
   Future<std::string> GetTrace() override;
@@ -144,6 +146,8 @@ class GrpcSessionChannel final : public SessionChannel {
   void AbortSession(const absl::Status& why);
 
   void Upload(uint64_t host_buffer, hlo::Literal value);
+  // Reserves `n` consecutive host-buffer ids; the first, or why not.
+  absl::StatusOr<uint64_t> ReserveHostBuffers(uint64_t n);
   void Download(uint64_t host_buffer, Promise<hlo::Literal> promise);
 
   const std::shared_ptr<GrpcHeadConnection> connection_;

@@ -449,6 +449,9 @@ bool GrpcSessionServer::HandleRequest(
     case wire::SessionRequest::kPutArray:
       HandlePutArray(session, op_id, request.put_array(), session_error);
       return session_error->ok();
+    case wire::SessionRequest::kPutShards:
+      HandlePutShards(session, op_id, request.put_shards(), session_error);
+      return session_error->ok();
     case wire::SessionRequest::kExecute: {
       absl::StatusOr<ExecuteOp> op =
           FromWire(request.execute(), limits, root.Field("execute"));
@@ -511,6 +514,41 @@ bool GrpcSessionServer::HandleRequest(
                    });
       return true;
     }
+    case wire::SessionRequest::kFetchShards: {
+      const wire::FetchShardsRequest& fetch = request.fetch_shards();
+      const uint64_t first = fetch.first_host_buffer();
+      const uint64_t max_shards = fetch.max_shards();
+      service_->FetchShards(id, ArrayHandle(fetch.array()))
+          .OnReady(InlineExecutor::Instance(),
+                   [session, op_id, first, max_shards](
+                       const absl::StatusOr<std::vector<hlo::Literal>>& values) {
+                     if (!values.ok()) {
+                       session->Answer(op_id, values.status());
+                       return;
+                     }
+                     if (values->size() > max_shards) {
+                       session->Answer(
+                           op_id, absl::InvalidArgumentError(absl::StrCat(
+                                      "fetch_shards: the array has ",
+                                      values->size(), " shards but max_shards "
+                                      "is ", max_shards)));
+                       return;
+                     }
+                     wire::SessionResponse response;
+                     absl::Status stored;
+                     for (size_t i = 0; i < values->size() && stored.ok();
+                          ++i) {
+                       stored = session->buffers.StoreDownload(first + i,
+                                                               (*values)[i]);
+                       wire::FetchReady* ready =
+                           response.mutable_fetched_shards()->add_shards();
+                       ready->set_host_buffer(first + i);
+                       ready->set_byte_size((*values)[i].size_bytes());
+                     }
+                     session->Answer(op_id, stored, std::move(response));
+                   });
+      return true;
+    }
     case wire::SessionRequest::kGetStatus:
       session->AnswerWhenReady(
           op_id, service_->GetStatus(),
@@ -564,6 +602,55 @@ void GrpcSessionServer::HandlePutArray(
   }
   session->AnswerWhenReady(
       op_id, service_->PutArray(session->id, *std::move(spec), *std::move(value)),
+      Done, session);
+}
+
+void GrpcSessionServer::HandlePutShards(
+    const std::shared_ptr<SessionState>& session, uint64_t op_id,
+    const wire::PutShards& request, absl::Status* session_error) {
+  const FieldPath path("SessionRequest.put_shards");
+  if (request.host_buffers_size() > options_.limits.max_entries) {
+    *session_error = path.Field("host_buffers")
+                         .Invalid(absl::StrCat(request.host_buffers_size(),
+                                               " entries (at most ",
+                                               options_.limits.max_entries,
+                                               ")"));
+    return;
+  }
+  // The bytes are taken whatever happens, so that they do not linger.
+  std::vector<Future<hlo::Literal>> uploads;
+  for (uint64_t host_buffer : request.host_buffers()) {
+    uploads.push_back(session->buffers.TakeUpload(host_buffer));
+  }
+  absl::StatusOr<ArraySpec> spec =
+      FromWire(request.spec(), options_.limits, path.Field("spec"));
+  if (!spec.ok()) {
+    session->Answer(op_id, spec.status());
+    return;
+  }
+  // In stream order: the head sees the array before any later request
+  // that names it.
+  std::vector<hlo::Literal> shards;
+  for (size_t i = 0; i < uploads.size(); ++i) {
+    absl::StatusOr<hlo::Literal> value =
+        uploads[i].AwaitFor(options_.upload_timeout);
+    if (!value.ok()) {
+      *session_error = absl::Status(
+          value.status().code() == absl::StatusCode::kDeadlineExceeded
+              ? absl::StatusCode::kDeadlineExceeded
+              : absl::StatusCode::kDataLoss,
+          absl::StrCat("the upload of shard ", i, " of array ",
+                       spec->handle.value(), " (host buffer ",
+                       request.host_buffers(static_cast<int>(i)),
+                       ") failed: ", value.status().message(),
+                       "; a failed upload ends the session"));
+      return;
+    }
+    shards.push_back(*std::move(value));
+  }
+  session->AnswerWhenReady(
+      op_id,
+      service_->PutShards(session->id, *std::move(spec), std::move(shards)),
       Done, session);
 }
 

@@ -99,6 +99,9 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   void HandlePutArray(const std::shared_ptr<SessionState>& session,
                       uint64_t op_id, const wire::PutArray& request,
                       absl::Status* session_error);
+  void HandlePutShards(const std::shared_ptr<SessionState>& session,
+                       uint64_t op_id, const wire::PutShards& request,
+                       absl::Status* session_error);
 
   SessionService* const service_;
   const TokenCheck* const auth_;

@@ -90,6 +90,13 @@ Future<> InProcessSessionChannel::PutArray(ArraySpec spec,
   return head_->PutArray(*session, std::move(spec), std::move(global));
 }
 
+Future<> InProcessSessionChannel::PutShards(ArraySpec spec,
+                                            std::vector<hlo::Literal> shards) {
+  absl::StatusOr<SessionId> session = Session();
+  if (!session.ok()) return MakeErrorFuture(session.status());
+  return head_->PutShards(*session, std::move(spec), std::move(shards));
+}
+
 void InProcessSessionChannel::Execute(ExecuteOp op) {
   absl::StatusOr<SessionId> session = Session();
   if (session.ok()) head_->Execute(*session, std::move(op));
@@ -115,6 +122,15 @@ Future<hlo::Literal> InProcessSessionChannel::Fetch(ArrayHandle array) {
   absl::StatusOr<SessionId> session = Session();
   if (!session.ok()) return MakeErrorFuture<hlo::Literal>(session.status());
   return head_->Fetch(*session, array);
+}
+
+Future<std::vector<hlo::Literal>> InProcessSessionChannel::FetchShards(
+    ArrayHandle array) {
+  absl::StatusOr<SessionId> session = Session();
+  if (!session.ok()) {
+    return MakeErrorFuture<std::vector<hlo::Literal>>(session.status());
+  }
+  return head_->FetchShards(*session, array);
 }
 
 void InProcessSessionChannel::Delete(std::vector<ArrayHandle> arrays) {

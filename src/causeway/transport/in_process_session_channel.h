@@ -32,11 +32,13 @@ class InProcessSessionChannel final : public SessionChannel {
   Future<CompileInfo> Compile(
       CompileRequest request) override;
   Future<> PutArray(ArraySpec spec, hlo::Literal global) override;
+  Future<> PutShards(ArraySpec spec, std::vector<hlo::Literal> shards) override;
   void Execute(ExecuteOp op) override;
   void Copy(CopyOp op) override;
   void Submit(ProgramGraph graph) override;
   Future<> ArrayReady(ArrayHandle array) override;
   Future<hlo::Literal> Fetch(ArrayHandle array) override;
+  Future<std::vector<hlo::Literal>> FetchShards(ArrayHandle array) override;
   void Delete(std::vector<ArrayHandle> arrays) override;
   Future<StatusReport> GetStatus() override;
   Future<std::string> GetTrace() override;

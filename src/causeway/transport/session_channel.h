@@ -138,6 +138,13 @@ class SessionChannel {
 
   // Host → devices: `global` is split by spec.sharding.
   virtual Future<> PutArray(ArraySpec spec, hlo::Literal global) = 0;
+  // Host → devices, one buffer per device: shards[i] becomes the buffer on
+  // virtual device i of spec.slice and must have the shard shape
+  // spec.sharding gives. Replicas are taken as given, not compared (as
+  // JAX's make_array_from_single_device_arrays): `causeway run` gives each
+  // partition its own argument this way.
+  virtual Future<> PutShards(ArraySpec spec,
+                             std::vector<hlo::Literal> shards) = 0;
   // Fire-and-forget: errors surface in the output arrays.
   virtual void Execute(ExecuteOp op) = 0;
   virtual void Copy(CopyOp op) = 0;
@@ -147,6 +154,9 @@ class SessionChannel {
   virtual Future<> ArrayReady(ArrayHandle array) = 0;
   // Devices → host: the global value, assembled from the shards.
   virtual Future<hlo::Literal> Fetch(ArrayHandle array) = 0;
+  // Devices → host: every device's buffer, replicas too, in the order of
+  // the slice's devices (what each partition of a program produced).
+  virtual Future<std::vector<hlo::Literal>> FetchShards(ArrayHandle array) = 0;
   virtual void Delete(std::vector<ArrayHandle> arrays) = 0;
 
   virtual Future<StatusReport> GetStatus() = 0;
@@ -190,11 +200,15 @@ class SessionService {
                                       CompileRequest request) = 0;
   virtual Future<> PutArray(SessionId session, ArraySpec spec,
                             hlo::Literal global) = 0;
+  virtual Future<> PutShards(SessionId session, ArraySpec spec,
+                             std::vector<hlo::Literal> shards) = 0;
   virtual void Execute(SessionId session, ExecuteOp op) = 0;
   virtual void Copy(SessionId session, CopyOp op) = 0;
   virtual void Submit(SessionId session, ProgramGraph graph) = 0;
   virtual Future<> ArrayReady(SessionId session, ArrayHandle array) = 0;
   virtual Future<hlo::Literal> Fetch(SessionId session, ArrayHandle array) = 0;
+  virtual Future<std::vector<hlo::Literal>> FetchShards(SessionId session,
+                                                        ArrayHandle array) = 0;
   virtual void Delete(SessionId session, std::vector<ArrayHandle> arrays) = 0;
   // Not tied to a session: `causeway status` asks without opening one.
   virtual Future<StatusReport> GetStatus() = 0;
