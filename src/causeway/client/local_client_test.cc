@@ -188,5 +188,53 @@ TEST_F(LocalClientTest, FromShardsRefusesShardsThatDoNotFitTheSharding) {
                         "{devices=[2]<=[2]} has shards of f32[1]"));
 }
 
+// Partition 0 loops forever; partition 1 waits for it in an all-reduce.
+constexpr char kLoopOrWait[] = R"(HloModule loop_or_wait, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+forever {
+  s = f32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+step {
+  s = f32[] parameter(0)
+  one = f32[] constant(1)
+  ROOT n = f32[] add(s, one)
+}
+loop {
+  x = f32[] parameter(0)
+  ROOT w = f32[] while(x), condition=forever, body=step
+}
+wait {
+  x = f32[] parameter(0)
+  ROOT r = f32[] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+}
+ENTRY main {
+  x = f32[] parameter(0), sharding={replicated}
+  p = u32[] partition-id()
+  i = s32[] convert(p)
+  ROOT y = f32[] conditional(i, x, x), branch_computations={loop, wait}, sharding={replicated}
+})";
+
+TEST_F(LocalClientTest,
+       APeerThatFailsStopsAPartitionLoopingWithoutCollectives) {
+  Start({.devices_per_host = 2, .collective_timeout = absl::Milliseconds(200)});
+  Slice slice = *session_->CreateSlice(2);
+  Executable exe = Compile(kLoopOrWait, slice);
+  absl::StatusOr<Array> x = session_->FromHost(
+      Literal::Scalar(PrimitiveType::kF32, 1), slice, Sharding::Replicated());
+  ASSERT_TRUE(x.ok()) << x.status();
+  std::vector<Array> y = *exe.Execute({*x});
+  // Partition 1 gives up waiting; partition 0 then stops at its next
+  // iteration instead of looping on, so every shard resolves.
+  absl::StatusOr<std::vector<Literal>> shards = y[0].ShardsToHost().Await();
+  ASSERT_EQ(shards.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << shards.status();
+  EXPECT_THAT(shards.status().message(), HasSubstr("did not arrive"));
+}
+
 }  // namespace
 }  // namespace causeway::client

@@ -94,6 +94,13 @@ class Collectives {
   // zeros when I am nobody's target.
   virtual absl::StatusOr<hlo::Literal> CollectivePermute(
       const CollectiveOp& op, hlo::Literal operand) = 0;
+
+  // OK, or why these collectives were cancelled: a peer of the run failed,
+  // so the run's result is lost. The evaluator reads it at every while-loop
+  // iteration and stops the run with it, so that a participant looping
+  // without collectives does not outlive a failed peer forever. Cheap:
+  // called once per iteration. Implementations that cannot tell return OK.
+  virtual absl::Status Cancelled() const { return absl::OkStatus(); }
 };
 
 // --- Semantics shared by implementations. ---

@@ -508,9 +508,18 @@ absl::StatusOr<Literal> RunWhile(const Plan& plan, const PlanStep& step,
   const Plan& body = *plan.called[step.called_begin + 1];
   Literal loop_state = TakeOperand(frame, plan, step.operands_begin);
   const std::atomic<bool>* cancelled = state.context->cancelled;
+  const Collectives* collectives = state.collectives;
   while (true) {
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return absl::CancelledError("the run was cancelled");
+    }
+    if (collectives != nullptr) {
+      if (absl::Status peers = collectives->Cancelled(); !peers.ok()) {
+        return absl::Status(
+            peers.code(),
+            absl::StrCat("stopped because a peer of the run failed: ",
+                         peers.message()));
+      }
     }
     const Argument borrowed{&loop_state, nullptr};
     CW_ASSIGN_OR_RETURN(
@@ -613,10 +622,17 @@ absl::StatusOr<Literal> RunStep(const Plan& plan, const PlanStep& step,
         return TakeOperand(frame, plan, step.operands_begin);
       }
       return Literal::MakeTuple(TakeOperands(frame, plan, step));
+    // Ids within the module's device grid: a module compiled for one
+    // partition (or replica) reads 0 on every device that runs a copy of
+    // it, as XLA's do (a copy is a one-device execution).
     case Opcode::kPartitionId:
-      return Literal::Scalar(PrimitiveType::kU32, state.context->partition_id);
+      return Literal::Scalar(
+          PrimitiveType::kU32,
+          state.plan->num_partitions == 1 ? 0 : state.context->partition_id);
     case Opcode::kReplicaId:
-      return Literal::Scalar(PrimitiveType::kU32, state.context->replica_id);
+      return Literal::Scalar(
+          PrimitiveType::kU32,
+          state.plan->replica_count == 1 ? 0 : state.context->replica_id);
     case Opcode::kAfterAll:
       return Literal(Shape::Token());
     case Opcode::kDynamicUpdateSlice: {

@@ -33,7 +33,8 @@ struct RunContext {
   Collectives* collectives = nullptr;
   // If set, read at every while-loop iteration: once true, Run stops and
   // returns kCancelled (a program may loop forever; this is how its owner
-  // stops it). Null: never cancelled.
+  // stops it). Null: never cancelled. `collectives->Cancelled()` is read
+  // there too: a run whose peer failed stops with that error.
   const std::atomic<bool>* cancelled = nullptr;
   // The most bytes of values the run may hold at once, charged as they are
   // allocated (base/memory_account.h): values it computes, temporaries of

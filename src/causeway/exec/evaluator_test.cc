@@ -323,6 +323,23 @@ ENTRY main {
   EXPECT_EQ(result->elements()[1].data<uint32_t>()[0], 0u);
 }
 
+TEST_F(EvaluatorTest, AOnePartitionModuleReadsPartitionIdZeroOnAnyDevice) {
+  // XLA compiles such a module for one device; run on device 3, its
+  // partition-id and replica-id are 0 (checked with JAX 0.10.2).
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  p = u32[] partition-id()
+  r = u32[] replica-id()
+  ROOT t = (u32[], u32[]) tuple(p, r)
+})")
+                  .ok());
+  auto result = Run({}, RunContext{.partition_id = 3, .replica_id = 2});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->elements()[0].data<uint32_t>()[0], 0u);
+  EXPECT_EQ(result->elements()[1].data<uint32_t>()[0], 0u);
+}
+
 TEST_F(EvaluatorTest, OptBarrierAndAfterAllPassValuesThrough) {
   ASSERT_TRUE(Load(R"(
 HloModule m

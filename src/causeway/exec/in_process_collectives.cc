@@ -95,6 +95,7 @@ void InProcessCollectives::Cancel(absl::Status status) {
   if (status.ok()) status = absl::CancelledError("collectives cancelled");
   absl::MutexLock lock(&mu_);
   if (cancelled_.ok()) cancelled_ = status;
+  is_cancelled_.store(true, std::memory_order_release);
   for (auto& [key, rendezvous] : pending_) {
     if (!rendezvous->done) {
       rendezvous->done = true;
@@ -112,9 +113,16 @@ bool InProcessCollectives::AwaitWaiting(int64_t count, absl::Duration timeout) {
   return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
+absl::Status InProcessCollectives::Cancelled() const {
+  if (!is_cancelled_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
 void InProcessCollectives::Reset() {
   absl::MutexLock lock(&mu_);
   cancelled_ = absl::OkStatus();
+  is_cancelled_.store(false, std::memory_order_release);
   pending_.clear();
 }
 

@@ -45,9 +45,11 @@ class InProcessCollectives : public Collectives {
                                                  hlo::Literal operand) override;
 
   // Fails every waiting and every later call with `status` (which must not
-  // be OK) until Reset(). Used when one device of a run fails, so that its
-  // peers do not wait for it.
+  // be OK) until Reset(), and makes Cancelled() return it. Used when one
+  // device of a run fails, so that its peers do not wait for it (nor loop
+  // on, see Collectives::Cancelled).
   void Cancel(absl::Status status);
+  absl::Status Cancelled() const override;
   // Forgets the cancellation and any rendezvous a failed run left behind.
   // Call between runs only.
   void Reset();
@@ -87,8 +89,10 @@ class InProcessCollectives : public Collectives {
                                         const CombineFn& combine);
 
   const Options options_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::Status cancelled_ ABSL_GUARDED_BY(mu_);
+  // Whether cancelled_ is set, read without the lock by Cancelled().
+  std::atomic<bool> is_cancelled_{false};
   // Callers blocked in a wait for their peers now.
   int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
   // absl's hash containers are not among the libraries this target links.
