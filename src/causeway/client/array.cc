@@ -10,12 +10,34 @@ namespace causeway::client {
 Array::Array(std::shared_ptr<internal::ArrayState> state)
     : state_(std::move(state)) {}
 
-ArrayHandle Array::handle() const { return state_->handle; }
-const hlo::Shape& Array::shape() const { return state_->shape; }
-const Sharding& Array::sharding() const { return state_->sharding; }
-const Slice& Array::slice() const { return state_->slice; }
+namespace {
+
+absl::Status Invalid(const char* call) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(call, " of an invalid (default) Array"));
+}
+
+}  // namespace
+
+// An invalid array answers with empty values instead of crashing.
+ArrayHandle Array::handle() const {
+  return state_ != nullptr ? state_->handle : ArrayHandle();
+}
+const hlo::Shape& Array::shape() const {
+  static const hlo::Shape* const kNone = new hlo::Shape();
+  return state_ != nullptr ? state_->shape : *kNone;
+}
+const Sharding& Array::sharding() const {
+  static const Sharding* const kNone = new Sharding(Sharding::Replicated());
+  return state_ != nullptr ? state_->sharding : *kNone;
+}
+const Slice& Array::slice() const {
+  static const Slice* const kNone = new Slice();
+  return state_ != nullptr ? state_->slice : *kNone;
+}
 
 Future<> Array::Ready() const {
+  if (state_ == nullptr) return MakeErrorFuture(Invalid("Ready"));
   if (absl::Status usable = state_->CheckUsable(0); !usable.ok()) {
     return MakeErrorFuture(usable);
   }
@@ -26,6 +48,9 @@ Future<> Array::Ready() const {
 }
 
 Future<hlo::Literal> Array::ToHost() const {
+  if (state_ == nullptr) {
+    return MakeErrorFuture<hlo::Literal>(Invalid("ToHost"));
+  }
   if (absl::Status usable = state_->CheckUsable(0); !usable.ok()) {
     return MakeErrorFuture<hlo::Literal>(usable);
   }
@@ -39,6 +64,8 @@ Future<hlo::Literal> Array::ToHost() const {
 
 Future<std::vector<hlo::Literal>> Array::ShardsToHost() const {
   using Shards = std::vector<hlo::Literal>;
+  if (state_ == nullptr)
+    return MakeErrorFuture<Shards>(Invalid("ShardsToHost"));
   if (absl::Status usable = state_->CheckUsable(0); !usable.ok()) {
     return MakeErrorFuture<Shards>(usable);
   }
@@ -51,12 +78,14 @@ Future<std::vector<hlo::Literal>> Array::ShardsToHost() const {
 }
 
 void Array::Delete() const {
-  if (state_->deleted.exchange(true)) return;
+  if (state_ == nullptr || state_->deleted.exchange(true)) return;
   if (state_->abandoned.load() || state_->pending_trace.load() != 0) return;
   state_->session->DropArray(state_->handle);
 }
 
-bool Array::IsDeleted() const { return state_->deleted.load(); }
+bool Array::IsDeleted() const {
+  return state_ != nullptr && state_->deleted.load();
+}
 
 std::string Array::ToString() const {
   if (state_ == nullptr) return "array (invalid)";

@@ -30,7 +30,10 @@ struct ArrayState;
 
 class Array {
  public:
-  Array() = default;  // Invalid; only assignment and valid() may be used.
+  // Invalid: its accessors give empty values (handle 0, an empty shape),
+  // Ready/ToHost/ShardsToHost fail with InvalidArgument, Delete does
+  // nothing, and Execute or Copy refuses it.
+  Array() = default;
   explicit Array(std::shared_ptr<internal::ArrayState> state);
 
   bool valid() const { return state_ != nullptr; }

@@ -34,7 +34,9 @@ struct ExecutableState;
 
 class Executable {
  public:
-  Executable() = default;  // Invalid; only assignment and valid() may be used.
+  // Invalid: its accessors give empty values and Execute fails with
+  // InvalidArgument.
+  Executable() = default;
   explicit Executable(std::shared_ptr<const internal::ExecutableState> state);
 
   bool valid() const { return state_ != nullptr; }

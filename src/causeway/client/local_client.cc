@@ -6,11 +6,7 @@ namespace causeway::client {
 
 std::unique_ptr<Client> ConnectLocal(cluster::LocalCluster& cluster) {
   return Client::Create(
-      [&cluster]()
-          -> absl::StatusOr<std::unique_ptr<transport::SessionChannel>> {
-        return cluster.Connect();
-      },
-      cluster.topology());
+      cluster.ConnectionFactory(), cluster.topology());
 }
 
 }  // namespace causeway::client

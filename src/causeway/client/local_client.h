@@ -13,8 +13,9 @@
 
 namespace causeway::client {
 
-// Each session gets its own in-process connection. `cluster` must outlive
-// the client and every session it opens.
+// Each session gets its own in-process connection. Once the cluster is
+// gone, the client and its sessions fail every call with
+// FailedPrecondition (they may outlive it: nothing dangles).
 std::unique_ptr<Client> ConnectLocal(cluster::LocalCluster& cluster);
 
 }  // namespace causeway::client

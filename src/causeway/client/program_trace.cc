@@ -8,7 +8,8 @@
 namespace causeway::client {
 
 ProgramTrace::ProgramTrace(Session& session)
-    : session_(session.core()), id_(session_->NextTraceId()) {}
+    : session_(session.core()),
+      id_(session_ != nullptr ? session_->NextTraceId() : 0) {}
 
 ProgramTrace::~ProgramTrace() {
   if (submitted_) return;
@@ -22,6 +23,10 @@ absl::Status ProgramTrace::CheckRecording() const {
   if (submitted_) {
     return absl::FailedPreconditionError(
         "this ProgramTrace was submitted already: start a new one");
+  }
+  if (session_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "a ProgramTrace of a moved-from Session");
   }
   return session_->CheckOpen();
 }

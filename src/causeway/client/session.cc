@@ -110,11 +110,23 @@ absl::StatusOr<Session> Session::Open(
   return Session(std::move(core));
 }
 
-SessionId Session::id() const { return core_->id(); }
-const std::string& Session::name() const { return core_->name(); }
+SessionId Session::id() const {
+  return core_ != nullptr ? core_->id() : SessionId();
+}
+const std::string& Session::name() const {
+  static const std::string* const kNone = new std::string();
+  return core_ != nullptr ? core_->name() : *kNone;
+}
+
+absl::Status Session::CheckOpen() const {
+  if (core_ == nullptr) {
+    return absl::FailedPreconditionError("a moved-from Session");
+  }
+  return core_->CheckOpen();
+}
 
 absl::StatusOr<Slice> Session::CreateSlice(SliceOptions options) {
-  CW_RETURN_IF_ERROR(core_->CheckOpen());
+  CW_RETURN_IF_ERROR(CheckOpen());
   if (options.num_devices < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a slice needs at least one device, got ", options.num_devices));
@@ -153,7 +165,7 @@ absl::StatusOr<Slice> Session::CreateSlice(int64_t num_devices,
 
 absl::StatusOr<Executable> Session::Compile(std::string_view hlo_text,
                                             const Slice& slice) {
-  CW_RETURN_IF_ERROR(core_->CheckOpen());
+  CW_RETURN_IF_ERROR(CheckOpen());
   CW_RETURN_IF_ERROR(CheckSliceOf(*core_, slice));
   transport::CompileRequest request{internal::MintExecutableHandle(),
                                     std::string(hlo_text), slice.handle()};
@@ -187,7 +199,7 @@ absl::StatusOr<Executable> Session::Compile(std::string_view hlo_text,
 absl::StatusOr<Array> Session::FromHost(const hlo::Literal& value,
                                         const Slice& slice,
                                         const Sharding& sharding) {
-  CW_RETURN_IF_ERROR(core_->CheckOpen());
+  CW_RETURN_IF_ERROR(CheckOpen());
   CW_RETURN_IF_ERROR(CheckSliceOf(*core_, slice));
   if (!value.shape().IsArray()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -206,7 +218,7 @@ absl::StatusOr<Array> Session::FromShards(std::vector<hlo::Literal> shards,
                                           const hlo::Shape& global_shape,
                                           const Slice& slice,
                                           const Sharding& sharding) {
-  CW_RETURN_IF_ERROR(core_->CheckOpen());
+  CW_RETURN_IF_ERROR(CheckOpen());
   CW_RETURN_IF_ERROR(CheckSliceOf(*core_, slice));
   if (!global_shape.IsArray()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -239,7 +251,7 @@ absl::StatusOr<Array> Session::FromShards(std::vector<hlo::Literal> shards,
 
 absl::StatusOr<Array> Session::Copy(const Array& array, const Slice& slice,
                                     const Sharding& sharding) {
-  CW_RETURN_IF_ERROR(core_->CheckOpen());
+  CW_RETURN_IF_ERROR(CheckOpen());
   std::vector<internal::GraphOp> ops;
   CW_ASSIGN_OR_RETURN(Array copy, internal::AppendCopy(core_, array, slice,
                                                        sharding, 0, &ops));
@@ -256,14 +268,14 @@ absl::StatusOr<Array> Session::Reshard(const Array& array,
 }
 
 Future<transport::StatusReport> Session::Status() {
-  if (absl::Status open = core_->CheckOpen(); !open.ok()) {
+  if (absl::Status open = CheckOpen(); !open.ok()) {
     return MakeErrorFuture<transport::StatusReport>(open);
   }
   return core_->channel().GetStatus();
 }
 
 Future<std::string> Session::Trace() {
-  if (absl::Status open = core_->CheckOpen(); !open.ok()) {
+  if (absl::Status open = CheckOpen(); !open.ok()) {
     return MakeErrorFuture<std::string>(open);
   }
   return core_->channel().GetTrace();

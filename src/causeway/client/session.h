@@ -8,8 +8,9 @@
 //   std::vector<Array> y = *exe.Execute({x});
 //   hlo::Literal value = *y[0].ToHost().Await();
 //
-// Move-only. Thread-safe: any thread may call any method (except moving
-// or destroying the Session while others use it).
+// Move-only: a moved-from Session fails every call with FailedPrecondition
+// (and reads as closed). Thread-safe: any thread may call any method
+// (except moving or destroying the Session while others use it).
 #ifndef CAUSEWAY_CLIENT_SESSION_H_
 #define CAUSEWAY_CLIENT_SESSION_H_
 
@@ -119,6 +120,8 @@ class Session {
 
  private:
   explicit Session(std::shared_ptr<internal::SessionCore> core);
+  // FailedPrecondition for a moved-from or closed session.
+  absl::Status CheckOpen() const;
   std::shared_ptr<internal::SessionCore> core_;
 };
 

@@ -31,7 +31,9 @@ struct SliceState;
 
 class Slice {
  public:
-  Slice() = default;  // Invalid; only assignment and valid() may be used.
+  // Invalid: its accessors give empty values (0 devices), Ready and Info
+  // fail with InvalidArgument, Release does nothing.
+  Slice() = default;
   explicit Slice(std::shared_ptr<internal::SliceState> state);
 
   bool valid() const { return state_ != nullptr; }

@@ -1,5 +1,6 @@
 #include "causeway/cluster/local_cluster.h"
 
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,8 +20,62 @@ using transport::Topology;
 using worker::Worker;
 using worker::WorkerOptions;
 
+namespace {
+
+absl::Status ValidateOptions(const LocalClusterOptions& options) {
+  auto invalid = [](auto&&... what) {
+    return absl::InvalidArgumentError(absl::StrCat("LocalCluster: ", what...));
+  };
+  if (options.islands < 1 || options.hosts_per_island < 1 ||
+      options.devices_per_host < 1) {
+    return invalid(
+        "islands, hosts_per_island and devices_per_host must be "
+        "at least 1; got ",
+        options.islands, ", ", options.hosts_per_island, " and ",
+        options.devices_per_host);
+  }
+  const int64_t limit = LocalCluster::kMaxDevices;
+  if (options.islands > limit || options.hosts_per_island > limit ||
+      options.devices_per_host > limit ||
+      options.islands * options.hosts_per_island > limit ||
+      options.islands * options.hosts_per_island * options.devices_per_host >
+          limit) {
+    return invalid(options.islands, " islands x ", options.hosts_per_island,
+                   " hosts x ", options.devices_per_host,
+                   " devices is more than the ", limit,
+                   " devices one process runs (a thread each)");
+  }
+  if (options.memory_per_device <= 0) {
+    return invalid("memory_per_device must be positive, got ",
+                   options.memory_per_device);
+  }
+  if (options.heartbeat_interval < absl::ZeroDuration()) {
+    return invalid(
+        "heartbeat_interval must not be negative (zero turns the "
+        "health checker off), got ",
+        absl::FormatDuration(options.heartbeat_interval));
+  }
+  if (options.heartbeat_interval > absl::ZeroDuration() &&
+      options.heartbeat_timeout <= absl::ZeroDuration()) {
+    return invalid("heartbeat_timeout must be positive, got ",
+                   absl::FormatDuration(options.heartbeat_timeout));
+  }
+  if (options.collective_timeout <= absl::ZeroDuration()) {
+    return invalid("collective_timeout must be positive, got ",
+                   absl::FormatDuration(options.collective_timeout));
+  }
+  if (options.max_inflight_launches_per_island < 1) {
+    return invalid("max_inflight_launches_per_island must be at least 1, got ",
+                   options.max_inflight_launches_per_island);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
     LocalClusterOptions options) {
+  CW_RETURN_IF_ERROR(ValidateOptions(options));
   // The same checks (and messages) as a fixed topology of that shape.
   CW_RETURN_IF_ERROR(
       Topology::Uniform(options.islands, options.hosts_per_island,
@@ -45,10 +100,29 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
           cluster->AddHost(IslandId(i), options.devices_per_host).status());
     }
   }
+  {
+    absl::MutexLock lock(&cluster->self_->mu);
+    cluster->self_->cluster = cluster.get();
+  }
   return cluster;
 }
 
 LocalCluster::~LocalCluster() {
+  {
+    absl::MutexLock lock(&self_->mu);
+    self_->cluster = nullptr;
+  }
+  std::vector<std::shared_ptr<ConnectionLink>> links;
+  {
+    absl::MutexLock lock(&connections_mu_);
+    for (const std::weak_ptr<ConnectionLink>& weak : connections_) {
+      if (auto link = weak.lock()) links.push_back(std::move(link));
+    }
+    connections_.clear();
+  }
+  // Sessions still open are closed first: their launches are cancelled on
+  // the devices, so a program looping forever does not hold the workers.
+  for (const auto& link : links) link->Cut("the LocalCluster was shut down");
   if (head_ != nullptr) head_->Shutdown();
   std::map<HostId, Host> hosts;
   {
@@ -69,7 +143,30 @@ LocalCluster::~LocalCluster() {
 }
 
 std::unique_ptr<transport::SessionChannel> LocalCluster::Connect() {
-  return std::make_unique<InProcessSessionChannel>(head_.get());
+  auto link = std::make_shared<ConnectionLink>(
+      std::make_unique<InProcessSessionChannel>(head_.get()));
+  absl::MutexLock lock(&connections_mu_);
+  // Forget the connections already gone, so a long-lived cluster's list
+  // does not grow without bound.
+  std::erase_if(connections_, [](const std::weak_ptr<ConnectionLink>& weak) {
+    return weak.expired();
+  });
+  connections_.push_back(link);
+  return std::make_unique<ClusterConnection>(std::move(link));
+}
+
+std::function<absl::StatusOr<std::unique_ptr<transport::SessionChannel>>()>
+LocalCluster::ConnectionFactory() {
+  return [self = std::weak_ptr<Self>(self_)]()
+             -> absl::StatusOr<std::unique_ptr<transport::SessionChannel>> {
+    std::shared_ptr<Self> alive = self.lock();
+    if (alive != nullptr) {
+      absl::MutexLock lock(&alive->mu);
+      if (alive->cluster != nullptr) return alive->cluster->Connect();
+    }
+    return absl::FailedPreconditionError(
+        "the LocalCluster this client connects to was shut down");
+  };
 }
 
 transport::InProcessLaunchCollectives& LocalCluster::collectives(
@@ -110,8 +207,15 @@ absl::StatusOr<HostId> LocalCluster::AddHost(IslandId island, int64_t devices) {
   worker_options.collectives = &collectives(island);
   worker_options.listener = head_.get();
   worker_options.events = options_.event_sink.get();
-  absl::StatusOr<std::unique_ptr<Worker>> worker =
-      Worker::Create(std::move(worker_options));
+  absl::StatusOr<std::unique_ptr<Worker>> worker;
+  try {
+    worker = Worker::Create(std::move(worker_options));
+  } catch (const std::system_error& error) {
+    // A device's thread could not start (the process's thread limit).
+    worker = absl::ResourceExhaustedError(
+        absl::StrCat("LocalCluster: cannot start the devices of host ",
+                     assignment.host.value(), ": ", error.what()));
+  }
   if (!worker.ok()) {
     head_->MarkHostDead(assignment.host, "its worker could not start");
     return worker.status();

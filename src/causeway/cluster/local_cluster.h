@@ -23,6 +23,7 @@
 #define CAUSEWAY_CLUSTER_LOCAL_CLUSTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "causeway/cluster/cluster_connection.h"
 #include "causeway/head/head.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/data_plane.h"
@@ -72,16 +74,30 @@ struct LocalClusterOptions {
 
 class LocalCluster {
  public:
+  // Each device runs on a thread of this process: at most this many in all.
+  static constexpr int64_t kMaxDevices = 1024;
+
+  // InvalidArgument for options that make no sense (counts below 1, more
+  // than kMaxDevices devices, a budget or timeout that is not positive; a
+  // zero heartbeat_interval turns the health checker off), naming the
+  // option; ResourceExhausted when a device's thread cannot be started.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Create(
       LocalClusterOptions options);
-  ~LocalCluster();  // Stops the head, then every worker.
+  // Closes every session still open (their launches are cancelled: a
+  // program that loops stops at its next iteration), then stops the head
+  // and every worker. Channels and clients that outlive the cluster fail
+  // every later call with FailedPrecondition.
+  ~LocalCluster();
 
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 
-  // A new client connection (one session once OpenSession is called). The
-  // channel must not outlive the cluster.
+  // A new client connection (one session once OpenSession is called).
   std::unique_ptr<transport::SessionChannel> Connect();
+  // Connect, callable after the cluster is gone (then FailedPrecondition):
+  // what ConnectLocal gives its Client.
+  std::function<absl::StatusOr<std::unique_ptr<transport::SessionChannel>>()>
+  ConnectionFactory();
 
   // A new host of `devices` devices (of the options' memory) joins
   // `island`, which comes into being if it is new, as a worker process
@@ -143,6 +159,17 @@ class LocalCluster {
   LocalClusterOptions options_;
   std::unique_ptr<transport::InProcessDataPlane> data_plane_;  // kInProcess.
   std::unique_ptr<head::Head> head_;
+  // Every connection handed out, cut when the cluster goes.
+  absl::Mutex connections_mu_;
+  std::vector<std::weak_ptr<ConnectionLink>> connections_
+      ABSL_GUARDED_BY(connections_mu_);
+  // Points at the cluster while it lives; ConnectionFactory's functions
+  // hold it weakly.
+  struct Self {
+    absl::Mutex mu;
+    LocalCluster* cluster ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  std::shared_ptr<Self> self_ = std::make_shared<Self>();
 
   mutable absl::Mutex mu_;
   std::map<IslandId, std::unique_ptr<transport::InProcessLaunchCollectives>>

@@ -253,6 +253,8 @@ absl::Status Device::Execute(QueuedLaunch& launch,
     context.collectives = options_.collectives->Join(op.seq, op.num_partitions);
   }
   context.cancelled = &launch.cancel;
+  // The run's working memory is bounded by the device's budget.
+  context.memory_limit_bytes = options_.info.memory_bytes;
   absl::StatusOr<hlo::Literal> result =
       program.evaluator->Run(arguments, context);
   arguments.clear();
@@ -385,7 +387,11 @@ void Device::Stop(const absl::Status& status) {
     if (stopping_) return;
     stopping_ = true;
     if (!queue_.empty() && front_state_ == FrontState::kRunning) {
-      const QueuedLaunch& front = *queue_.front();
+      QueuedLaunch& front = *queue_.front();
+      // A program may loop forever: it stops at its next iteration, so
+      // that joining the thread below cannot hang.
+      if (front.abandoned.ok()) front.abandoned = status;
+      front.cancel.store(true);
       if (front.program != nullptr && front.program->has_collectives) {
         options_.collectives->Abort(front.op.seq, status);
       }

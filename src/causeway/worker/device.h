@@ -102,8 +102,9 @@ class Device {
   void CancelSession(SessionId session, const absl::Status& status);
 
   // The host stops: every buffer becomes `status` (DATA_LOSS), the running
-  // launch's collectives are aborted, the thread ends after it. Queued
-  // launches are dropped without notice (as a crashed host would).
+  // launch is stopped at its next while-loop iteration and its collectives
+  // are aborted, the thread ends after it. Queued launches are dropped
+  // without notice (as a crashed host would).
   void Stop(const absl::Status& status);
 
   transport::DeviceStatus Status() const;
