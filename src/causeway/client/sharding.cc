@@ -257,6 +257,21 @@ absl::Status Sharding::Validate(const hlo::Shape& global_shape,
         "sharding ", ToString(), " does not fit ", global_shape.ToString(false),
         " on ", num_devices, " devices: ", regions.status().message()));
   }
+  // As JAX: an array's tiles divide it evenly (XLA would pad the last
+  // shards, and the padding would come back in the outputs).
+  if (IsTiled() && global_shape.IsArray()) {
+    for (int64_t d = 0; d < global_shape.rank(); ++d) {
+      const int64_t tiles = hlo_.tile_dims[d];
+      if (global_shape.dims()[d] % tiles != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sharding ", ToString(), " cuts dimension ", d, " of ",
+            global_shape.ToString(false), " into ", tiles,
+            " tiles, which does not divide its size ", global_shape.dims()[d],
+            " evenly (JAX refuses such shardings too; pad the array or "
+            "choose a sharding that divides it)"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -85,11 +85,11 @@ class Sharding {
   bool IsTiled() const { return hlo_.kind == hlo::Sharding::Kind::kTiled; }
 
   // OK when the sharding fits an array of `global_shape` on `num_devices`
-  // devices; InvalidArgument naming both otherwise.
+  // devices, its tiles dividing every dimension evenly (as JAX requires of
+  // arrays); InvalidArgument naming both otherwise.
   absl::Status Validate(const hlo::Shape& global_shape,
                         int64_t num_devices) const;
-  // The shape of the shard each device holds (padded like XLA's SPMD
-  // partitioner when a dimension does not divide evenly).
+  // The shape of the shard each device holds.
   absl::StatusOr<hlo::Shape> ShardShape(const hlo::Shape& global_shape,
                                         int64_t num_devices) const;
   // True when both put the same part of an array of `global_shape` on every

@@ -96,6 +96,16 @@ TEST(ShardingTest, TiledByDimsLaysTilesOnDevicesInOrder) {
   EXPECT_EQ(shard->ToString(false), "f32[2,6]");
 }
 
+TEST(ShardingTest, ValidateRefusesTilesThatDoNotDivideTheArrayEvenly) {
+  const hlo::Shape odd(hlo::PrimitiveType::kF32, {3, 4});
+  absl::Status status = Sharding::TiledByDims({2, 1})->Validate(odd, 2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("cuts dimension 0 of f32[3,4] into 2 tiles, which "
+                        "does not divide its size 3 evenly"));
+  EXPECT_TRUE(Sharding::TiledByDims({1, 2})->Validate(odd, 2).ok());
+}
+
 TEST(ShardingTest, ValidateRefusesShardingsThatDoNotFit) {
   Shape vec(PrimitiveType::kF32, {4});
   EXPECT_FALSE(Sharding::TiledByDims({2})->Validate(vec, 4).ok());
