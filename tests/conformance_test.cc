@@ -1,15 +1,19 @@
-// The JAX conformance suite. Every program under tests/corpus (written by
-// tools/gen_corpus.py; format in docs/corpus.md) is loaded as an SPMD
-// program on as many in-process devices as it has partitions, run on the
-// inputs JAX ran it on, and each output is compared with JAX's within the
-// manifest's tolerance (exact for integers and pred).
+// The JAX conformance suite. Every program the corpus's index lists
+// (tests/corpus/programs.txt, written by tools/gen_corpus.py with the
+// programs; format in docs/corpus.md) runs through the runtime, as
+// `causeway run` runs it: on a slice of as many devices of a LocalCluster
+// as it has partitions, each partition fed the input JAX fed it, and every
+// device's output is compared with JAX's within the manifest's tolerance
+// (exact for integers and pred).
 //
-// One test per program, registered at start-up from the directory listing,
-// so a program added to the corpus is tested without touching this file:
+// One test per listed program, registered at start-up, so a program added
+// to the corpus is tested without touching this file:
 //   conformance_test --gtest_filter='Conformance.mlp_train_step_dp4'
-// CAUSEWAY_CORPUS_DIR in the environment points it at another corpus (for
-// example one written by gen_corpus.py --bench-only). At the end the binary
-// prints
+// Conformance.CorpusMatchesItsIndex fails when a listed program's directory
+// is missing or a directory is not listed (or lacks its manifest): a lost
+// program cannot pass silently. CAUSEWAY_CORPUS_DIR in the environment
+// points it at another corpus (for example one written by gen_corpus.py
+// --bench-only). At the end the binary prints
 //   conformance: N programs, M instructions checked
 // where N counts the programs that passed and M their instructions.
 
@@ -17,10 +21,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -32,167 +34,22 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "causeway/exec/spmd_program.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/npy.h"
+#include "causeway/hlo/parser.h"
 #include "causeway/hlo/shape.h"
+#include "corpus_runner.h"
 #include "gtest/gtest.h"
 
 namespace causeway {
 namespace {
 
 namespace fs = std::filesystem;
-
-// One line of the manifest: `input FILE DTYPE [SHAPE]` or
-// `output FILE DTYPE [SHAPE] RTOL ATOL`. SHAPE is one partition's shard.
-struct ArraySpec {
-  std::string file;
-  hlo::PrimitiveType type = hlo::PrimitiveType::kInvalid;
-  std::vector<int64_t> shard_dims;
-  double rtol = 0;
-  double atol = 0;
-};
-
-struct Manifest {
-  std::string name;
-  std::string description;
-  int64_t partitions = 0;
-  std::vector<ArraySpec> inputs;
-  std::vector<ArraySpec> outputs;
-};
-
-absl::StatusOr<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-absl::StatusOr<std::vector<int64_t>> ParseDims(const std::string& text) {
-  if (text.size() < 2 || text.front() != '[' || text.back() != ']') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape '", text, "' is not of the form [d0,d1,...]"));
-  }
-  std::vector<int64_t> dims;
-  std::string inner = text.substr(1, text.size() - 2);
-  if (inner.empty()) return dims;
-  for (const auto& piece : absl::StrSplit(inner, ',')) {
-    std::string digits(piece.data(), piece.size());
-    if (digits.empty() || digits.size() > 12 ||
-        !std::all_of(digits.begin(), digits.end(), ::isdigit)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad dimension '", digits, "' in shape ", text));
-    }
-    dims.push_back(std::stoll(digits));
-  }
-  return dims;
-}
-
-absl::StatusOr<Manifest> ParseManifest(const std::string& text,
-                                       const std::string& path) {
-  Manifest manifest;
-  int line_number = 0;
-  for (const auto& raw_line : absl::StrSplit(text, '\n')) {
-    ++line_number;
-    std::string line(raw_line.data(), raw_line.size());
-    auto error = [&](const std::string& what) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", line_number, ": ", what));
-    };
-    if (line.empty() || line[0] == '#') continue;
-    size_t space = line.find(' ');
-    std::string key = line.substr(0, space);
-    std::string rest = space == std::string::npos ? "" : line.substr(space + 1);
-    if (key == "name") {
-      manifest.name = rest;
-    } else if (key == "description") {
-      manifest.description = rest;
-    } else if (key == "partitions") {
-      if (rest.empty() || rest.size() > 6 ||
-          !std::all_of(rest.begin(), rest.end(), ::isdigit)) {
-        return error("partitions wants a positive integer");
-      }
-      manifest.partitions = std::stoll(rest);
-      if (manifest.partitions < 1) return error("partitions must be >= 1");
-    } else if (key == "input" || key == "output") {
-      std::vector<std::string> fields =
-          absl::StrSplit(rest, ' ', absl::SkipEmpty());
-      size_t want = key == "input" ? 3 : 5;
-      if (fields.size() != want) {
-        return error(absl::StrCat(key, " wants ", want, " fields, got ",
-                                  fields.size()));
-      }
-      ArraySpec spec;
-      spec.file = fields[0];
-      if (spec.file.find('/') != std::string::npos) {
-        return error("array files must lie in the program's directory");
-      }
-      auto type = hlo::PrimitiveTypeFromName(fields[1]);
-      if (!type.has_value() || !hlo::IsArrayType(*type)) {
-        return error(absl::StrCat("unknown dtype '", fields[1], "'"));
-      }
-      spec.type = *type;
-      auto dims = ParseDims(fields[2]);
-      if (!dims.ok()) return error(std::string(dims.status().message()));
-      spec.shard_dims = *std::move(dims);
-      if (key == "output") {
-        char* end = nullptr;
-        spec.rtol = std::strtod(fields[3].c_str(), &end);
-        if (*end != '\0' || spec.rtol < 0) return error("bad rtol");
-        spec.atol = std::strtod(fields[4].c_str(), &end);
-        if (*end != '\0' || spec.atol < 0) return error("bad atol");
-        manifest.outputs.push_back(std::move(spec));
-      } else {
-        manifest.inputs.push_back(std::move(spec));
-      }
-    } else {
-      return error(absl::StrCat("unknown key '", key, "'"));
-    }
-  }
-  if (manifest.partitions == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": no partitions line"));
-  }
-  if (manifest.outputs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": no outputs"));
-  }
-  return manifest;
-}
-
-std::string DimsText(const std::vector<int64_t>& dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-// Splits a stacked array (leading axis = partition) into one literal per
-// partition, checking it against the manifest's dtype and shard shape.
-absl::StatusOr<std::vector<hlo::Literal>> Unstack(const hlo::Literal& stacked,
-                                                  const ArraySpec& spec,
-                                                  int64_t partitions) {
-  const hlo::Shape& shape = stacked.shape();
-  std::vector<int64_t> want_dims = {partitions};
-  want_dims.insert(want_dims.end(), spec.shard_dims.begin(),
-                   spec.shard_dims.end());
-  if (shape.type() != spec.type || shape.dims() != want_dims) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec.file, " holds ", shape.ToString(false), " but the manifest says ",
-        std::string(hlo::PrimitiveTypeName(spec.type)), DimsText(want_dims)));
-  }
-  hlo::Shape shard_shape(spec.type, spec.shard_dims);
-  const int64_t shard_bytes = shard_shape.ByteSize();
-  const char* data = static_cast<const char*>(stacked.untyped_data());
-  std::vector<hlo::Literal> shards;
-  for (int64_t p = 0; p < partitions; ++p) {
-    hlo::Literal shard(shard_shape);
-    if (shard_bytes > 0) {
-      std::memcpy(shard.mutable_untyped_data(), data + p * shard_bytes,
-                  shard_bytes);
-    }
-    shards.push_back(std::move(shard));
-  }
-  return shards;
-}
+using corpus::ArraySpec;
+using corpus::DimsText;
+using corpus::ParseManifest;
+using corpus::Unstack;
 
 std::string IndexText(int64_t flat, const std::vector<int64_t>& dims) {
   std::vector<int64_t> index(dims.size());
@@ -282,9 +139,11 @@ class CorpusSummary : public ::testing::Environment {
   }
 };
 
-int64_t CountInstructions(const hlo::Module& module) {
+int64_t CountInstructions(const std::string& hlo_text) {
+  auto module = hlo::ParseModule(hlo_text);
+  if (!module.ok()) return 0;
   int64_t count = 0;
-  for (const auto& computation : module.computations()) {
+  for (const auto& computation : (*module)->computations()) {
     count += static_cast<int64_t>(computation->instructions().size());
   }
   return count;
@@ -306,7 +165,9 @@ class ConformanceTest : public ::testing::Test {
 
  private:
   void RunProgram() {
-    auto manifest_text = ReadFile(dir_ / "manifest.txt");
+    ASSERT_TRUE(fs::is_directory(dir_))
+        << dir_ << " is listed in programs.txt but missing";
+    auto manifest_text = corpus::ReadFile(dir_ / "manifest.txt");
     ASSERT_TRUE(manifest_text.ok()) << manifest_text.status();
     auto manifest =
         ParseManifest(*manifest_text, (dir_ / "manifest.txt").string());
@@ -315,28 +176,16 @@ class ConformanceTest : public ::testing::Test {
     SCOPED_TRACE(absl::StrCat(manifest->name, " (", partitions,
                               " partitions): ", manifest->description));
 
-    auto hlo_text = ReadFile(dir_ / "program.hlo");
+    auto hlo_text = corpus::ReadFile(dir_ / "program.hlo");
     ASSERT_TRUE(hlo_text.ok()) << hlo_text.status();
-    auto program = exec::SpmdProgram::Load(*hlo_text, partitions);
-    ASSERT_TRUE(program.ok()) << program.status();
-    instructions_ = CountInstructions((*program)->module());
-
-    // arguments[p][i]: input i of partition p.
-    std::vector<std::vector<hlo::Literal>> arguments(partitions);
-    for (const ArraySpec& spec : manifest->inputs) {
-      auto stacked = hlo::ReadNpy((dir_ / spec.file).string());
-      ASSERT_TRUE(stacked.ok()) << stacked.status();
-      auto shards = Unstack(*stacked, spec, partitions);
-      ASSERT_TRUE(shards.ok()) << shards.status();
-      for (int64_t p = 0; p < partitions; ++p) {
-        arguments[p].push_back(std::move((*shards)[p]));
-      }
-    }
-
-    auto results = (*program)->Run(std::move(arguments));
+    instructions_ = CountInstructions(*hlo_text);
+    auto inputs = corpus::ReadInputs(dir_, *manifest);
+    ASSERT_TRUE(inputs.ok()) << inputs.status();
+    auto results =
+        corpus::Runner::Get().Run(*hlo_text, partitions, *std::move(inputs));
     ASSERT_TRUE(results.ok()) << results.status();
-    ASSERT_EQ(static_cast<int64_t>(results->size()), partitions)
-        << "one result list per partition";
+    ASSERT_EQ(results->size(), manifest->outputs.size())
+        << "the program returned " << results->size() << " outputs";
 
     for (size_t i = 0; i < manifest->outputs.size(); ++i) {
       const ArraySpec& spec = manifest->outputs[i];
@@ -344,13 +193,13 @@ class ConformanceTest : public ::testing::Test {
       ASSERT_TRUE(stacked.ok()) << stacked.status();
       auto expected = Unstack(*stacked, spec, partitions);
       ASSERT_TRUE(expected.ok()) << expected.status();
+      const std::vector<hlo::Literal>& shards = (*results)[i];
+      ASSERT_EQ(static_cast<int64_t>(shards.size()), partitions)
+          << "output " << i << " came back from " << shards.size()
+          << " devices";
       for (int64_t p = 0; p < partitions; ++p) {
-        const std::vector<hlo::Literal>& outputs = (*results)[p];
-        ASSERT_EQ(outputs.size(), manifest->outputs.size())
-            << "partition " << p << " returned " << outputs.size()
-            << " outputs";
         std::string difference =
-            CompareArrays(outputs[i], (*expected)[p], spec.rtol, spec.atol);
+            CompareArrays(shards[p], (*expected)[p], spec.rtol, spec.atol);
         EXPECT_EQ(difference, "")
             << spec.file << " (" << hlo::PrimitiveTypeName(spec.type)
             << DimsText(spec.shard_dims) << "), partition " << p << ": "
@@ -363,45 +212,73 @@ class ConformanceTest : public ::testing::Test {
   int64_t instructions_ = 0;
 };
 
-// Registers one test per corpus directory (sorted by name), or one failing
-// test when the corpus is missing, so that a broken checkout cannot pass.
-bool RegisterCorpusTests() {
-  ::testing::AddGlobalTestEnvironment(new CorpusSummary);
-  const char* override_dir = std::getenv("CAUSEWAY_CORPUS_DIR");
-  const fs::path root(override_dir != nullptr && *override_dir != '\0'
-                          ? override_dir
-                          : CAUSEWAY_CORPUS_DIR);
-  std::vector<fs::path> dirs;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(root, error)) {
-    if (entry.is_directory() &&
-        fs::exists(entry.path() / "manifest.txt")) {
-      dirs.push_back(entry.path());
+// A test that fails with `message`.
+class Failing : public ::testing::Test {
+ public:
+  explicit Failing(std::string message) : message_(std::move(message)) {}
+  void TestBody() override { FAIL() << message_; }
+
+ private:
+  std::string message_;
+};
+
+// The corpus directories are exactly the listed programs, each with its
+// manifest.
+class CorpusMatchesItsIndex : public ::testing::Test {
+ public:
+  CorpusMatchesItsIndex(fs::path root, std::vector<std::string> listed)
+      : root_(std::move(root)), listed_(std::move(listed)) {}
+  void TestBody() override {
+    std::vector<std::string> found = corpus::ProgramDirectories(root_);
+    std::vector<std::string> unlisted, missing;
+    std::set_difference(found.begin(), found.end(), listed_.begin(),
+                        listed_.end(), std::back_inserter(unlisted));
+    std::set_difference(listed_.begin(), listed_.end(), found.begin(),
+                        found.end(), std::back_inserter(missing));
+    EXPECT_TRUE(unlisted.empty())
+        << "directories programs.txt does not list (regenerate the corpus "
+           "with tools/gen_corpus.py): "
+        << absl::StrJoin(unlisted, ", ");
+    EXPECT_TRUE(missing.empty()) << "listed programs without a directory: "
+                                 << absl::StrJoin(missing, ", ");
+    for (const std::string& name : found) {
+      EXPECT_TRUE(fs::exists(root_ / name / "manifest.txt"))
+          << name << " has a program.hlo but no manifest.txt";
     }
   }
-  std::sort(dirs.begin(), dirs.end());
-  if (dirs.empty()) {
-    std::string message = absl::StrCat("no programs found in ", root.string(),
-                                       error ? ": " + error.message() : "");
+
+ private:
+  fs::path root_;
+  std::vector<std::string> listed_;
+};
+
+// Registers one test per listed program, and the completeness test; or one
+// failing test when the index cannot be read, so that a broken checkout
+// cannot pass.
+bool RegisterCorpusTests() {
+  ::testing::AddGlobalTestEnvironment(new CorpusSummary);
+  const fs::path root = corpus::CorpusDir();
+  absl::StatusOr<std::vector<std::string>> listed =
+      corpus::ListedPrograms(root);
+  if (!listed.ok()) {
+    const std::string message = absl::StrCat(
+        "no corpus index in ", root.string(), ": ", listed.status().message());
     ::testing::RegisterTest(
         "Conformance", "CorpusIsPresent", nullptr, nullptr, __FILE__, __LINE__,
-        [message]() -> ::testing::Test* {
-          class Missing : public ::testing::Test {
-           public:
-            explicit Missing(std::string m) : message_(std::move(m)) {}
-            void TestBody() override { FAIL() << message_; }
-
-           private:
-            std::string message_;
-          };
-          return new Missing(message);
-        });
+        [message]() -> ::testing::Test* { return new Failing(message); });
     return true;
   }
-  for (const fs::path& dir : dirs) {
+  std::vector<std::string> sorted = *listed;
+  std::sort(sorted.begin(), sorted.end());
+  ::testing::RegisterTest("Conformance", "CorpusMatchesItsIndex", nullptr,
+                          nullptr, __FILE__, __LINE__,
+                          [root, sorted]() -> ::testing::Test* {
+                            return new CorpusMatchesItsIndex(root, sorted);
+                          });
+  for (const std::string& name : sorted) {
+    const fs::path dir = root / name;
     ::testing::RegisterTest(
-        "Conformance", dir.filename().string().c_str(), nullptr, nullptr,
-        __FILE__, __LINE__,
+        "Conformance", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
         [dir]() -> ::testing::Test* { return new ConformanceTest(dir); });
   }
   return true;

@@ -1,25 +1,26 @@
 // The fused loop evaluator (exec/fused_loop.h) must give exactly the bits
 // of evaluating fusion bodies op by op. Every program of the conformance
-// corpus runs twice on its inputs: as written (fusions run as fused loops)
-// and with the fused loops off (every fusion body runs op by op); the
-// outputs must be identical, byte for byte. CAUSEWAY_CORPUS_DIR in the
-// environment points it at another corpus (gen_corpus.py --bench-only).
+// corpus runs twice on its inputs, through the runtime (corpus_runner.h):
+// on devices that run fusion bodies as fused loops, and on devices with
+// the fused loops off (Evaluator::Options::fused_loops: every body runs op
+// by op, as a fusion still); every device's outputs must be identical, byte
+// for byte. A program none of whose fusion bodies compiles
+// to a fused loop would compare a path with itself: it is not counted, and
+// the test requires that every program with a fused loop was compared.
+// CAUSEWAY_CORPUS_DIR in the environment points it at another corpus
+// (gen_corpus.py --bench-only).
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
-#include "causeway/exec/spmd_program.h"
+#include "causeway/exec/evaluator.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
-#include "causeway/hlo/npy.h"
 #include "causeway/hlo/parser.h"
+#include "corpus_runner.h"
 #include "gtest/gtest.h"
 
 namespace causeway {
@@ -27,108 +28,57 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-fs::path CorpusDir() {
-  const char* dir = std::getenv("CAUSEWAY_CORPUS_DIR");
-  return dir != nullptr ? fs::path(dir) : fs::path(CAUSEWAY_CORPUS_DIR);
-}
-
-// The partition count and the per-partition arguments of a corpus program.
-struct Inputs {
-  int64_t partitions = 0;
-  std::vector<std::vector<hlo::Literal>> per_partition;
-};
-
-Inputs ReadInputs(const fs::path& dir) {
-  Inputs inputs;
-  std::vector<std::string> files;
-  for (const auto& line :
-       absl::StrSplit(ReadFile(dir / "manifest.txt"), '\n')) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    if (fields.size() >= 2 && fields[0] == "partitions") {
-      inputs.partitions = std::stoll(fields[1]);
-    } else if (fields.size() >= 2 && fields[0] == "input") {
-      files.push_back(fields[1]);
-    }
-  }
-  inputs.per_partition.resize(inputs.partitions);
-  for (const std::string& file : files) {
-    auto stacked = hlo::ReadNpy((dir / file).string());
-    EXPECT_TRUE(stacked.ok()) << stacked.status();
-    if (!stacked.ok()) return Inputs();
-    const hlo::Shape& shape = stacked->shape();
-    hlo::Shape shard(
-        shape.type(),
-        std::vector<int64_t>(shape.dims().begin() + 1, shape.dims().end()));
-    const int64_t bytes = shard.ByteSize();
-    for (int64_t p = 0; p < inputs.partitions; ++p) {
-      hlo::Literal literal(shard);
-      if (bytes > 0) {
-        std::memcpy(
-            literal.mutable_untyped_data(),
-            static_cast<const char*>(stacked->untyped_data()) + p * bytes,
-            bytes);
-      }
-      inputs.per_partition[p].push_back(std::move(literal));
-    }
-  }
-  return inputs;
-}
-
-// Runs `text` on `inputs`; without `fused_loops`, every fusion body runs
-// op by op.
-std::vector<std::vector<hlo::Literal>> RunProgram(const std::string& text,
-                                                  const Inputs& inputs,
-                                                  bool fused_loops) {
-  auto module = hlo::ParseModule(text);
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return {};
-  int fusions = 0;
-  for (const auto& computation : (*module)->computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (instruction->opcode == hlo::Opcode::kFusion) ++fusions;
-    }
-  }
-  exec::SpmdProgram::Options options;
-  options.evaluator.fused_loops = fused_loops;
-  auto program = exec::SpmdProgram::Create(*std::move(module),
-                                           inputs.partitions, options);
-  EXPECT_TRUE(program.ok()) << program.status();
-  if (!program.ok()) return {};
-  auto outputs = (*program)->Run(inputs.per_partition);
-  EXPECT_TRUE(outputs.ok()) << outputs.status();
-  if (!outputs.ok()) return {};
-  return *std::move(outputs);
+// How many of the module's fusion bodies run as fused loops.
+int64_t FusedLoops(const hlo::Module& module) {
+  auto evaluator = exec::Evaluator::Create(module);
+  EXPECT_TRUE(evaluator.ok()) << evaluator.status();
+  return evaluator.ok() ? (*evaluator)->num_fused_loops() : 0;
 }
 
 TEST(FusedEquivalenceTest, EveryCorpusProgramGivesTheSameBitsFusedAndOpByOp) {
-  int programs = 0;
-  for (const auto& entry : fs::directory_iterator(CorpusDir())) {
-    const fs::path dir = entry.path();
-    if (!fs::exists(dir / "program.hlo")) continue;
-    SCOPED_TRACE(dir.filename().string());
-    const std::string text = ReadFile(dir / "program.hlo");
-    const Inputs inputs = ReadInputs(dir);
-    ASSERT_GT(inputs.partitions, 0);
-    const auto fused = RunProgram(text, inputs, /*fused_loops=*/true);
-    const auto op_by_op = RunProgram(text, inputs, /*fused_loops=*/false);
-    ASSERT_EQ(fused.size(), op_by_op.size());
-    for (size_t p = 0; p < fused.size(); ++p) {
-      ASSERT_EQ(fused[p].size(), op_by_op[p].size());
-      for (size_t i = 0; i < fused[p].size(); ++i) {
-        EXPECT_TRUE(fused[p][i] == op_by_op[p][i])
-            << "partition " << p << " output " << i << " differs";
+  const fs::path root = corpus::CorpusDir();
+  auto listed = corpus::ListedPrograms(root);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  int64_t with_fused_loops = 0;
+  int64_t compared = 0;
+  for (const std::string& name : *listed) {
+    SCOPED_TRACE(name);
+    const fs::path dir = root / name;
+    auto text = corpus::ReadFile(dir / "program.hlo");
+    ASSERT_TRUE(text.ok()) << text.status();
+    auto manifest_text = corpus::ReadFile(dir / "manifest.txt");
+    ASSERT_TRUE(manifest_text.ok()) << manifest_text.status();
+    auto manifest = corpus::ParseManifest(*manifest_text, name);
+    ASSERT_TRUE(manifest.ok()) << manifest.status();
+    auto module = hlo::ParseModule(*text);
+    ASSERT_TRUE(module.ok()) << module.status();
+    if (FusedLoops(**module) == 0) continue;  // Nothing fused to compare.
+    ++with_fused_loops;
+
+    auto fused_inputs = corpus::ReadInputs(dir, *manifest);
+    auto op_by_op_inputs = corpus::ReadInputs(dir, *manifest);
+    ASSERT_TRUE(fused_inputs.ok() && op_by_op_inputs.ok());
+    auto fused = corpus::Runner::Get().Run(*text, manifest->partitions,
+                                           *std::move(fused_inputs));
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    auto op_by_op = corpus::Runner::Get(/*fused_loops=*/false)
+                        .Run(*text, manifest->partitions,
+                             *std::move(op_by_op_inputs));
+    ASSERT_TRUE(op_by_op.ok()) << op_by_op.status();
+    ASSERT_EQ(fused->size(), op_by_op->size());
+    for (size_t o = 0; o < fused->size(); ++o) {
+      ASSERT_EQ((*fused)[o].size(), (*op_by_op)[o].size());
+      for (size_t p = 0; p < (*fused)[o].size(); ++p) {
+        EXPECT_TRUE((*fused)[o][p] == (*op_by_op)[o][p])
+            << "output " << o << " of partition " << p << " differs";
       }
     }
-    ++programs;
+    ++compared;
   }
-  EXPECT_GT(programs, 0);
+  EXPECT_GT(with_fused_loops, 0) << "no corpus program has a fused loop";
+  EXPECT_EQ(compared, with_fused_loops);
+  std::cout << "fused equivalence: " << compared << " of " << listed->size()
+            << " programs have fused loops and gave identical bits\n";
 }
 
 }  // namespace

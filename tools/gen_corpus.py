@@ -1295,6 +1295,15 @@ def files_for(b: Built, with_mlir=False) -> dict:
     return files
 
 
+INDEX_FILE = "programs.txt"
+
+
+def index_text(registry) -> str:
+    return ("# The programs tools/gen_corpus.py writes here, one per line; the conformance test\n"
+            "# runs each and fails for a missing or an unlisted one.\n"
+            + "".join(f"{name}\n" for name in sorted(registry)))
+
+
 def write_dir(path, files):
     if os.path.isdir(path):
         shutil.rmtree(path)
@@ -1410,8 +1419,19 @@ def main(argv=None):
                 print(f"  MISMATCH: {sorted(set(on_disk) ^ set(files)) or [f for f in files if on_disk.get(f) != files[f]]}")
         else:
             write_dir(os.path.join(args.out, name), files)
+    # The index: every program of the registry, one per line, so that the
+    # conformance test can tell a lost program from one never written.
+    index = index_text(registry)
+    if args.verify:
+        index_path = os.path.join(args.verify, INDEX_FILE)
+        on_disk = open(index_path).read() if os.path.isfile(index_path) else None
+        if on_disk != index:
+            failures.append(f"{INDEX_FILE} does not list the registry's programs")
+    else:
+        with open(os.path.join(args.out, INDEX_FILE), "w") as f:
+            f.write(index)
     if args.verify and not args.only:
-        extra = sorted(set(os.listdir(args.verify)) - set(names) - {"README.md"})
+        extra = sorted(set(os.listdir(args.verify)) - set(names) - {"README.md", INDEX_FILE})
         if extra:
             failures.append(f"unexpected directories {extra}")
     print(f"{len(names)} programs, {total_bytes} bytes")

@@ -207,6 +207,7 @@ absl::StatusOr<HostId> LocalCluster::AddHost(IslandId island, int64_t devices) {
   worker_options.collectives = &collectives(island);
   worker_options.listener = head_.get();
   worker_options.events = options_.event_sink.get();
+  worker_options.evaluator = options_.evaluator;
   absl::StatusOr<std::unique_ptr<Worker>> worker;
   try {
     worker = Worker::Create(std::move(worker_options));

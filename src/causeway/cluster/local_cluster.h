@@ -70,6 +70,8 @@ struct LocalClusterOptions {
   DataPlaneKind data_plane = DataPlaneKind::kInProcess;
   // See HeadOptions.
   bool slices_wait_for_hosts = false;
+  // How the devices' executor runs programs (fused loops or op by op).
+  exec::Evaluator::Options evaluator = {};
 };
 
 class LocalCluster {

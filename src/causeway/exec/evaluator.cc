@@ -879,6 +879,11 @@ int64_t Evaluator::num_dot_add_fusions() const {
   return plan_->dot_add_fusions;
 }
 
+int64_t Evaluator::num_fused_loops() const {
+  return std::count_if(plan_->plans.begin(), plan_->plans.end(),
+                       [](const auto& plan) { return plan->fused != nullptr; });
+}
+
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(
     const hlo::Module& module, Options options) {
   if (module.entry() == nullptr) {

@@ -87,6 +87,9 @@ class Evaluator {
   // How many add(x, dot) pairs the plan runs as one accumulating dot
   // (EvalDotAccumulate), over all computations.
   int64_t num_dot_add_fusions() const;
+  // How many fusion bodies run as fused loops (fused_loop.h) rather than
+  // op by op.
+  int64_t num_fused_loops() const;
 
  private:
   Evaluator(const hlo::Module& module, std::unique_ptr<ExecutionPlan> plan);

@@ -162,7 +162,8 @@ Future<> Worker::LoadProgram(LoadProgramRequest request) {
     program->name = request.name.empty() ? module->name() : request.name;
     program->module = module;
     program->has_collectives = hlo::HasCollectives(*module);
-    CW_ASSIGN_OR_RETURN(program->evaluator, exec::Evaluator::Create(*module));
+    CW_ASSIGN_OR_RETURN(program->evaluator,
+                        exec::Evaluator::Create(*module, options_.evaluator));
     absl::MutexLock lock(&mu_);
     programs_.emplace(request.program, std::move(program));
     return absl::OkStatus();

@@ -38,6 +38,7 @@
 #include "causeway/base/executor.h"
 #include "causeway/base/future.h"
 #include "causeway/base/ids.h"
+#include "causeway/exec/evaluator.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/data_plane.h"
@@ -61,6 +62,9 @@ struct WorkerOptions {
   // epochs), on the thread of UpdateMembership: a worker process wires its
   // data plane and collectives to it. May be null.
   std::function<void(const transport::MembershipUpdate&)> on_membership;
+  // How the devices' executor runs programs (tests turn the fused loops
+  // off to compare them with op-by-op evaluation).
+  exec::Evaluator::Options evaluator = {};
 };
 
 class Worker final : public transport::WorkerService,
