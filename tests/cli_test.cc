@@ -1,6 +1,7 @@
 // End-to-end tests of the `causeway` command: runs the built binary (it
 // sits beside this test binary, in build/bin) on small HLO programs and
 // checks the .npy files it writes.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,8 +12,8 @@
 #include <vector>
 
 #include "causeway/hlo/literal.h"
-#include "causeway/hlo/npy.h"
 #include "causeway/hlo/literal_test_util.h"
+#include "causeway/hlo/npy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,10 +24,11 @@ namespace fs = std::filesystem;
 using hlo::Literal;
 using hlo::PrimitiveType;
 using hlo::Shape;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using hlo::testutil::F32;
 using hlo::testutil::Values;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Quote(const std::string& arg) {
   std::string quoted;
@@ -99,6 +101,46 @@ class CliTest : public ::testing::Test {
       result.output.append(buffer, read);
     }
     const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result;
+  }
+
+  // Runs the binary with `args`, reads its output until a line holding
+  // `ready` appears, sends it `signal`, and returns how it ended. The
+  // command gets --timeout as a backstop, so nothing waits forever.
+  CliResult CliSignalledWhen(const std::vector<std::string>& args,
+                             const std::string& ready, int signal) {
+    int out[2];
+    CliResult result;
+    if (pipe(out) != 0) return result;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      dup2(out[1], 1);
+      dup2(out[1], 2);
+      close(out[0]);
+      close(out[1]);
+      std::vector<char*> argv = {const_cast<char*>(binary_.c_str())};
+      for (const std::string& arg : args) {
+        argv.push_back(const_cast<char*>(arg.c_str()));
+      }
+      argv.push_back(nullptr);
+      execv(binary_.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    bool signalled = false;
+    char buffer[4096];
+    ssize_t got;
+    while ((got = read(out[0], buffer, sizeof(buffer))) > 0) {
+      result.output.append(buffer, static_cast<size_t>(got));
+      if (!signalled && result.output.find(ready) != std::string::npos) {
+        kill(pid, signal);
+        signalled = true;
+      }
+    }
+    close(out[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return result;
   }
@@ -292,6 +334,201 @@ TEST_F(CliTest, AnOptionOfOneValueGivenTwiceIsAUsageError) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.output,
               HasSubstr("--partitions given twice ('2' and '4')"));
+}
+
+// x + 1 forever.
+constexpr char kForever[] = R"(HloModule forever, num_partitions=2
+always {
+  s = f32[3] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+step {
+  s = f32[3] parameter(0)
+  one = f32[] constant(1)
+  b = f32[3] broadcast(one), dimensions={}
+  ROOT n = f32[3] add(s, b)
+}
+ENTRY main {
+  x = f32[3] parameter(0), sharding={devices=[2]0,1}
+  ROOT w = f32[3] while(x), condition=always, body=step
+}
+)";
+
+TEST_F(CliTest, TimeoutStopsAProgramThatLoopsForever) {
+  const std::string program = WriteFile("p.hlo", kForever);
+  const std::string input = WriteArray("x.npy", F32({2, 3}, {}));
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
+                          "--output-dir", OutDir(), "--timeout", "0.5"});
+  EXPECT_EQ(result.exit_code, 124) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("did not finish within --timeout 0.5 s and was "
+                        "stopped"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "out0.npy"));
+}
+
+TEST_F(CliTest, SigintStopsTheRunWithAMessage) {
+  const std::string program = WriteFile("p.hlo", kForever);
+  const std::string input = WriteArray("x.npy", F32({2, 3}, {}));
+  CliResult result =
+      CliSignalledWhen({"run", program, "--partitions", "2", "--input", input,
+                        "--output-dir", OutDir(), "--timeout", "120"},
+                       "running 'forever' on 2 devices", SIGINT);
+  EXPECT_EQ(result.exit_code, 130) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("interrupted (signal 2); the program was stopped"));
+}
+
+TEST_F(CliTest, APartitionLoopingWhileItsPeerWaitsInACollectiveEndsTheRun) {
+  // Partition 0 loops forever; partition 1 waits for it in an all-reduce
+  // and gives up: the run then stops partition 0 too and exits.
+  const std::string program =
+      WriteFile("p.hlo", R"(HloModule loop_or_wait, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+forever {
+  s = f32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+step {
+  s = f32[] parameter(0)
+  one = f32[] constant(1)
+  ROOT n = f32[] add(s, one)
+}
+loop {
+  x = f32[] parameter(0)
+  ROOT w = f32[] while(x), condition=forever, body=step
+}
+wait {
+  x = f32[] parameter(0)
+  ROOT r = f32[] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+}
+ENTRY main {
+  x = f32[] parameter(0), sharding={replicated}
+  p = u32[] partition-id()
+  i = s32[] convert(p)
+  ROOT y = f32[] conditional(i, x, x), branch_computations={loop, wait}
+}
+)");
+  const std::string input = WriteArray("x.npy", F32({2}, {1, 1}));
+  CliResult result =
+      Cli({"run", program, "--partitions", "2", "--input", input,
+           "--output-dir", OutDir(), "--collective-timeout", "0.2"});
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("did not arrive within 200ms"));
+}
+
+TEST_F(CliTest, AOnePartitionModuleRunsACopyPerDeviceReadingPartitionIdZero) {
+  const std::string program = WriteFile("p.hlo", R"(HloModule copies
+ENTRY main {
+  x = f32[2] parameter(0)
+  p = u32[] partition-id()
+  pf = f32[] convert(p)
+  b = f32[2] broadcast(pf), dimensions={}
+  ROOT y = f32[2] add(x, b)
+}
+)");
+  const std::string input =
+      WriteArray("x.npy", F32({3, 2}, {1, 2, 10, 20, 100, 200}));
+  CliResult result = Cli({"run", program, "--partitions", "3", "--input", input,
+                          "--output-dir", OutDir()});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  // Each device kept its own row, and partition-id is 0 on every copy.
+  EXPECT_THAT(Values(ReadOutput("out0.npy")),
+              ElementsAre(1, 2, 10, 20, 100, 200));
+}
+
+TEST_F(CliTest, GlobalRefusesAnInputTheShardingDoesNotDivideEvenly) {
+  const std::string program = WriteFile("p.hlo", kProgram);
+  // The program's shards are f32[3]: a global f32[5] would be padded.
+  const std::string input = WriteArray("x.npy", F32({5}, {1, 2, 3, 4, 5}));
+  CliResult result =
+      Cli({"run", program, "--partitions", "2", "--input", input,
+           "--output-dir", OutDir(), "--global", "--output-sharding",
+           "{replicated}", "--output-sharding", "{devices=[2]0,1}"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr("a global f32[5] does not divide evenly by the "
+                        "sharding {devices=[2]0,1}"));
+}
+
+TEST_F(CliTest, GlobalRefusesAnOutputShardingForAnotherDeviceCount) {
+  const std::string program = WriteFile("p.hlo", kProgram);
+  const std::string input =
+      WriteArray("x.npy", F32({6}, {1, 2, 3, 10, 20, 30}));
+  CliResult result =
+      Cli({"run", program, "--partitions", "2", "--input", input,
+           "--output-dir", OutDir(), "--global", "--output-sharding",
+           "{replicated}", "--output-sharding", "{devices=[4]<=[4]}"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr("output 1 (f32[3] per partition) with "
+                        "--output-sharding {devices=[4]<=[4]}: spreads its "
+                        "tiles over 4 devices, but the program runs on 2"));
+  // Refused before the run: nothing is written.
+  EXPECT_THAT(result.output, Not(HasSubstr("running")));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "out0.npy"));
+}
+
+TEST_F(CliTest, GlobalRefusesReplicatedForAnOutputWhosePartitionsDiffer) {
+  // Output 1 is x + partition_id: each partition's differs, so reading it
+  // as replicated would write one partition's values as the whole.
+  const std::string program = WriteFile("p.hlo", kProgram);
+  const std::string input =
+      WriteArray("x.npy", F32({6}, {1, 2, 3, 10, 20, 30}));
+  CliResult result =
+      Cli({"run", program, "--partitions", "2", "--input", input,
+           "--output-dir", OutDir(), "--global", "--output-sharding",
+           "{replicated}", "--output-sharding", "{replicated}"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output,
+              HasSubstr("says partitions 0 and 1 hold the same part of the "
+                        "output, but their values differ"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "out0.npy"));
+}
+
+TEST_F(CliTest, AValueTooBigForMemoryIsRefusedNamingTheInstruction) {
+  const std::string program = WriteFile("p.hlo", R"(HloModule big
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  zero = f32[] parameter(0)
+  i = f32[100000000000] iota(), iota_dimension=0
+  ROOT r = f32[] reduce(i, zero), dimensions={0}, to_apply=add
+}
+)");
+  const std::string input = WriteArray("z.npy", F32({1}, {0}));
+  CliResult result = Cli({"run", program, "--partitions", "1", "--input", input,
+                          "--output-dir", OutDir()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("instruction 'i' (line 9)"));
+  EXPECT_THAT(result.output, HasSubstr("needs a buffer of 400000000000 bytes"));
+}
+
+TEST_F(CliTest, ReplicaGroupsThatLeaveAPartitionOutAreRefusedAtLoad) {
+  const std::string program =
+      WriteFile("p.hlo", R"(HloModule lonely, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[] parameter(0), sharding={replicated}
+  ROOT r = f32[] all-reduce(x), channel_id=1, replica_groups={{0}}, use_global_device_ids=true, to_apply=add
+}
+)");
+  const std::string input = WriteArray("x.npy", F32({2}, {1, 2}));
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
+                          "--output-dir", OutDir()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.output, HasSubstr("replica_groups leave out device id 1"));
+  EXPECT_THAT(result.output, Not(HasSubstr("running")));
 }
 
 TEST_F(CliTest, RunsACorpusProgramLikeJax) {

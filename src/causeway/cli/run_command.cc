@@ -4,30 +4,41 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
-#include "causeway/exec/spmd_program.h"
+#include "causeway/cli/interrupts.h"
+#include "causeway/client/local_client.h"
+#include "causeway/client/session.h"
+#include "causeway/cluster/local_cluster.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/npy.h"
 #include "causeway/hlo/parser.h"
+#include "causeway/hlo/printer.h"
 #include "causeway/hlo/sharding_util.h"
 
 namespace causeway::cli {
@@ -40,26 +51,29 @@ using hlo::Sharding;
 constexpr char kRunHelp[] = R"(Usage:
   causeway run PROGRAM.hlo --partitions N --input A.npy [--input B.npy ...]
                --output-dir DIR [--global] [--output-sharding S ...]
-               [--collective-timeout SECONDS]
+               [--timeout SECONDS] [--collective-timeout SECONDS]
 
 Runs PROGRAM.hlo, the HLO text of a program partitioned for N devices (what
-`jax.jit(f).lower(...).compile().as_text()` prints: one module that every
-partition runs, with shard-shaped parameters), on N CPU devices of this
-machine. Each device runs on its own thread; collectives run in-process.
+XLA compiled for a `jax.jit` function: one module that every partition
+runs, with shard-shaped parameters; see the README for how to export it
+with its constants in full), on a slice of N CPU devices of an embedded
+cluster: the same runtime as `causeway head`/`worker`, in this process.
 
 Inputs and outputs are NumPy .npy files: little-endian, C order; bool,
 int8-64, uint8-64, float16/32/64, and bfloat16 stored as '<V2' (save with
 np.save(path, x) for an ml_dtypes.bfloat16 array x; read back with
-np.load(path).view(ml_dtypes.bfloat16)).
+np.load(path).view(ml_dtypes.bfloat16)). A file is checked (magic, header)
+before it is read, and only the bytes its header declares are read.
 
-  --partitions N    Number of devices. Must match the module's
+  --partitions N    Number of devices, 1 to 1024. Must match the module's
                     num_partitions (a module for 1 partition without
-                    collectives may run on any N: every device runs it on
-                    its own inputs).
+                    collectives may run on any N: every device runs a copy
+                    on its own inputs, and reads partition-id 0, as XLA).
   --input FILE      One per entry parameter, in parameter order.
                     By default FILE holds that parameter for all partitions
                     stacked along a new leading axis: shape [N, ...shard
-                    shape], row p being partition p's argument.
+                    shape], row p being partition p's argument (each device
+                    keeps its own row, even of a replicated parameter).
   --output-dir DIR  Where out0.npy, out1.npy, ... are written, one per
                     output (a tuple result gives one file per element).
                     By default each holds the output of all partitions
@@ -67,26 +81,35 @@ np.load(path).view(ml_dtypes.bfloat16)).
                     missing.
   --global          Inputs and outputs are global (unsharded) arrays instead.
                     Inputs are split by the `sharding=` of each entry
-                    parameter; outputs are assembled by the sharding of the
-                    ROOT instruction. Compiled JAX text annotates the
-                    parameters but not the ROOT: then scalar outputs are
-                    taken as replicated and the others need
-                    --output-sharding. A parameter without an annotation is
-                    refused.
+                    parameter and must divide evenly by it (as JAX requires);
+                    a parameter without an annotation is refused. Outputs
+                    are assembled by --output-sharding, else by the ROOT's
+                    `sharding=` (pre-optimization and hand-written modules
+                    carry it; XLA's compiled modules do not), else scalars
+                    are taken as replicated and other outputs refused. An
+                    output sharding must fit the output's shard shape and N,
+                    and replicas it declares must hold the same values.
   --output-sharding S
                     With --global: the sharding of output i (given once per
                     output, in order), in XLA syntax, e.g.
-                    '{devices=[4,2]<=[8]}' or '{replicated}'. Overrides the
-                    ROOT's annotation. Tiles must divide the output evenly.
-                    From JAX, for an output x with out_sharding s:
-                    str(s._to_xla_hlo_sharding(x.ndim)).
+                    '{devices=[4,2]<=[8]}' or '{replicated}'. From JAX, for
+                    output i of a compiled function c:
+                    c.output_shardings[i]._to_xla_hlo_sharding(c.out_info[i].ndim).
+  --timeout SECONDS Stop the program after SECONDS (a program may loop
+                    forever): the run ends with an error, exit status 124.
   --collective-timeout SECONDS
                     How long a device waits for its peers in a collective
                     before failing (default 60).
   --help            Show this help.
 
+A partition that fails stops the others: a peer waiting for it in a
+collective fails, and one looping without collectives stops at its next
+iteration. SIGINT or SIGTERM stops the run likewise (exit status 130; a
+second one exits at once).
+
 Exit status: 0 on success, 1 when the program or its inputs are wrong (the
-message names the parameter, instruction or file), 2 for a usage error.
+message names the parameter, instruction or file), 2 for a usage error,
+124 past --timeout, 130 when interrupted.
 
 Example:
   causeway run step.hlo --partitions 8 --input params.npy --input batch.npy \
@@ -101,12 +124,24 @@ struct RunFlags {
   bool global = false;
   std::vector<std::string> output_shardings;
   double collective_timeout_s = 60;
+  std::optional<double> timeout_s;
 };
 
 // A usage error: printed with a pointer to --help, exit status 2.
 struct UsageError {
   std::string message;
 };
+
+// A positive number of seconds, or a usage error naming the option.
+std::optional<UsageError> ParseSeconds(const std::string& option,
+                                       const std::string& value,
+                                       double* seconds) {
+  if (!absl::SimpleAtod(value, seconds) || !(*seconds > 0) || *seconds > 1e9) {
+    return UsageError{absl::StrCat(
+        option, " must be a positive number of seconds, got '", value, "'")};
+  }
+  return std::nullopt;
+}
 
 std::variant<RunFlags, UsageError, bool> ParseRunFlags(
     const std::vector<std::string>& args) {
@@ -141,7 +176,7 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
     }
     const bool repeatable = arg == "--input" || arg == "--output-sharding";
     if (!repeatable && arg != "--partitions" && arg != "--output-dir" &&
-        arg != "--collective-timeout") {
+        arg != "--collective-timeout" && arg != "--timeout") {
       return UsageError{absl::StrCat("unknown option '", arg, "'")};
     }
     if (!value) {
@@ -158,11 +193,12 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
       }
     }
     if (arg == "--partitions") {
+      const int64_t most = cluster::LocalCluster::kMaxDevices;
       if (!absl::SimpleAtoi(*value, &flags.partitions) ||
-          flags.partitions < 1 || flags.partitions > 4096) {
-        return UsageError{absl::StrCat(
-            "--partitions must be a whole number from 1 to 4096, got '", *value,
-            "'")};
+          flags.partitions < 1 || flags.partitions > most) {
+        return UsageError{
+            absl::StrCat("--partitions must be a whole number from 1 to ", most,
+                         ", got '", *value, "'")};
       }
       have_partitions = true;
     } else if (arg == "--input") {
@@ -172,12 +208,13 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
     } else if (arg == "--output-sharding") {
       flags.output_shardings.push_back(*value);
     } else if (arg == "--collective-timeout") {
-      if (!absl::SimpleAtod(*value, &flags.collective_timeout_s) ||
-          !(flags.collective_timeout_s > 0)) {
-        return UsageError{absl::StrCat(
-            "--collective-timeout must be a positive number of seconds, got '",
-            *value, "'")};
+      if (auto error = ParseSeconds(arg, *value, &flags.collective_timeout_s)) {
+        return *error;
       }
+    } else if (arg == "--timeout") {
+      double seconds = 0;
+      if (auto error = ParseSeconds(arg, *value, &seconds)) return *error;
+      flags.timeout_s = seconds;
     }
   }
   if (flags.program_path.empty()) {
@@ -282,9 +319,35 @@ std::vector<Literal> Unstack(const Literal& stacked, const Shape& shape,
   return parts;
 }
 
-// Loads the stacked or global inputs as per-partition arguments.
-absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
-    const RunFlags& flags, const hlo::Module& module) {
+// Stacks one output's shards (one per partition) along a new leading axis.
+absl::StatusOr<Literal> Stack(const std::vector<Literal>& shards,
+                              size_t index) {
+  const Shape& shape = shards[0].shape();
+  std::vector<int64_t> dims = {static_cast<int64_t>(shards.size())};
+  dims.insert(dims.end(), shape.dims().begin(), shape.dims().end());
+  Literal stacked(Shape(shape.type(), dims));
+  const int64_t bytes = shape.ByteSize();
+  auto* dst = static_cast<std::byte*>(stacked.mutable_untyped_data());
+  for (size_t p = 0; p < shards.size(); ++p) {
+    if (!shards[p].shape().Compatible(shape)) {
+      return absl::InternalError(absl::StrCat(
+          "partitions returned different shapes for output ", index));
+    }
+    if (bytes > 0) {
+      std::memcpy(dst + p * bytes, shards[p].untyped_data(),
+                  static_cast<size_t>(bytes));
+    }
+  }
+  return stacked;
+}
+
+// Reads the inputs as arrays on `slice`: stacked files become one buffer
+// per device (FromShards), global ones are split by the parameter's
+// sharding (FromHost).
+absl::StatusOr<std::vector<client::Array>> ReadInputs(
+    const RunFlags& flags, const hlo::Module& module,
+    const client::Executable& executable, client::Session& session,
+    const client::Slice& slice) {
   const hlo::Computation& entry = *module.entry();
   const int64_t n = flags.partitions;
   if (static_cast<int64_t>(flags.inputs.size()) != entry.parameter_count()) {
@@ -295,18 +358,15 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
                      flags.inputs.size(), " --input file",
                      flags.inputs.size() == 1 ? " was" : "s were", " given"));
   }
-  std::vector<std::vector<Literal>> args(n);
+  std::vector<client::Array> arrays;
   for (int64_t i = 0; i < entry.parameter_count(); ++i) {
     const hlo::Instruction& parameter = *entry.parameter(i);
     const std::string& path = flags.inputs[i];
-    CW_ASSIGN_OR_RETURN(Literal value, hlo::ReadNpy(path));
     const Shape& shard = parameter.shape;
-    if (!shard.IsArray()) {
-      return absl::UnimplementedError(
-          absl::StrCat(ParameterName(parameter), " is ", ShapeText(shard),
-                       "; only array parameters can be read from .npy files"));
-    }
-    std::vector<Literal> parts;
+    const Shape& global = executable.parameter_shapes()[i];
+    const client::Sharding& sharding = executable.parameter_shardings()[i];
+    CW_ASSIGN_OR_RETURN(Literal value, hlo::ReadNpy(path));
+    absl::StatusOr<client::Array> array;
     if (flags.global) {
       if (!parameter.sharding.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -320,19 +380,25 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
                          std::string(hlo::PrimitiveTypeName(shard.type())),
                          " values, got ", ShapeText(value.shape())));
       }
-      absl::StatusOr<Shape> expected =
-          hlo::ShardShape(*parameter.sharding, value.shape(), n);
-      if (!expected.ok() || !expected->Compatible(shard)) {
+      if (!value.shape().Compatible(global)) {
+        absl::StatusOr<Shape> sharded =
+            hlo::ShardShape(sharding.hlo(), value.shape(), n);
+        const bool uneven = sharded.ok() && sharded->Compatible(shard);
         return absl::InvalidArgumentError(absl::StrCat(
             path, " for ", ParameterName(parameter), ": a global ",
-            ShapeText(value.shape()), " does not shard into the ",
-            ShapeText(shard), " the program expects",
-            expected.ok()
-                ? absl::StrCat(" (it gives ", ShapeText(*expected), ")")
-                : absl::StrCat(": ", expected.status().message())));
+            ShapeText(value.shape()),
+            uneven ? absl::StrCat(" does not divide evenly by the sharding ",
+                                  sharding.ToString(),
+                                  " (JAX refuses such arguments too); the "
+                                  "program's shards of ",
+                                  ShapeText(shard), " make a global ",
+                                  ShapeText(global))
+                   : absl::StrCat(" does not shard into the ", ShapeText(shard),
+                                  " the program expects; it takes a global ",
+                                  ShapeText(global), " sharded ",
+                                  sharding.ToString())));
       }
-      CW_ASSIGN_OR_RETURN(parts,
-                          hlo::SplitGlobal(value, *parameter.sharding, n));
+      array = session.FromHost(value, slice, sharding);
     } else {
       std::vector<int64_t> dims = {n};
       dims.insert(dims.end(), shard.dims().begin(), shard.dims().end());
@@ -343,11 +409,17 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
             ShapeText(stacked), " (", n, " partitions × ", ShapeText(shard),
             "), got ", ShapeText(value.shape())));
       }
-      parts = Unstack(value, shard, n);
+      array =
+          session.FromShards(Unstack(value, shard, n), global, slice, sharding);
     }
-    for (int64_t p = 0; p < n; ++p) args[p].push_back(std::move(parts[p]));
+    if (!array.ok()) {
+      return absl::Status(array.status().code(),
+                          absl::StrCat(path, " for ", ParameterName(parameter),
+                                       ": ", array.status().message()));
+    }
+    arrays.push_back(*std::move(array));
   }
-  return args;
+  return arrays;
 }
 
 // The sharding of each output in --global mode: --output-sharding flags,
@@ -355,8 +427,8 @@ absl::StatusOr<std::vector<std::vector<Literal>>> LoadInputs(
 // be tiled), else an error saying what to pass.
 absl::StatusOr<std::vector<Sharding>> OutputShardings(
     const RunFlags& flags, const hlo::Module& module,
-    const std::vector<Literal>& outputs) {
-  const size_t output_count = outputs.size();
+    const std::vector<Shape>& shard_shapes) {
+  const size_t output_count = shard_shapes.size();
   std::vector<Sharding> shardings;
   if (!flags.output_shardings.empty()) {
     if (flags.output_shardings.size() != output_count) {
@@ -395,19 +467,19 @@ absl::StatusOr<std::vector<Sharding>> OutputShardings(
   }
   std::vector<std::string> unknown;
   for (size_t i = 0; i < output_count; ++i) {
-    if (outputs[i].shape().rank() == 0) {
+    if (shard_shapes[i].rank() == 0) {
       shardings.push_back(Sharding());  // Replicated.
     } else {
-      unknown.push_back(absl::StrCat(i, " (", ShapeText(outputs[i].shape()),
-                                     " per partition)"));
+      unknown.push_back(
+          absl::StrCat(i, " (", ShapeText(shard_shapes[i]), " per partition)"));
     }
   }
   if (!unknown.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--global needs the output shardings, and the ROOT '", root.name,
         "' (line ", root.line,
-        ") carries no sharding= annotation (compiled JAX text does not print "
-        "them); give one --output-sharding per output (",
+        ") carries no sharding= annotation (XLA's compiled modules do not "
+        "record them); give one --output-sharding per output (",
         output_count,
         " in all), e.g. --output-sharding '{replicated}' or "
         "'{devices=[4,1]<=[4]}', or run without --global. Outputs needing "
@@ -417,101 +489,342 @@ absl::StatusOr<std::vector<Sharding>> OutputShardings(
   return shardings;
 }
 
-absl::StatusOr<Literal> Stack(const std::vector<std::vector<Literal>>& outputs,
-                              size_t index) {
-  const Shape& shape = outputs[0][index].shape();
-  std::vector<int64_t> dims = {static_cast<int64_t>(outputs.size())};
-  dims.insert(dims.end(), shape.dims().begin(), shape.dims().end());
-  Literal stacked(Shape(shape.type(), dims));
-  const int64_t bytes = shape.ByteSize();
-  auto* dst = static_cast<std::byte*>(stacked.mutable_untyped_data());
-  for (size_t p = 0; p < outputs.size(); ++p) {
-    const Literal& part = outputs[p][index];
-    if (!part.shape().Compatible(shape)) {
-      return absl::InternalError(absl::StrCat(
-          "partitions returned different shapes for output ", index));
-    }
-    if (bytes > 0) {
-      std::memcpy(dst + p * bytes, part.untyped_data(),
-                  static_cast<size_t>(bytes));
+// The global shape output `index` (`shard` on each of `n` partitions) has
+// under `sharding`, after checking that the sharding can describe it: a
+// supported kind, as many devices as partitions, and the program's shard
+// shape on each. `source` says where the sharding came from.
+absl::StatusOr<Shape> OutputGlobalShape(const Sharding& sharding,
+                                        const Shape& shard, int64_t n,
+                                        const std::string& source,
+                                        size_t index) {
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output ", index, " (", ShapeText(shard), " per partition) with ",
+        source, " ", hlo::PrintSharding(sharding), ": ", why));
+  };
+  if (sharding.kind != Sharding::Kind::kReplicated &&
+      sharding.kind != Sharding::Kind::kMaximal &&
+      sharding.kind != Sharding::Kind::kTiled) {
+    return refuse("only replicated, maximal and tiled shardings are supported");
+  }
+  if (sharding.kind == Sharding::Kind::kMaximal &&
+      (sharding.maximal_device < 0 || sharding.maximal_device >= n)) {
+    return refuse(absl::StrCat("names device ", sharding.maximal_device, " of ",
+                               n, " partitions"));
+  }
+  if (sharding.kind == Sharding::Kind::kTiled &&
+      static_cast<int64_t>(sharding.tile_devices.size()) != n) {
+    return refuse(
+        absl::StrCat("spreads its tiles over ", sharding.tile_devices.size(),
+                     " devices, but the program runs on ", n, " partitions"));
+  }
+  absl::StatusOr<Shape> global = hlo::GlobalShapeFromShard(sharding, shard, n);
+  if (!global.ok()) return refuse(std::string(global.status().message()));
+  absl::StatusOr<std::vector<hlo::ShardRegion>> regions =
+      hlo::ShardRegions(sharding, *global, n);
+  if (!regions.ok()) return refuse(std::string(regions.status().message()));
+  for (int64_t p = 0; p < n; ++p) {
+    if ((*regions)[p].dims != shard.dims()) {
+      return refuse(absl::StrCat("gives partition ", p, " a shard of [",
+                                 absl::StrJoin((*regions)[p].dims, ","),
+                                 "], not the ", ShapeText(shard),
+                                 " it computes"));
     }
   }
-  return stacked;
+  return global;
 }
 
-absl::Status RunProgram(const RunFlags& flags) {
-  CW_ASSIGN_OR_RETURN(std::string text, ReadProgramText(flags.program_path));
-  absl::StatusOr<std::unique_ptr<hlo::Module>> parsed = hlo::ParseModule(text);
-  if (!parsed.ok()) {
-    return absl::Status(
-        parsed.status().code(),
-        absl::StrCat(flags.program_path, ": ", parsed.status().message()));
-  }
-  exec::SpmdProgram::Options options;
-  options.collective_timeout = absl::Seconds(flags.collective_timeout_s);
-  absl::StatusOr<std::unique_ptr<exec::SpmdProgram>> program =
-      exec::SpmdProgram::Create(*std::move(parsed), flags.partitions, options);
-  if (!program.ok()) {
-    return absl::Status(
-        program.status().code(),
-        absl::StrCat(flags.program_path, ": ", program.status().message()));
-  }
-  const hlo::Module& module = (*program)->module();
-  CW_ASSIGN_OR_RETURN(std::vector<std::vector<Literal>> args,
-                      LoadInputs(flags, module));
-  CW_ASSIGN_OR_RETURN(std::vector<std::vector<Literal>> outputs,
-                      (*program)->Run(std::move(args)));
-
-  // Outputs: the flattened root, the same count on every partition.
-  const size_t output_count = outputs[0].size();
-  for (size_t i = 0; i < output_count; ++i) {
-    if (!outputs[0][i].shape().IsArray()) {
-      return absl::UnimplementedError(
-          absl::StrCat("output ", i, " is ", ShapeText(outputs[0][i].shape()),
-                       "; only arrays can be written as .npy"));
+// Output `index`'s value of `global_shape`, assembled from its shards (one
+// per partition) by `sharding` (checked by OutputGlobalShape). Partitions
+// the sharding says hold the same part (its replicas) must hold the same
+// bytes: a per-partition value read as replicated would otherwise come
+// back as one partition's.
+absl::StatusOr<Literal> AssembleOutput(const std::vector<Literal>& shards,
+                                       const Sharding& sharding,
+                                       const Shape& global_shape,
+                                       const std::string& source,
+                                       size_t index) {
+  const int64_t n = static_cast<int64_t>(shards.size());
+  CW_ASSIGN_OR_RETURN(std::vector<hlo::ShardRegion> regions,
+                      hlo::ShardRegions(sharding, global_shape, n));
+  if (sharding.kind != Sharding::Kind::kMaximal) {
+    std::map<std::vector<int64_t>, int64_t> first_holder;
+    for (int64_t p = 0; p < n; ++p) {
+      auto [it, fresh] = first_holder.try_emplace(regions[p].offsets, p);
+      if (!fresh && !(shards[p] == shards[it->second])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output ", index, " with ", source, " ",
+            hlo::PrintSharding(sharding), ": it says partitions ", it->second,
+            " and ", p,
+            " hold the same part of the output, but their values differ; "
+            "give the sharding the program was compiled with"));
+      }
     }
   }
+  return hlo::AssembleGlobal(shards, sharding, global_shape);
+}
+
+// What a run waits for: every output's shards, a failed output, an
+// interrupt or the deadline, whichever comes first. Thread-safe.
+class RunWatch {
+ public:
+  enum class Outcome { kDone, kFailed, kInterrupted, kTimedOut };
+
+  // The run's outputs, before any resolves.
+  void Expect(size_t outputs) {
+    absl::MutexLock lock(&mu_);
+    pending_ = outputs;
+  }
+  // Called as each output resolves (on a thread of the runtime).
+  void Resolved(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    --pending_;
+    if (!status.ok() && failure_.ok()) failure_ = status;
+  }
+  void Interrupt(int signal) {
+    absl::MutexLock lock(&mu_);
+    signal_ = signal;
+  }
+
+  // Waits until the first of: all resolved, one failed, an interrupt,
+  // `deadline`.
+  Outcome Wait(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pending_ == 0 || !failure_.ok() || signal_ != 0;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+    if (signal_ != 0) return Outcome::kInterrupted;
+    if (!failure_.ok()) return Outcome::kFailed;
+    if (pending_ == 0) return Outcome::kDone;
+    return Outcome::kTimedOut;
+  }
+  // Waits until every output resolved (after the run was stopped); false
+  // if `deadline` passed first.
+  bool AwaitAll(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto all = [this]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; };
+    return mu_.AwaitWithDeadline(absl::Condition(&all), deadline);
+  }
+  absl::Status failure() {
+    absl::MutexLock lock(&mu_);
+    return failure_;
+  }
+  int signal() {
+    absl::MutexLock lock(&mu_);
+    return signal_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  int signal_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// How long a stopped run may take to wind down (a cancelled program stops
+// at its next loop iteration; one inside a long kernel finishes it) before
+// the process exits without waiting for it.
+constexpr absl::Duration kStopGrace = absl::Seconds(10);
+
+// The embedded runtime a run uses: a LocalCluster with one island of N
+// devices, a client and one session.
+struct Runtime {
+  std::unique_ptr<cluster::LocalCluster> cluster;
+  std::unique_ptr<client::Client> client;
+  std::optional<client::Session> session;
+
+  // Closes the session and stops the cluster, within kStopGrace: a device
+  // still inside a kernel it cannot leave makes the process exit with
+  // `exit_code` instead of waiting.
+  void ShutDown(int exit_code) {
+    absl::Notification stopped;
+    std::thread stopper([this, &stopped] {
+      session.reset();
+      client.reset();
+      cluster.reset();
+      stopped.Notify();
+    });
+    if (!stopped.WaitForNotificationWithTimeout(kStopGrace)) {
+      std::fprintf(stderr,
+                   "causeway run: the devices did not stop within %s; "
+                   "exiting without them\n",
+                   absl::FormatDuration(kStopGrace).c_str());
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(exit_code);
+    }
+    stopper.join();
+  }
+};
+
+absl::Status WithPath(const std::string& path, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(path, ": ", status.message()));
+}
+
+// Starts the runtime and compiles the program on a slice of `flags.partitions`
+// devices.
+absl::StatusOr<client::Executable> StartRuntime(const RunFlags& flags,
+                                                const std::string& text,
+                                                Runtime& runtime,
+                                                client::Slice& slice) {
+  cluster::LocalClusterOptions options;
+  options.islands = 1;
+  options.hosts_per_island = 1;
+  options.devices_per_host = flags.partitions;
+  // Each device may use all of this machine's memory; a program that needs
+  // more is refused with the instruction and the bytes.
+  options.memory_per_device = PhysicalMemoryBytes();
+  options.collective_timeout = absl::Seconds(flags.collective_timeout_s);
+  CW_ASSIGN_OR_RETURN(runtime.cluster, cluster::LocalCluster::Create(options));
+  runtime.client = client::ConnectLocal(*runtime.cluster);
+  CW_ASSIGN_OR_RETURN(runtime.session,
+                      runtime.client->OpenSession({.name = "causeway run"}));
+  CW_ASSIGN_OR_RETURN(slice, runtime.session->CreateSlice(flags.partitions));
+  absl::StatusOr<client::Executable> executable =
+      runtime.session->Compile(text, slice);
+  if (!executable.ok()) {
+    return WithPath(flags.program_path, executable.status());
+  }
+  return executable;
+}
+
+// Why a run ended: OK, or the error, with the exit status it gives.
+struct RunResult {
+  absl::Status status;
+  int exit_code = kExitOk;
+};
+
+RunResult Failed(absl::Status status) {
+  return {std::move(status), kExitFailure};
+}
+
+RunResult RunProgram(const RunFlags& flags, RunWatch& watch, Runtime& runtime) {
+  absl::StatusOr<std::string> text = ReadProgramText(flags.program_path);
+  if (!text.ok()) return Failed(text.status());
+  absl::StatusOr<std::unique_ptr<hlo::Module>> module = hlo::ParseModule(*text);
+  if (!module.ok())
+    return Failed(WithPath(flags.program_path, module.status()));
+  client::Slice slice;
+  absl::StatusOr<client::Executable> executable =
+      StartRuntime(flags, *text, runtime, slice);
+  if (!executable.ok()) return Failed(executable.status());
+  absl::StatusOr<std::vector<client::Array>> arguments =
+      ReadInputs(flags, **module, *executable, *runtime.session, slice);
+  if (!arguments.ok()) return Failed(arguments.status());
+  // The outputs' shard shapes, and their shardings in --global mode, are
+  // known before the run: a wrong --output-sharding is refused first.
+  std::vector<Shape> shard_shapes;
+  const hlo::Instruction& root = *(*module)->entry()->root();
+  if (root.shape.IsTuple()) {
+    shard_shapes = root.shape.tuple_shapes();
+  } else {
+    shard_shapes.push_back(root.shape);
+  }
   std::vector<Sharding> shardings;
+  std::vector<Shape> global_shapes;
+  const std::string sharding_source =
+      !flags.output_shardings.empty() ? "--output-sharding"
+      : root.sharding.has_value()     ? "the ROOT's sharding"
+                                      : "the default sharding";
   if (flags.global) {
-    CW_ASSIGN_OR_RETURN(shardings, OutputShardings(flags, module, outputs[0]));
+    absl::StatusOr<std::vector<Sharding>> resolved =
+        OutputShardings(flags, **module, shard_shapes);
+    if (!resolved.ok()) return Failed(resolved.status());
+    shardings = *std::move(resolved);
+    for (size_t i = 0; i < shardings.size(); ++i) {
+      absl::StatusOr<Shape> global = OutputGlobalShape(
+          shardings[i], shard_shapes[i], flags.partitions, sharding_source, i);
+      if (!global.ok()) return Failed(global.status());
+      global_shapes.push_back(*std::move(global));
+    }
+  }
+  if (watch.signal() != 0) {
+    return {absl::CancelledError(
+                absl::StrCat("interrupted (signal ", watch.signal(), ")")),
+            kExitInterrupted};
+  }
+  absl::StatusOr<std::vector<client::Array>> outputs =
+      executable->Execute(*arguments);
+  if (!outputs.ok()) return Failed(outputs.status());
+  arguments->clear();
+  watch.Expect(outputs->size());
+  std::fprintf(stderr, "causeway run: running '%s' on %lld devices\n",
+               (*module)->name().c_str(),
+               static_cast<long long>(flags.partitions));
+
+  std::vector<Future<std::vector<Literal>>> shards;
+  for (const client::Array& output : *outputs) {
+    shards.push_back(output.ShardsToHost());
+  }
+  RunWatch* watching = &watch;
+  for (const auto& future : shards) {
+    future.OnReady(InlineExecutor::Instance(),
+                   [watching](const absl::StatusOr<std::vector<Literal>>& v) {
+                     watching->Resolved(v.status());
+                   });
+  }
+  const absl::Time deadline =
+      flags.timeout_s.has_value()
+          ? absl::Now() + absl::Seconds(*flags.timeout_s)
+          : absl::InfiniteFuture();
+  const RunWatch::Outcome outcome = watch.Wait(deadline);
+  if (outcome != RunWatch::Outcome::kDone) {
+    // Stop whatever still runs: closing the session cancels its launches
+    // (a loop stops at its next iteration; peers waiting in collectives
+    // fail), then every output resolves.
+    runtime.session->Close().IgnoreError();
+    watch.AwaitAll(absl::Now() + kStopGrace);
+  }
+  switch (outcome) {
+    case RunWatch::Outcome::kInterrupted:
+      return {absl::CancelledError(absl::StrCat("interrupted (signal ",
+                                                watch.signal(),
+                                                "); the program was stopped")),
+              kExitInterrupted};
+    case RunWatch::Outcome::kTimedOut:
+      return {absl::DeadlineExceededError(
+                  absl::StrCat("the program did not finish within --timeout ",
+                               *flags.timeout_s, " s and was stopped")),
+              kExitTimeout};
+    case RunWatch::Outcome::kFailed:
+      return Failed(watch.failure());
+    case RunWatch::Outcome::kDone:
+      break;
+  }
+
+  // Every output is assembled before any is written: a refused one leaves
+  // no partial results behind.
+  std::vector<Literal> values;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::vector<Literal>& parts = *shards[i].Await();
+    absl::StatusOr<Literal> value =
+        flags.global ? AssembleOutput(parts, shardings[i], global_shapes[i],
+                                      sharding_source, i)
+                     : Stack(parts, i);
+    if (!value.ok()) return Failed(value.status());
+    values.push_back(*std::move(value));
   }
   std::error_code error;
   std::filesystem::create_directories(flags.output_dir, error);
   if (error) {
-    return absl::PermissionDeniedError(absl::StrCat(
+    return Failed(absl::PermissionDeniedError(absl::StrCat(
         flags.output_dir,
-        ": cannot create the output directory: ", error.message()));
+        ": cannot create the output directory: ", error.message())));
   }
-  for (size_t i = 0; i < output_count; ++i) {
-    Literal value;
-    if (flags.global) {
-      std::vector<Literal> shards;
-      for (auto& partition_outputs : outputs) {
-        shards.push_back(partition_outputs[i]);
-      }
-      absl::StatusOr<Shape> global_shape = hlo::GlobalShapeFromShard(
-          shardings[i], shards[0].shape(), flags.partitions);
-      if (!global_shape.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("output ", i, ": ", global_shape.status().message()));
-      }
-      absl::StatusOr<Literal> assembled =
-          hlo::AssembleGlobal(shards, shardings[i], *global_shape);
-      if (!assembled.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("output ", i, ": ", assembled.status().message()));
-      }
-      value = *std::move(assembled);
-    } else {
-      CW_ASSIGN_OR_RETURN(value, Stack(outputs, i));
-    }
+  for (size_t i = 0; i < values.size(); ++i) {
     const std::string path = (std::filesystem::path(flags.output_dir) /
                               absl::StrCat("out", i, ".npy"))
                                  .string();
-    CW_RETURN_IF_ERROR(hlo::WriteNpy(path, value));
-    std::printf("%s: %s\n", path.c_str(), ShapeText(value.shape()).c_str());
+    if (absl::Status written = hlo::WriteNpy(path, values[i]); !written.ok()) {
+      return Failed(written);
+    }
+    std::printf("%s: %s\n", path.c_str(), ShapeText(values[i].shape()).c_str());
   }
-  return absl::OkStatus();
+  return {};
 }
 
 }  // namespace
@@ -529,13 +842,20 @@ int RunCommand(const std::vector<std::string>& args) {
                  usage->message.c_str());
     return kExitUsage;
   }
-  absl::Status status = RunProgram(std::get<RunFlags>(parsed));
-  if (!status.ok()) {
-    std::fprintf(stderr, "causeway run: error: %s\n",
-                 std::string(status.message()).c_str());
-    return kExitFailure;
+  const RunFlags& flags = std::get<RunFlags>(parsed);
+  RunWatch watch;
+  Runtime runtime;
+  RunResult result;
+  {
+    Interrupts interrupts([&watch](int signal) { watch.Interrupt(signal); });
+    result = RunProgram(flags, watch, runtime);
   }
-  return kExitOk;
+  if (!result.status.ok()) {
+    std::fprintf(stderr, "causeway run: error: %s\n",
+                 std::string(result.status.message()).c_str());
+  }
+  runtime.ShutDown(result.exit_code);
+  return result.exit_code;
 }
 
 }  // namespace causeway::cli

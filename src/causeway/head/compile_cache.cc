@@ -103,7 +103,8 @@ absl::StatusOr<BoundProgram> BindProgram(
   if (program->num_partitions != num_devices && !independent_copies) {
     return absl::InvalidArgumentError(absl::StrCat(
         "module '", program->name, "' was compiled for ",
-        program->num_partitions, " partition(s) but its slice has ",
+        program->num_partitions, " partition(s) (num_partitions=",
+        program->num_partitions, ") but its slice has ",
         num_devices, " device(s)"));
   }
   // The program's own shardings when it was partitioned for these devices;

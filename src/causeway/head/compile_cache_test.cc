@@ -100,7 +100,7 @@ TEST(CompileCacheTest, BindingToTheWrongDeviceCountSaysBoth) {
   ASSERT_FALSE(bound.ok());
   EXPECT_EQ(bound.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bound.status().message(),
-              HasSubstr("compiled for 2 partition(s) but its slice has 4"));
+              HasSubstr("compiled for 2 partition(s) (num_partitions=2) but its slice has 4"));
 }
 
 }  // namespace
