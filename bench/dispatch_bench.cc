@@ -7,12 +7,10 @@
 //   fused      one HLO module of 128 unrolled steps (XLA-style fusion of
 //              the whole loop), counted as 128 programs per run.
 //
-// Baselines, same run, the same one-step module and device count, no
-// runtime: "executor alone" is exec::SpmdProgram::Run per program (the
-// caller hands every run to the device threads and waits for it);
-// "executor streamed" is one thread per device calling Evaluator::Run back
-// to back (the executor's time with no dispatch at all). The runtime's
-// overhead per chained program is its time minus each of them.
+// The baseline, same run, the same one-step module and device count, no
+// runtime: "executor streamed" is one thread per device calling
+// Evaluator::Run back to back (the executor's time with no dispatch at
+// all). The runtime's overhead per chained program is its time minus that.
 //
 //   dispatch_bench [--devices=1,2,4,8] [--programs=4096] [--repeats=3]
 //
@@ -38,7 +36,6 @@
 #include "causeway/cluster/local_cluster.h"
 #include "causeway/exec/evaluator.h"
 #include "causeway/exec/in_process_collectives.h"
-#include "causeway/exec/spmd_program.h"
 #include "causeway/hlo/parser.h"
 
 namespace causeway {
@@ -91,27 +88,6 @@ absl::Status CheckValue(const Array& array, float expected) {
                                             value.data<float>()[0]));
   }
   return absl::OkStatus();
-}
-
-// The executor alone: SpmdProgram runs of the one-step module.
-absl::StatusOr<Result> Executor(int64_t devices, int64_t programs) {
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<exec::SpmdProgram> program,
-                      exec::SpmdProgram::Load(StepsProgram(devices, 1),
-                                              devices));
-  hlo::Literal x = hlo::Literal::Scalar(hlo::PrimitiveType::kF32, 0.0f);
-  auto run = [&](int64_t n) -> absl::Status {
-    for (int64_t i = 0; i < n; ++i) {
-      std::vector<std::vector<hlo::Literal>> args(devices, {x});
-      CW_ASSIGN_OR_RETURN(auto out, program->Run(std::move(args)));
-      x = out[0][0];
-    }
-    return absl::OkStatus();
-  };
-  CW_RETURN_IF_ERROR(run(programs / 10));  // Warm up.
-  absl::Time start = absl::Now();
-  CW_RETURN_IF_ERROR(run(programs));
-  return Result{"executor alone", devices, programs,
-                absl::ToDoubleSeconds(absl::Now() - start)};
 }
 
 // The executor streamed: one thread per device runs the one-step module
@@ -261,20 +237,16 @@ int Main(int argc, char** argv) {
     // The best of `repeats` runs of each mode (the machine is shared).
     std::vector<Result> best;
     for (int64_t r = 0; r < repeats; ++r) {
-      absl::StatusOr<Result> executor = Executor(devices, programs);
       absl::StatusOr<Result> streamed = ExecutorStreamed(devices, programs);
       absl::StatusOr<std::vector<Result>> runtime = Runtime(devices, programs);
-      if (!executor.ok() || !streamed.ok() || !runtime.ok()) {
-        std::fprintf(stderr, "%d devices: %s %s %s\n",
-                     static_cast<int>(devices),
-                     executor.status().ToString().c_str(),
+      if (!streamed.ok() || !runtime.ok()) {
+        std::fprintf(stderr, "%d devices: %s %s\n", static_cast<int>(devices),
                      streamed.status().ToString().c_str(),
                      runtime.status().ToString().c_str());
         return 1;
       }
       std::vector<Result> all = *runtime;
       all.insert(all.begin(), *streamed);
-      all.insert(all.begin(), *executor);
       if (best.empty()) {
         best = all;
       } else {
@@ -293,37 +265,29 @@ int Main(int argc, char** argv) {
           result.programs_per_second(), result.micros_per_program());
       table.push_back(result);
     }
-    const Result& executor = best[0];
-    const Result& streamed = best[1];
-    const Result& chained = best[3];
+    const Result& streamed = best[0];
+    const Result& chained = best[2];
     std::printf(
         "{\"bench\":\"dispatch_overhead\",\"devices\":%lld,"
         "\"chained_us_per_program\":%.2f,"
-        "\"executor_alone_us_per_program\":%.2f,"
         "\"executor_streamed_us_per_program\":%.2f,"
-        "\"overhead_vs_executor_alone_us\":%.2f,"
         "\"overhead_vs_executor_streamed_us\":%.2f}\n",
         static_cast<long long>(devices), chained.micros_per_program(),
-        executor.micros_per_program(), streamed.micros_per_program(),
-        chained.micros_per_program() - executor.micros_per_program(),
+        streamed.micros_per_program(),
         chained.micros_per_program() - streamed.micros_per_program());
     std::fflush(stdout);
   }
   std::printf(
-      "\n| devices | executor alone (SpmdProgram::Run) | executor streamed | "
-      "op-by-op | chained (128) | fused (128) | overhead per chained program "
-      "vs alone / vs streamed |\n|---|---|---|---|---|---|---|\n");
-  for (size_t i = 0; i + 4 < table.size(); i += 5) {
+      "\n| devices | executor streamed | op-by-op | chained (128) | "
+      "fused (128) | overhead per chained program vs streamed |\n"
+      "|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i + 3 < table.size(); i += 4) {
     std::printf(
-        "| %lld | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.1f / %.1f us "
-        "|\n",
+        "| %lld | %.0f/s | %.0f/s | %.0f/s | %.0f/s | %.1f us |\n",
         static_cast<long long>(table[i].devices),
         table[i].programs_per_second(), table[i + 1].programs_per_second(),
         table[i + 2].programs_per_second(), table[i + 3].programs_per_second(),
-        table[i + 4].programs_per_second(),
-        table[i + 3].micros_per_program() - table[i].micros_per_program(),
-        table[i + 3].micros_per_program() -
-            table[i + 1].micros_per_program());
+        table[i + 2].micros_per_program() - table[i].micros_per_program());
   }
   return 0;
 }

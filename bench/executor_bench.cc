@@ -4,8 +4,10 @@
 //   executor_bench DIR [google-benchmark flags]
 //
 // One benchmark per program directory, named after it. Inputs are the
-// stacked in<i>.npy files (leading axis = partition, here 1). Run it pinned
-// to one core (taskset) to compare with bench/xla_baseline.py.
+// stacked in<i>.npy files (leading axis = partition, here 1). Each iteration
+// is one exec::Evaluator::Run on the benchmark's thread: the executor on one
+// device, what XLA's executable does in bench/xla_baseline.py. Run it
+// pinned to one core (taskset) to compare with that.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -16,9 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "causeway/exec/spmd_program.h"
+#include "causeway/exec/evaluator.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/npy.h"
+#include "causeway/hlo/parser.h"
+#include "causeway/hlo/verifier.h"
 
 namespace causeway {
 namespace {
@@ -26,7 +30,8 @@ namespace {
 using hlo::Literal;
 
 struct BenchProgram {
-  std::unique_ptr<exec::SpmdProgram> program;
+  std::unique_ptr<hlo::Module> module;
+  std::unique_ptr<exec::Evaluator> evaluator;
   std::vector<Literal> args;
 };
 
@@ -45,13 +50,21 @@ Literal Unstack(const Literal& stacked) {
 }
 
 bool LoadProgram(const std::filesystem::path& dir, BenchProgram* out) {
-  auto program = exec::SpmdProgram::Load(ReadFile(dir / "program.hlo"), 1);
-  if (!program.ok()) {
-    std::fprintf(stderr, "%s: %s\n", dir.c_str(),
-                 program.status().ToString().c_str());
+  auto module = hlo::ParseModule(ReadFile(dir / "program.hlo"));
+  absl::Status loaded = module.status();
+  if (loaded.ok()) loaded = hlo::VerifyModule(**module);
+  if (loaded.ok()) {
+    auto evaluator = exec::Evaluator::Create(**module);
+    loaded = evaluator.status();
+    if (loaded.ok()) {
+      out->module = *std::move(module);
+      out->evaluator = *std::move(evaluator);
+    }
+  }
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s: %s\n", dir.c_str(), loaded.ToString().c_str());
     return false;
   }
-  out->program = std::move(program).value();
   for (int i = 0;; ++i) {
     std::filesystem::path input = dir / ("in" + std::to_string(i) + ".npy");
     if (!std::filesystem::exists(input)) break;
@@ -67,8 +80,7 @@ bool LoadProgram(const std::filesystem::path& dir, BenchProgram* out) {
 
 void RunProgram(benchmark::State& state, BenchProgram* bench) {
   for (auto _ : state) {
-    std::vector<std::vector<Literal>> args = {bench->args};
-    auto outputs = bench->program->Run(std::move(args));
+    auto outputs = bench->evaluator->Run(bench->args, exec::RunContext());
     if (!outputs.ok()) {
       state.SkipWithError(outputs.status().ToString().c_str());
       break;
