@@ -85,6 +85,19 @@ MemoryCharge::~MemoryCharge() {
   if (account_ != nullptr) account_->Credit(bytes_);
 }
 
+MemoryCharge::MemoryCharge(MemoryCharge&& other) noexcept
+    : account_(std::move(other.account_)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+MemoryCharge& MemoryCharge::operator=(MemoryCharge&& other) noexcept {
+  if (this != &other) {
+    if (account_ != nullptr) account_->Credit(bytes_);
+    account_ = std::move(other.account_);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
 int64_t PhysicalMemoryBytes() {
   static const int64_t bytes = [] {
     const long pages = sysconf(_SC_PHYS_PAGES);

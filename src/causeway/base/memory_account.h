@@ -100,17 +100,36 @@ class ScopedNonThrowingCharges {
 };
 
 // One buffer's charge to the account open on the constructing thread (none
-// when no account is open), credited back on destruction.
+// when no account is open), credited back on destruction. Movable.
 class MemoryCharge {
  public:
+  MemoryCharge() = default;
   explicit MemoryCharge(int64_t bytes);  // May throw MemoryLimitExceeded.
   ~MemoryCharge();
+  MemoryCharge(MemoryCharge&& other) noexcept;
+  MemoryCharge& operator=(MemoryCharge&& other) noexcept;
   MemoryCharge(const MemoryCharge&) = delete;
   MemoryCharge& operator=(const MemoryCharge&) = delete;
 
  private:
   std::shared_ptr<MemoryAccount> account_;
   int64_t bytes_ = 0;
+};
+
+// `n` uninitialised T on the heap, charged like a Literal's bytes: for a
+// kernel's scratch (a converted copy of an operand, an accumulator).
+template <typename T>
+class ChargedArray {
+ public:
+  ChargedArray() = default;
+  explicit ChargedArray(size_t n)
+      : charge_(static_cast<int64_t>(n * sizeof(T))), data_(new T[n]) {}
+
+  T* data() const { return data_.get(); }
+
+ private:
+  MemoryCharge charge_;  // Before data_: charged first, credited last.
+  std::unique_ptr<T[]> data_;
 };
 
 // Total physical memory of this machine, in bytes.

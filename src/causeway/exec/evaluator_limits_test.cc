@@ -149,6 +149,28 @@ ENTRY main {
   EXPECT_THAT(refused.status().message(), HasSubstr("16000 bytes"));
 }
 
+TEST_F(EvaluatorLimitsTest, AKernelsScratchIsChargedToo) {
+  // A bf16 dot converts both operands to f32 copies (1 MiB each): the
+  // result alone (512 KiB) would fit the limit, the copies do not.
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  a = bf16[512,512] parameter(0)
+  b = bf16[512,512] parameter(1)
+  ROOT d = bf16[512,512] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})")
+                  .ok());
+  const Shape shape(PrimitiveType::kBF16, {512, 512});
+  auto refused = Run({Literal(shape), Literal(shape)},
+                     RunContext{.memory_limit_bytes = 1536 << 10});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("instruction 'd'"));
+  auto fits = Run({Literal(shape), Literal(shape)},
+                  RunContext{.memory_limit_bytes = 4 << 20});
+  EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
 TEST_F(EvaluatorLimitsTest,
        ACollectiveResultPastTheLimitIsRefusedBeforeItRuns) {
   ASSERT_TRUE(Load(absl::StrCat("HloModule m\n", kAdd, R"(

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
@@ -206,7 +207,7 @@ absl::Status CheckDims(std::span<const int64_t> dims, int64_t rank,
 // One operand of a dot as a batch of matrices.
 template <typename Acc>
 struct DotOperand {
-  std::vector<Acc> buffer;  // Used when the literal cannot be read in place.
+  ChargedArray<Acc> buffer;  // Used when the literal cannot be read in place.
   const Acc* data = nullptr;
   // True when each batch entry is stored [rows, cols] row-major; false for
   // [cols, rows] (read transposed).
@@ -243,7 +244,7 @@ DotOperand<Acc> PrepareDotOperand(const hlo::Literal& literal,
       return operand;
     }
   }
-  operand.buffer.resize(literal.shape().ElementCount());
+  operand.buffer = ChargedArray<Acc>(literal.shape().ElementCount());
   LiteralToAcc(literal, rows_first, operand.buffer.data());
   operand.data = operand.buffer.data();
   return operand;
@@ -505,7 +506,7 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
       (int64_t{2} << 20) / patch_bytes,
       std::min<int64_t>(256, (int64_t{64} << 20) / patch_bytes));
   chunk_rows = std::clamp<int64_t>(chunk_rows, 1, total_rows);
-  std::unique_ptr<Acc[]> columns(new Acc[chunk_rows * patch]);
+  ChargedArray<Acc> columns(chunk_rows * patch);
   // The innermost window dim reads consecutive input positions when it
   // is neither dilated nor reversed.
   const hlo::WindowDimension inner =
@@ -543,7 +544,7 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
         rem /= g.output_spatial[i];
       }
       for (int64_t r = 0; r < rows; ++r) {
-        Acc* col = columns.get() + r * patch;
+        Acc* col = columns.data() + r * patch;
         const int64_t batch_offset = (batch0 + n) * in_strides[0] + channel0;
         // The outer window dims one position at a time; the innermost one
         // as a run of consecutive input positions when it can be.
@@ -605,7 +606,7 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
                                         g.kernel_spatial.data(), d - 1)));
         if (!NextIndex(std::span<int64_t>(out_index), g.output_spatial)) ++n;
       }
-      ConstRowMap<Acc> lhs(columns.get(), rows, patch,
+      ConstRowMap<Acc> lhs(columns.data(), rows, patch,
                            Eigen::OuterStride<>(patch));
       RowMap<Acc> result(output + row0 * cout + out_c0, rows, cout_g,
                          Eigen::OuterStride<>(cout));
@@ -626,11 +627,11 @@ constexpr PrimitiveType kAccPrimitiveType = std::is_same_v<Acc, float>
 template <typename Acc>
 const Acc* CanonicalOperand(const Literal& literal,
                             const std::vector<int64_t>& perm,
-                            std::vector<Acc>& buffer) {
+                            ChargedArray<Acc>& buffer) {
   if (literal.shape().type() == kAccPrimitiveType<Acc> && IsIdentity(perm)) {
     return DataPtr<Acc>(literal);
   }
-  buffer.resize(literal.shape().ElementCount());
+  buffer = ChargedArray<Acc>(literal.shape().ElementCount());
   LiteralToAcc(literal, perm, buffer.data());
   return buffer.data();
 }
@@ -650,7 +651,7 @@ absl::StatusOr<Literal> ConvolutionWithAcc(const Instruction& instr,
   std::vector<int64_t> k_perm(d.kernel_spatial_dimensions);
   k_perm.push_back(d.kernel_input_feature_dimension);
   k_perm.push_back(d.kernel_output_feature_dimension);
-  std::vector<Acc> in_buf, k_buf;
+  ChargedArray<Acc> in_buf, k_buf;
   const Acc* in = CanonicalOperand(input, in_perm, in_buf);
   const Acc* k = CanonicalOperand(kernel, k_perm, k_buf);
 
@@ -669,9 +670,9 @@ absl::StatusOr<Literal> ConvolutionWithAcc(const Instruction& instr,
   canonical_out.insert(canonical_out.end(), g.output_spatial.begin(),
                        g.output_spatial.end());
   canonical_out.push_back(g.output_features);
-  std::unique_ptr<Acc[]> out_buf(new Acc[instr.shape.ElementCount()]);
-  ConvolveCanonical(instr, g, in, k, out_buf.get());
-  AccToLiteral(out_buf.get(), canonical_out, out_perm, result);
+  ChargedArray<Acc> out_buf(instr.shape.ElementCount());
+  ConvolveCanonical(instr, g, in, k, out_buf.data());
+  AccToLiteral(out_buf.data(), canonical_out, out_perm, result);
   return result;
 }
 
