@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
@@ -209,6 +210,8 @@ absl::StatusOr<Literal> EvalBitcast(const Instruction& instr,
   std::vector<int64_t> in_perm(in_m2m.rbegin(), in_m2m.rend());
   Literal result(out);
   if (out.ElementCount() == 0) return result;
+  // Scratch as large as the operand: charged like a Literal.
+  const MemoryCharge scratch_charge(in.ByteSize());
   std::vector<std::byte> physical(static_cast<size_t>(in.ByteSize()));
   TransposeInto(width, in.dims(), in_perm, operand.untyped_data(),
                 physical.data());

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
@@ -1003,6 +1004,10 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
     CW_RETURN_IF_ERROR(f->CheckSignature(param_types, pred, "sort comparator"));
   }
 
+  // One row's permutation, keys and float values: charged like a Literal.
+  const MemoryCharge scratch_charge(
+      length * static_cast<int64_t>(sizeof(int64_t) + sizeof(uint64_t) +
+                                    sizeof(double)));
   std::vector<int64_t> perm(length);
   std::vector<uint64_t> keys(length);
   std::vector<uint64_t> args(2 * n);
