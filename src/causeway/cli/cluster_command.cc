@@ -30,9 +30,11 @@ constexpr char kClusterHelp[] = R"(Usage:
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
-every one its own process on loopback. Once every worker has registered it
-prints `head listening on HOST:PORT`: connect clients there
+every one its own process on loopback. As each worker registers it prints
+`pid P: worker host H ready: devices A..B on island I (head HOST:PORT)`;
+once all have, `head listening on HOST:PORT`: connect clients there
 (client::Connect, `causeway run --cluster`, `causeway status --head`).
+Nothing else goes to stdout (its members' output goes to stderr).
 
 It stops them all on SIGINT or SIGTERM, and they stop when it is killed
 (each child gets SIGTERM when its parent dies): no orphans. A worker that
@@ -209,6 +211,8 @@ int ClusterCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "causeway cluster: %s, pid %d: %s\n",
                  members[i].what.c_str(), members[i].process->pid(),
                  ready->c_str());
+    // On stdout too, for whoever wants to kill a worker of a given host.
+    std::printf("pid %d: %s\n", members[i].process->pid(), ready->c_str());
   }
   std::printf("head listening on %s\n", address.c_str());
   std::fflush(stdout);

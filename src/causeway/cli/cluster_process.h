@@ -13,12 +13,16 @@
 #ifndef CAUSEWAY_CLI_CLUSTER_PROCESS_H_
 #define CAUSEWAY_CLI_CLUSTER_PROCESS_H_
 
+#include <sys/types.h>
+
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "causeway/base/ids.h"
 #include "causeway/cli/child_process.h"
 
 namespace causeway::cli {
@@ -34,16 +38,23 @@ class ClusterProcess {
 
   // The head's "HOST:PORT".
   const std::string& address() const { return address_; }
+  // Every worker's pid by its host id, as the cluster started them (one
+  // that died since, or was killed, stays listed).
+  const std::map<HostId, pid_t>& workers() const { return workers_; }
   // Stops every member (SIGTERM; SIGKILL after a grace period); its wait
   // status. Idempotent.
   int Stop();
 
  private:
-  ClusterProcess(std::unique_ptr<ChildProcess> process, std::string address)
-      : process_(std::move(process)), address_(std::move(address)) {}
+  ClusterProcess(std::unique_ptr<ChildProcess> process, std::string address,
+                 std::map<HostId, pid_t> workers)
+      : process_(std::move(process)),
+        address_(std::move(address)),
+        workers_(std::move(workers)) {}
 
   std::unique_ptr<ChildProcess> process_;
   std::string address_;
+  std::map<HostId, pid_t> workers_;
   int status_ = -1;
 };
 

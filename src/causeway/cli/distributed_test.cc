@@ -11,6 +11,7 @@
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
+#include "causeway/cli/cluster_process.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/hlo/literal_test_util.h"
@@ -593,6 +595,32 @@ class ClusterCommandTest : public ::testing::Test {
   std::vector<pid_t> members_;
   std::string address_;
 };
+
+TEST(ClusterProcessTest, KnowsEveryWorkersPidByItsHost) {
+  absl::StatusOr<std::unique_ptr<ClusterProcess>> cluster =
+      ClusterProcess::Start(CAUSEWAY_BINARY,
+                            {"--islands", "2", "--hosts-per-island", "1",
+                             "--devices-per-host", "1", "--spare-hosts", "1"});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<std::unique_ptr<client::Client>> client =
+      client::Connect((*cluster)->address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<HostId> hosts;
+  for (const transport::DeviceInfo& device : (*client)->devices()) {
+    hosts.push_back(device.host);
+  }
+  std::vector<HostId> listed;
+  std::set<pid_t> pids;
+  for (const auto& [host, pid] : (*cluster)->workers()) {
+    listed.push_back(host);
+    pids.insert(pid);
+    EXPECT_EQ(kill(pid, 0), 0) << "host " << host << ": pid " << pid;
+  }
+  EXPECT_EQ(listed, hosts);
+  EXPECT_EQ(pids.size(), 4u);
+  EXPECT_EQ((*cluster)->Stop(), 0);
+  for (pid_t pid : pids) EXPECT_TRUE(AwaitProcessExit(pid, kWait).ok());
+}
 
 TEST_F(ClusterCommandTest, ServesClientsAndStopsEveryMemberOnSigterm) {
   StartCluster();
