@@ -53,6 +53,9 @@ class ExampleCluster {
       const ExampleClusterFlags& flags, cluster::LocalClusterOptions embedded);
 
   client::Client& client() { return *client_; }
+  // The embedded cluster; null on a running one. For an example that
+  // stops a host itself (elastic_training --kill-at-step).
+  cluster::LocalCluster* local() { return local_.get(); }
   // "an embedded cluster" or "the cluster at HOST:PORT".
   const std::string& description() const { return description_; }
 
