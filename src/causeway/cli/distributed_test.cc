@@ -374,6 +374,32 @@ TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) 
   EXPECT_THAT(*y, ElementsAre(10, 12));
 }
 
+TEST_F(ProcessClusterTest, AFetchInFlightWhenItsWorkerIsKilledIsDataLoss) {
+  // Only the broken stream can tell the head in time.
+  StartHead({"--worker-timeout", "120"});
+  Worker& victim = AddWorker(2);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<client::Array> x = session->FromHost(
+      F32({2}, {1, 2}), *slice, *client::Sharding::TiledByDims({2}));
+  ASSERT_TRUE(x.ok() && x->Ready().AwaitFor(kWait).ok());
+
+  // Stopped, the worker answers nothing: the fetch waits for it.
+  victim.process->Signal(SIGSTOP);
+  Future<hlo::Literal> fetch = x->ToHost();
+  // The head handles a session's requests in order: once this is
+  // answered, the fetch is on its way to the worker.
+  ASSERT_TRUE(slice->Info().AwaitFor(kWait).ok());
+  victim.process->Signal(SIGKILL);
+  // The worker's stream broke because the worker is gone, not a call that
+  // failed: what it held is lost.
+  absl::Status lost = fetch.AwaitFor(kWait).status();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
+}
+
 TEST_F(ProcessClusterTest, ASigstoppedWorkerIsDeclaredDeadByItsHeartbeats) {
   StartHead({"--worker-timeout", "1"});
   Worker& stopped = AddWorker(1);

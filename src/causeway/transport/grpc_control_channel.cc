@@ -541,10 +541,13 @@ grpc::Status GrpcWorkerServer::Worker(
     absl::MutexLock lock(&mu_);
     workers_.erase(host);
   }
-  channel->Disconnect(ended);
   CW_LOG(WARNING) << channel->name() << " (host " << host.value()
                   << ") is gone: " << ended;
+  // The head first, then the calls still waiting on the channel: by the
+  // time they fail, the host is dead, so a fetch in flight reads as
+  // DATA_LOSS (what it held is gone), not as a call that may be retried.
   membership_->listener().OnWorkerDisconnected(host, ended);
+  channel->Disconnect(ended);
   return ended.code() == absl::StatusCode::kInvalidArgument
              ? ToGrpcStatus(ended)
              : grpc::Status::OK;
