@@ -2,18 +2,17 @@
 // 4-device slice of an embedded cluster (the client API over a
 // LocalCluster), and compares the loss curve with JAX's own run of the same
 // steps on the same data. The parameters stay on the devices from step to
-// step; only each step's batch is uploaded.
+// step; only each step's batch is uploaded (examples/mlp_lib.h).
 //
 // Usage: mlp_demo DIR [--steps N]
 // DIR is written by tools/mlp_demo_reference.py (see its docstring).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,39 +23,15 @@
 #include "causeway/cluster/local_cluster.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/npy.h"
+#include "mlp_lib.h"
 
 namespace causeway {
 namespace {
 
+using examples::kMlpNumParams;
 using hlo::Literal;
-using hlo::Shape;
 
 constexpr int64_t kPartitions = 4;
-constexpr int kNumParams = 6;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// Rows [begin, end) of `array`'s leading axis, taken from element `index` of
-// an even larger leading axis: Rows(x, s, b, e) = x[s][b:e].
-Literal Rows(const Literal& array, int64_t index, int64_t begin, int64_t end) {
-  std::vector<int64_t> dims(array.shape().dims().begin() + 1,
-                            array.shape().dims().end());
-  Shape step_shape(array.shape().type(), dims);
-  dims[0] = end - begin;
-  Literal rows(Shape(array.shape().type(), dims));
-  int64_t row_bytes = step_shape.ByteSize() / step_shape.dim(0);
-  const auto* source = static_cast<const std::byte*>(array.untyped_data()) +
-                       index * step_shape.ByteSize() + begin * row_bytes;
-  std::memcpy(rows.mutable_untyped_data(), source,
-              static_cast<size_t>(rows.size_bytes()));
-  return rows;
-}
 
 double MaxAbsDiff(const Literal& a, const Literal& b) {
   double worst = 0;
@@ -67,7 +42,12 @@ double MaxAbsDiff(const Literal& a, const Literal& b) {
 }
 
 absl::Status RunDemo(const std::string& dir, int64_t steps) {
-  CW_ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/program.hlo"));
+  CW_ASSIGN_OR_RETURN(examples::MlpData data, examples::LoadMlpData(dir));
+  if (!data.jax_loss.has_value()) {
+    return absl::NotFoundError("mlp_demo needs JAX's losses: " + dir +
+                               "/loss.npy");
+  }
+  const Literal& jax_loss = *data.jax_loss;
   CW_ASSIGN_OR_RETURN(
       std::unique_ptr<cluster::LocalCluster> cluster,
       cluster::LocalCluster::Create({.devices_per_host = kPartitions}));
@@ -76,22 +56,16 @@ absl::Status RunDemo(const std::string& dir, int64_t steps) {
                       client->OpenSession({.name = "mlp_demo"}));
   CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(kPartitions));
   CW_ASSIGN_OR_RETURN(client::Executable step_program,
-                      session.Compile(text, slice));
+                      session.Compile(data.program, slice));
   const std::vector<client::Sharding>& shardings =
       step_program.parameter_shardings();
   std::vector<client::Array> params;
-  for (int i = 0; i < kNumParams; ++i) {
-    CW_ASSIGN_OR_RETURN(Literal p,
-                        hlo::ReadNpy(dir + "/param" + std::to_string(i) + ".npy"));
+  for (int i = 0; i < kMlpNumParams; ++i) {
     CW_ASSIGN_OR_RETURN(client::Array array,
-                        session.FromHost(p, slice, shardings[i]));
+                        session.FromHost(data.params[i], slice, shardings[i]));
     params.push_back(std::move(array));
   }
-  CW_ASSIGN_OR_RETURN(Literal x, hlo::ReadNpy(dir + "/x.npy"));
-  CW_ASSIGN_OR_RETURN(Literal y, hlo::ReadNpy(dir + "/y.npy"));
-  CW_ASSIGN_OR_RETURN(Literal jax_loss, hlo::ReadNpy(dir + "/loss.npy"));
-  steps = std::min<int64_t>(steps, x.shape().dim(0));
-  const int64_t batch = x.shape().dim(1);
+  steps = std::min<int64_t>(steps, data.num_batches());
 
   std::printf(
       "training the 4-partition data-parallel MLP on a %lld-device "
@@ -100,23 +74,14 @@ absl::Status RunDemo(const std::string& dir, int64_t steps) {
   auto start = std::chrono::steady_clock::now();
   double loss = 0;
   for (int64_t step = 0; step < steps; ++step) {
-    // The batch is split over the devices by the program's shardings.
-    std::vector<client::Array> args = params;
-    CW_ASSIGN_OR_RETURN(client::Array xs,
-                        session.FromHost(Rows(x, step, 0, batch), slice,
-                                         shardings[kNumParams]));
-    CW_ASSIGN_OR_RETURN(client::Array ys,
-                        session.FromHost(Rows(y, step, 0, batch), slice,
-                                         shardings[kNumParams + 1]));
-    args.push_back(std::move(xs));
-    args.push_back(std::move(ys));
-    CW_ASSIGN_OR_RETURN(std::vector<client::Array> out,
-                        step_program.Execute(args));
-    params.assign(out.begin(), out.begin() + kNumParams);
+    CW_ASSIGN_OR_RETURN(
+        std::vector<client::Array> out,
+        examples::LaunchMlpStep(session, step_program, params, data, step));
+    params.assign(out.begin(), out.begin() + kMlpNumParams);
     if (step % 25 == 0 || step == steps - 1) {
       // Every device computed the loss: they must agree.
       CW_ASSIGN_OR_RETURN(std::vector<Literal> losses,
-                          out[kNumParams].ShardsToHost().Await());
+                          out[kMlpNumParams].ShardsToHost().Await());
       for (const Literal& other : losses) {
         if (!(other == losses[0])) {
           return absl::InternalError("partitions disagree on the loss");
@@ -136,7 +101,7 @@ absl::Status RunDemo(const std::string& dir, int64_t steps) {
               jax_final, std::abs(loss - jax_final));
   if (steps == jax_loss.shape().dim(0)) {
     double worst = 0;
-    for (int i = 0; i < kNumParams; ++i) {
+    for (int i = 0; i < kMlpNumParams; ++i) {
       CW_ASSIGN_OR_RETURN(
           Literal final_param,
           hlo::ReadNpy(dir + "/final_param" + std::to_string(i) + ".npy"));
