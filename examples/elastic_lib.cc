@@ -95,6 +95,7 @@ class ElasticRun {
   Snapshot snapshot_;
   // The recovery whose next good step has not come yet.
   std::optional<Recovery> pending_;
+  int64_t recoveries_started_ = 0;
   ElasticResult result_;
 };
 
@@ -138,39 +139,46 @@ absl::Status ElasticRun::AwaitRemap() {
   // moves, backing off from 1 ms to 20 ms. A slice without spares is
   // broken: its generation moves but it keeps its lost devices until a
   // host joins; a remap replaces them.
+  const absl::Status too_late = absl::DeadlineExceededError(absl::StrCat(
+      "the head did not remap ", slice_.ToString(), " within ",
+      absl::FormatDuration(options_.remap_timeout),
+      " (no spare devices on its island?)"));
   absl::Duration pause = absl::Milliseconds(1);
   while (true) {
-    CW_ASSIGN_OR_RETURN(transport::SliceInfo info,
-                        slice_.Info().AwaitUntil(deadline));
-    if (info.generation > mapping_.generation &&
-        info.devices != mapping_.devices) {
-      mapping_ = std::move(info);
+    absl::StatusOr<transport::SliceInfo> info =
+        slice_.Info().AwaitUntil(deadline);
+    if (info.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return too_late;
+    }
+    CW_RETURN_IF_ERROR(info.status());
+    if (info->generation > mapping_.generation &&
+        info->devices != mapping_.devices) {
+      mapping_ = *std::move(info);
       return absl::OkStatus();
     }
-    if (absl::Now() + pause > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the head did not remap ", slice_.ToString(), " within ",
-          absl::FormatDuration(options_.remap_timeout),
-          " (no spare devices on its island?)"));
-    }
+    if (absl::Now() + pause > deadline) return too_late;
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(20));
   }
 }
 
 absl::Status ElasticRun::Recover(int64_t step, absl::Status error) {
-  Recovery recovery;
-  recovery.failed_step = step;
-  recovery.restored_step = snapshot_.step;
-  recovery.error = error;
-  recovery.error_at = absl::Now();
-  if (static_cast<int64_t>(result_.recoveries.size()) >=
-      options_.max_recoveries) {
+  if (recoveries_started_ >= options_.max_recoveries) {
     return absl::Status(
-        error.code(),
-        absl::StrCat("giving up after ", result_.recoveries.size(),
-                     " recoveries: ", error.message()));
+        error.code(), absl::StrCat("giving up after ", recoveries_started_,
+                                   " recoveries: ", error.message()));
   }
+  ++recoveries_started_;
+  // A failure before the last recovery's next good step is part of it: its
+  // time still runs from the first error.
+  Recovery recovery = pending_.value_or(Recovery{});
+  if (!pending_.has_value()) {
+    recovery.failed_step = step;
+    recovery.error = error;
+    recovery.error_at = absl::Now();
+  }
+  recovery.restored_step = snapshot_.step;
+  const absl::Time started = absl::Now();
   Print(absl::StrCat("step ", step, " failed (", error.ToString(),
                      "); waiting for the slice to be remapped"));
   CW_RETURN_IF_ERROR(AwaitRemap());
@@ -179,9 +187,9 @@ absl::Status ElasticRun::Recover(int64_t step, absl::Status error) {
   const absl::Time loaded = absl::Now();
   CW_RETURN_IF_ERROR(Restore());
   recovery.generation = mapping_.generation;
-  recovery.remap = remapped - recovery.error_at;
-  recovery.reload = loaded - remapped;
-  recovery.restore = absl::Now() - loaded;
+  recovery.remap += remapped - started;
+  recovery.reload += loaded - remapped;
+  recovery.restore += absl::Now() - loaded;
   pending_ = std::move(recovery);
   return absl::OkStatus();
 }

@@ -38,7 +38,7 @@ struct ElasticOptions {
   int64_t steps = 20;
   int64_t devices = 4;  // Must be the program's partition count.
   int64_t snapshot_every = 5;
-  // Recoveries past this many fail the run with the last error.
+  // Failures past this many fail the run with the last error.
   int64_t max_recoveries = 8;
   // How long a remap may take, and any one wait for a step's loss or a
   // snapshot, before the run fails with DeadlineExceeded.
@@ -63,7 +63,7 @@ struct Recovery {
   uint64_t generation = 0;    // The slice's mapping it went on with.
   absl::Time error_at;        // When the client saw the error.
   absl::Time good_at;         // When the next step completed after it.
-  absl::Duration remap;       // Error -> the head's new mapping seen.
+  absl::Duration remap;       // Waiting for the head's new mapping.
   absl::Duration reload;      // Compile on the new mapping.
   absl::Duration restore;     // The snapshot's upload issued.
 };
