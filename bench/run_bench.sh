@@ -2,6 +2,8 @@
 # `make bench`: the executor against XLA's CPU backend (JAX), same modules,
 # same inputs, both pinned to one core, in one run. Prints a markdown table
 # and writes it to BENCHMARKS.md between the executor-vs-XLA markers.
+# ROUNDS (default 5) alternating rounds; the table has medians of the
+# per-round ratios.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -13,10 +15,11 @@ if [ ! -f "$dir/.generated" ] || [ tools/gen_corpus.py -nt "$dir/.generated" ]; 
   touch "$dir/.generated"
 fi
 # Alternate the two sides so that a noisy neighbour hurts both alike.
-for round in 1 2 3; do
+rounds=${ROUNDS:-5}
+for round in $(seq 1 "$rounds"); do
   taskset -c "$core" .venv/bin/python bench/xla_baseline.py "$dir" \
     > "$build/bench-xla-$round.json"
   taskset -c "$core" "$build/bin/executor_bench" "$dir" \
     --benchmark_format=json > "$build/bench-cw-$round.json" 2>/dev/null
 done
-.venv/bin/python bench/compare.py "$build" 3 --update BENCHMARKS.md
+.venv/bin/python bench/compare.py "$build" "$rounds" --update BENCHMARKS.md

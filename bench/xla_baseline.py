@@ -11,7 +11,9 @@ compiles it to the module in program.hlo), runs it on the in<i>.npy inputs,
 checks the results against out<i>.npy, and prints one JSON object:
 
   {"threads": 1, "programs": {"mlp_train_step_1": {"mean_s": ..., "min_s": ...,
-   "steps": N, "cpu_over_wall": ..., "same_module": true}, ...}}
+   "steps": N, "cpu_s": ..., "cpu_over_wall": ..., "same_module": true}, ...}}
+
+(cpu_s: the process's CPU time per step, all threads).
 
 (each program runs at least --steps steps and at least half a second).
 
@@ -107,6 +109,7 @@ def time_program(directory, steps):
     wall = time.perf_counter() - wall0
     cpu = time.process_time() - cpu0
     return {"mean_s": sum(times) / len(times), "min_s": min(times), "steps": len(times),
+            "cpu_s": cpu / len(times),
             "cpu_over_wall": round(cpu / wall, 3),
             "same_module": same_module(executable, os.path.join(directory, "program.hlo"))}
 

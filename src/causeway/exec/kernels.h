@@ -127,7 +127,7 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
                                  std::span<const Literal* const> operands,
                                  const ComputationRunner& run);
 
-// Linear algebra (Eigen).
+// Linear algebra (exec/gemm.h).
 absl::StatusOr<Literal> EvalDot(const Instruction& instr, const Literal& lhs,
                                 const Literal& rhs);
 // Dot-add output fusion, as XLA's CPU backend does it: accumulator + dot,

@@ -1,11 +1,10 @@
-// dot and convolution on Eigen's matrix product.
+// dot and convolution on exec/gemm.h's matrix products.
 //
 // Both kernels bring their operands into a canonical row-major order in the
 // accumulation type (float for f16/bf16/f32, double for f64, int64_t for
-// integers: integer results wrap as XLA's do), run Eigen's GEMM, and convert
-// the result to the output element type once. Eigen is built without
-// OpenMP here, so every product runs on the calling thread (the benchmark
-// compares against single-threaded XLA).
+// integers: integer results wrap as XLA's do), run the GEMM (on the calling
+// thread, on the processor's widest vector instructions), and convert the
+// result to the output element type once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -14,10 +13,6 @@
 #include <type_traits>
 #include <vector>
 
-// Products run on the calling thread: the runtime parallelises across
-// devices, and the benchmarks compare against single-threaded XLA.
-#define EIGEN_DONT_PARALLELIZE
-#include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +20,7 @@
 #include "causeway/base/logging.h"
 #include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
+#include "causeway/exec/gemm.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
 #include "causeway/hlo/shape.h"
@@ -34,16 +30,6 @@ namespace {
 
 using hlo::PrimitiveType;
 using hlo::Shape;
-
-template <typename Acc>
-using RowMatrix =
-    Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename Acc>
-using ConstRowMap =
-    Eigen::Map<const RowMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <typename Acc>
-using RowMap =
-    Eigen::Map<RowMatrix<Acc>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // The accumulation type for a product of `a` and `b` giving `out`.
 enum class AccKind { kFloat, kDouble, kInt, kUnsupported };
@@ -164,22 +150,6 @@ void AccToLiteral(const Acc* acc, std::span<const int64_t> acc_dims,
   });
 }
 
-// Eigen sizes its GEMM panels from the L1/L2 sizes it detects. On the
-// project's machines (AMD Zen 4, 32 KiB L1d) panels sized for a 4x larger
-// L1 run the 1024^3 f32 product ~10% faster (89 -> 100 GFLOP/s) and no
-// shape we measured (256^3 .. 2048^3, skinny 128x4096x1024) got slower.
-// Called before every product; the first call sets the sizes once.
-void TuneEigenBlocking() {
-  static const bool tuned = [] {
-    Eigen::setCpuCacheSizes(4 * Eigen::l1CacheSize(), Eigen::l2CacheSize(),
-                            Eigen::l3CacheSize());
-    return true;
-  }();
-  (void)tuned;
-}
-// ... and once at load time, before any thread can be inside a product.
-[[maybe_unused]] const bool kEigenTunedAtLoad = (TuneEigenBlocking(), true);
-
 bool IsIdentity(std::span<const int64_t> perm) {
   for (size_t i = 0; i < perm.size(); ++i) {
     if (perm[i] != static_cast<int64_t>(i)) return false;
@@ -255,36 +225,18 @@ template <typename Acc>
 void BatchedMatmul(const DotOperand<Acc>& lhs, const DotOperand<Acc>& rhs,
                    int64_t batch, int64_t m, int64_t k, int64_t n, Acc* out,
                    bool accumulate = false) {
-  TuneEigenBlocking();
   for (int64_t b = 0; b < batch; ++b) {
-    const Acc* a = lhs.data + b * m * k;
-    const Acc* c = rhs.data + b * k * n;
-    RowMap<Acc> result(out + b * m * n, m, n, Eigen::OuterStride<>(n));
-    if (k == 0) {
-      if (!accumulate) result.setZero();
-      continue;
-    }
-    auto store = [&](const auto& product) {
-      if (accumulate) {
-        result.noalias() += product;
-      } else {
-        result.noalias() = product;
-      }
-    };
     // A row-major [cols, rows] matrix is the transpose of what we need.
-    if (lhs.row_major && rhs.row_major) {
-      store(ConstRowMap<Acc>(a, m, k, Eigen::OuterStride<>(k)) *
-            ConstRowMap<Acc>(c, k, n, Eigen::OuterStride<>(n)));
-    } else if (lhs.row_major) {
-      store(ConstRowMap<Acc>(a, m, k, Eigen::OuterStride<>(k)) *
-            ConstRowMap<Acc>(c, n, k, Eigen::OuterStride<>(k)).transpose());
-    } else if (rhs.row_major) {
-      store(ConstRowMap<Acc>(a, k, m, Eigen::OuterStride<>(m)).transpose() *
-            ConstRowMap<Acc>(c, k, n, Eigen::OuterStride<>(n)));
-    } else {
-      store(ConstRowMap<Acc>(a, k, m, Eigen::OuterStride<>(m)).transpose() *
-            ConstRowMap<Acc>(c, n, k, Eigen::OuterStride<>(k)).transpose());
-    }
+    GemmCall<Acc> call;
+    call.m = m;
+    call.n = n;
+    call.k = k;
+    call.a = {lhs.data + b * m * k, lhs.row_major ? k : m, !lhs.row_major};
+    call.b = {rhs.data + b * k * n, rhs.row_major ? n : k, !rhs.row_major};
+    call.c = out + b * m * n;
+    call.ldc = n;
+    call.accumulate = accumulate;
+    Gemm(call);
   }
 }
 
@@ -312,7 +264,7 @@ absl::StatusOr<Literal> DotWithAcc(const Instruction& instr, const Literal& lhs,
                   /*accumulate=*/true);
     return result;
   }
-  // Every element is written below (Eigen zeroes before it accumulates).
+  // Every element is written below (the GEMM zeroes before it accumulates).
   Literal result =
       Literal::Uninitialized(Shape(instr.shape.type(), instr.shape.dims()));
   if (direct) {
@@ -477,7 +429,6 @@ inline void CopyChannels(const Acc* src, int64_t count, Acc* dst) {
 template <typename Acc>
 void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
                        const Acc* input, const Acc* kernel, Acc* output) {
-  TuneEigenBlocking();
   const int64_t d = g.spatial_rank;
   int64_t window_count = 1;
   for (int64_t k : g.kernel_spatial) window_count *= k;
@@ -532,8 +483,6 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
     const int64_t channel0 = g.feature_groups > 1 ? group * cin_g : 0;
     const int64_t out_c0 = group * cout_g;
     const int64_t batch0 = g.batch_groups > 1 ? group * g.output_batch : 0;
-    ConstRowMap<Acc> weights(kernel + out_c0, patch, cout_g,
-                             Eigen::OuterStride<>(cout));
     for (int64_t row0 = 0; row0 < total_rows; row0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, total_rows - row0);
       // Batch element and output index of row0.
@@ -606,11 +555,15 @@ void ConvolveCanonical(const Instruction& instr, const ConvGeometry& g,
                                         g.kernel_spatial.data(), d - 1)));
         if (!NextIndex(std::span<int64_t>(out_index), g.output_spatial)) ++n;
       }
-      ConstRowMap<Acc> lhs(columns.data(), rows, patch,
-                           Eigen::OuterStride<>(patch));
-      RowMap<Acc> result(output + row0 * cout + out_c0, rows, cout_g,
-                         Eigen::OuterStride<>(cout));
-      result.noalias() = lhs * weights;
+      GemmCall<Acc> call;
+      call.m = rows;
+      call.n = cout_g;
+      call.k = patch;
+      call.a = {columns.data(), patch, false};
+      call.b = {kernel + out_c0, cout, false};
+      call.c = output + row0 * cout + out_c0;
+      call.ldc = cout;
+      Gemm(call);
     }
   }
 }

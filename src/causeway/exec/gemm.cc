@@ -1,0 +1,132 @@
+#include "causeway/exec/gemm.h"
+
+#include <immintrin.h>
+
+#include <memory>
+#include <vector>
+
+#include "causeway/exec/cpu_isa.h"
+#include "causeway/exec/gemm_isa.h"
+
+namespace causeway::exec {
+namespace {
+
+struct GemmIsa {
+  // Float products of at most this many multiply-adds (and at most
+  // kSmallGemmMaxK terms) run on SmallGemm (bench/gemm_bench.cc: where it
+  // beats Eigen on that instruction set).
+  int64_t small_max_macs;
+  void (*small)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
+                const float*, int64_t, float*, int64_t, bool);
+  void (*eigen_f32)(const GemmCall<float>&);
+  void (*eigen_f64)(const GemmCall<double>&);
+  void (*eigen_s64)(const GemmCall<int64_t>&);
+};
+
+const GemmIsa& Isa() {
+  static const GemmIsa isa = [] {
+    if (ActiveCpuIsa() == CpuIsa::kAvx512) {
+      return GemmIsa{int64_t{1} << 22, gemm_avx512::SmallGemm,
+                     gemm_avx512::EigenGemm, gemm_avx512::EigenGemm,
+                     gemm_avx512::EigenGemm};
+    }
+    return GemmIsa{int64_t{1} << 20, gemm_avx2::SmallGemm, gemm_avx2::EigenGemm,
+                   gemm_avx2::EigenGemm, gemm_avx2::EigenGemm};
+  }();
+  return isa;
+}
+
+// dst (rows x cols, row stride ldd) = the transpose of src (cols x rows,
+// row stride lds), in 8 x 8 blocks transposed in registers.
+void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
+               float* dst, int64_t ldd) {
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows; r0 += 8) {
+    int64_t c0 = 0;
+    for (; c0 + 8 <= cols; c0 += 8) {
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i)
+        v[i] = _mm256_loadu_ps(src + (c0 + i) * lds + r0);
+      const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]);
+      const __m256 t1 = _mm256_unpackhi_ps(v[0], v[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]);
+      const __m256 t3 = _mm256_unpackhi_ps(v[2], v[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]);
+      const __m256 t5 = _mm256_unpackhi_ps(v[4], v[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]);
+      const __m256 t7 = _mm256_unpackhi_ps(v[6], v[7]);
+      const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44);
+      const __m256 s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44);
+      const __m256 s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44);
+      const __m256 s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44);
+      const __m256 s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      const __m256 out[8] = {_mm256_permute2f128_ps(s0, s4, 0x20),
+                             _mm256_permute2f128_ps(s1, s5, 0x20),
+                             _mm256_permute2f128_ps(s2, s6, 0x20),
+                             _mm256_permute2f128_ps(s3, s7, 0x20),
+                             _mm256_permute2f128_ps(s0, s4, 0x31),
+                             _mm256_permute2f128_ps(s1, s5, 0x31),
+                             _mm256_permute2f128_ps(s2, s6, 0x31),
+                             _mm256_permute2f128_ps(s3, s7, 0x31)};
+      for (int i = 0; i < 8; ++i)
+        _mm256_storeu_ps(dst + (r0 + i) * ldd + c0, out[i]);
+    }
+    for (; c0 < cols; ++c0) {
+      for (int64_t r = r0; r < r0 + 8; ++r)
+        dst[r * ldd + c0] = src[c0 * lds + r];
+    }
+  }
+  for (; r0 < rows; ++r0) {
+    for (int64_t c = 0; c < cols; ++c) dst[r0 * ldd + c] = src[c * lds + r0];
+  }
+}
+
+}  // namespace
+
+void Gemm(const GemmCall<float>& call) {
+  const int64_t m = call.m, n = call.n, k = call.k;
+  if (m == 0 || n == 0) return;
+  const GemmIsa& isa = Isa();
+  if (k > kSmallGemmMaxK || m * n * k > isa.small_max_macs) {
+    isa.eigen_f32(call);
+    return;
+  }
+  const float* a = call.a.data;
+  const int64_t a_row = call.a.transposed ? 1 : call.a.stride;
+  const int64_t a_col = call.a.transposed ? call.a.stride : 1;
+  const float* b = call.b.data;
+  int64_t ldb = call.b.stride;
+  // The kernel reads rows of B; a B stored transposed is transposed once
+  // (as Eigen's packing would copy it), into this thread's scratch buffer
+  // when it is small.
+  std::unique_ptr<float[]> large_rows;
+  if (call.b.transposed) {
+    constexpr int64_t kScratchFloats = int64_t{1} << 18;  // 1 MiB
+    thread_local std::unique_ptr<float[]> scratch(new float[kScratchFloats]);
+    float* rows = scratch.get();
+    if (k * n > kScratchFloats) {
+      large_rows.reset(new float[k * n]);
+      rows = large_rows.get();
+    }
+    Transpose(call.b.data, call.b.stride, k, n, rows, n);
+    b = rows;
+    ldb = n;
+  }
+  isa.small(m, n, k, a, a_row, a_col, b, ldb, call.c, call.ldc,
+            call.accumulate);
+}
+
+void Gemm(const GemmCall<double>& call) {
+  if (call.m == 0 || call.n == 0) return;
+  Isa().eigen_f64(call);
+}
+
+void Gemm(const GemmCall<int64_t>& call) {
+  if (call.m == 0 || call.n == 0) return;
+  Isa().eigen_s64(call);
+}
+
+}  // namespace causeway::exec
