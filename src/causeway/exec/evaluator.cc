@@ -729,8 +729,35 @@ absl::StatusOr<Literal> RunPlan(const Plan& plan,
   return frame.Take(plan.root_slot, /*movable=*/true);
 }
 
-// Dot-add output fusion: add(x, d) or add(d, x), where d is a dot that
-// EvalDotAccumulate can run and the add is its only user, becomes one step:
+// Whether `instr` is an add of its two operands: an add, or a fusion whose
+// body is that add alone (XLA wraps a lone add in a loop fusion, as it does
+// for the weight-gradient accumulation of a scan's backward loop).
+bool IsAddOfOperands(const Instruction& instr) {
+  if (instr.opcode == Opcode::kAdd) return instr.operands.size() == 2;
+  if (instr.opcode != Opcode::kFusion || instr.operands.size() != 2 ||
+      instr.called_computations.size() != 1) {
+    return false;
+  }
+  const hlo::Computation& body = *instr.called_computations[0];
+  const Instruction* root = body.root();
+  if (body.instructions().size() != 3 || body.parameter_count() != 2 ||
+      root == nullptr || root->opcode != Opcode::kAdd ||
+      root->operands.size() != 2 || !root->shape.IsArray() ||
+      root->shape.type() != instr.shape.type() ||
+      root->shape.dims() != instr.shape.dims()) {
+    return false;
+  }
+  // add(p0, p1) or add(p1, p0): the same sum either way.
+  const Instruction* x = root->operands[0];
+  const Instruction* y = root->operands[1];
+  return x->opcode == Opcode::kParameter && y->opcode == Opcode::kParameter &&
+         x->parameter_number + y->parameter_number == 1 &&
+         x->parameter_number * y->parameter_number == 0;
+}
+
+// Dot-add output fusion: add(x, d) or add(d, x) (or a fusion that is only
+// that add), where d is a dot that EvalDotAccumulate can run and the add is
+// its only user, becomes one step:
 // d accumulates into x (its operands become lhs, rhs, x), and the add just
 // forwards d's value (its operands become d alone). x must be ready before
 // d runs: a parameter, or earlier in `order`. Rewrites `operands_of` and
@@ -753,8 +780,8 @@ int32_t FuseDotAdds(
   }
   int32_t fused = 0;
   for (const Instruction* add : order) {
-    if (add->opcode != Opcode::kAdd || add->operands.size() != 2 ||
-        add->operands[0] == add->operands[1] || !add->shape.IsArray()) {
+    if (!IsAddOfOperands(*add) || add->operands[0] == add->operands[1] ||
+        !add->shape.IsArray()) {
       continue;
     }
     for (int side = 0; side < 2; ++side) {

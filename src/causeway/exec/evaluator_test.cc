@@ -470,6 +470,51 @@ ENTRY main {
   EXPECT_THAT(Values(*result), ElementsAre(8, 14, 24, 38));
 }
 
+// XLA wraps a lone add in a loop fusion (a scan's gradient accumulation):
+// that fusion is an add too.
+TEST_F(EvaluatorTest, AFusionThatIsOnlyAnAddOfADotIsFused) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+wrapped_add {
+  p0 = f32[2,2] parameter(0)
+  p1 = f32[2,2] parameter(1)
+  ROOT a = f32[2,2] add(p1, p0)
+}
+ENTRY main {
+  x = f32[2,2] parameter(0)
+  acc = f32[2,2] parameter(1)
+  d = f32[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT sum = f32[2,2] fusion(acc, d), kind=kLoop, calls=wrapped_add
+})")
+                  .ok());
+  EXPECT_EQ(evaluator_->num_dot_add_fusions(), 1);
+  auto result = Run({F32({2, 2}, {1, 2, 3, 4}), F32({2, 2}, {1, 1, 1, 1})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(8, 11, 16, 23));
+}
+
+TEST_F(EvaluatorTest, AFusionThatDoesMoreThanAddIsNotFused) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+add_twice {
+  p0 = f32[2,2] parameter(0)
+  p1 = f32[2,2] parameter(1)
+  a = f32[2,2] add(p0, p1)
+  ROOT b = f32[2,2] add(a, p1)
+}
+ENTRY main {
+  x = f32[2,2] parameter(0)
+  acc = f32[2,2] parameter(1)
+  d = f32[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT sum = f32[2,2] fusion(acc, d), kind=kLoop, calls=add_twice
+})")
+                  .ok());
+  EXPECT_EQ(evaluator_->num_dot_add_fusions(), 0);
+  auto result = Run({F32({2, 2}, {1, 2, 3, 4}), F32({2, 2}, {1, 1, 1, 1})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Values(*result), ElementsAre(15, 21, 31, 45));
+}
+
 TEST_F(EvaluatorTest, ADotWithAnotherUserOrAsRootIsNotFused) {
   ASSERT_TRUE(Load(R"(
 HloModule m
