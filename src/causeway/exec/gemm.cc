@@ -37,7 +37,9 @@ const GemmIsa& Isa() {
 }
 
 // dst (rows x cols, row stride ldd) = the transpose of src (cols x rows,
-// row stride lds), in 8 x 8 blocks transposed in registers.
+// row stride lds), or dst + that transpose when kAdd, in 8 x 8 blocks
+// transposed in registers.
+template <bool kAdd = false>
 void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
                float* dst, int64_t ldd) {
   int64_t r0 = 0;
@@ -71,20 +73,36 @@ void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
                              _mm256_permute2f128_ps(s1, s5, 0x31),
                              _mm256_permute2f128_ps(s2, s6, 0x31),
                              _mm256_permute2f128_ps(s3, s7, 0x31)};
-      for (int i = 0; i < 8; ++i)
-        _mm256_storeu_ps(dst + (r0 + i) * ldd + c0, out[i]);
+      for (int i = 0; i < 8; ++i) {
+        float* row = dst + (r0 + i) * ldd + c0;
+        _mm256_storeu_ps(
+            row, kAdd ? _mm256_add_ps(_mm256_loadu_ps(row), out[i]) : out[i]);
+      }
     }
     for (; c0 < cols; ++c0) {
       for (int64_t r = r0; r < r0 + 8; ++r)
-        dst[r * ldd + c0] = src[c0 * lds + r];
+        dst[r * ldd + c0] =
+            kAdd ? dst[r * ldd + c0] + src[c0 * lds + r] : src[c0 * lds + r];
     }
   }
   for (; r0 < rows; ++r0) {
-    for (int64_t c = 0; c < cols; ++c) dst[r0 * ldd + c] = src[c * lds + r0];
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r0 * ldd + c] =
+          kAdd ? dst[r0 * ldd + c] + src[c * lds + r0] : src[c * lds + r0];
   }
 }
 
 }  // namespace
+
+// Scratch space for one product on this thread: a buffer kept per thread
+// for small needs, else an allocation owned by the caller's `large`.
+float* Scratch(int64_t floats, std::unique_ptr<float[]>& large) {
+  constexpr int64_t kKeptFloats = int64_t{1} << 18;  // 1 MiB
+  thread_local std::unique_ptr<float[]> kept(new float[kKeptFloats]);
+  if (floats <= kKeptFloats) return kept.get();
+  large.reset(new float[floats]);
+  return large.get();
+}
 
 void Gemm(const GemmCall<float>& call) {
   const int64_t m = call.m, n = call.n, k = call.k;
@@ -94,28 +112,46 @@ void Gemm(const GemmCall<float>& call) {
     isa.eigen_f32(call);
     return;
   }
-  const float* a = call.a.data;
-  const int64_t a_row = call.a.transposed ? 1 : call.a.stride;
-  const int64_t a_col = call.a.transposed ? call.a.stride : 1;
-  const float* b = call.b.data;
-  int64_t ldb = call.b.stride;
-  // The kernel reads rows of B; a B stored transposed is transposed once
-  // (as Eigen's packing would copy it), into this thread's scratch buffer
-  // when it is small.
-  std::unique_ptr<float[]> large_rows;
-  if (call.b.transposed) {
-    constexpr int64_t kScratchFloats = int64_t{1} << 18;  // 1 MiB
-    thread_local std::unique_ptr<float[]> scratch(new float[kScratchFloats]);
-    float* rows = scratch.get();
-    if (k * n > kScratchFloats) {
-      large_rows.reset(new float[k * n]);
-      rows = large_rows.get();
-    }
-    Transpose(call.b.data, call.b.stride, k, n, rows, n);
-    b = rows;
-    ldb = n;
+  const MatrixOperand<float>& a = call.a;
+  const MatrixOperand<float>& b = call.b;
+  const int64_t a_row = a.transposed ? 1 : a.stride;
+  const int64_t a_col = a.transposed ? a.stride : 1;
+  if (!b.transposed) {
+    isa.small(m, n, k, a.data, a_row, a_col, b.data, b.stride, call.c, call.ldc,
+              call.accumulate);
+    return;
   }
-  isa.small(m, n, k, a, a_row, a_col, b, ldb, call.c, call.ldc,
+  // The kernel reads B by rows. A B stored transposed is B^T by rows, so
+  // compute C^T = B^T A^T when A^T is by rows too (A stored transposed) or
+  // is smaller to transpose than B (m < n), and transpose C^T back; else
+  // transpose B (as Eigen's packing would copy it). Either way each element
+  // is the same multiply-add chain over k, so the bits do not depend on
+  // the choice.
+  std::unique_ptr<float[]> large;
+  if (a.transposed || m < n) {
+    float* scratch = Scratch(n * m + (a.transposed ? 0 : k * m), large);
+    float* c_t = scratch;
+    const float* a_t = a.data;
+    int64_t ld_a_t = a.stride;
+    if (!a.transposed) {
+      float* rows = scratch + n * m;
+      Transpose(a.data, a.stride, k, m, rows, m);
+      a_t = rows;
+      ld_a_t = m;
+    }
+    isa.small(n, m, k, b.data, b.stride, 1, a_t, ld_a_t, c_t, m,
+              /*accumulate=*/false);
+    // C + (the product), as the kernel's own accumulation adds it.
+    if (call.accumulate) {
+      Transpose<true>(c_t, m, m, n, call.c, call.ldc);
+    } else {
+      Transpose(c_t, m, m, n, call.c, call.ldc);
+    }
+    return;
+  }
+  float* b_rows = Scratch(k * n, large);
+  Transpose(b.data, b.stride, k, n, b_rows, n);
+  isa.small(m, n, k, a.data, a_row, a_col, b_rows, n, call.c, call.ldc,
             call.accumulate);
 }
 
