@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,10 @@ namespace {
 
 using hlo::PrimitiveType;
 using hlo::Shape;
+
+// Dimension lists of a dot, built per call: on the stack (a scan step runs
+// hundreds of small dots, where heap allocations showed in the profile).
+using DimList = absl::InlinedVector<int64_t, 8>;
 
 // The accumulation type for a product of `a` and `b` giving `out`.
 enum class AccKind { kFloat, kDouble, kInt, kUnsupported };
@@ -159,7 +164,7 @@ bool IsIdentity(std::span<const int64_t> perm) {
 
 absl::Status CheckDims(std::span<const int64_t> dims, int64_t rank,
                        const char* what) {
-  std::vector<bool> seen(rank, false);
+  absl::InlinedVector<bool, 8> seen(rank, false);
   for (int64_t d : dims) {
     if (d < 0 || d >= rank || seen[d]) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -192,9 +197,9 @@ DotOperand<Acc> PrepareDotOperand(const hlo::Literal& literal,
                                   std::span<const int64_t> row_dims,
                                   std::span<const int64_t> col_dims) {
   DotOperand<Acc> operand;
-  std::vector<int64_t> rows_first(batch_dims.begin(), batch_dims.end());
+  DimList rows_first(batch_dims.begin(), batch_dims.end());
   rows_first.insert(rows_first.end(), row_dims.begin(), row_dims.end());
-  std::vector<int64_t> cols_first(batch_dims.begin(), batch_dims.end());
+  DimList cols_first(batch_dims.begin(), batch_dims.end());
   cols_first.insert(cols_first.end(), col_dims.begin(), col_dims.end());
   cols_first.insert(cols_first.end(), row_dims.begin(), row_dims.end());
   rows_first.insert(rows_first.end(), col_dims.begin(), col_dims.end());
@@ -647,10 +652,10 @@ absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
       CheckDims(dnums.lhs_batch_dims, ls.rank(), "lhs_batch_dims"));
   CW_RETURN_IF_ERROR(
       CheckDims(dnums.rhs_batch_dims, rs.rank(), "rhs_batch_dims"));
-  std::vector<int64_t> lhs_bc = dnums.lhs_batch_dims;
+  DimList lhs_bc(dnums.lhs_batch_dims.begin(), dnums.lhs_batch_dims.end());
   lhs_bc.insert(lhs_bc.end(), dnums.lhs_contracting_dims.begin(),
                 dnums.lhs_contracting_dims.end());
-  std::vector<int64_t> rhs_bc = dnums.rhs_batch_dims;
+  DimList rhs_bc(dnums.rhs_batch_dims.begin(), dnums.rhs_batch_dims.end());
   rhs_bc.insert(rhs_bc.end(), dnums.rhs_contracting_dims.begin(),
                 dnums.rhs_contracting_dims.end());
   CW_RETURN_IF_ERROR(
@@ -664,7 +669,7 @@ absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
         ": lhs and rhs need the same number of batch and contracting dims"));
   }
   int64_t batch = 1, k = 1, m = 1, n = 1;
-  std::vector<int64_t> out_dims;
+  DimList out_dims;
   for (size_t i = 0; i < dnums.lhs_batch_dims.size(); ++i) {
     int64_t size = ls.dim(dnums.lhs_batch_dims[i]);
     if (size != rs.dim(dnums.rhs_batch_dims[i])) {
@@ -684,7 +689,7 @@ absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
     }
     k *= size;
   }
-  std::vector<int64_t> lhs_free, rhs_free;
+  DimList lhs_free, rhs_free;
   for (int64_t i = 0; i < ls.rank(); ++i) {
     if (std::find(lhs_bc.begin(), lhs_bc.end(), i) == lhs_bc.end()) {
       lhs_free.push_back(i);
@@ -699,7 +704,8 @@ absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
       out_dims.push_back(rs.dim(i));
     }
   }
-  if (out_dims != instr.shape.dims()) {
+  if (!std::equal(out_dims.begin(), out_dims.end(), instr.shape.dims().begin(),
+                  instr.shape.dims().end())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dot ", instr.name, ": result shape ", instr.shape.ToString(),
         " does not match the operands' dims ", DimsText(out_dims)));
