@@ -2,6 +2,7 @@
 // head->worker channel, run against the in-process channel and against
 // gRPC (a GrpcWorkerServer on loopback, with a GrpcWorkerAgent serving the
 // same kind of Worker), so both carry every command the same way.
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "causeway/base/executor.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/transport/grpc_head_server.h"
 #include "causeway/transport/grpc_worker_agent.h"
@@ -88,6 +90,10 @@ class RecordingListener : public transport::WorkerListener {
     };
     mu_.AwaitWithTimeout(absl::Condition(&finished), kWait);
     return traced_;
+  }
+  bool disconnected() {
+    absl::MutexLock lock(&mu_);
+    return !disconnected_.ok();
   }
   absl::Status AwaitDisconnected() {
     if (!gone_.WaitForNotificationWithTimeout(kWait)) {
@@ -440,9 +446,17 @@ TEST_P(GrpcControlChannelTest, ABrokenStreamFailsWhatIsPendingAndTellsTheHead) {
   batch.launches.push_back(DoubleOn(0, 1, 30, 31));
   channel_->Dispatch(std::move(batch));
   Future<Literal> fetch = channel_->FetchBuffer(Buffer(0, 31));
+  // Runs where the fetch fails: by then the head must know the host is gone
+  // (so that it reports the fetch as a lost host's).
+  std::atomic<int> head_told_first = -1;
+  fetch.OnReady(InlineExecutor::Instance(),
+                [&](const absl::StatusOr<Literal>&) {
+                  head_told_first = listener_.disconnected() ? 1 : 0;
+                });
   agent_->Stop();  // As if the worker process died: its stream breaks.
   absl::Status status = fetch.AwaitFor(kWait).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_EQ(head_told_first.load(), 1);
   absl::Status gone = listener_.AwaitDisconnected();
   EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
   EXPECT_THAT(gone.message(), HasSubstr("test worker"));
