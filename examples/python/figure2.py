@@ -3,12 +3,22 @@
 slice, traced as one program graph. Prints (array([3., 5.]), array([2., 4.])).
 
     .venv/bin/python examples/python/figure2.py
+    .venv/bin/python examples/python/figure2.py --cluster HOST:PORT [--token-file F]
 """
+import argparse
+
 import numpy
 
 import causeway
 
-causeway.connect(islands=3, devices_per_host=2)
+parser = argparse.ArgumentParser(description="The Pathways paper's Figure 2 on Causeway.")
+parser.add_argument("--cluster", metavar="HOST:PORT", help="a running head (default: embedded)")
+parser.add_argument("--token-file", help="the file holding the cluster's token")
+args = parser.parse_args()
+if args.cluster:
+  causeway.connect(args.cluster, token_file=args.token_file)
+else:
+  causeway.connect(islands=3, devices_per_host=2)
 
 
 def get_devices(n):

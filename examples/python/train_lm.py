@@ -11,7 +11,7 @@ with --restore), and a progress bar with step, loss and tokens/s.
     .venv/bin/python examples/python/train_lm.py --steps 300
     .venv/bin/python examples/python/train_lm.py --check-jax --steps 50
     .venv/bin/python examples/python/train_lm.py --restore ckpt/step_000200.npz --steps 300
-    .venv/bin/python examples/python/train_lm.py --cluster HOST:PORT
+    .venv/bin/python examples/python/train_lm.py --cluster HOST:PORT [--token-file F]
 
 --check-jax trains the same model with plain JAX on this process's CPU
 device, from the same initial parameters and batches, and reports how far
@@ -296,7 +296,7 @@ def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="train until this step")
     parser.add_argument("--cluster", metavar="HOST:PORT", help="a running head (default: embedded)")
-    parser.add_argument("--token", help="the cluster's token")
+    parser.add_argument("--token-file", help="the file holding the cluster's token")
     parser.add_argument("--checkpoint-dir", default="lm_checkpoints")
     parser.add_argument("--checkpoint-every", type=int, default=100)
     parser.add_argument("--restore", metavar="NPZ", help="resume from this checkpoint")
@@ -316,7 +316,7 @@ def main(argv: Optional[list] = None) -> int:
     print(f"text: {len(corpus.tokens):,} bytes of the standard library, vocabulary "
           f"{corpus.vocab_size}, unigram entropy {corpus.unigram_entropy:.3f} nats/char")
     if args.cluster:
-        causeway.connect(args.cluster, token=args.token)
+        causeway.connect(args.cluster, token_file=args.token_file)
     else:
         causeway.connect(devices_per_host=4)
     s = causeway.make_virtual_device_set().add_slice(devices=4, mesh={"data": 2, "model": 2})

@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from . import _causeway
-from .errors import InvalidArgumentError, UnimplementedError
+from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ._array import Array, Sharding
@@ -184,30 +184,94 @@ def _stack() -> list:
     return stack
 
 
+_EMBEDDED_DEFAULTS = {
+    "islands": 1, "hosts_per_island": 1, "devices_per_host": 8,
+    "memory_per_device": 1 << 30, "heartbeat_interval": 0.05,
+    "heartbeat_timeout": 2.0, "collective_timeout": 60.0, "record_trace": True,
+}
+
+
 def connect(address: Optional[str] = None, *, token: Optional[str] = None,
-            islands: int = 1, hosts_per_island: int = 1,
-            devices_per_host: int = 8, memory_per_device: int = 1 << 30,
-            heartbeat_interval: float = 0.05, heartbeat_timeout: float = 2.0,
-            collective_timeout: float = 60.0, record_trace: bool = True) -> Client:
+            token_file: Optional[str] = None, tls_ca_file: Optional[str] = None,
+            tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
+            connect_timeout: float = 10.0,
+            islands: Optional[int] = None, hosts_per_island: Optional[int] = None,
+            devices_per_host: Optional[int] = None,
+            memory_per_device: Optional[int] = None,
+            heartbeat_interval: Optional[float] = None,
+            heartbeat_timeout: Optional[float] = None,
+            collective_timeout: Optional[float] = None,
+            record_trace: Optional[bool] = None) -> Client:
     """Connects and makes the new client the process's current one.
 
-    Without `address`: starts an embedded cluster in this process, of
-    `islands` x `hosts_per_island` x `devices_per_host` CPU devices with
-    `memory_per_device` bytes each; the head declares a host dead after
-    `heartbeat_timeout` seconds without an answer to its heartbeats (sent
-    every `heartbeat_interval`). With `address` ("HOST:PORT"): connects to a
-    running head (`causeway head`), sending `token` when it needs one.
+    With `address` ("HOST:PORT"): connects to a running head (`causeway
+    head`, `causeway cluster`) through the network client, waiting at most
+    `connect_timeout` seconds for it to answer (UnavailableError naming the
+    address when nothing answers). `token` or `token_file` (not both): the
+    cluster's token (a wrong one raises UnauthenticatedError). TLS:
+    `tls_ca_file` is the certificate (or CA) the head's is checked against;
+    `tls_cert_file` and `tls_key_file` a client certificate for mutual TLS.
 
-    `record_trace`: keep the most recent runtime events for `trace()`.
+    Without `address`: starts an embedded cluster in this process, of
+    `islands` x `hosts_per_island` x `devices_per_host` CPU devices (1 x 1 x
+    8 by default) with `memory_per_device` bytes each (1 GiB); the head
+    declares a host dead after `heartbeat_timeout` seconds (2) without an
+    answer to its heartbeats (sent every `heartbeat_interval`, 0.05); a
+    device waits `collective_timeout` seconds (60) for its peers;
+    `record_trace` (True) keeps the most recent runtime events for
+    `trace()`. These describe an embedded cluster only: given with an
+    address they are refused (a head has its own flags).
     """
     global _current
+    embedded = {"islands": islands, "hosts_per_island": hosts_per_island,
+                "devices_per_host": devices_per_host,
+                "memory_per_device": memory_per_device,
+                "heartbeat_interval": heartbeat_interval,
+                "heartbeat_timeout": heartbeat_timeout,
+                "collective_timeout": collective_timeout, "record_trace": record_trace}
     if address is not None:
-        raise UnimplementedError(
-            f"connecting to a cluster at {address!r} needs the network client "
-            "(client::Connect), which this build does not have yet; "
-            "causeway.connect() without an address starts an embedded cluster")
-    if token is not None:
-        raise InvalidArgumentError("a token is only for connecting to a cluster address")
+        given = sorted(name for name, value in embedded.items() if value is not None)
+        if given:
+            raise InvalidArgumentError(
+                f"{', '.join(given)} describe an embedded cluster; a cluster at "
+                f"{address!r} is sized by its own flags (causeway cluster --help)")
+        client = _connect_remote(address, token, token_file, tls_ca_file, tls_cert_file,
+                                 tls_key_file, connect_timeout)
+    else:
+        security = {"token": token, "token_file": token_file, "tls_ca_file": tls_ca_file,
+                    "tls_cert_file": tls_cert_file, "tls_key_file": tls_key_file}
+        given = sorted(name for name, value in security.items() if value is not None)
+        if given:
+            raise InvalidArgumentError(
+                f"{', '.join(given)} are for connecting to a cluster address; "
+                "causeway.connect() without one starts an embedded cluster")
+        sizes = {name: _EMBEDDED_DEFAULTS[name] if value is None else value
+                 for name, value in embedded.items()}
+        client = _connect_embedded(**sizes)
+    with _current_lock:
+        _current = client
+    return client
+
+
+def _connect_remote(address, token, token_file, tls_ca_file, tls_cert_file, tls_key_file,
+                    connect_timeout) -> Client:
+    if not isinstance(address, str) or address.rpartition(":")[0] == "":
+        raise InvalidArgumentError(f"a cluster address is HOST:PORT, got {address!r}")
+    if token is not None and token_file is not None:
+        raise InvalidArgumentError("give token or token_file, not both")
+    if token is not None and not token:
+        raise InvalidArgumentError("token is empty (leave it out for a head without one)")
+    if not connect_timeout > 0:
+        raise InvalidArgumentError(f"connect_timeout must be positive, got {connect_timeout}")
+    impl = _causeway.connect_remote(
+        address, token or "", token_file or "", tls_ca_file or "", tls_cert_file or "",
+        tls_key_file or "", float(connect_timeout))
+    return Client(impl, address)
+
+
+def _connect_embedded(*, islands, hosts_per_island, devices_per_host, memory_per_device,
+                      heartbeat_interval, heartbeat_timeout, collective_timeout,
+                      record_trace) -> Client:
     for name, value in (("islands", islands), ("hosts_per_island", hosts_per_island),
                         ("devices_per_host", devices_per_host)):
         if int(value) < 1:
@@ -222,10 +286,7 @@ def connect(address: Optional[str] = None, *, token: Optional[str] = None,
         int(islands), int(hosts_per_island), int(devices_per_host),
         int(memory_per_device), float(heartbeat_interval),
         float(heartbeat_timeout), float(collective_timeout), bool(record_trace))
-    client = Client(impl, None)
-    with _current_lock:
-        _current = client
-    return client
+    return Client(impl, None)
 
 
 def disconnect() -> None:

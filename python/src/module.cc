@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "causeway/client/client.h"
+#include "causeway/client/connect.h"
 #include "causeway/client/local_client.h"
 #include "causeway/cluster/local_cluster.h"
 #include "causeway/trace/trace_recorder.h"
@@ -37,8 +38,8 @@ namespace {
 
 using namespace nb::literals;
 
-// What a client talks to: an embedded cluster (`cluster` set) or, later, a
-// remote head. Destroys the client before the cluster.
+// What a client talks to: an embedded cluster (`cluster` set) or a head in
+// another process (`cluster` null). Destroys the client before the cluster.
 struct Backend {
   std::unique_ptr<cluster::LocalCluster> cluster;
   std::unique_ptr<client::Client> client;
@@ -155,6 +156,32 @@ PyClient ConnectEmbedded(int64_t islands, int64_t hosts_per_island,
   return PyClient{std::move(backend)};
 }
 
+PyClient ConnectRemote(const std::string& address, const std::string& token,
+                       const std::string& token_file,
+                       const std::string& tls_ca_file,
+                       const std::string& tls_cert_file,
+                       const std::string& tls_key_file,
+                       double connect_timeout_s) {
+  client::ConnectOptions options{
+      .token = token,
+      .token_file = token_file,
+      .tls_ca_file = tls_ca_file,
+      .tls_cert_file = tls_cert_file,
+      .tls_key_file = tls_key_file,
+      .connect_timeout = absl::Seconds(connect_timeout_s),
+  };
+  auto backend = std::make_shared<Backend>();
+  absl::StatusOr<std::unique_ptr<client::Client>> connected;
+  {
+    // Dialling and the head's first answer take a round trip or up to the
+    // timeout; other Python threads run meanwhile.
+    nb::gil_scoped_release release;
+    connected = client::Connect(address, std::move(options));
+  }
+  backend->client = Unwrap(std::move(connected));
+  return PyClient{std::move(backend)};
+}
+
 cluster::LocalCluster& EmbeddedCluster(const PyClient& c) {
   if (c.backend->cluster == nullptr) {
     throw StatusError(absl::FailedPreconditionError(
@@ -170,6 +197,11 @@ void BindClient(nb::module_& m) {
         "heartbeat_interval_s"_a, "heartbeat_timeout_s"_a,
         "collective_timeout_s"_a, "record_trace"_a,
         "Starts a LocalCluster in this process and returns a client of it.");
+  m.def("connect_remote", &ConnectRemote, "address"_a, "token"_a,
+        "token_file"_a, "tls_ca_file"_a, "tls_cert_file"_a, "tls_key_file"_a,
+        "connect_timeout_s"_a,
+        "Dials the head at HOST:PORT (client::Connect) and returns a client "
+        "of it; empty strings mean not given.");
 
   nb::class_<PyClient>(m, "Client")
       .def(

@@ -1,7 +1,13 @@
-"""Shared helpers: JAX on 8 fake CPU devices, the built `causeway` tool, and
-an embedded Causeway cluster per test (`cluster`)."""
+"""Shared helpers: JAX on 8 fake CPU devices, the built `causeway` tool, an
+embedded Causeway cluster per test (`cluster`) and `causeway cluster` run as
+a child process (`ProcessCluster`)."""
 import os
+import queue
+import re
+import signal
 import subprocess
+import threading
+import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -60,3 +66,85 @@ def cluster(request):
 
     yield causeway.connect
     causeway.disconnect()
+
+
+class ProcessCluster:
+    """`causeway cluster ARGS` as a child process: a head and its workers on
+    loopback, the head on a free port.
+
+    Ready once it prints `head listening on HOST:PORT` (waited for with a
+    deadline). `address` is that HOST:PORT, `worker_pids` maps each worker's
+    host id to its pid (from the lines `causeway cluster` prints as each
+    worker registers). A thread keeps reading its output (into `lines`), so
+    that it never blocks on a full pipe. `stop()` sends SIGTERM to it alone
+    (it stops its members) and kills it by its pid if it has not exited in
+    time; its members die with it (PR_SET_PDEATHSIG). Use it in a `with`
+    block, or from a fixture whose finalizer calls `stop()`.
+    """
+
+    _WORKER = re.compile(r"causeway cluster: worker \d+ \(island \d+\), pid (\d+): "
+                         r"worker host (\d+) ready")
+    _LISTENING = "head listening on "
+
+    def __init__(self, *args, start_timeout: float = 90.0):
+        self.args = [str(a) for a in args]
+        self.lines: list[str] = []
+        self.worker_pids: dict[int, int] = {}
+        self.address = None
+        self._lines = queue.Queue()
+        self.process = subprocess.Popen([CAUSEWAY, "cluster", *self.args],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        try:
+            self._wait_until_listening(time.monotonic() + start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)  # The end of its output: it exited.
+
+    def _wait_until_listening(self, deadline: float):
+        while self.address is None:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"causeway cluster {' '.join(self.args)} did not say "
+                                     f"'{self._LISTENING}...' in time:\n{self.output()}")
+            if line is None:
+                raise AssertionError(f"causeway cluster {' '.join(self.args)} exited before "
+                                     f"it was ready:\n{self.output()}")
+            if m := self._WORKER.match(line):
+                self.worker_pids[int(m[2])] = int(m[1])
+            elif line.startswith(self._LISTENING):
+                self.address = line[len(self._LISTENING):].strip()
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def kill_worker(self, host: int) -> int:
+        """SIGKILLs the worker process of host `host`; returns its pid."""
+        pid = self.worker_pids[host]
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        self._reader.join(timeout)
+
+    def __enter__(self) -> "ProcessCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -122,6 +122,17 @@ def test_a_with_block_closes_its_session(cluster):
         causeway.reshard(a, s)
 
 
-def test_connecting_to_an_address_says_the_network_client_is_missing():
-    with pytest.raises(causeway.UnimplementedError, match="network client"):
-        causeway.connect("127.0.0.1:1")
+def test_connecting_to_an_address_where_no_head_answers_is_unavailable():
+    with pytest.raises(causeway.UnavailableError, match="127.0.0.1:1"):
+        causeway.connect("127.0.0.1:1", connect_timeout=1)
+
+
+def test_connect_refuses_options_of_the_other_kind_of_cluster():
+    with pytest.raises(causeway.InvalidArgumentError, match="devices_per_host"):
+        causeway.connect("127.0.0.1:1", devices_per_host=4)
+    with pytest.raises(causeway.InvalidArgumentError, match="token"):
+        causeway.connect(token="secret")
+    with pytest.raises(causeway.InvalidArgumentError, match="HOST:PORT"):
+        causeway.connect("localhost")
+    with pytest.raises(causeway.InvalidArgumentError, match="not both"):
+        causeway.connect("127.0.0.1:1", token="a", token_file="b")
