@@ -4,8 +4,8 @@ embedded, against JAX's own results, over gRPC and the TCP data plane.
 
 Collectives across worker processes need Gloo (docs/distributed.md, "not
 here yet"), so programs whose slice spans processes here communicate only
-through moves between slices; those with all-reduces run on a slice of one
-worker's devices.
+through moves between slices (worker to worker on the TCP data plane);
+those with all-reduces run on a slice of one worker's devices.
 """
 import json
 import os
@@ -60,15 +60,13 @@ def test_connect_lists_the_clusters_devices_and_hosts(connected, one_device_work
     assert causeway.current_client() is connected
 
 
-def test_figure2_on_the_cluster_prints_what_the_paper_prints(token_file):
-    # Its three slices on one worker process: moves between worker processes
-    # need the TCP data plane in `causeway worker` (not on main yet).
-    with ProcessCluster("--islands", 1, "--hosts-per-island", 1, "--devices-per-host", 6,
-                        "--token-file", token_file) as cluster:
-        result = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "examples/python/figure2.py"),
-             "--cluster", cluster.address, "--token-file", token_file],
-            capture_output=True, text=True, timeout=120)
+def test_figure2_on_the_cluster_prints_what_the_paper_prints(one_device_workers, token_file):
+    # Its slices span worker processes; the moves between them go worker to
+    # worker.
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples/python/figure2.py"),
+         "--cluster", one_device_workers.address, "--token-file", token_file],
+        capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "(array([3., 5.]), array([2., 4.]))\n"
 
@@ -91,6 +89,27 @@ def test_a_sharded_jit_on_a_2x2_mesh_over_four_worker_processes_matches_jax(conn
     assert y.sharding.hlo == "{devices=[2,2]<=[4]}"
     expected = jax.jit(layer)(x, w, b)
     np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_reshard_and_a_pipeline_move_arrays_between_worker_processes(connected):
+    vds = causeway.make_virtual_device_set()
+    four = vds.add_slice(devices=4, mesh={"x": 4}, island=0)
+    two = vds.add_slice(devices=2, mesh={"x": 2}, island=1)
+    value = np.arange(24, dtype=np.float32).reshape(8, 3)
+    a = causeway.device_put(value, four, P("x"))
+    np.testing.assert_array_equal(np.asarray(causeway.reshard(a, two, P("x"))), value)
+    np.testing.assert_array_equal(np.asarray(causeway.reshard(a, two, P(None, "x"))), value)
+
+    first = causeway.jit(lambda x: jnp.tanh(x) * 2, devices=four, in_shardings=P("x"),
+                         out_shardings=P("x"))
+    second = causeway.jit(lambda x: jnp.cumsum(x, axis=0), devices=two, in_shardings=P(None, None))
+
+    @causeway.program
+    def pipeline(x):
+        return second(first(x))  # first's output moves to `two` by itself.
+
+    expected = jax.jit(lambda x: jnp.cumsum(jnp.tanh(x) * 2, axis=0))(value)
+    np.testing.assert_allclose(np.asarray(pipeline(value)), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_a_wrong_token_is_unauthenticated(one_device_workers, token_file):
