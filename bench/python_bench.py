@@ -14,7 +14,8 @@ dispatch  Python's cost per dispatched call over the C++ client's: a trivial
 jit       A trivial jitted function's throughput, chained calls end to end:
           causeway.jit (embedded, one device) against jax.jit on JAX's CPU
           backend, each in its own process.
-lm        examples/python/train_lm.py's training step, tokens/s: Causeway
+lm        examples/python/train_lm.py's training step, tokens/s and the
+          process's CPU time per step (all its threads): Causeway
           (embedded, a 2x2 slice of 4 devices) against plain JAX on 4 host
           CPU devices in one process (the same shardings), each in its own
           process, so neither's threads run during the other's rounds.
@@ -127,12 +128,16 @@ def side_lm(which: str, steps: int) -> dict:
         trainer = lm.Trainer(config, corpus, s)
         run = lambda k: trainer.train_step()
     np.asarray(run(0))  # Compiles.
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     for k in range(1, steps + 1):
         loss = run(k)
     final = float(np.asarray(loss))
     elapsed = time.perf_counter() - began
-    return {"tokens_per_s": steps * config.batch * config.seq_len / elapsed, "loss": final}
+    # Every thread of the process (the devices' and XLA's pools included):
+    # what a loaded machine disturbs less than the wall time.
+    cpu_ms = 1e3 * (time.process_time() - began_cpu) / steps
+    return {"tokens_per_s": steps * config.batch * config.seq_len / elapsed, "loss": final,
+            "cpu_ms_per_step": cpu_ms}
 
 
 def in_subprocess(args: list) -> dict:
@@ -194,14 +199,18 @@ def main() -> int:
     if args.only in (None, "lm"):
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours.append(in_subprocess(["lm", "causeway", args.steps])["tokens_per_s"])
-            theirs.append(in_subprocess(["lm", "jax", args.steps])["tokens_per_s"])
-        ratios = [a / b for a, b in zip(ours, theirs)]
-        print("\n| train_lm step (2x2 mesh) | tokens/s |")
-        print("|---|---|")
-        print(f"| Causeway (embedded, 4 devices) | {spread(ours)} |")
-        print(f"| plain JAX (4 CPU devices, one process) | {spread(theirs)} |")
-        print(f"| ratio Causeway / JAX | **{spread(ratios)}** |")
+            ours.append(in_subprocess(["lm", "causeway", args.steps]))
+            theirs.append(in_subprocess(["lm", "jax", args.steps]))
+        rate = lambda rows: [r["tokens_per_s"] for r in rows]
+        cpu = lambda rows: [r["cpu_ms_per_step"] for r in rows]
+        print("\n| train_lm step (2x2 mesh) | tokens/s | process CPU ms per step |")
+        print("|---|---|---|")
+        print(f"| Causeway (embedded, 4 devices) | {spread(rate(ours))} | {spread(cpu(ours))} |")
+        print(f"| plain JAX (4 CPU devices, one process) | {spread(rate(theirs))} | "
+              f"{spread(cpu(theirs))} |")
+        print(f"| ratio Causeway / JAX (CPU: JAX / Causeway) | "
+              f"**{spread([a / b for a, b in zip(rate(ours), rate(theirs))])}** | "
+              f"**{spread([b / a for a, b in zip(cpu(ours), cpu(theirs))])}** |")
     return 0
 
 
