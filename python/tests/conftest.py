@@ -70,7 +70,7 @@ def cluster(request):
 
 class ProcessCluster:
     """`causeway cluster ARGS` as a child process: a head and its workers on
-    loopback, the head on a free port.
+    loopback, the head on a free port (`command="head"`: a head alone).
 
     Ready once it prints `head listening on HOST:PORT` (waited for with a
     deadline). `address` is that HOST:PORT, `worker_pids` maps each worker's
@@ -86,13 +86,13 @@ class ProcessCluster:
                          r"worker host (\d+) ready")
     _LISTENING = "head listening on "
 
-    def __init__(self, *args, start_timeout: float = 90.0):
-        self.args = [str(a) for a in args]
+    def __init__(self, *args, command: str = "cluster", start_timeout: float = 90.0):
+        self.args = [command, *map(str, args)]
         self.lines: list[str] = []
         self.worker_pids: dict[int, int] = {}
         self.address = None
         self._lines = queue.Queue()
-        self.process = subprocess.Popen([CAUSEWAY, "cluster", *self.args],
+        self.process = subprocess.Popen([CAUSEWAY, *self.args],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -114,10 +114,10 @@ class ProcessCluster:
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"causeway cluster {' '.join(self.args)} did not say "
+                raise AssertionError(f"causeway {' '.join(self.args)} did not say "
                                      f"'{self._LISTENING}...' in time:\n{self.output()}")
             if line is None:
-                raise AssertionError(f"causeway cluster {' '.join(self.args)} exited before "
+                raise AssertionError(f"causeway {' '.join(self.args)} exited before "
                                      f"it was ready:\n{self.output()}")
             if m := self._WORKER.match(line):
                 self.worker_pids[int(m[2])] = int(m[1])

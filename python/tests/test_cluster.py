@@ -123,6 +123,31 @@ def test_a_wrong_token_is_unauthenticated(one_device_workers, token_file):
     causeway.disconnect()
 
 
+def test_tls_connects_a_client_that_trusts_the_heads_certificate_only(tmp_path):
+    def make_certificate(name):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", f"/CN={name}",
+                        "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        "-keyout", str(tmp_path / f"{name}.key"),
+                        "-out", str(tmp_path / f"{name}.pem")],
+                       check=True, capture_output=True, timeout=60)
+        return str(tmp_path / f"{name}.pem"), str(tmp_path / f"{name}.key")
+
+    cert, key = make_certificate("head")
+    stranger, _ = make_certificate("stranger")
+    with ProcessCluster("--tls-cert", cert, "--tls-key", key, command="head") as head:
+        client = causeway.connect(head.address, tls_ca_file=cert)
+        try:
+            assert client.devices() == []  # A head that no worker joined yet.
+            with causeway.session("over-tls"):
+                assert "'over-tls'" in causeway.status()
+        finally:
+            causeway.disconnect()
+        for refused in ({"tls_ca_file": stranger}, {}):
+            with pytest.raises(causeway.UnavailableError):
+                causeway.connect(head.address, connect_timeout=2, **refused)
+
+
 def test_a_failed_program_raises_where_used_and_the_session_goes_on(connected):
     s = causeway.make_virtual_device_set().add_slice(devices=2, island=1)
 
