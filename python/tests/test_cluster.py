@@ -14,6 +14,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
@@ -22,6 +23,7 @@ import causeway
 from causeway.elastic import Manager
 from conftest import ProcessCluster
 from test_elastic import NUM_STEPS, initial_state, make_train_step
+from test_errors import spin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "a-test-token-0123456789"
@@ -110,6 +112,37 @@ def test_reshard_and_a_pipeline_move_arrays_between_worker_processes(connected):
 
     expected = jax.jit(lambda x: jnp.cumsum(jnp.tanh(x) * 2, axis=0))(value)
     np.testing.assert_allclose(np.asarray(pipeline(value)), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16])
+def test_half_precision_arrays_cross_the_wire_as_their_ml_dtypes(connected, dtype):
+    s = causeway.make_virtual_device_set().add_slice(devices=2, island=1)
+    value = (np.arange(8, dtype=np.float32) / 3).astype(dtype)
+    fn = lambda x: x * x + 1
+    y = causeway.jit(fn, devices=s, in_shardings=P("x"))(value)
+    out = np.asarray(y)
+    assert y.dtype == np.dtype(dtype) and out.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(out, np.asarray(jax.jit(fn)(value)))
+
+
+def test_a_session_closed_mid_work_fails_its_work_and_others_go_on(connected):
+    other = causeway.session("other")
+    other_slice = other.make_virtual_device_set().add_slice(devices=1, island=1)
+    doomed = causeway.session("doomed")
+    s = doomed.make_virtual_device_set().add_slice(devices=1, island=0)
+    slow = causeway.jit(spin, devices=s)
+    slow.as_text(np.eye(64, dtype=np.float32))  # Compiled before the work starts.
+    running = slow(np.eye(64, dtype=np.float32))
+    queued = slow(running)
+    doomed.close()
+    for array in (running, queued):
+        with pytest.raises((causeway.CancelledError, causeway.FailedPreconditionError)):
+            array.block_until_ready(timeout=30)
+    with pytest.raises(causeway.FailedPreconditionError, match="closed"):
+        slow(np.eye(64, dtype=np.float32))
+    double = causeway.jit(lambda x: x * 2, devices=other_slice)
+    np.testing.assert_array_equal(np.asarray(double(np.ones(3, np.float32))), [2, 2, 2])
+    other.close()
 
 
 def test_a_wrong_token_is_unauthenticated(one_device_workers, token_file):
