@@ -122,9 +122,24 @@ def test_a_with_block_closes_its_session(cluster):
         causeway.reshard(a, s)
 
 
-def test_connecting_to_an_address_where_no_head_answers_is_unavailable():
-    with pytest.raises(causeway.UnavailableError, match="127.0.0.1:1"):
-        causeway.connect("127.0.0.1:1", connect_timeout=1)
+def test_connecting_to_an_address_where_no_head_answers_is_unavailable_and_frees_the_gil():
+    import threading
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(1)
+            stop.wait(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        with pytest.raises(causeway.UnavailableError, match="127.0.0.1:1"):
+            causeway.connect("127.0.0.1:1", connect_timeout=1)  # Dials for 1 s.
+    finally:
+        stop.set()
+        ticker.join()
+    assert len(ticks) > 10  # The other thread ran while connect dialled.
 
 
 def test_connect_refuses_options_of_the_other_kind_of_cluster():
