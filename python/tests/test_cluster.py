@@ -97,7 +97,7 @@ def test_reshard_and_a_pipeline_move_arrays_between_worker_processes(connected):
     vds = causeway.make_virtual_device_set()
     four = vds.add_slice(devices=4, mesh={"x": 4}, island=0)
     two = vds.add_slice(devices=2, mesh={"x": 2}, island=1)
-    value = np.arange(24, dtype=np.float32).reshape(8, 3)
+    value = np.arange(32, dtype=np.float32).reshape(8, 4)  # Every sharding divides it.
     a = causeway.device_put(value, four, P("x"))
     np.testing.assert_array_equal(np.asarray(causeway.reshard(a, two, P("x"))), value)
     np.testing.assert_array_equal(np.asarray(causeway.reshard(a, two, P(None, "x"))), value)
