@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "causeway/cli/cluster_process.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/hlo/npy.h"
@@ -198,6 +199,40 @@ TEST_F(CliTest, StackedInputsGiveStackedOutputs) {
   EXPECT_EQ(out0.shape().dims(), (std::vector<int64_t>{2, 3}));
   EXPECT_THAT(Values(out0), ElementsAre(12, 23, 34, 12, 23, 34));
   EXPECT_THAT(Values(ReadOutput("out1.npy")), ElementsAre(1, 2, 3, 11, 21, 31));
+}
+
+// The same run on a running cluster (a head and a worker process of 2
+// devices, started here) gives the same files.
+TEST_F(CliTest, ARunOnAClusterGivesWhatTheEmbeddedRunGives) {
+  absl::StatusOr<std::unique_ptr<cli::ClusterProcess>> cluster =
+      cli::ClusterProcess::Start(binary_, {"--islands", "1",
+                                           "--hosts-per-island", "1",
+                                           "--devices-per-host", "2"});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string program = WriteFile("p.hlo", kProgram);
+  const std::string input =
+      WriteArray("x.npy", F32({2, 3}, {1, 2, 3, 10, 20, 30}));
+  CliResult result =
+      Cli({"run", program, "--partitions", "2", "--input", input,
+           "--output-dir", OutDir(), "--cluster", (*cluster)->address(),
+           "--timeout", "60"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(Values(ReadOutput("out0.npy")),
+              ElementsAre(12, 23, 34, 12, 23, 34));
+  EXPECT_THAT(Values(ReadOutput("out1.npy")), ElementsAre(1, 2, 3, 11, 21, 31));
+}
+
+TEST_F(CliTest, ClusterFlagsAreCheckedAgainstEachOther) {
+  const std::string program = WriteFile("p.hlo", kProgram);
+  CliResult result = Cli({"run", program, "--partitions", "2", "--input", "x",
+                          "--output-dir", OutDir(), "--token-file", "t"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.output, HasSubstr("--token-file and --tls-ca need --cluster"));
+  result = Cli({"run", program, "--partitions", "2", "--input", "x",
+                "--output-dir", OutDir(), "--cluster", "127.0.0.1:1",
+                "--collective-timeout", "5"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.output, HasSubstr("--collective-timeout applies to an embedded run"));
 }
 
 TEST_F(CliTest, GlobalInputsAreSplitAndOutputsAssembledByShardings) {

@@ -31,6 +31,7 @@
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/interrupts.h"
+#include "causeway/client/connect.h"
 #include "causeway/client/local_client.h"
 #include "causeway/client/session.h"
 #include "causeway/cluster/local_cluster.h"
@@ -52,12 +53,16 @@ constexpr char kRunHelp[] = R"(Usage:
   causeway run PROGRAM.hlo --partitions N --input A.npy [--input B.npy ...]
                --output-dir DIR [--global] [--output-sharding S ...]
                [--timeout SECONDS] [--collective-timeout SECONDS]
+               [--cluster HOST:PORT [--token-file F] [--tls-ca F]]
 
 Runs PROGRAM.hlo, the HLO text of a program partitioned for N devices (what
 XLA compiled for a `jax.jit` function: one module that every partition
 runs, with shard-shaped parameters; see the README for how to export it
 with its constants in full), on a slice of N CPU devices of an embedded
 cluster: the same runtime as `causeway head`/`worker`, in this process.
+With --cluster, on a slice of N devices of the running cluster whose head
+is at HOST:PORT (`causeway cluster`, or `causeway head` and its workers),
+with the same inputs and outputs.
 
 Inputs and outputs are NumPy .npy files: little-endian, C order; bool,
 int8-64, uint8-64, float16/32/64, and bfloat16 stored as '<V2' (save with
@@ -99,7 +104,15 @@ before it is read, and only the bytes its header declares are read.
                     forever): the run ends with an error, exit status 124.
   --collective-timeout SECONDS
                     How long a device waits for its peers in a collective
-                    before failing (default 60).
+                    before failing (default 60). Embedded only: a running
+                    cluster's workers have their own.
+  --cluster HOST:PORT
+                    Run on that cluster's devices (its slice request waits
+                    until N devices of one island are free: bound it with
+                    --timeout).
+  --token-file F, --tls-ca F
+                    The cluster's token, and the certificate its head's TLS
+                    certificate is checked against (with --cluster).
   --help            Show this help.
 
 A partition that fails stops the others: a peer waiting for it in a
@@ -125,6 +138,9 @@ struct RunFlags {
   std::vector<std::string> output_shardings;
   double collective_timeout_s = 60;
   std::optional<double> timeout_s;
+  // A running cluster's head; empty: embedded.
+  std::string cluster;
+  client::ConnectOptions connect;
 };
 
 // A usage error: printed with a pointer to --help, exit status 2.
@@ -176,7 +192,8 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
     }
     const bool repeatable = arg == "--input" || arg == "--output-sharding";
     if (!repeatable && arg != "--partitions" && arg != "--output-dir" &&
-        arg != "--collective-timeout" && arg != "--timeout") {
+        arg != "--collective-timeout" && arg != "--timeout" &&
+        arg != "--cluster" && arg != "--token-file" && arg != "--tls-ca") {
       return UsageError{absl::StrCat("unknown option '", arg, "'")};
     }
     if (!value) {
@@ -215,7 +232,22 @@ std::variant<RunFlags, UsageError, bool> ParseRunFlags(
       double seconds = 0;
       if (auto error = ParseSeconds(arg, *value, &seconds)) return *error;
       flags.timeout_s = seconds;
+    } else if (arg == "--cluster") {
+      flags.cluster = *value;
+    } else if (arg == "--token-file") {
+      flags.connect.token_file = *value;
+    } else if (arg == "--tls-ca") {
+      flags.connect.tls_ca_file = *value;
     }
+  }
+  if (flags.cluster.empty() && (given.contains("--token-file") ||
+                                given.contains("--tls-ca"))) {
+    return UsageError{"--token-file and --tls-ca need --cluster HOST:PORT"};
+  }
+  if (!flags.cluster.empty() && given.contains("--collective-timeout")) {
+    return UsageError{
+        "--collective-timeout applies to an embedded run: a cluster's "
+        "workers have their own (causeway worker --collective-timeout)"};
   }
   if (flags.program_path.empty()) {
     return UsageError{"missing the program (an .hlo text file)"};
@@ -628,10 +660,10 @@ class RunWatch {
 // the process exits without waiting for it.
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
 
-// The embedded runtime a run uses: a LocalCluster with one island of N
-// devices, a client and one session.
+// The runtime a run uses: a client and one session, of an embedded
+// LocalCluster with one island of N devices or of a running cluster.
 struct Runtime {
-  std::unique_ptr<cluster::LocalCluster> cluster;
+  std::unique_ptr<cluster::LocalCluster> cluster;  // Embedded only.
   std::unique_ptr<client::Client> client;
   std::optional<client::Session> session;
 
@@ -671,16 +703,22 @@ absl::StatusOr<client::Executable> StartRuntime(const RunFlags& flags,
                                                 const std::string& text,
                                                 Runtime& runtime,
                                                 client::Slice& slice) {
-  cluster::LocalClusterOptions options;
-  options.islands = 1;
-  options.hosts_per_island = 1;
-  options.devices_per_host = flags.partitions;
-  // Each device may use all of this machine's memory; a program that needs
-  // more is refused with the instruction and the bytes.
-  options.memory_per_device = PhysicalMemoryBytes();
-  options.collective_timeout = absl::Seconds(flags.collective_timeout_s);
-  CW_ASSIGN_OR_RETURN(runtime.cluster, cluster::LocalCluster::Create(options));
-  runtime.client = client::ConnectLocal(*runtime.cluster);
+  if (!flags.cluster.empty()) {
+    CW_ASSIGN_OR_RETURN(runtime.client,
+                        client::Connect(flags.cluster, flags.connect));
+  } else {
+    cluster::LocalClusterOptions options;
+    options.islands = 1;
+    options.hosts_per_island = 1;
+    options.devices_per_host = flags.partitions;
+    // Each device may use all of this machine's memory; a program that
+    // needs more is refused with the instruction and the bytes.
+    options.memory_per_device = PhysicalMemoryBytes();
+    options.collective_timeout = absl::Seconds(flags.collective_timeout_s);
+    CW_ASSIGN_OR_RETURN(runtime.cluster,
+                        cluster::LocalCluster::Create(options));
+    runtime.client = client::ConnectLocal(*runtime.cluster);
+  }
   CW_ASSIGN_OR_RETURN(runtime.session,
                       runtime.client->OpenSession({.name = "causeway run"}));
   CW_ASSIGN_OR_RETURN(slice, runtime.session->CreateSlice(flags.partitions));
