@@ -64,18 +64,19 @@ demo: deps build
 bench: deps build
 	./bench/run_bench.sh $(BUILD)
 
-# libFuzzer (clang): FUZZER=hlo_parser (default) or evaluator;
-# FUZZ_SECONDS=600 by default. See fuzz/README.md.
+# libFuzzer (clang): FUZZER=hlo_parser (default), evaluator or spmd;
+# FUZZ_SECONDS=600 by default; one job, one worker. See fuzz/README.md.
 FUZZER ?= hlo_parser
-# The evaluator's seeds are whole programs, longer than parser inputs.
-FUZZ_MAX_LEN = $(if $(filter evaluator,$(FUZZER)),16384,4096)
+# The executors' seeds are whole programs, longer than parser inputs; the
+# multi-partition ones longest.
+FUZZ_MAX_LEN = $(if $(filter evaluator,$(FUZZER)),16384,$(if $(filter spmd,$(FUZZER)),32768,4096))
 fuzz: apt-deps
 	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_FUZZ=ON >/dev/null
 	ninja -C $(BUILD)-fuzz -j$(JOBS) $(FUZZER)_fuzzer
 	mkdir -p fuzz-out/$(FUZZER)
 	$(BUILD)-fuzz/bin/$(FUZZER)_fuzzer -max_total_time=$(FUZZ_SECONDS) \
-	  -max_len=$(FUZZ_MAX_LEN) -dict=fuzz/hlo_parser.dict \
+	  -max_len=$(FUZZ_MAX_LEN) -dict=fuzz/hlo_parser.dict -timeout=60 \
 	  -artifact_prefix=fuzz-out/$(FUZZER)- \
 	  fuzz-out/$(FUZZER) fuzz/$(FUZZER)_corpus
 

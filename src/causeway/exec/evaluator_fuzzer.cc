@@ -18,101 +18,33 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <string>
 #include <string_view>
 #include <vector>
 
 #include "causeway/exec/evaluator.h"
+#include "causeway/exec/fuzz_inputs.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/parser.h"
 #include "causeway/hlo/verifier.h"
 
 namespace {
 
-using causeway::hlo::Instruction;
 using causeway::hlo::Literal;
 using causeway::hlo::Module;
-using causeway::hlo::Opcode;
-using causeway::hlo::Shape;
-
-constexpr int64_t kMaxValueBytes = 16 << 10;
-constexpr int64_t kMemoryLimitBytes = 1 << 20;
-
-// Whether every array in `shape` has at most `bytes` bytes (checked without
-// overflow; elements counted at 8 bytes).
-bool AtMost(const Shape& shape, int64_t bytes) {
-  if (shape.IsTuple()) {
-    for (const Shape& element : shape.tuple_shapes()) {
-      if (!AtMost(element, bytes)) return false;
-    }
-    return true;
-  }
-  if (!shape.IsArray()) return true;
-  int64_t elements = 1;
-  for (int64_t dim : shape.dims()) {
-    if (dim < 0 || (dim > 0 && elements > bytes / dim)) return false;
-    elements *= dim;
-  }
-  return elements * 8 <= bytes;
-}
-
-// Small enough to compute quickly, or too big to be allocated at all.
-bool Quick(const Shape& shape) {
-  if (shape.IsTuple()) {
-    for (const Shape& element : shape.tuple_shapes()) {
-      if (!Quick(element)) return false;
-    }
-    return true;
-  }
-  return AtMost(shape, kMaxValueBytes) || !AtMost(shape, 8 * kMemoryLimitBytes);
-}
 
 bool Runnable(const Module& module) {
-  if (module.num_partitions() > 1 || module.replica_count() > 1) return false;
-  // The arguments are allocated here, outside the run's limit.
-  for (const Instruction* parameter : module.entry()->parameters()) {
-    if (!AtMost(parameter->shape, kMaxValueBytes)) return false;
-  }
-  for (const auto& computation : module.computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      if (instruction->opcode == Opcode::kWhile || !Quick(instruction->shape)) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-// Fills an array's bytes from `pattern`, repeated (zeros if empty).
-void Fill(Literal& literal, std::string_view pattern) {
-  if (literal.shape().IsTuple()) {
-    for (Literal& element : literal.mutable_elements()) Fill(element, pattern);
-    return;
-  }
-  if (!literal.shape().IsArray() || pattern.empty()) return;
-  auto* bytes = static_cast<unsigned char*>(literal.mutable_untyped_data());
-  const int64_t size = literal.size_bytes();
-  for (int64_t i = 0; i < size; ++i) {
-    bytes[i] = static_cast<unsigned char>(pattern[i % pattern.size()]);
-  }
-  // pred must hold 0 or 1.
-  if (literal.shape().type() == causeway::hlo::PrimitiveType::kPred) {
-    for (int64_t i = 0; i < size; ++i) bytes[i] &= 1;
-  }
+  return module.num_partitions() == 1 && module.replica_count() == 1 &&
+         causeway::exec::fuzz::QuickModule(module, /*allow_while=*/false);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string_view input(reinterpret_cast<const char*>(data), size);
-  std::string_view text = input, pattern;
-  if (size_t split = input.find("\n#ARGS\n"); split != std::string_view::npos) {
-    text = input.substr(0, split);
-    pattern = input.substr(split + 7);
-  }
+  const causeway::exec::fuzz::FuzzInput input =
+      causeway::exec::fuzz::SplitInput(
+          std::string_view(reinterpret_cast<const char*>(data), size));
   absl::StatusOr<std::unique_ptr<Module>> module =
-      causeway::hlo::ParseModule(text);
+      causeway::hlo::ParseModule(input.text);
   if (!module.ok() || !causeway::hlo::VerifyModule(**module).ok() ||
       !Runnable(**module)) {
     return 0;
@@ -124,10 +56,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Literal> arguments;
   for (int64_t i = 0; i < entry.parameter_count(); ++i) {
     arguments.emplace_back(entry.parameter(i)->shape);
-    Fill(arguments.back(), pattern);
+    causeway::exec::fuzz::Fill(arguments.back(), input.pattern);
   }
   causeway::exec::RunContext context;
-  context.memory_limit_bytes = kMemoryLimitBytes;
+  context.memory_limit_bytes = causeway::exec::fuzz::kMemoryLimitBytes;
   absl::StatusOr<Literal> result = (*evaluator)->Run(arguments, context);
   if (result.ok() && !result->shape().Compatible(entry.root()->shape)) {
     std::fprintf(stderr, "result %s, root declares %s\n",
