@@ -855,7 +855,7 @@ Future<> Head::PlaceArray(SessionId session_id, transport::ArraySpec spec,
       auto [put, put_future] = MakePromise<>();
       puts.push_back(std::move(put_future));
       dispatcher_->Call(
-          host, [this, host,
+          host, [this, host = host,
                  request = PutBufferRequest{buffer.device, buffer.buffer,
                                             std::move((*shards)[i])},
                  put = std::move(put)](ControlChannel* worker) mutable {
@@ -924,7 +924,7 @@ Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
                     ? MakeErrorFuture(absl::UnavailableError(
                           absl::StrCat("host ", host.value(), " is not alive")))
                     : worker->AwaitBuffers(std::move(buffers)),
-                [this, host](const absl::Status& status) {
+                [this, host = host](const absl::Status& status) {
                   return CallError(host, status);
                 }));
           }
@@ -984,7 +984,7 @@ Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
                     ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
                           absl::StrCat("host ", host.value(), " is not alive")))
                     : worker->FetchBuffer(buffer),
-                [this, host](const absl::Status& status) {
+                [this, host = host](const absl::Status& status) {
                   return CallError(host, status);
                 }));
             fetched.push_back(static_cast<int64_t>(i));
