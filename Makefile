@@ -15,7 +15,7 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize clean
+.PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean
 
 all: build
 
@@ -81,12 +81,25 @@ fuzz: apt-deps
 	  fuzz-out/$(FUZZER) fuzz/$(FUZZER)_corpus
 
 # Every C++ test under AddressSanitizer (with leak checking) and
-# UndefinedBehaviorSanitizer, built with clang in $(BUILD)-sanitize.
+# UndefinedBehaviorSanitizer, built with clang in $(BUILD)-sanitize; then
+# the runtime's and client's tests (the ones with threads) under
+# ThreadSanitizer in $(BUILD)-tsan, which also checks the lock order of
+# every absl::Mutex (docs/async.md).
+TSAN_RUN_OPTIONS := second_deadlock_stack=1 \
+  suppressions=$(CURDIR)/tests/tsan/suppressions.txt
 sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_SANITIZE=ON >/dev/null
 	ninja -C $(BUILD)-sanitize -j$(JOBS)
 	cd $(BUILD)-sanitize && ctest -j$(JOBS) --output-on-failure
+	$(MAKE) tsan
+
+tsan: apt-deps
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_TSAN=ON >/dev/null
+	ninja -C $(BUILD)-tsan -j$(JOBS)
+	cd $(BUILD)-tsan && TSAN_OPTIONS="$(TSAN_RUN_OPTIONS)" \
+	  ctest -j$(JOBS) --output-on-failure
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize build-python
+	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-sanitize $(BUILD)-tsan build-python

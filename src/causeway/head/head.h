@@ -97,7 +97,7 @@ class Head final : public transport::SessionService,
                    public transport::WorkerListener {
  public:
   // Also turns off abseil's debug-mode Mutex deadlock detector for the
-  // process (see head.cc: it dominated dispatch profiles).
+  // process (head.cc: it dominated dispatch profiles; TSan checks the order).
   static absl::StatusOr<std::unique_ptr<Head>> Create(HeadOptions options);
   ~Head() override;  // Shutdown(), then every session ends.
 
