@@ -186,7 +186,29 @@ template <ReducerKind kKind, typename T>
 void ReduceTyped(std::span<const Literal* const> inputs, Literal& out) {
   const int64_t n = out.shape().ElementCount();
   T* dst = out.mutable_data<T>().data();
-  if constexpr (kIsHalf<T>) {
+  if constexpr (hlo::kIsComplex<T>) {
+    // Sums part by part; products as XLA's fused loops compute them.
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const T* src = inputs[k]->data<T>().data();
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (kKind == ReducerKind::kMultiply) {
+          dst[i] = ComplexMultiply(dst[i], src[i]);
+        } else {
+          dst[i] = T(dst[i].real() + src[i].real(), dst[i].imag() + src[i].imag());
+        }
+      }
+    }
+  } else if constexpr (hlo::kIsMinifloat<T> || hlo::kIsNarrowInt<T>) {
+    // In the compute type, rounded (or wrapped) after every step.
+    using C = ComputeType<T>;
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const T* src = inputs[k]->data<T>().data();
+      for (int64_t i = 0; i < n; ++i) {
+        dst[i] = FromCompute<T>(
+            Combine<kKind, C>(ToCompute(dst[i]), ToCompute(src[i])));
+      }
+    }
+  } else if constexpr (kIsHalf<T>) {
     // Compute in float and round after every step, as the reducer would.
     for (size_t k = 1; k < inputs.size(); ++k) {
       const T* src = inputs[k]->data<T>().data();
@@ -209,9 +231,15 @@ absl::Status ReduceFast(ReducerKind kind,
                         std::span<const Literal* const> inputs, Literal& out) {
   const bool bitwise = kind == ReducerKind::kAnd || kind == ReducerKind::kOr ||
                        kind == ReducerKind::kXor;
-  if (bitwise && (std::is_floating_point_v<T> || kIsHalf<T>)) {
+  if (bitwise && (std::is_floating_point_v<T> || kIsHalf<T> ||
+                  hlo::kIsMinifloat<T> || hlo::kIsComplex<T>)) {
     return absl::InvalidArgumentError(
         "a bitwise reducer on a floating-point value");
+  }
+  if (hlo::kIsComplex<T> && kind != ReducerKind::kAdd &&
+      kind != ReducerKind::kMultiply) {
+    return absl::InvalidArgumentError(
+        "a maximum or minimum reducer on complex values");
   }
   switch (kind) {
     case ReducerKind::kAdd:

@@ -31,6 +31,7 @@
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
 #include "causeway/exec/multiply_add.h"
+#include "causeway/exec/xla_math.h"
 
 namespace causeway::exec {
 namespace {
@@ -86,44 +87,6 @@ void MapBinary(const T* a, const T* b, T* out, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) {
     out[i] = FromCompute<T>(f(ToCompute(a[i]), ToCompute(b[i])));
   }
-}
-
-// A denormal as the signed zero the processor reads it as under DAZ (XLA's
-// kernels run so). Bit-based, so that it holds whatever the mode: f16
-// values are widened to float first, where none of them is denormal, as
-// the processor's half-precision instructions do not flush either.
-template <typename C>
-inline C DenormalAsZero(C x) {
-  using U = FloatBitsType<C>;
-  constexpr int kMantissaBits = FloatFormat<C>::kMantissaBits;
-  constexpr int kExponentBits = FloatFormat<C>::kExponentBits;
-  constexpr U kExponentMask =
-      static_cast<U>(((U{1} << kExponentBits) - 1) << kMantissaBits);
-  const U bits = FloatToBits(x);
-  if ((bits & kExponentMask) != 0) return x;
-  return FloatFromBits<C>(static_cast<U>(bits & ~((U{1} << kMantissaBits) - 1) &
-                                         ~kExponentMask));
-}
-
-// IEEE 754-2019 maximum/minimum: NaN-propagating, -0 < +0, denormals read
-// as zero (as XLA's CPU backend).
-template <typename C>
-inline C FloatMax(C a, C b) {
-  a = DenormalAsZero(a);
-  b = DenormalAsZero(b);
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  if (a == b) return std::signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-template <typename C>
-inline C FloatMin(C a, C b) {
-  a = DenormalAsZero(a);
-  b = DenormalAsZero(b);
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  if (a == b) return std::signbit(a) ? a : b;
-  return a < b ? a : b;
 }
 
 // ---------------------------------------------------------------------------
@@ -924,6 +887,159 @@ void SelectBits(const bool* p, const U* a, const U* b, U* out, int64_t n) {
   for (; i < n; ++i) out[i] = p[i] ? a[i] : b[i];
 }
 
+// ---------------------------------------------------------------------------
+// Sub-byte integers (s2, s4, u2, u4): the integer rules above on values of
+// kBits bits, wrapping to them.
+
+template <typename N>
+absl::Status UnaryNarrow(const Instruction& instr, const N* in, N* out,
+                         int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = in[i].value();
+    switch (instr.opcode) {
+      case Opcode::kNot:
+        out[i] = N::Wrap(~v);
+        break;
+      case Opcode::kNegate:
+        out[i] = N::Wrap(-v);
+        break;
+      case Opcode::kAbs:
+        out[i] = N::Wrap(v < 0 ? -v : v);
+        break;
+      case Opcode::kSign:
+        out[i] = N::Wrap((v > 0) - (v < 0));
+        break;
+      case Opcode::kPopcnt:
+        out[i] = N::Wrap(std::popcount(in[i].bits));
+        break;
+      case Opcode::kClz:
+        out[i] = N::Wrap(std::countl_zero(in[i].bits) - (8 - N::kBitWidth));
+        break;
+      default:
+        return Unsupported(instr, instr.shape.type());
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename N>
+absl::Status BinaryNarrow(const Instruction& instr, const N* a, const N* b,
+                          N* out, int64_t n) {
+  constexpr int64_t kBits = N::kBitWidth;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = a[i].value(), y = b[i].value();
+    // Shift amounts are read as unsigned kBits-bit values.
+    const int64_t amount = b[i].bits;
+    switch (instr.opcode) {
+      case Opcode::kAdd: out[i] = N::Wrap(x + y); break;
+      case Opcode::kSubtract: out[i] = N::Wrap(x - y); break;
+      case Opcode::kMultiply: out[i] = N::Wrap(x * y); break;
+      case Opcode::kDivide:
+        // x / 0 = -1 (all bits set); MIN / -1 = MIN (wraps).
+        out[i] = y == 0 ? N::Wrap(-1) : N::Wrap(x / y);
+        break;
+      case Opcode::kRemainder:
+        out[i] = y == 0 ? a[i] : (N::kIsSigned && y == -1) ? N::Wrap(0)
+                                                          : N::Wrap(x % y);
+        break;
+      case Opcode::kMaximum: out[i] = x >= y ? a[i] : b[i]; break;
+      case Opcode::kMinimum: out[i] = x <= y ? a[i] : b[i]; break;
+      case Opcode::kPower: {
+        // Squaring over the low 6 bits of the exponent, as IntPow; a
+        // negative exponent (its top bit read as a sign) gives 1 for base 1,
+        // else 0.
+        if ((b[i].bits >> (kBits - 1)) != 0) {
+          out[i] = N::Wrap(x == 1 ? 1 : 0);
+          break;
+        }
+        uint64_t acc = 1, base = static_cast<uint64_t>(x);
+        uint64_t e = static_cast<uint64_t>(b[i].bits);
+        for (int k = 0; k < 6; ++k) {
+          if (e & 1) acc *= base;
+          base *= base;
+          e >>= 1;
+        }
+        out[i] = N::Wrap(static_cast<int64_t>(acc));
+        break;
+      }
+      case Opcode::kAnd: out[i] = N::Wrap(a[i].bits & b[i].bits); break;
+      case Opcode::kOr: out[i] = N::Wrap(a[i].bits | b[i].bits); break;
+      case Opcode::kXor: out[i] = N::Wrap(a[i].bits ^ b[i].bits); break;
+      case Opcode::kShiftLeft:
+        out[i] = amount >= kBits ? N::Wrap(0) : N::Wrap(x << amount);
+        break;
+      case Opcode::kShiftRightLogical:
+        out[i] = amount >= kBits ? N::Wrap(0) : N::Wrap(a[i].bits >> amount);
+        break;
+      case Opcode::kShiftRightArithmetic: {
+        // The kBits-bit pattern read as signed, whatever the type.
+        const int64_t s = (a[i].bits >> (kBits - 1)) != 0
+                              ? static_cast<int64_t>(a[i].bits) - (int64_t{1} << kBits)
+                              : static_cast<int64_t>(a[i].bits);
+        out[i] = N::Wrap(amount >= kBits ? (s < 0 ? -1 : 0) : s >> amount);
+        break;
+      }
+      default:
+        return Unsupported(instr, instr.shape.type());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Minifloats: XLA's float normalization computes every op on them in f16
+// (f32 for f8e8m0fnu, whose range f16 cannot hold), with converts around
+// it; so do these loops, block by block.
+
+template <typename M>
+using MinifloatWide =
+    std::conditional_t<std::is_same_v<M, hlo::F8E8M0FNU>, float, hlo::F16>;
+
+template <typename M>
+void WidenMinifloats(const M* in, MinifloatWide<M>* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = MinifloatWide<M>(static_cast<float>(in[i]));
+  }
+}
+
+template <typename M>
+void NarrowToMinifloats(const MinifloatWide<M>* in, M* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = M::FromDouble(static_cast<float>(in[i]));
+  }
+}
+
+constexpr int64_t kMinifloatBlock = 512;
+
+template <typename M>
+absl::Status UnaryMinifloat(const Instruction& instr, const M* in, M* out,
+                            int64_t n) {
+  using W = MinifloatWide<M>;
+  W x[kMinifloatBlock], y[kMinifloatBlock];
+  for (int64_t start = 0; start < n; start += kMinifloatBlock) {
+    const int64_t m = std::min(kMinifloatBlock, n - start);
+    WidenMinifloats(in + start, x, m);
+    CW_RETURN_IF_ERROR(UnaryFloat<W>(instr, x, y, m));
+    NarrowToMinifloats(y, out + start, m);
+  }
+  return absl::OkStatus();
+}
+
+template <typename M>
+absl::Status BinaryMinifloat(const Instruction& instr, const M* a, const M* b,
+                             M* out, int64_t n) {
+  using W = MinifloatWide<M>;
+  W x[kMinifloatBlock], y[kMinifloatBlock], z[kMinifloatBlock];
+  for (int64_t start = 0; start < n; start += kMinifloatBlock) {
+    const int64_t m = std::min(kMinifloatBlock, n - start);
+    WidenMinifloats(a + start, x, m);
+    WidenMinifloats(b + start, y, m);
+    CW_RETURN_IF_ERROR(BinaryFloat<W>(instr, x, y, z, m));
+    NarrowToMinifloats(z, out + start, m);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -939,6 +1055,12 @@ absl::Status UnaryElements(const Instruction& instr, PrimitiveType type,
         const T* x = static_cast<const T*>(in);
         for (int64_t i = 0; i < n; ++i) result[i] = std::isfinite(ToCompute(x[i]));
         return absl::OkStatus();
+      } else if constexpr (hlo::kIsMinifloat<T>) {
+        const T* x = static_cast<const T*>(in);
+        for (int64_t i = 0; i < n; ++i) {
+          result[i] = std::isfinite(static_cast<float>(x[i]));
+        }
+        return absl::OkStatus();
       } else {
         return Unsupported(instr, type);
       }
@@ -947,13 +1069,18 @@ absl::Status UnaryElements(const Instruction& instr, PrimitiveType type,
   return hlo::VisitType(type, [&](auto tag) -> absl::Status {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(in);
-    T* y = static_cast<T*>(out);
-    if constexpr (kIsFloat<T>) {
-      return UnaryFloat<T>(instr, x, y, n);
+    if constexpr (hlo::kIsComplex<T>) {
+      return ComplexUnaryElements(instr, type, in, out, n);
+    } else if constexpr (hlo::kIsMinifloat<T>) {
+      return UnaryMinifloat<T>(instr, x, static_cast<T*>(out), n);
+    } else if constexpr (hlo::kIsNarrowInt<T>) {
+      return UnaryNarrow<T>(instr, x, static_cast<T*>(out), n);
+    } else if constexpr (kIsFloat<T>) {
+      return UnaryFloat<T>(instr, x, static_cast<T*>(out), n);
     } else if constexpr (std::is_same_v<T, bool>) {
-      return UnaryPred(instr, x, y, n);
+      return UnaryPred(instr, x, static_cast<T*>(out), n);
     } else {
-      return UnaryInt<T>(instr, x, y, n);
+      return UnaryInt<T>(instr, x, static_cast<T*>(out), n);
     }
   });
 }
@@ -965,7 +1092,13 @@ absl::Status BinaryElements(const Instruction& instr, const void* lhs,
     const T* a = static_cast<const T*>(lhs);
     const T* b = static_cast<const T*>(rhs);
     T* y = static_cast<T*>(out);
-    if constexpr (kIsFloat<T>) {
+    if constexpr (hlo::kIsComplex<T>) {
+      return ComplexBinaryElements(instr, instr.shape.type(), lhs, rhs, out, n);
+    } else if constexpr (hlo::kIsMinifloat<T>) {
+      return BinaryMinifloat<T>(instr, a, b, y, n);
+    } else if constexpr (hlo::kIsNarrowInt<T>) {
+      return BinaryNarrow<T>(instr, a, b, y, n);
+    } else if constexpr (kIsFloat<T>) {
       return BinaryFloat<T>(instr, a, b, y, n);
     } else if constexpr (std::is_same_v<T, bool>) {
       return BinaryPred(instr, a, b, y, n);
@@ -1035,7 +1168,53 @@ absl::Status CompareElements(const Instruction& instr, PrimitiveType type,
     using T = decltype(tag);
     const T* a = static_cast<const T*>(lhs);
     const T* b = static_cast<const T*>(rhs);
-    if constexpr (kIsFloat<T>) {
+    if constexpr (hlo::kIsComplex<T>) {
+      // Part by part: EQ when both are equal, NE when either differs (so
+      // NaN parts are unequal), as XLA; shape inference refuses the rest.
+      if (direction == ComparisonDirection::kEq) {
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = a[i].real() == b[i].real() && a[i].imag() == b[i].imag();
+        }
+      } else if (direction == ComparisonDirection::kNe) {
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = a[i].real() != b[i].real() || a[i].imag() != b[i].imag();
+        }
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpName(instr), ": complex values compare only for EQ and NE"));
+      }
+    } else if constexpr (hlo::kIsMinifloat<T>) {
+      // By value (the widening is exact), as XLA compares them in f16.
+      auto value = [](T v) { return static_cast<float>(v); };
+      if (ctype == ComparisonType::kTotalOrder) {
+        CompareLoop(direction, a, b, out, n,
+                    [&](T v) { return TotalOrderKey(value(v)); });
+      } else if (ctype == ComparisonType::kDefault ||
+                 ctype == ComparisonType::kFloat) {
+        CompareLoop(direction, a, b, out, n, value);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpName(instr), ": an integer comparison type on floats"));
+      }
+    } else if constexpr (hlo::kIsNarrowInt<T>) {
+      constexpr int kBits = T::kBitWidth;
+      if (ctype == ComparisonType::kFloat ||
+          ctype == ComparisonType::kTotalOrder) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpName(instr), ": a float comparison type on integers"));
+      }
+      if (ctype == ComparisonType::kUnsigned) {
+        CompareLoop(direction, a, b, out, n, [](T v) { return v.bits; });
+      } else if (ctype == ComparisonType::kSigned) {
+        CompareLoop(direction, a, b, out, n, [](T v) {
+          return (v.bits >> (kBits - 1)) != 0
+                     ? static_cast<int>(v.bits) - (1 << kBits)
+                     : static_cast<int>(v.bits);
+        });
+      } else {
+        CompareLoop(direction, a, b, out, n, [](T v) { return v.value(); });
+      }
+    } else if constexpr (kIsFloat<T>) {
       if (ctype == ComparisonType::kTotalOrder) {
         CompareLoop(direction, a, b, out, n,
                     [](T v) { return TotalOrderKey(v); });
@@ -1082,6 +1261,18 @@ absl::Status SelectElements(int64_t byte_width, const bool* pred,
     case 2: select(uint16_t{}); break;
     case 4: select(uint32_t{}); break;
     case 8: select(uint64_t{}); break;
+    case 16: {
+      // c128: two 8-byte halves per element.
+      const uint64_t* t = static_cast<const uint64_t*>(on_true);
+      const uint64_t* f = static_cast<const uint64_t*>(on_false);
+      uint64_t* o = static_cast<uint64_t*>(out);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t* from = pred[i] ? t : f;
+        o[2 * i] = from[2 * i];
+        o[2 * i + 1] = from[2 * i + 1];
+      }
+      break;
+    }
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("select of ", byte_width, "-byte elements"));
@@ -1094,9 +1285,27 @@ void ClampElements(PrimitiveType type, const void* lo, int64_t lo_step,
                    int64_t n) {
   hlo::VisitType(type, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, bool>) {
-      ClampLoop(static_cast<const T*>(lo), lo_step, static_cast<const T*>(x),
-                static_cast<const T*>(hi), hi_step, static_cast<T*>(out), n);
+    const T* l = static_cast<const T*>(lo);
+    const T* v = static_cast<const T*>(x);
+    const T* h = static_cast<const T*>(hi);
+    T* y = static_cast<T*>(out);
+    if constexpr (hlo::kIsNarrowInt<T>) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = std::min(std::max(v[i].value(), l[i * lo_step].value()),
+                                   h[i * hi_step].value());
+        y[i] = T::Wrap(c);
+      }
+    } else if constexpr (hlo::kIsMinifloat<T>) {
+      // In float (exact), then back: the result is one of the inputs, or a
+      // NaN.
+      for (int64_t i = 0; i < n; ++i) {
+        const float c = FloatMin(FloatMax(static_cast<float>(v[i]),
+                                          static_cast<float>(l[i * lo_step])),
+                                 static_cast<float>(h[i * hi_step]));
+        y[i] = T::FromDouble(c);
+      }
+    } else if constexpr (!std::is_same_v<T, bool> && !hlo::kIsComplex<T>) {
+      ClampLoop(l, lo_step, v, h, hi_step, y, n);
     }
   });
 }
@@ -1145,6 +1354,12 @@ absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
       return absl::InvalidArgumentError(absl::StrCat(
           OpName(instr), " maps a float array to pred; got ",
           operand.shape().ToString(false), " -> ", instr.shape.ToString(false)));
+    }
+    CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
+  } else if (instr.opcode == Opcode::kAbs && hlo::IsComplex(type)) {
+    // |z| is of the component type.
+    if (instr.shape.type() != hlo::ComplexComponentType(type)) {
+      return Unsupported(instr, type);
     }
     CW_RETURN_IF_ERROR(CheckOperand(instr, operand, type, "operand"));
   } else {
@@ -1229,7 +1444,7 @@ absl::StatusOr<Literal> EvalSelect(const Instruction& instr,
     return (choice ? on_true : on_false).WithShape(instr.shape);
   }
   const int64_t width = hlo::ByteWidth(type);
-  if (width != 1 && width != 2 && width != 4 && width != 8) {
+  if (width != 1 && width != 2 && width != 4 && width != 8 && width != 16) {
     return Unsupported(instr, type);
   }
   Literal result = Literal::Uninitialized(instr.shape);
@@ -1255,7 +1470,9 @@ absl::StatusOr<Literal> EvalClamp(const Instruction& instr, const Literal& min,
           "shape; got ", bound->shape().ToString(false)));
     }
   }
-  if (type == PrimitiveType::kPred) return Unsupported(instr, type);
+  if (type == PrimitiveType::kPred || hlo::IsComplex(type)) {
+    return Unsupported(instr, type);
+  }
   const int64_t lo_step = min.shape().rank() == 0 ? 0 : 1;
   const int64_t hi_step = max.shape().rank() == 0 ? 0 : 1;
   Literal result = Literal::Uninitialized(instr.shape);
@@ -1277,6 +1494,43 @@ absl::StatusOr<Literal> EvalConvert(const Instruction& instr,
   Literal result = Literal::Uninitialized(instr.shape);
   ConvertElements(from, to, operand.untyped_data(),
                   result.mutable_untyped_data(), instr.shape.ElementCount());
+  return result;
+}
+
+absl::StatusOr<Literal> EvalRealOrImag(const Instruction& instr,
+                                       const Literal& operand) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType from = operand.shape().type();
+  const bool imag = instr.opcode == Opcode::kImag;
+  CW_RETURN_IF_ERROR(CheckOperand(instr, operand, from, "operand"));
+  const PrimitiveType part =
+      hlo::IsComplex(from) ? hlo::ComplexComponentType(from) : from;
+  if (instr.shape.type() != part) return Unsupported(instr, from);
+  if (!hlo::IsComplex(from)) {
+    // Of a real value: the value itself, or zeros.
+    if (!imag) return operand.WithShape(instr.shape);
+    return Literal(instr.shape);
+  }
+  Literal result = Literal::Uninitialized(instr.shape);
+  ComplexPartElements(imag, from, operand.untyped_data(),
+                      result.mutable_untyped_data(),
+                      instr.shape.ElementCount());
+  return result;
+}
+
+absl::StatusOr<Literal> EvalComplex(const Instruction& instr,
+                                    const Literal& real, const Literal& imag) {
+  CW_RETURN_IF_ERROR(CheckArrayResult(instr));
+  const PrimitiveType part = hlo::ComplexComponentType(instr.shape.type());
+  if (part == PrimitiveType::kInvalid) {
+    return Unsupported(instr, instr.shape.type());
+  }
+  CW_RETURN_IF_ERROR(CheckOperand(instr, real, part, "real part"));
+  CW_RETURN_IF_ERROR(CheckOperand(instr, imag, part, "imaginary part"));
+  Literal result = Literal::Uninitialized(instr.shape);
+  ComplexFromPartsElements(part, real.untyped_data(), imag.untyped_data(),
+                           result.mutable_untyped_data(),
+                           instr.shape.ElementCount());
   return result;
 }
 
@@ -1327,6 +1581,60 @@ absl::StatusOr<Literal> EvalReducePrecision(const Instruction& instr,
                           result.mutable_untyped_data(),
                           instr.shape.ElementCount());
   return result;
+}
+
+// ---------------------------------------------------------------------------
+// xla_math.h: the math functions above on arrays.
+
+void ExpArray(const float* in, float* out, int64_t n) { ExpXla(in, out, n); }
+void LogArray(const float* in, float* out, int64_t n) { LogXla(in, out, n); }
+void Log1pArray(const float* in, float* out, int64_t n) {
+  Log1pXla(in, out, n);
+}
+void Expm1Array(const float* in, float* out, int64_t n) {
+  Expm1Xla(in, out, n, [](const ArrayF& v) -> const ArrayF& { return v; });
+}
+void TanhArray(const float* in, float* out, int64_t n) { TanhXla(in, out, n); }
+void SqrtArray(const float* in, float* out, int64_t n) { SqrtF32(in, out, n); }
+void RsqrtArray(const float* in, float* out, int64_t n) {
+  RsqrtXla(in, out, n);
+}
+void SinArray(const float* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::sin(in[i]);
+}
+void CosArray(const float* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::cos(in[i]);
+}
+void Atan2Array(const float* y, const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::atan2(y[i], x[i]);
+}
+void PowArray(const float* x, const float* y, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
+}
+
+// f64: the C library, as UnaryScalarFloat<double> computes.
+#define CW_DOUBLE_ARRAY_FN(name, expr)                         \
+  void name(const double* in, double* out, int64_t n) {        \
+    for (int64_t i = 0; i < n; ++i) {                          \
+      const double x = in[i];                                  \
+      out[i] = (expr);                                         \
+    }                                                          \
+  }
+CW_DOUBLE_ARRAY_FN(ExpArray, std::exp(x))
+CW_DOUBLE_ARRAY_FN(LogArray, std::log(x))
+CW_DOUBLE_ARRAY_FN(Log1pArray, std::log1p(x))
+CW_DOUBLE_ARRAY_FN(Expm1Array, std::expm1(x))
+CW_DOUBLE_ARRAY_FN(TanhArray, std::tanh(x))
+CW_DOUBLE_ARRAY_FN(SqrtArray, std::sqrt(x))
+CW_DOUBLE_ARRAY_FN(RsqrtArray, 1.0 / std::sqrt(x))
+CW_DOUBLE_ARRAY_FN(SinArray, std::sin(x))
+CW_DOUBLE_ARRAY_FN(CosArray, std::cos(x))
+#undef CW_DOUBLE_ARRAY_FN
+void Atan2Array(const double* y, const double* x, double* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::atan2(y[i], x[i]);
+}
+void PowArray(const double* x, const double* y, double* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
 }
 
 }  // namespace causeway::exec

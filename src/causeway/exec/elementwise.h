@@ -43,7 +43,7 @@ absl::Status CompareElements(const hlo::Instruction& instr,
                              const void* rhs, bool* out, int64_t n);
 
 // out[i] = pred[i] ? on_true[i] : on_false[i], elements `byte_width` wide
-// (1, 2, 4 or 8).
+// (1, 2, 4, 8 or 16).
 absl::Status SelectElements(int64_t byte_width, const bool* pred,
                             const void* on_true, const void* on_false,
                             void* out, int64_t n);
@@ -57,6 +57,25 @@ void ClampElements(hlo::PrimitiveType type, const void* lo, int64_t lo_step,
 // XLA's convert from `from` to `to` (different types).
 void ConvertElements(hlo::PrimitiveType from, hlo::PrimitiveType to,
                      const void* in, void* out, int64_t n);
+
+// Complex kernels (complex_elementwise.cc), XLA's formulas: `type` is c64
+// or c128. Unary: instr.opcode is negate, abs (into the component type),
+// sign, exponential, exponential-minus-one, log, log-plus-one, sine,
+// cosine, tan, tanh, sqrt or rsqrt. Binary: add, subtract, multiply,
+// divide or power.
+absl::Status ComplexUnaryElements(const hlo::Instruction& instr,
+                                  hlo::PrimitiveType type, const void* in,
+                                  void* out, int64_t n);
+absl::Status ComplexBinaryElements(const hlo::Instruction& instr,
+                                   hlo::PrimitiveType type, const void* lhs,
+                                   const void* rhs, void* out, int64_t n);
+// real (imag = false) or imag of complex elements of `type`, into its
+// component type.
+void ComplexPartElements(bool imag, hlo::PrimitiveType type, const void* in,
+                         void* out, int64_t n);
+// complex(re, im) from parts of `part_type` (f32 or f64).
+void ComplexFromPartsElements(hlo::PrimitiveType part_type, const void* re,
+                              const void* im, void* out, int64_t n);
 
 // reduce-precision with instr's exponent_bits and mantissa_bits (checked:
 // >= 1 and >= 0) on floats of instr.shape.type().

@@ -137,6 +137,9 @@ int FixedArity(Opcode opcode) {
     case Opcode::kConvert:
     case Opcode::kBitcastConvert:
     case Opcode::kReducePrecision:
+    case Opcode::kReal:
+    case Opcode::kImag:
+    case Opcode::kFft:
     case Opcode::kBroadcast:
     case Opcode::kReshape:
     case Opcode::kTranspose:
@@ -146,6 +149,7 @@ int FixedArity(Opcode opcode) {
     case Opcode::kCollectivePermute:
       return 1;
     case Opcode::kCompare:
+    case Opcode::kComplex:
     case Opcode::kPad:
     case Opcode::kGather:
     case Opcode::kDot:

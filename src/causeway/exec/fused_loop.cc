@@ -721,6 +721,16 @@ class Compiler {
       return shape(p_.operands[node][i]);
     };
     const size_t arity = in.operands.size();
+    // Chunks move elements of 1, 2, 4 or 8 bytes; c128 values run through
+    // their kernels.
+    if (!IsElementwiseWidth(hlo::ByteWidth(out.type()))) return false;
+    for (size_t i = 0; i < arity; ++i) {
+      const Shape& operand = operand_shape(static_cast<int>(i));
+      if (operand.IsArray() &&
+          !IsElementwiseWidth(hlo::ByteWidth(operand.type()))) {
+        return false;
+      }
+    }
     if (in.opcode == Opcode::kIsFinite) {
       return arity == 1 && out.type() == PrimitiveType::kPred &&
              hlo::IsFloating(operand_shape(0).type()) &&

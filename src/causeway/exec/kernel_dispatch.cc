@@ -29,6 +29,11 @@ absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
       return EvalClamp(instr, operand(0), operand(1), operand(2));
     case Opcode::kConvert:
       return EvalConvert(instr, operand(0));
+    case Opcode::kReal:
+    case Opcode::kImag:
+      return EvalRealOrImag(instr, operand(0));
+    case Opcode::kComplex:
+      return EvalComplex(instr, operand(0), operand(1));
     case Opcode::kBitcastConvert:
       return EvalBitcastConvert(instr, operand(0));
     case Opcode::kReducePrecision:
@@ -73,6 +78,8 @@ absl::StatusOr<Literal> EvalKernel(const Instruction& instr,
       return EvalConvolution(instr, operand(0), operand(1));
     case Opcode::kRngBitGenerator:
       return EvalRngBitGenerator(instr, operand(0));
+    case Opcode::kFft:
+      return EvalFft(instr, operand(0));
     case Opcode::kMap:
       return EvalMap(instr, operands, runner);
     case Opcode::kCustomCall:

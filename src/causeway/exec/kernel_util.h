@@ -46,13 +46,50 @@ inline constexpr bool kIsFloat = kIsHalf<T> || std::is_floating_point_v<T>;
 template <typename T>
 inline constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-// The type arithmetic is done in: float for f16/bf16, T otherwise.
+namespace kernel_util_internal {
 template <typename T>
-using ComputeType = std::conditional_t<kIsHalf<T>, float, T>;
+struct ComputeTypeOf {
+  using type = T;
+};
+template <>
+struct ComputeTypeOf<hlo::BF16> {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<hlo::F16> {
+  using type = float;
+};
+template <hlo::MinifloatKind kKind>
+struct ComputeTypeOf<hlo::Minifloat<kKind>> {
+  using type = float;
+};
+template <int kBits, bool kSigned>
+struct ComputeTypeOf<hlo::NarrowInt<kBits, kSigned>> {
+  using type = int64_t;
+};
+}  // namespace kernel_util_internal
 
-// Storage → compute type (widens f16/bf16 to float; identity otherwise).
+// The type arithmetic is done in: float for f16, bf16 and the minifloats,
+// int64_t for the sub-byte integers, T otherwise (complex included).
+template <typename T>
+using ComputeType = typename kernel_util_internal::ComputeTypeOf<T>::type;
+
+// Storage → compute type (widens f16/bf16 and minifloats to float, a
+// sub-byte integer to its value; identity otherwise).
 template <typename T>
 inline ComputeType<T> ToCompute(T value) {
+  if constexpr (kIsHalf<T> || hlo::kIsMinifloat<T>) {
+    return static_cast<float>(value);
+  } else if constexpr (hlo::kIsNarrowInt<T>) {
+    return value.value();
+  } else {
+    return value;
+  }
+}
+
+// A float storage value as float or double (f16/bf16 widened).
+template <typename T>
+inline auto ToComputeAny(T value) {
   if constexpr (kIsHalf<T>) {
     return static_cast<float>(value);
   } else {
@@ -60,11 +97,19 @@ inline ComputeType<T> ToCompute(T value) {
   }
 }
 
-// Compute → storage type (rounds float to f16/bf16, nearest even).
+// Compute → storage type: rounds float to f16/bf16 (nearest even); to a
+// minifloat through f16, as XLA computes minifloat ops in f16 (f8e8m0fnu,
+// beyond f16's range, directly); wraps a sub-byte integer.
 template <typename T>
 inline T FromCompute(ComputeType<T> value) {
   if constexpr (kIsHalf<T>) {
     return T(value);
+  } else if constexpr (std::is_same_v<T, hlo::F8E8M0FNU>) {
+    return T::FromDouble(value);
+  } else if constexpr (hlo::kIsMinifloat<T>) {
+    return T::FromDouble(static_cast<float>(hlo::F16(value)));
+  } else if constexpr (hlo::kIsNarrowInt<T>) {
+    return T::Wrap(value);
   } else {
     return value;
   }
@@ -144,10 +189,61 @@ inline To FloatToInt(From value) {
 
 }  // namespace kernel_util_internal
 
+// A minifloat, sub-byte integer or complex element widened to the type the
+// conversion rules below treat it as: float (minifloats, exact), int64_t
+// (sub-byte integers), the real part's type (complex).
+template <typename T>
+inline auto WidenForConvert(T value) {
+  if constexpr (hlo::kIsMinifloat<T>) {
+    return static_cast<float>(value);
+  } else if constexpr (hlo::kIsNarrowInt<T>) {
+    return value.value();
+  } else {
+    return value;
+  }
+}
+
 template <typename To, typename From>
 inline To ConvertElement(From value) {
   if constexpr (std::is_same_v<To, From>) {
     return value;
+  } else if constexpr (hlo::kIsComplex<To>) {
+    // Part by part; a real value gets an imaginary part of 0. (XLA has no
+    // convert from complex to real: that is `real`.)
+    using Part = typename To::value_type;
+    if constexpr (hlo::kIsComplex<From>) {
+      return To(static_cast<Part>(value.real()), static_cast<Part>(value.imag()));
+    } else {
+      return To(ConvertElement<Part>(value), Part{0});
+    }
+  } else if constexpr (hlo::kIsComplex<From>) {
+    return ConvertElement<To>(value.real());  // Refused by shape inference.
+  } else if constexpr (hlo::kIsMinifloat<From> || hlo::kIsNarrowInt<From>) {
+    return ConvertElement<To>(WidenForConvert(value));
+  } else if constexpr (hlo::kIsMinifloat<To>) {
+    // Rounded once from the exact value (every source but s64/u64 beyond
+    // 2^53 is exact in double; those overflow every minifloat anyway).
+    if constexpr (std::is_same_v<From, bool>) {
+      return To::FromDouble(value ? 1.0 : 0.0);
+    } else if constexpr (kIsHalf<From>) {
+      return To::FromDouble(static_cast<float>(value));
+    } else {
+      return To::FromDouble(static_cast<double>(value));
+    }
+  } else if constexpr (hlo::kIsNarrowInt<To>) {
+    // Integers wrap; floats truncate toward zero and saturate at the
+    // type's bounds (NaN -> 0), as XLA converts to any integer.
+    if constexpr (std::is_same_v<From, bool>) {
+      return To::Wrap(value ? 1 : 0);
+    } else if constexpr (std::is_integral_v<From>) {
+      return To::Wrap(static_cast<int64_t>(value));
+    } else {
+      const double x = static_cast<double>(ToComputeAny(value));
+      if (std::isnan(x)) return To::Wrap(0);
+      if (x <= static_cast<double>(To::kMin)) return To::Wrap(To::kMin);
+      if (x >= static_cast<double>(To::kMax)) return To::Wrap(To::kMax);
+      return To::Wrap(static_cast<int64_t>(x));
+    }
   } else if constexpr (std::is_same_v<To, bool>) {
     if constexpr (kIsFloat<From>) {
       return ToCompute(value) != 0;  // NaN != 0: true.
@@ -233,6 +329,10 @@ inline int64_t ReadIndexElement(const hlo::Literal& literal, int64_t i) {
       return value > static_cast<uint64_t>(INT64_MAX)
                  ? INT64_MAX
                  : static_cast<int64_t>(value);
+    } else if constexpr (hlo::kIsNarrowInt<E>) {
+      return value.value();
+    } else if constexpr (hlo::kIsComplex<E> || hlo::kIsMinifloat<E>) {
+      return 0;  // Not an index type: shape inference refuses it.
     } else if constexpr (kIsInt<E> || std::is_same_v<E, bool>) {
       return static_cast<int64_t>(value);
     } else {

@@ -57,6 +57,12 @@ absl::StatusOr<Literal> EvalClamp(const Instruction& instr, const Literal& min,
                                   const Literal& operand, const Literal& max);
 absl::StatusOr<Literal> EvalConvert(const Instruction& instr,
                                     const Literal& operand);
+// real / imag of complex operands (of real ones: the value, or zeros);
+// complex(real, imag) from f32 or f64 parts.
+absl::StatusOr<Literal> EvalRealOrImag(const Instruction& instr,
+                                       const Literal& operand);
+absl::StatusOr<Literal> EvalComplex(const Instruction& instr,
+                                    const Literal& real, const Literal& imag);
 absl::StatusOr<Literal> EvalBitcastConvert(const Instruction& instr,
                                            const Literal& operand);
 absl::StatusOr<Literal> EvalReducePrecision(const Instruction& instr,
@@ -144,6 +150,10 @@ absl::StatusOr<Literal> EvalDotAccumulate(const Instruction& instr,
 absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
                                         const Literal& input,
                                         const Literal& kernel);
+
+// fft (FFT, IFFT, RFFT, IRFFT over the trailing fft_length dims; fft.cc).
+absl::StatusOr<Literal> EvalFft(const Instruction& instr,
+                                const Literal& operand);
 
 // map: `to_apply` (scalar) on the operands' elements at each index.
 absl::StatusOr<Literal> EvalMap(const Instruction& instr,

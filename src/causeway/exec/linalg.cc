@@ -41,7 +41,13 @@ enum class AccKind { kFloat, kDouble, kInt, kUnsupported };
 
 AccKind ChooseAcc(PrimitiveType a, PrimitiveType b, PrimitiveType out) {
   for (PrimitiveType t : {a, b, out}) {
-    if (!hlo::IsArrayType(t)) return AccKind::kUnsupported;
+    if (!hlo::IsArrayType(t) || hlo::IsMinifloat(t) ||
+        hlo::IsSubByteInteger(t)) {
+      return AccKind::kUnsupported;
+    }
+  }
+  if (hlo::IsComplex(a) || hlo::IsComplex(b) || hlo::IsComplex(out)) {
+    return AccKind::kUnsupported;
   }
   if (a == PrimitiveType::kF64 || b == PrimitiveType::kF64 ||
       out == PrimitiveType::kF64) {
@@ -55,9 +61,26 @@ AccKind ChooseAcc(PrimitiveType a, PrimitiveType b, PrimitiveType out) {
   return AccKind::kUnsupported;
 }
 
+// The element type whose storage is Acc itself (read in place, written
+// directly).
+template <typename Acc>
+constexpr PrimitiveType kAccType =
+    std::is_same_v<Acc, float>                  ? PrimitiveType::kF32
+    : std::is_same_v<Acc, double>               ? PrimitiveType::kF64
+                                                : PrimitiveType::kS64;
+
+// Whether ChooseAcc can pair element type E with Acc: none of the types it
+// refuses. The conversions below are instantiated for every pair; the
+// others never run.
+template <typename Acc, typename E>
+constexpr bool kAccPairs = !hlo::kIsComplex<E> && !hlo::kIsMinifloat<E> &&
+                           !hlo::kIsNarrowInt<E>;
+
 template <typename Acc, typename E>
 inline Acc ElementToAcc(E value) {
-  if constexpr (std::is_same_v<E, bool>) {
+  if constexpr (!kAccPairs<Acc, E>) {
+    return Acc{};
+  } else if constexpr (std::is_same_v<E, bool>) {
     return value ? Acc{1} : Acc{0};
   } else if constexpr (kIsHalf<E>) {
     return static_cast<Acc>(static_cast<float>(value));
@@ -68,7 +91,9 @@ inline Acc ElementToAcc(E value) {
 
 template <typename E, typename Acc>
 inline E AccToElement(Acc value) {
-  if constexpr (std::is_same_v<E, bool>) {
+  if constexpr (!kAccPairs<Acc, E>) {
+    return E{};
+  } else if constexpr (std::is_same_v<E, bool>) {
     return value != Acc{0};
   } else if constexpr (kIsHalf<E>) {
     return E(static_cast<float>(value));
@@ -203,12 +228,7 @@ DotOperand<Acc> PrepareDotOperand(const hlo::Literal& literal,
   cols_first.insert(cols_first.end(), col_dims.begin(), col_dims.end());
   cols_first.insert(cols_first.end(), row_dims.begin(), row_dims.end());
   rows_first.insert(rows_first.end(), col_dims.begin(), col_dims.end());
-  constexpr PrimitiveType kAccType =
-      std::is_same_v<Acc, float>
-          ? PrimitiveType::kF32
-          : (std::is_same_v<Acc, double> ? PrimitiveType::kF64
-                                         : PrimitiveType::kS64);
-  if (literal.shape().type() == kAccType) {
+  if (literal.shape().type() == kAccType<Acc>) {
     if (IsIdentity(rows_first)) {
       operand.data = DataPtr<Acc>(literal);
       return operand;
@@ -257,10 +277,8 @@ absl::StatusOr<Literal> DotWithAcc(const Instruction& instr, const Literal& lhs,
       lhs, dnums.lhs_batch_dims, lhs_free, dnums.lhs_contracting_dims);
   DotOperand<Acc> b = PrepareDotOperand<Acc>(
       rhs, dnums.rhs_batch_dims, dnums.rhs_contracting_dims, rhs_free);
-  const bool direct = (instr.shape.type() == PrimitiveType::kF32 &&
-                       std::is_same_v<Acc, float>) ||
-                      (instr.shape.type() == PrimitiveType::kF64 &&
-                       std::is_same_v<Acc, double>);
+  const bool direct = instr.shape.type() == kAccType<Acc> &&
+                      !std::is_same_v<Acc, int64_t>;
   if (accumulator != nullptr) {
     // EvalDotAccumulate admits only the direct types.
     CW_CHECK(direct) << "dot " << instr.name;

@@ -184,10 +184,11 @@ void ReduceTyped(const ReduceLoops& loops, const E* in, E* out) {
   const int64_t inner_in = loops.in_stride.back();
   const int64_t inner_out = loops.out_stride.back();
   ForEachRun(loops, [&](int64_t i, int64_t o, int64_t n) {
-    if constexpr (!kIsHalf<E>) {
+    if constexpr (std::is_same_v<ComputeType<E>, E>) {
       // A long contiguous run: independent partial results per lane, so
       // the loop vectorizes (the order differs from a sequential sum only
-      // by rounding; f16/bf16 keep their per-step rounding below).
+      // by rounding; f16/bf16 and the minifloats keep their per-step
+      // rounding below).
       constexpr int64_t kLanes = 32;
       if (loops.inner_reduced && inner_in == 1 && n >= 2 * kLanes) {
         E lanes[kLanes];
@@ -842,6 +843,9 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
     const hlo::ComparisonType comparison = select_root->comparison_type;
     bool done = hlo::VisitType(type, [&](auto tag) {
       using E = decltype(tag);
+      if constexpr (hlo::kIsComplex<E>) {
+        return false;  // Complex values have no order to select by.
+      } else {
       return WithTypedReducer<E>(*scatter_op, [&](auto op) {
         const E* x = DataPtr<E>(operand);
         const E* source_data = DataPtr<E>(source);
@@ -891,6 +895,7 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
           ++s;
         } while (walker.Next());
       });
+      }
     });
     if (done) return result;
   }

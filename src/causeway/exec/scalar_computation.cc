@@ -25,6 +25,30 @@ bool IsScalarArray(const hlo::Shape& shape) {
   return shape.IsArray() && shape.rank() == 0;
 }
 
+// The element types whose values fit the 64-bit slots and the bit-level
+// kernels here: pred, the integers of 8 to 64 bits, f16, bf16, f32, f64.
+// Computations on other types (complex, the minifloats, the sub-byte
+// integers) are not compiled; their callers run them op by op.
+bool IsWordType(PrimitiveType type) {
+  return hlo::IsArrayType(type) && !hlo::IsComplex(type) &&
+         !hlo::IsMinifloat(type) && !hlo::IsSubByteInteger(type);
+}
+
+// hlo::VisitType for the word types only; `fn` is not instantiated for the
+// others, which get an empty OpFns.
+template <typename Fn>
+auto VisitWordType(PrimitiveType type, Fn&& fn) {
+  return hlo::VisitType(type, [&](auto tag) -> decltype(fn(int32_t{})) {
+    using E = decltype(tag);
+    if constexpr (hlo::kIsComplex<E> || hlo::kIsMinifloat<E> ||
+                  hlo::kIsNarrowInt<E>) {
+      return {};
+    } else {
+      return fn(tag);
+    }
+  });
+}
+
 // Sign-extends the low `width` bytes of `bits`.
 int64_t SignExtend(uint64_t bits, int64_t width) {
   const int shift = static_cast<int>(64 - width * 8);
@@ -261,7 +285,7 @@ OpFns CompareFnsFor(ComparisonDirection direction) {
 // The same choice CompareBits makes, as a typed kernel.
 OpFns CompareFns(PrimitiveType element, ComparisonType type,
                  ComparisonDirection direction) {
-  return hlo::VisitType(element, [&](auto tag) -> OpFns {
+  return VisitWordType(element, [&](auto tag) -> OpFns {
     using E = decltype(tag);
     if (hlo::IsFloating(element) && type != ComparisonType::kSigned &&
         type != ComparisonType::kUnsigned) {
@@ -412,7 +436,10 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
   const int64_t params = computation.parameter_count();
   for (int64_t i = 0; i < params; ++i) {
     const Instruction* p = computation.parameter(i);
-    if (p == nullptr || !IsScalarArray(p->shape)) return std::nullopt;
+    if (p == nullptr || !IsScalarArray(p->shape) ||
+        !IsWordType(p->shape.type())) {
+      return std::nullopt;
+    }
     program.parameter_types_.push_back(p->shape.type());
   }
   // Instructions the root depends on.
@@ -447,9 +474,12 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
       }
       continue;
     }
-    if (!IsScalarArray(instr->shape)) return std::nullopt;
+    if (!IsScalarArray(instr->shape) || !IsWordType(instr->shape.type())) {
+      return std::nullopt;
+    }
     for (const Instruction* operand : instr->operands) {
-      if (!IsScalarArray(operand->shape) || !slot.count(operand)) {
+      if (!IsScalarArray(operand->shape) || !slot.count(operand) ||
+          !IsWordType(operand->shape.type())) {
         return std::nullopt;
       }
     }
@@ -475,7 +505,7 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
     if (hlo::IsElementwiseBinary(instr->opcode) && arity == 2) {
       if (operand_type(0) != type || operand_type(1) != type)
         return std::nullopt;
-      fns = hlo::VisitType(type, [&](auto tag) {
+      fns = VisitWordType(type, [&](auto tag) {
         return BinaryFn<decltype(tag)>(instr->opcode);
       });
       op.a = operand_slot(0);
@@ -484,7 +514,7 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
       if (type != PrimitiveType::kPred || !hlo::IsFloating(operand_type(0))) {
         return std::nullopt;
       }
-      fns = hlo::VisitType(operand_type(0), [&](auto tag) -> OpFns {
+      fns = VisitWordType(operand_type(0), [&](auto tag) -> OpFns {
         using E = decltype(tag);
         if constexpr (kIsFloat<E>) {
           return Fns<IsFiniteK<E>>();
@@ -495,7 +525,7 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
       op.a = operand_slot(0);
     } else if (hlo::IsElementwiseUnary(instr->opcode) && arity == 1) {
       if (operand_type(0) != type) return std::nullopt;
-      fns = hlo::VisitType(type, [&](auto tag) {
+      fns = VisitWordType(type, [&](auto tag) {
         return UnaryFn<decltype(tag)>(instr->opcode);
       });
       op.a = operand_slot(0);
@@ -524,7 +554,7 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
           operand_type(2) != type) {
         return std::nullopt;
       }
-      fns = hlo::VisitType(type, [&](auto tag) -> OpFns {
+      fns = VisitWordType(type, [&](auto tag) -> OpFns {
         using E = decltype(tag);
         if constexpr (std::is_same_v<E, bool>) {
           return {};
@@ -536,8 +566,8 @@ std::optional<ScalarComputation> ScalarComputation::CompileImpl(
       op.b = operand_slot(1);
       op.c = operand_slot(2);
     } else if (instr->opcode == Opcode::kConvert && arity == 1) {
-      fns = hlo::VisitType(type, [&](auto to_tag) {
-        return hlo::VisitType(operand_type(0), [&](auto from_tag) -> OpFns {
+      fns = VisitWordType(type, [&](auto to_tag) {
+        return VisitWordType(operand_type(0), [&](auto from_tag) -> OpFns {
           return Fns<ConvertK<decltype(to_tag), decltype(from_tag)>>();
         });
       });

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/exec/xla_math.h"
 #include "causeway/hlo/ir.h"
 
 namespace causeway::exec {
@@ -94,6 +95,9 @@ inline constexpr bool kBinarySupported =
         ? (kOp == hlo::Opcode::kAnd || kOp == hlo::Opcode::kOr ||
            kOp == hlo::Opcode::kXor || kOp == hlo::Opcode::kMaximum ||
            kOp == hlo::Opcode::kMinimum)
+    : hlo::kIsComplex<C>
+        ? (kOp == hlo::Opcode::kAdd || kOp == hlo::Opcode::kSubtract ||
+           kOp == hlo::Opcode::kMultiply)
     : std::is_floating_point_v<C>
         ? (kOp == hlo::Opcode::kAdd || kOp == hlo::Opcode::kSubtract ||
            kOp == hlo::Opcode::kMultiply || kOp == hlo::Opcode::kDivide ||
@@ -110,6 +114,16 @@ inline C ApplyBinary(C a, C b) {
     if constexpr (kOp == Opcode::kOr || kOp == Opcode::kMaximum) return a || b;
     if constexpr (kOp == Opcode::kXor) return a != b;
     return false;
+  } else if constexpr (hlo::kIsComplex<C>) {
+    // Part by part; the product as XLA's fused loops compute it.
+    if constexpr (kOp == Opcode::kAdd) {
+      return C(a.real() + b.real(), a.imag() + b.imag());
+    }
+    if constexpr (kOp == Opcode::kSubtract) {
+      return C(a.real() - b.real(), a.imag() - b.imag());
+    }
+    if constexpr (kOp == Opcode::kMultiply) return ComplexMultiply(a, b);
+    return C{};
   } else if constexpr (std::is_floating_point_v<C>) {
     if constexpr (kOp == Opcode::kAdd) return a + b;
     if constexpr (kOp == Opcode::kSubtract) return a - b;

@@ -110,6 +110,10 @@ namespace causeway::hlo {
   V(kCollectivePermute, "collective-permute")               \
   V(kAfterAll, "after-all")                                 \
   V(kMap, "map")                                            \
+  V(kReal, "real")                                          \
+  V(kImag, "imag")                                          \
+  V(kComplex, "complex")                                    \
+  V(kFft, "fft")                                            \
   V(kCustomCall, "custom-call")
 
 enum class Opcode {
@@ -133,6 +137,10 @@ enum class ComparisonType { kDefault, kFloat, kTotalOrder, kSigned, kUnsigned };
 enum class FusionKind { kLoop, kInput, kOutput, kCustom };
 
 enum class RandomAlgorithm { kDefault, kThreeFry, kPhilox };
+
+// fft fft_type=: forward and inverse complex transforms, real-to-complex
+// (half spectrum) and its inverse.
+enum class FftType { kFft, kIfft, kRfft, kIrfft };
 
 // dot: which dims of each operand are batch and contracting dims.
 struct DotDimensionNumbers {
@@ -309,6 +317,10 @@ struct Instruction {
   bool is_stable = false;
   // rng-bit-generator algorithm=
   RandomAlgorithm rng_algorithm = RandomAlgorithm::kDefault;
+  // fft fft_type= fft_length= (the lengths of the transformed trailing
+  // dims, outermost first).
+  FftType fft_type = FftType::kFft;
+  std::vector<int64_t> fft_length;
   // reduce-precision exponent_bits= mantissa_bits=
   int64_t exponent_bits = 0;
   int64_t mantissa_bits = 0;

@@ -94,8 +94,13 @@ double Literal::GetAsDouble(int64_t i) const {
   return VisitType(shape_.type(), [&](auto tag) -> double {
     using E = decltype(tag);
     E value = static_cast<const E*>(untyped_data())[i];
-    if constexpr (std::is_same_v<E, BF16> || std::is_same_v<E, F16>) {
+    if constexpr (std::is_same_v<E, BF16> || std::is_same_v<E, F16> ||
+                  kIsMinifloat<E>) {
       return static_cast<double>(static_cast<float>(value));
+    } else if constexpr (kIsComplex<E>) {
+      return static_cast<double>(value.real());
+    } else if constexpr (kIsNarrowInt<E>) {
+      return static_cast<double>(value.value());
     } else {
       return static_cast<double>(value);
     }
@@ -124,9 +129,20 @@ std::string Literal::ToString() const {
   text += " {";
   int64_t n = shape_.ElementCount();
   constexpr int64_t kMaxPrinted = 64;
+  const bool complex = IsComplex(shape_.type());
   for (int64_t i = 0; i < n && i < kMaxPrinted; ++i) {
     if (i > 0) text += ", ";
-    absl::StrAppend(&text, GetAsDouble(i));
+    if (complex) {
+      VisitType(shape_.type(), [&](auto tag) {
+        using E = decltype(tag);
+        if constexpr (kIsComplex<E>) {
+          const E value = static_cast<const E*>(untyped_data())[i];
+          absl::StrAppend(&text, "(", value.real(), ", ", value.imag(), ")");
+        }
+      });
+    } else {
+      absl::StrAppend(&text, GetAsDouble(i));
+    }
   }
   if (n > kMaxPrinted) text += ", ...";
   return text + "}";

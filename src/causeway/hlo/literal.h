@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "causeway/hlo/element_types.h"
 #include "causeway/hlo/float16.h"
 #include "causeway/hlo/shape.h"
 
@@ -61,7 +62,8 @@ class Literal {
   const std::vector<Literal>& elements() const { return elements_; }
   std::vector<Literal>& mutable_elements() { return elements_; }
 
-  // Element `i` (row-major index) converted to double; for tests and printing.
+  // Element `i` (row-major index) converted to double (complex: the real
+  // part); for tests and printing.
   double GetAsDouble(int64_t i) const;
 
   // Same shape (ignoring layout) and the same bytes.
@@ -78,10 +80,28 @@ class Literal {
 };
 
 // Invokes `fn(T{})` with the C++ type that stores elements of `type`
-// (bool for pred, BF16, F16, float, double, int8_t, ..., uint64_t).
+// (bool for pred, BF16, F16, float, double, int8_t, ..., uint64_t, C64,
+// C128, S4, ..., F8E4M3FN, ...: element_types.h). Every array type is
+// visited, so `fn` must compile for all of them (kIsComplex,
+// kIsNarrowInt and kIsMinifloat tell the new ones apart).
 template <typename Fn>
 auto VisitType(PrimitiveType type, Fn&& fn) {
   switch (type) {
+    case PrimitiveType::kC64: return fn(C64{});
+    case PrimitiveType::kC128: return fn(C128{});
+    case PrimitiveType::kS2: return fn(S2{});
+    case PrimitiveType::kS4: return fn(S4{});
+    case PrimitiveType::kU2: return fn(U2{});
+    case PrimitiveType::kU4: return fn(U4{});
+    case PrimitiveType::kF8E5M2: return fn(F8E5M2{});
+    case PrimitiveType::kF8E4M3: return fn(F8E4M3{});
+    case PrimitiveType::kF8E4M3FN: return fn(F8E4M3FN{});
+    case PrimitiveType::kF8E4M3B11FNUZ: return fn(F8E4M3B11FNUZ{});
+    case PrimitiveType::kF8E5M2FNUZ: return fn(F8E5M2FNUZ{});
+    case PrimitiveType::kF8E4M3FNUZ: return fn(F8E4M3FNUZ{});
+    case PrimitiveType::kF8E3M4: return fn(F8E3M4{});
+    case PrimitiveType::kF8E8M0FNU: return fn(F8E8M0FNU{});
+    case PrimitiveType::kF4E2M1FN: return fn(F4E2M1FN{});
     case PrimitiveType::kPred: return fn(bool{});
     case PrimitiveType::kS8: return fn(int8_t{});
     case PrimitiveType::kS16: return fn(int16_t{});
@@ -106,6 +126,10 @@ Literal Literal::Scalar(PrimitiveType type, T value) {
     using E = decltype(tag);
     if constexpr (std::is_same_v<E, BF16> || std::is_same_v<E, F16>) {
       literal.mutable_data<E>()[0] = E(static_cast<float>(value));
+    } else if constexpr (kIsMinifloat<E>) {
+      literal.mutable_data<E>()[0] = E::FromDouble(static_cast<double>(value));
+    } else if constexpr (kIsNarrowInt<E>) {
+      literal.mutable_data<E>()[0] = E::Wrap(static_cast<int64_t>(value));
     } else {
       literal.mutable_data<E>()[0] = static_cast<E>(value);
     }

@@ -42,6 +42,11 @@ constexpr DescrEntry kDescrs[] = {
     {"<f4", PrimitiveType::kF32},
     {"<f8", PrimitiveType::kF64},
     {"<V2", PrimitiveType::kBF16},
+    {"<c8", PrimitiveType::kC64},
+    {"<c16", PrimitiveType::kC128},
+    // numpy's spelling of ml_dtypes.float8_e5m2; the other 1-byte
+    // ml_dtypes types are all '<V1' (OneByteOpaqueType).
+    {"<f1", PrimitiveType::kF8E5M2},
     // Accepted spellings numpy may also produce.
     {"<b1", PrimitiveType::kPred},
     {"<i1", PrimitiveType::kS8},
@@ -51,6 +56,13 @@ constexpr DescrEntry kDescrs[] = {
 };
 
 std::string Name(std::string_view name) { return std::string(name); }
+
+// The types numpy writes as '<V1': every 1-byte ml_dtypes type but
+// float8_e5m2. Such a file does not say which it holds.
+bool IsOpaqueOneByteType(PrimitiveType type) {
+  return (IsMinifloat(type) && type != PrimitiveType::kF8E5M2) ||
+         IsSubByteInteger(type);
+}
 
 absl::Status Malformed(std::string_view name, std::string_view what) {
   return absl::InvalidArgumentError(
@@ -187,6 +199,7 @@ uint32_t ReadLittleEndian(std::string_view bytes, size_t offset, size_t width) {
 }  // namespace
 
 absl::StatusOr<std::string> NpyDescr(PrimitiveType type) {
+  if (IsOpaqueOneByteType(type)) return std::string("<V1");
   for (const DescrEntry& entry : kDescrs) {
     if (entry.type == type) return std::string(entry.descr);
   }
@@ -240,8 +253,9 @@ struct ArrayLayout {
   int64_t data_bytes = 0;
 };
 
-absl::StatusOr<ArrayLayout> ParseHeader(std::string_view header,
-                                        std::string_view name) {
+absl::StatusOr<ArrayLayout> ParseHeader(
+    std::string_view header, std::string_view name,
+    std::optional<PrimitiveType> expected_type) {
   HeaderParser parser(header);
   absl::StatusOr<HeaderParser::Header> parsed = parser.Parse();
   if (!parsed.ok()) {
@@ -259,11 +273,27 @@ absl::StatusOr<ArrayLayout> ParseHeader(std::string_view header,
       break;
     }
   }
+  if (!type && (*parsed->descr == "<V1" || *parsed->descr == "|V1")) {
+    if (!expected_type.has_value() || !IsOpaqueOneByteType(*expected_type)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(name), ": dtype '", *parsed->descr,
+          "' is how numpy writes every 1-byte ml_dtypes type (float8_*, "
+          "float4_e2m1fn, int4, uint4, int2, uint2), so the file does not "
+          "say which it holds",
+          expected_type.has_value()
+              ? absl::StrCat("; ", Name(PrimitiveTypeName(*expected_type)),
+                             " was expected")
+              : std::string("; it can only be read where the program's "
+                            "type is known")));
+    }
+    type = *expected_type;
+  }
   if (!type) {
     return absl::InvalidArgumentError(absl::StrCat(
         Name(name), ": unsupported dtype '", *parsed->descr,
-        "' (supported: little-endian bool, int8-64, uint8-64, float16/32/64 "
-        "and bfloat16 as '<V2')"));
+        "' (supported: little-endian bool, int8-64, uint8-64, float16/32/64, "
+        "complex64/128, bfloat16 as '<V2', float8_e5m2 as '<f1' and the "
+        "other 1-byte ml_dtypes types as '<V1')"));
   }
   ArrayLayout layout;
   layout.type = *type;
@@ -290,24 +320,36 @@ std::string DataSizeText(const ArrayLayout& layout, std::string_view descr) {
                       Name(descr), " needs ", layout.data_bytes, " data bytes");
 }
 
-// Normalises any non-zero pred byte to true.
-void NormalisePred(Literal& literal, const ArrayLayout& layout) {
-  if (layout.type != PrimitiveType::kPred) return;
+// Normalises any non-zero pred byte to true, and keeps only the low bits
+// of a sub-byte integer (ml_dtypes reads only those).
+void NormaliseBytes(Literal& literal, const ArrayLayout& layout) {
+  if (layout.type == PrimitiveType::kPred) {
+    uint8_t* data = static_cast<uint8_t*>(literal.mutable_untyped_data());
+    for (int64_t i = 0; i < layout.elements; ++i) {
+      data[i] = data[i] != 0 ? 1 : 0;
+    }
+    return;
+  }
+  if (!IsSubByteInteger(layout.type)) return;
+  const uint8_t mask =
+      static_cast<uint8_t>((1u << BitWidth(layout.type)) - 1);
   uint8_t* data = static_cast<uint8_t*>(literal.mutable_untyped_data());
-  for (int64_t i = 0; i < layout.elements; ++i) data[i] = data[i] != 0 ? 1 : 0;
+  for (int64_t i = 0; i < layout.elements; ++i) data[i] &= mask;
 }
 
 }  // namespace
 
 absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
-                                 std::string_view name) {
+                                 std::string_view name,
+                                 std::optional<PrimitiveType> expected_type) {
   CW_ASSIGN_OR_RETURN(HeaderExtent extent, ReadHeaderExtent(bytes, name));
   if (bytes.size() < extent.offset + extent.length) {
     return Malformed(name, "the file ends inside the header");
   }
   CW_ASSIGN_OR_RETURN(
       ArrayLayout layout,
-      ParseHeader(bytes.substr(extent.offset, extent.length), name));
+      ParseHeader(bytes.substr(extent.offset, extent.length), name,
+                  expected_type));
   const size_t data_offset = extent.offset + extent.length;
   const int64_t actual = static_cast<int64_t>(bytes.size() - data_offset);
   if (actual != layout.data_bytes) {
@@ -321,11 +363,12 @@ absl::StatusOr<Literal> ParseNpy(std::string_view bytes,
     std::memcpy(literal.mutable_untyped_data(), bytes.data() + data_offset,
                 static_cast<size_t>(layout.data_bytes));
   }
-  NormalisePred(literal, layout);
+  NormaliseBytes(literal, layout);
   return literal;
 }
 
-absl::StatusOr<Literal> ReadNpy(const std::string& path) {
+absl::StatusOr<Literal> ReadNpy(const std::string& path,
+                                std::optional<PrimitiveType> expected) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     return absl::InvalidArgumentError(
@@ -360,7 +403,7 @@ absl::StatusOr<Literal> ReadNpy(const std::string& path) {
   CW_ASSIGN_OR_RETURN(
       ArrayLayout layout,
       ParseHeader(std::string_view(prefix).substr(extent.offset, extent.length),
-                  path));
+                  path, expected));
   const std::string descr = NpyDescr(layout.type).value_or("?");
   if (layout.data_bytes > PhysicalMemoryBytes()) {
     return absl::ResourceExhaustedError(
@@ -394,7 +437,7 @@ absl::StatusOr<Literal> ReadNpy(const std::string& path) {
     return Malformed(
         path, absl::StrCat(DataSizeText(layout, descr), ", the file has more"));
   }
-  NormalisePred(literal, layout);
+  NormaliseBytes(literal, layout);
   return literal;
 }
 

@@ -40,6 +40,12 @@ Literal Iota(PrimitiveType type, std::vector<int64_t> dims) {
     for (size_t i = 0; i < data.size(); ++i) {
       if constexpr (std::is_same_v<T, BF16> || std::is_same_v<T, F16>) {
         data[i] = T(static_cast<float>(i) * 0.5f);
+      } else if constexpr (kIsComplex<T>) {
+        data[i] = T(static_cast<float>(i) * 0.5f, -static_cast<float>(i));
+      } else if constexpr (kIsMinifloat<T>) {
+        data[i] = T::FromDouble(static_cast<double>(i) * 0.5);
+      } else if constexpr (kIsNarrowInt<T>) {
+        data[i] = T::Wrap(static_cast<int64_t>(i));
       } else if constexpr (std::is_same_v<T, bool>) {
         data[i] = i % 3 == 0;
       } else {
@@ -71,7 +77,26 @@ INSTANTIATE_TEST_SUITE_P(
                       PrimitiveType::kU16, PrimitiveType::kU32,
                       PrimitiveType::kU64, PrimitiveType::kF16,
                       PrimitiveType::kBF16, PrimitiveType::kF32,
-                      PrimitiveType::kF64));
+                      PrimitiveType::kF64, PrimitiveType::kC64,
+                      PrimitiveType::kC128));
+
+TEST(NpyTest, ComplexIsWrittenAsNumpyComplex) {
+  EXPECT_EQ(*NpyDescr(PrimitiveType::kC64), "<c8");
+  EXPECT_EQ(*NpyDescr(PrimitiveType::kC128), "<c16");
+}
+
+TEST(NpyTest, ReadsANumpyWrittenComplexArray) {
+  // np.array([1-2j, 0.5+0.25j], np.complex64): real part first.
+  const float parts[] = {1, -2, 0.5f, 0.25f};
+  std::string file = NumpyFile(
+      "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }",
+      std::string(reinterpret_cast<const char*>(parts), sizeof(parts)));
+  auto parsed = ParseNpy(file);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->shape().ToString(false), "c64[2]");
+  EXPECT_EQ(parsed->data<C64>()[0], C64(1, -2));
+  EXPECT_EQ(parsed->data<C64>()[1], C64(0.5f, 0.25f));
+}
 
 TEST(NpyTest, WritesTheHeaderNumpyWrites) {
   Literal value = Iota(PrimitiveType::kF32, {2, 3});

@@ -114,6 +114,7 @@ bool InterpretsAttribute(Opcode op, std::string_view name) {
   }
   if (name == "is_stable") return op == Opcode::kSort;
   if (name == "algorithm") return op == Opcode::kRngBitGenerator;
+  if (name == "fft_type" || name == "fft_length") return op == Opcode::kFft;
   if (name == "exponent_bits" || name == "mantissa_bits") {
     return op == Opcode::kReducePrecision;
   }
@@ -1277,6 +1278,27 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
                                   AV(word), "'"));
     }
     pos_ += word.size();
+  } else if (name == "fft_type") {
+    SkipSpace();
+    size_t value_pos = pos_;
+    std::string_view word = PeekWord();
+    if (word == "FFT") {
+      inst->fft_type = FftType::kFft;
+    } else if (word == "IFFT") {
+      inst->fft_type = FftType::kIfft;
+    } else if (word == "RFFT") {
+      inst->fft_type = FftType::kRfft;
+    } else if (word == "IRFFT") {
+      inst->fft_type = FftType::kIrfft;
+    } else {
+      return ErrorAt(value_pos,
+                     absl::StrCat("expected an fft type (FFT, IFFT, RFFT, "
+                                  "IRFFT), got '",
+                                  AV(word), "'"));
+    }
+    pos_ += word.size();
+  } else if (name == "fft_length") {
+    CW_ASSIGN_OR_RETURN(inst->fft_length, ParseIntList());
   } else if (name == "exponent_bits") {
     CW_ASSIGN_OR_RETURN(inst->exponent_bits,
                         ParseNonNegativeInt("exponent_bits"));
@@ -1444,6 +1466,14 @@ uint64_t NanBits(bool negative, uint64_t payload, int total_bits,
 absl::Status Parser::ParseScalarValue(PrimitiveType type,
                                       std::vector<uint8_t>* bytes) {
   SkipSpace();
+  if (IsComplex(type)) {
+    // (real, imag), each a value of the component type.
+    CW_RETURN_IF_ERROR(Expect('('));
+    CW_RETURN_IF_ERROR(ParseScalarValue(ComplexComponentType(type), bytes));
+    CW_RETURN_IF_ERROR(Expect(','));
+    CW_RETURN_IF_ERROR(ParseScalarValue(ComplexComponentType(type), bytes));
+    return Expect(')');
+  }
   size_t start = pos_;
   size_t end = pos_;
   while (end < text_.size() && (IsNameChar(text_[end]) || text_[end] == '+')) {
@@ -1493,14 +1523,15 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
     auto result = std::from_chars(digits.data(), digits.data() + digits.size(),
                                   magnitude);
     if (result.ec != std::errc()) return bad("out of range");
+    const int bits = static_cast<int>(BitWidth(type));
     if (IsUnsignedInteger(type)) {
       if (negative && magnitude != 0) return bad("out of range");
-      uint64_t max = type == PrimitiveType::kU8    ? 0xFF
-                     : type == PrimitiveType::kU16 ? 0xFFFF
-                     : type == PrimitiveType::kU32 ? 0xFFFFFFFFull
-                                                   : ~uint64_t{0};
+      const uint64_t max =
+          bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
       if (magnitude > max) return bad("out of range");
       switch (type) {
+        case PrimitiveType::kU2:
+        case PrimitiveType::kU4:
         case PrimitiveType::kU8:
           AppendBytes(static_cast<uint8_t>(magnitude), bytes);
           break;
@@ -1515,13 +1546,19 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
           break;
       }
     } else {
-      int bits = static_cast<int>(ByteWidth(type)) * 8;
       uint64_t max_positive = (uint64_t{1} << (bits - 1)) - 1;
       uint64_t limit = negative ? max_positive + 1 : max_positive;
       if (magnitude > limit) return bad("out of range");
       int64_t value = negative ? static_cast<int64_t>(0 - magnitude)
                                : static_cast<int64_t>(magnitude);
       switch (type) {
+        case PrimitiveType::kS2:
+        case PrimitiveType::kS4:
+          // The low `bits` bits (element_types.h).
+          AppendBytes(static_cast<uint8_t>(static_cast<uint64_t>(value) &
+                                           ((uint64_t{1} << bits) - 1)),
+                      bytes);
+          break;
         case PrimitiveType::kS8:
           AppendBytes(static_cast<int8_t>(value), bytes);
           break;
@@ -1545,6 +1582,55 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
   if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
     negative = body[0] == '-';
     body.remove_prefix(1);
+  }
+  if (IsMinifloat(type)) {
+    // The value as a double, rounded once into the format (XLA prints the
+    // shortest decimal that does).
+    double value;
+    if (body == "nan") {
+      value = std::numeric_limits<double>::quiet_NaN();
+    } else if (body == "inf" || body == "infinity") {
+      value = std::numeric_limits<double>::infinity();
+    } else {
+      if (body.empty() || !(IsDigit(body[0]) || body[0] == '.')) return bad("");
+      for (char c : body) {
+        if (!(IsDigit(c) || c == '.' || c == 'e' || c == 'E' || c == '-' ||
+              c == '+')) {
+          return bad("");
+        }
+      }
+      std::string copy(body);
+      char* parse_end = nullptr;
+      value = std::strtod(copy.c_str(), &parse_end);
+      if (parse_end != copy.c_str() + copy.size()) return bad("");
+    }
+    if (negative) value = -value;
+    uint8_t encoded = VisitType(type, [&](auto tag) -> uint8_t {
+      using E = decltype(tag);
+      if constexpr (kIsMinifloat<E>) {
+        return E::FromDouble(value).bits;
+      } else {
+        return 0;
+      }
+    });
+    const float decoded = VisitType(type, [&](auto tag) -> float {
+      using E = decltype(tag);
+      if constexpr (kIsMinifloat<E>) {
+        return static_cast<float>(E::FromBits(encoded));
+      } else {
+        return 0;
+      }
+    });
+    if (std::isnan(decoded) != std::isnan(value) ||
+        std::isinf(decoded) != std::isinf(value) ||
+        (std::isinf(value) && std::signbit(value) != std::signbit(decoded))) {
+      return bad(std::isnan(value) || std::isinf(value)
+                     ? "the type has no such value"
+                     : "out of range");
+    }
+    AppendBytes(encoded, bytes);
+    pos_ = end;
+    return absl::OkStatus();
   }
   int total_bits = static_cast<int>(ByteWidth(type)) * 8;
   int mantissa_bits = type == PrimitiveType::kF64    ? 52

@@ -338,13 +338,12 @@ ENTRY e {
 }
 
 TEST(ParseShapeTest, RefusesUnsupportedElementTypesByName) {
-  absl::StatusOr<Shape> shape = ParseShape("c64[2]");
+  absl::StatusOr<Shape> shape = ParseShape("f6e3m2fn[2]");
   ASSERT_FALSE(shape.ok());
   EXPECT_EQ(shape.status().message(),
-            "line 1:1: unsupported element type 'c64'");
-  EXPECT_THAT(
-      std::string(ParseShape("(f32[], f8e4m3fn[2])").status().message()),
-      HasSubstr("line 1:9: unsupported element type 'f8e4m3fn'"));
+            "line 1:1: unsupported element type 'f6e3m2fn'");
+  EXPECT_THAT(std::string(ParseShape("(f32[], q8[2])").status().message()),
+              HasSubstr("line 1:9: unsupported element type 'q8'"));
 }
 
 TEST(ParseShapeTest, RefusesShapesOfMoreThanTwoToTheFortyElements) {
@@ -457,6 +456,40 @@ TEST(ConstantTest, ReadsHalfPrecisionValuesAsXlaPrintsThem) {
   EXPECT_EQ(b[0].bits, 0x7F62);
   EXPECT_EQ(b[1].bits, 0x3DCD);
   EXPECT_EQ(b[2].bits, 0xFF80);
+}
+
+TEST(ConstantTest, ReadsComplexConstantsAsRealImaginaryPairs) {
+  auto module = MustParse(
+      Entry("  %a = c64[3]{0} constant({(1, -2), (0.5, inf), (-0, nan)})\n"
+            "  ROOT %b = c128[] constant((0.1, 1e+300))"));
+  ASSERT_NE(module, nullptr);
+  std::vector<C64> a = Values<C64>(*Find(*module, "a").literal);
+  EXPECT_EQ(a[0], C64(1, -2));
+  EXPECT_EQ(a[1], C64(0.5f, std::numeric_limits<float>::infinity()));
+  EXPECT_TRUE(std::signbit(a[2].real()));
+  EXPECT_TRUE(std::isnan(a[2].imag()));
+  EXPECT_EQ(Values<C128>(*Find(*module, "b").literal)[0], C128(0.1, 1e300));
+  EXPECT_THAT(ParseError(Entry("  ROOT %c = c64[] constant(1)")),
+              HasSubstr("expected '('"));
+  EXPECT_THAT(ParseError(Entry("  ROOT %c = c64[] constant((1 2))")),
+              HasSubstr("expected ','"));
+}
+
+TEST(AttributeTest, ReadsFftTypeAndLength) {
+  auto module = MustParse(
+      Entry("  ROOT %f = c64[3,5]{1,0} fft(%p0), fft_type=RFFT, "
+            "fft_length={3,8}",
+            "f32[3,8]{1,0}"));
+  ASSERT_NE(module, nullptr);
+  const Instruction& f = Find(*module, "f");
+  EXPECT_EQ(f.opcode, Opcode::kFft);
+  EXPECT_EQ(f.fft_type, FftType::kRfft);
+  EXPECT_THAT(f.fft_length, ElementsAre(3, 8));
+  EXPECT_THAT(ParseError(Entry("  ROOT %f = c64[4]{0} fft(%p0), "
+                               "fft_type=DCT, fft_length={4}",
+                               "c64[4]{0}")),
+              HasSubstr("expected an fft type (FFT, IFFT, RFFT, IRFFT), got "
+                        "'DCT'"));
 }
 
 TEST(ConstantTest, ReadsTupleConstantsWithOrWithoutElementShapes) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -63,9 +64,48 @@ std::string Format16(uint16_t bits, float value, int mantissa_bits) {
   return ShortestRoundTrip(value);
 }
 
+// A minifloat as the shortest decimal that parses back to the same bits
+// (as XLA prints them).
+template <typename M>
+std::string FormatMinifloat(M value) {
+  const float f = static_cast<float>(value);
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f < 0 ? "-inf" : "inf";
+  char buffer[64];
+  for (int precision = 1; precision < 12; ++precision) {
+    auto result = std::to_chars(buffer, buffer + sizeof(buffer), f,
+                                std::chars_format::general, precision);
+    std::string text(buffer, result.ptr);
+    if (M::FromDouble(std::strtod(text.c_str(), nullptr)) == value) {
+      return text;
+    }
+  }
+  return ShortestRoundTrip(f);
+}
+
 std::string FormatElement(const Literal& literal, int64_t i) {
   const void* data = literal.untyped_data();
-  switch (literal.shape().type()) {
+  const PrimitiveType type = literal.shape().type();
+  if (IsComplex(type) || IsMinifloat(type) || IsSubByteInteger(type)) {
+    return VisitType(type, [&](auto tag) -> std::string {
+      using E = decltype(tag);
+      const E value = static_cast<const E*>(data)[i];
+      if constexpr (std::is_same_v<E, C64>) {
+        return absl::StrCat("(", FormatF32(value.real()), ", ",
+                            FormatF32(value.imag()), ")");
+      } else if constexpr (std::is_same_v<E, C128>) {
+        return absl::StrCat("(", FormatF64(value.real()), ", ",
+                            FormatF64(value.imag()), ")");
+      } else if constexpr (kIsMinifloat<E>) {
+        return FormatMinifloat(value);
+      } else if constexpr (kIsNarrowInt<E>) {
+        return absl::StrCat(value.value());
+      } else {
+        return "?";
+      }
+    });
+  }
+  switch (type) {
     case PrimitiveType::kPred:
       return static_cast<const uint8_t*>(data)[i] != 0 ? "true" : "false";
     case PrimitiveType::kS8:
@@ -324,6 +364,20 @@ std::string_view RngAlgorithmText(RandomAlgorithm algorithm) {
   return "rng_default";
 }
 
+std::string_view FftTypeText(FftType type) {
+  switch (type) {
+    case FftType::kFft:
+      return "FFT";
+    case FftType::kIfft:
+      return "IFFT";
+    case FftType::kRfft:
+      return "RFFT";
+    case FftType::kIrfft:
+      return "IRFFT";
+  }
+  return "FFT";
+}
+
 std::string ComputationName(const Computation* computation) {
   return computation == nullptr ? "%<null>"
                                 : absl::StrCat("%", computation->name());
@@ -491,6 +545,11 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
     case Opcode::kRngBitGenerator:
       attr("algorithm", RngAlgorithmText(inst.rng_algorithm));
       break;
+    case Opcode::kFft:
+      attr("fft_type", FftTypeText(inst.fft_type));
+      attr("fft_length", absl::StrCat("{", absl::StrJoin(inst.fft_length, ","),
+                                      "}"));
+      break;
     case Opcode::kReducePrecision:
       attr("exponent_bits", absl::StrCat(inst.exponent_bits));
       attr("mantissa_bits", absl::StrCat(inst.mantissa_bits));
@@ -635,6 +694,8 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
   CW_COMPARE_FIELD(fusion_kind, "fusion kind");
   CW_COMPARE_FIELD(is_stable, "is_stable");
   CW_COMPARE_FIELD(rng_algorithm, "rng algorithm");
+  CW_COMPARE_FIELD(fft_type, "fft_type");
+  CW_COMPARE_FIELD(fft_length, "fft_length");
   CW_COMPARE_FIELD(exponent_bits, "exponent_bits");
   CW_COMPARE_FIELD(mantissa_bits, "mantissa_bits");
   CW_COMPARE_FIELD(replica_groups, "replica_groups");

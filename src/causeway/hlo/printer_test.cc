@@ -231,6 +231,28 @@ Literal ReparseLiteral(const Literal& literal) {
   return *module->entry()->root()->literal;
 }
 
+TEST(PrinterTest, PrintsComplexConstantsAsPairsThatParseBackExactly) {
+  Literal c64(Shape(PrimitiveType::kC64, {3}));
+  auto values = c64.mutable_data<C64>();
+  values[0] = C64(1, -2);
+  values[1] = C64(0.1f, std::numeric_limits<float>::infinity());
+  values[2] = C64(-0.0f, std::nextafter(1.0f, 2.0f));
+  EXPECT_EQ(PrintLiteralValues(c64).substr(0, 21), "{(1, -2), (0.1, inf),");
+  EXPECT_EQ(ReparseLiteral(c64), c64);
+  Literal c128(Shape(PrimitiveType::kC128, {2}));
+  c128.mutable_data<C128>()[0] = C128(0.1, -1e-300);
+  c128.mutable_data<C128>()[1] = C128(std::nextafter(1.0, 2.0), 3);
+  EXPECT_EQ(ReparseLiteral(c128), c128);
+}
+
+TEST(PrinterTest, RoundTripsFftAttributes) {
+  ExpectRoundTrip(
+      "HloModule m\nENTRY e {\n  p = c64[2,4,6]{2,1,0} parameter(0)\n"
+      "  ROOT f = f32[2,4,10]{2,1,0} fft(p), fft_type=IRFFT, "
+      "fft_length={4,10}\n}\n",
+      "irfft");
+}
+
 TEST(PrinterTest, EveryHalfPrecisionBitPatternRoundTripsExactly) {
   for (PrimitiveType type : {PrimitiveType::kF16, PrimitiveType::kBF16}) {
     Literal literal(Shape(type, {65536}));

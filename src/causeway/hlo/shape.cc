@@ -11,18 +11,41 @@ namespace {
 struct TypeInfo {
   PrimitiveType type;
   std::string_view name;
-  int64_t width;
+  int64_t width;  // Bytes in memory.
+  int64_t bits;   // Bits of the value.
 };
 
 constexpr TypeInfo kTypes[] = {
-    {PrimitiveType::kPred, "pred", 1}, {PrimitiveType::kS8, "s8", 1},
-    {PrimitiveType::kS16, "s16", 2},   {PrimitiveType::kS32, "s32", 4},
-    {PrimitiveType::kS64, "s64", 8},   {PrimitiveType::kU8, "u8", 1},
-    {PrimitiveType::kU16, "u16", 2},   {PrimitiveType::kU32, "u32", 4},
-    {PrimitiveType::kU64, "u64", 8},   {PrimitiveType::kF16, "f16", 2},
-    {PrimitiveType::kBF16, "bf16", 2}, {PrimitiveType::kF32, "f32", 4},
-    {PrimitiveType::kF64, "f64", 8},   {PrimitiveType::kTuple, "tuple", 0},
-    {PrimitiveType::kToken, "token", 0},
+    {PrimitiveType::kPred, "pred", 1, 8},
+    {PrimitiveType::kS8, "s8", 1, 8},
+    {PrimitiveType::kS16, "s16", 2, 16},
+    {PrimitiveType::kS32, "s32", 4, 32},
+    {PrimitiveType::kS64, "s64", 8, 64},
+    {PrimitiveType::kU8, "u8", 1, 8},
+    {PrimitiveType::kU16, "u16", 2, 16},
+    {PrimitiveType::kU32, "u32", 4, 32},
+    {PrimitiveType::kU64, "u64", 8, 64},
+    {PrimitiveType::kF16, "f16", 2, 16},
+    {PrimitiveType::kBF16, "bf16", 2, 16},
+    {PrimitiveType::kF32, "f32", 4, 32},
+    {PrimitiveType::kF64, "f64", 8, 64},
+    {PrimitiveType::kC64, "c64", 8, 64},
+    {PrimitiveType::kC128, "c128", 16, 128},
+    {PrimitiveType::kS2, "s2", 1, 2},
+    {PrimitiveType::kS4, "s4", 1, 4},
+    {PrimitiveType::kU2, "u2", 1, 2},
+    {PrimitiveType::kU4, "u4", 1, 4},
+    {PrimitiveType::kF8E5M2, "f8e5m2", 1, 8},
+    {PrimitiveType::kF8E4M3, "f8e4m3", 1, 8},
+    {PrimitiveType::kF8E4M3FN, "f8e4m3fn", 1, 8},
+    {PrimitiveType::kF8E4M3B11FNUZ, "f8e4m3b11fnuz", 1, 8},
+    {PrimitiveType::kF8E5M2FNUZ, "f8e5m2fnuz", 1, 8},
+    {PrimitiveType::kF8E4M3FNUZ, "f8e4m3fnuz", 1, 8},
+    {PrimitiveType::kF8E3M4, "f8e3m4", 1, 8},
+    {PrimitiveType::kF8E8M0FNU, "f8e8m0fnu", 1, 8},
+    {PrimitiveType::kF4E2M1FN, "f4e2m1fn", 1, 4},
+    {PrimitiveType::kTuple, "tuple", 0, 0},
+    {PrimitiveType::kToken, "token", 0, 0},
 };
 
 }  // namespace
@@ -48,19 +71,66 @@ int64_t ByteWidth(PrimitiveType type) {
   return 0;
 }
 
+int64_t BitWidth(PrimitiveType type) {
+  for (const TypeInfo& info : kTypes) {
+    if (info.type == type) return info.bits;
+  }
+  return 0;
+}
+
 bool IsFloating(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBF16 ||
          type == PrimitiveType::kF32 || type == PrimitiveType::kF64;
 }
 
+bool IsMinifloat(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E4M3B11FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E8M0FNU:
+    case PrimitiveType::kF4E2M1FN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsComplex(PrimitiveType type) {
+  return type == PrimitiveType::kC64 || type == PrimitiveType::kC128;
+}
+
+PrimitiveType ComplexComponentType(PrimitiveType type) {
+  if (type == PrimitiveType::kC64) return PrimitiveType::kF32;
+  if (type == PrimitiveType::kC128) return PrimitiveType::kF64;
+  return PrimitiveType::kInvalid;
+}
+
+PrimitiveType ComplexTypeOf(PrimitiveType component) {
+  if (component == PrimitiveType::kF64) return PrimitiveType::kC128;
+  if (IsFloating(component)) return PrimitiveType::kC64;
+  return PrimitiveType::kInvalid;
+}
+
 bool IsSignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kS8 || type == PrimitiveType::kS16 ||
-         type == PrimitiveType::kS32 || type == PrimitiveType::kS64;
+         type == PrimitiveType::kS32 || type == PrimitiveType::kS64 ||
+         type == PrimitiveType::kS2 || type == PrimitiveType::kS4;
 }
 
 bool IsUnsignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kU8 || type == PrimitiveType::kU16 ||
-         type == PrimitiveType::kU32 || type == PrimitiveType::kU64;
+         type == PrimitiveType::kU32 || type == PrimitiveType::kU64 ||
+         type == PrimitiveType::kU2 || type == PrimitiveType::kU4;
+}
+
+bool IsSubByteInteger(PrimitiveType type) {
+  return type == PrimitiveType::kS2 || type == PrimitiveType::kS4 ||
+         type == PrimitiveType::kU2 || type == PrimitiveType::kU4;
 }
 
 bool IsInteger(PrimitiveType type) {

@@ -30,6 +30,21 @@ enum class PrimitiveType {
   kBF16,
   kF32,
   kF64,
+  kC64,
+  kC128,
+  kS2,
+  kS4,
+  kU2,
+  kU4,
+  kF8E5M2,
+  kF8E4M3,
+  kF8E4M3FN,
+  kF8E4M3B11FNUZ,
+  kF8E5M2FNUZ,
+  kF8E4M3FNUZ,
+  kF8E3M4,
+  kF8E8M0FNU,
+  kF4E2M1FN,
   kTuple,
   kToken,
 };
@@ -37,12 +52,25 @@ enum class PrimitiveType {
 // "f32", "pred", ... ; nullopt for an unknown name.
 std::optional<PrimitiveType> PrimitiveTypeFromName(std::string_view name);
 std::string_view PrimitiveTypeName(PrimitiveType type);
-// Bytes per element; 0 for tuple, token and invalid.
+// Bytes per element in memory; 0 for tuple, token and invalid. The
+// sub-byte integers (s2, s4, u2, u4) and f4e2m1fn take one byte each
+// (hlo/element_types.h).
 int64_t ByteWidth(PrimitiveType type);
-bool IsFloating(PrimitiveType type);  // f16, bf16, f32, f64
-bool IsSignedInteger(PrimitiveType type);
-bool IsUnsignedInteger(PrimitiveType type);
+// Bits of the value: 4 for s4, 8 for f8e4m3fn, 64 for c64, ...
+int64_t BitWidth(PrimitiveType type);
+// f16, bf16, f32, f64: the floats the kernels compute in. The minifloats
+// (f8*, f4e2m1fn) are IsMinifloat instead; complex types are IsComplex.
+bool IsFloating(PrimitiveType type);
+bool IsMinifloat(PrimitiveType type);
+bool IsComplex(PrimitiveType type);  // c64, c128
+// f32 for c64, f64 for c128; kInvalid for other types.
+PrimitiveType ComplexComponentType(PrimitiveType type);
+// c64 for f32 (and narrower floats), c128 for f64; kInvalid otherwise.
+PrimitiveType ComplexTypeOf(PrimitiveType component);
+bool IsSignedInteger(PrimitiveType type);    // s2, s4, s8, ..., s64
+bool IsUnsignedInteger(PrimitiveType type);  // u2, u4, u8, ..., u64
 bool IsInteger(PrimitiveType type);  // signed or unsigned, not pred
+bool IsSubByteInteger(PrimitiveType type);  // s2, s4, u2, u4
 bool IsArrayType(PrimitiveType type);  // everything but tuple/token/invalid
 
 class Shape {

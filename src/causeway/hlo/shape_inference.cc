@@ -56,7 +56,55 @@ std::optional<int64_t> CheckedWindowOutputSize(int64_t input_size,
 }
 
 bool IsNumeric(PrimitiveType type) {
-  return IsInteger(type) || IsFloating(type);
+  return IsInteger(type) || IsFloating(type) || IsMinifloat(type) ||
+         IsComplex(type);
+}
+
+// Floats of every width: the minifloats compute as wider floats (as XLA's
+// float normalization makes them).
+bool IsAnyFloat(PrimitiveType type) {
+  return IsFloating(type) || IsMinifloat(type);
+}
+
+// The unary ops XLA's elemental emitter has complex forms of.
+bool AcceptsComplex(Opcode op) {
+  switch (op) {
+    case Opcode::kNegate:
+    case Opcode::kAbs:
+    case Opcode::kSign:
+    case Opcode::kExp:
+    case Opcode::kExpm1:
+    case Opcode::kLog:
+    case Opcode::kLog1p:
+    case Opcode::kSqrt:
+    case Opcode::kRsqrt:
+    case Opcode::kSin:
+    case Opcode::kCos:
+    case Opcode::kTan:
+    case Opcode::kTanh:
+    case Opcode::kAdd:
+    case Opcode::kSubtract:
+    case Opcode::kMultiply:
+    case Opcode::kDivide:
+    case Opcode::kPower:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string_view FftTypeName(FftType type) {
+  switch (type) {
+    case FftType::kFft:
+      return "FFT";
+    case FftType::kIfft:
+      return "IFFT";
+    case FftType::kRfft:
+      return "RFFT";
+    case FftType::kIrfft:
+      return "IRFFT";
+  }
+  return "?";
 }
 
 // Infers one instruction's shape. Holds the instruction for error messages.
@@ -416,6 +464,13 @@ class Inferrer {
         return AfterAll();
       case Opcode::kMap:
         return Map();
+      case Opcode::kReal:
+      case Opcode::kImag:
+        return RealOrImag();
+      case Opcode::kComplex:
+        return ComplexOp();
+      case Opcode::kFft:
+        return Fft();
       case Opcode::kCustomCall:
         if (instr_.custom_call_target == kTopKTarget) return TopK();
         if (auto lapack = ParseLapackTarget(instr_.custom_call_target)) {
@@ -579,15 +634,20 @@ class Inferrer {
         break;
       case Opcode::kNegate:
       case Opcode::kAbs:
-        if (!IsNumeric(t)) need = "integer or floating-point";
+        if (!IsNumeric(t)) need = "integer, floating-point or complex";
         break;
       case Opcode::kSign:
-        if (!IsSignedInteger(t) && !IsFloating(t)) {
-          need = "signed integer or floating-point";
+        if (!IsSignedInteger(t) && !IsAnyFloat(t) && !IsComplex(t)) {
+          need = "signed integer, floating-point or complex";
         }
         break;
       default:  // Transcendental and rounding ops.
-        if (!IsFloating(t)) need = "floating-point";
+        if (IsComplex(t)) {
+          if (!AcceptsComplex(instr_.opcode)) need = "floating-point";
+        } else if (!IsAnyFloat(t)) {
+          need = AcceptsComplex(instr_.opcode) ? "floating-point or complex"
+                                               : "floating-point";
+        }
         break;
     }
     if (!need.empty()) {
@@ -596,6 +656,9 @@ class Inferrer {
     }
     if (instr_.opcode == Opcode::kIsFinite) {
       return Shape(PrimitiveType::kPred, x.dims());
+    }
+    if (instr_.opcode == Opcode::kAbs && IsComplex(t)) {
+      return Shape(ComplexComponentType(t), x.dims());
     }
     return Shape(t, x.dims());
   }
@@ -630,9 +693,12 @@ class Inferrer {
         if (!IsInteger(t)) need = "integer";
         break;
       case Opcode::kAtan2:
-        if (!IsFloating(t)) need = "floating-point";
+        if (!IsAnyFloat(t)) need = "floating-point";
         break;
       default:
+        if (IsComplex(t) && !AcceptsComplex(instr_.opcode)) {
+          need = "integer or floating-point";
+        }
         break;
     }
     if (!need.empty()) {
@@ -642,6 +708,43 @@ class Inferrer {
     return Shape(t, operand(0).dims());
   }
 
+  // real, imag: the real or imaginary part of a complex (of a float: the
+  // value, or zeros).
+  absl::StatusOr<Shape> RealOrImag() {
+    CW_RETURN_IF_ERROR(ExpectOperandCount(1));
+    CW_RETURN_IF_ERROR(ExpectArrayOperand(0));
+    const Shape& x = operand(0);
+    if (IsComplex(x.type())) {
+      return Shape(ComplexComponentType(x.type()), x.dims());
+    }
+    if (!IsFloating(x.type())) {
+      return Error(OpName(), " needs a complex or floating-point operand but "
+                   "got ", ShapeStr(x));
+    }
+    return x;
+  }
+
+  // complex(real, imag): f32 parts give c64, f64 parts c128.
+  absl::StatusOr<Shape> ComplexOp() {
+    CW_RETURN_IF_ERROR(ExpectOperandCount(2));
+    CW_RETURN_IF_ERROR(ExpectSameArrays(0, 1));
+    const PrimitiveType t = operand(0).type();
+    if (t != PrimitiveType::kF32 && t != PrimitiveType::kF64) {
+      return Error("complex needs f32 or f64 parts but got ",
+                   ShapeStr(operand(0)));
+    }
+    return Shape(ComplexTypeOf(t), operand(0).dims());
+  }
+
+  absl::StatusOr<Shape> Fft() {
+    CW_RETURN_IF_ERROR(ExpectOperandCount(1));
+    CW_RETURN_IF_ERROR(ExpectArrayOperand(0));
+    absl::StatusOr<Shape> shape =
+        InferFftShape(operand(0), instr_.fft_type, instr_.fft_length);
+    if (!shape.ok()) return Error(shape.status().message());
+    return *shape;
+  }
+
   absl::StatusOr<Shape> Compare() {
     CW_RETURN_IF_ERROR(ExpectOperandCount(2));
     CW_RETURN_IF_ERROR(ExpectSameArrays(0, 1));
@@ -649,6 +752,14 @@ class Inferrer {
     bool ok = true;
     switch (instr_.comparison_type) {
       case ComparisonType::kDefault:
+        if (IsComplex(t)) {
+          ok = instr_.comparison_direction == ComparisonDirection::kEq ||
+               instr_.comparison_direction == ComparisonDirection::kNe;
+          if (!ok) {
+            return Error("complex values compare only for EQ and NE, not ",
+                         ShapeStr(operand(0)), " with another direction");
+          }
+        }
         break;
       case ComparisonType::kFloat:
       case ComparisonType::kTotalOrder:
@@ -711,6 +822,12 @@ class Inferrer {
       return Error("convert from ", ShapeStr(operand(0)), " to ",
                    ShapeStr(declared()), " changes the dims");
     }
+    if (IsComplex(operand(0).type()) && !IsComplex(declared().type())) {
+      // As XLA: take the real part with `real`.
+      return Error("convert from complex ", ShapeStr(operand(0)),
+                   " to real ", ShapeStr(declared()),
+                   " is not defined (use real or imag)");
+    }
     return declared();
   }
 
@@ -719,8 +836,9 @@ class Inferrer {
     CW_RETURN_IF_ERROR(ExpectArrayOperand(0));
     CW_RETURN_IF_ERROR(ExpectDeclaredArray());
     const Shape& in = operand(0);
-    int64_t in_width = ByteWidth(in.type());
-    int64_t out_width = ByteWidth(declared().type());
+    // In bits: s8 -> s4[2] splits each byte into two nibbles.
+    int64_t in_width = BitWidth(in.type());
+    int64_t out_width = BitWidth(declared().type());
     std::vector<int64_t> want = in.dims();
     if (in_width > out_width) {
       want.push_back(in_width / out_width);
@@ -1902,6 +2020,72 @@ int64_t WindowOutputSize(int64_t input_size, const WindowDimension& window) {
     return -1;
   }
   return CheckedWindowOutputSize(input_size, window).value_or(-1);
+}
+
+absl::StatusOr<Shape> InferFftShape(const Shape& x, FftType type,
+                                    const std::vector<int64_t>& length) {
+  auto error = [](auto&&... args) {
+    return absl::InvalidArgumentError(absl::StrCat(args...));
+  };
+  const int64_t fft_rank = static_cast<int64_t>(length.size());
+  const std::string type_name(FftTypeName(type));
+  if (!x.IsArray()) {
+    return error("fft needs an array operand but got ", ShapeStr(x));
+  }
+  if (fft_rank < 1 || fft_rank > 3) {
+    return error("fft needs 1 to 3 fft_length entries but has ", fft_rank);
+  }
+  if (x.rank() < fft_rank) {
+    return error("fft of ", fft_rank, " dims needs an operand of rank >= ",
+                 fft_rank, " but got ", ShapeStr(x));
+  }
+  for (int64_t l : length) {
+    if (l < 0) return error("fft_length ", ListStr(length), " is negative");
+  }
+  const int64_t first = x.rank() - fft_rank;
+  std::vector<int64_t> dims = x.dims();
+  auto trailing_must_be =
+      [&](const std::vector<int64_t>& want) -> absl::Status {
+    for (int64_t i = 0; i < fft_rank; ++i) {
+      if (x.dim(first + i) != want[i]) {
+        return error("fft ", type_name, " with fft_length ", ListStr(length),
+                     " needs trailing dims ", ListStr(want),
+                     " but the operand is ", ShapeStr(x));
+      }
+    }
+    return absl::OkStatus();
+  };
+  const int64_t half_bins = length.back() == 0 ? 0 : length.back() / 2 + 1;
+  switch (type) {
+    case FftType::kFft:
+    case FftType::kIfft:
+      if (!IsComplex(x.type())) {
+        return error("fft ", type_name, " needs a complex operand but got ",
+                     ShapeStr(x));
+      }
+      CW_RETURN_IF_ERROR(trailing_must_be(length));
+      return x;
+    case FftType::kRfft:
+      if (x.type() != PrimitiveType::kF32 && x.type() != PrimitiveType::kF64) {
+        return error("fft RFFT needs an f32 or f64 operand but got ",
+                     ShapeStr(x));
+      }
+      CW_RETURN_IF_ERROR(trailing_must_be(length));
+      dims.back() = half_bins;
+      return Shape(ComplexTypeOf(x.type()), dims);
+    case FftType::kIrfft: {
+      if (!IsComplex(x.type())) {
+        return error("fft IRFFT needs a complex operand but got ",
+                     ShapeStr(x));
+      }
+      std::vector<int64_t> want = length;
+      want.back() = half_bins;
+      CW_RETURN_IF_ERROR(trailing_must_be(want));
+      for (int64_t i = 0; i < fft_rank; ++i) dims[first + i] = length[i];
+      return Shape(ComplexComponentType(x.type()), dims);
+    }
+  }
+  return error("unknown fft type");
 }
 
 }  // namespace causeway::hlo

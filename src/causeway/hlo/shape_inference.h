@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,6 +40,13 @@ struct DeviceCounts {
 absl::StatusOr<Shape> InferShape(const Instruction& instr);
 absl::StatusOr<Shape> InferShape(const Instruction& instr,
                                  const DeviceCounts& counts);
+
+// The result shape of an fft of `type` with `fft_length` on `operand`, as
+// XLA's ShapeInference: FFT/IFFT keep a complex shape, RFFT turns f32/f64
+// into c64/c128 with fft_length.back() / 2 + 1 bins in the last dim, IRFFT
+// the reverse. Used by shape inference and by the fft kernel.
+absl::StatusOr<Shape> InferFftShape(const Shape& operand, FftType type,
+                                    const std::vector<int64_t>& fft_length);
 
 // How a collective's replica_groups ids are to be read (XLA's
 // CollectiveOpGroupMode, chosen by channel_id and use_global_device_ids).

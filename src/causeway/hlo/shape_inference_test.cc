@@ -156,7 +156,8 @@ TEST_F(ShapeInferenceTest, TranscendentalUnaryNeedsFloatingPoint) {
   absl::StatusOr<Shape> s = InferShape(*Make(Opcode::kExp, {P(A(S32, {3}))}));
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(),
-              HasSubstr("exponential needs a floating-point operand"));
+              HasSubstr("exponential needs a floating-point or complex "
+                        "operand"));
 }
 
 TEST_F(ShapeInferenceTest, IsFiniteGivesPred) {
@@ -234,6 +235,110 @@ TEST_F(ShapeInferenceTest, ReducePrecisionNeedsFloatAndValidBits) {
 }
 
 // ---- Structure ---------------------------------------------------------
+
+// ---- Complex and fft -----------------------------------------------------
+
+constexpr PrimitiveType C64 = PrimitiveType::kC64;
+constexpr PrimitiveType C128 = PrimitiveType::kC128;
+constexpr PrimitiveType F64 = PrimitiveType::kF64;
+
+TEST_F(ShapeInferenceTest, ComplexArithmeticKeepsTheTypeAndAbsGivesItsPart) {
+  Instruction* z = P(A(C64, {3}));
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kDivide, {z, z}))), "c64[3]");
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kExp, {z}))), "c64[3]");
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kAbs, {z}))), "f32[3]");
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kAbs, {P(A(C128, {2}))}))), "f64[2]");
+  EXPECT_THAT(InferShape(*Make(Opcode::kMaximum, {z, z})).status().message(),
+              HasSubstr("maximum needs"));
+  EXPECT_FALSE(InferShape(*Make(Opcode::kFloor, {z})).ok());
+  EXPECT_FALSE(InferShape(*Make(Opcode::kAtan2, {z, z})).ok());
+}
+
+TEST_F(ShapeInferenceTest, RealImagAndComplexConvertBetweenPartsAndWholes) {
+  Instruction* z = P(A(C128, {2, 2}));
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kReal, {z}))), "f64[2,2]");
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kImag, {z}))), "f64[2,2]");
+  Instruction* re = P(A(F32, {4}));
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kComplex, {re, re}))), "c64[4]");
+  Instruction* re64 = P(A(F64, {4}));
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kComplex, {re64, re64}))), "c128[4]");
+  EXPECT_FALSE(InferShape(*Make(Opcode::kComplex, {re, re64})).ok());
+  EXPECT_FALSE(InferShape(*Make(Opcode::kReal, {P(A(S32, {4}))})).ok());
+}
+
+TEST_F(ShapeInferenceTest, ComplexComparesOnlyForEquality) {
+  Instruction* z = P(A(C64, {3}));
+  auto eq = Make(Opcode::kCompare, {z, z});
+  eq->comparison_direction = ComparisonDirection::kEq;
+  EXPECT_EQ(Str(InferShape(*eq)), "pred[3]");
+  auto lt = Make(Opcode::kCompare, {z, z});
+  lt->comparison_direction = ComparisonDirection::kLt;
+  EXPECT_THAT(InferShape(*lt).status().message(),
+              HasSubstr("complex values compare only for EQ and NE"));
+}
+
+TEST_F(ShapeInferenceTest, ConvertFromComplexToRealIsRefusedNamingRealAndImag) {
+  Instruction* z = P(A(C64, {2}));
+  EXPECT_EQ(Str(InferShape(*Make(Opcode::kConvert, {z}, A(C128, {2})))),
+            "c128[2]");
+  EXPECT_EQ(
+      Str(InferShape(*Make(Opcode::kConvert, {P(A(F32, {2}))}, A(C64, {2})))),
+      "c64[2]");
+  absl::StatusOr<Shape> s =
+      InferShape(*Make(Opcode::kConvert, {z}, A(F32, {2})));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("use real or imag"));
+}
+
+std::unique_ptr<Instruction> FftOf(std::unique_ptr<Instruction> fft,
+                                   FftType type, std::vector<int64_t> length) {
+  fft->fft_type = type;
+  fft->fft_length = std::move(length);
+  return fft;
+}
+
+TEST_F(ShapeInferenceTest, FftKeepsComplexShapesOverTrailingDims) {
+  Instruction* z = P(A(C64, {5, 4, 8}));
+  EXPECT_EQ(Str(InferShape(
+                *FftOf(Make(Opcode::kFft, {z}), FftType::kFft, {4, 8}))),
+            "c64[5,4,8]");
+  EXPECT_EQ(Str(InferShape(
+                *FftOf(Make(Opcode::kFft, {z}), FftType::kIfft, {5, 4, 8}))),
+            "c64[5,4,8]");
+  absl::StatusOr<Shape> wrong =
+      InferShape(*FftOf(Make(Opcode::kFft, {z}), FftType::kFft, {8, 4}));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.status().message(),
+              HasSubstr("instruction 'fft.1' (line 7): fft FFT with "
+                        "fft_length {8,4} needs trailing dims {8,4}"));
+  EXPECT_FALSE(InferShape(*FftOf(Make(Opcode::kFft, {P(A(F32, {8}))}),
+                                 FftType::kFft, {8}))
+                   .ok());
+  EXPECT_FALSE(InferShape(*FftOf(Make(Opcode::kFft, {z}), FftType::kFft,
+                                 {1, 5, 4, 8}))
+                   .ok());
+}
+
+TEST_F(ShapeInferenceTest, RfftHalvesTheLastDimAndIrfftRestoresIt) {
+  EXPECT_EQ(Str(InferShape(*FftOf(Make(Opcode::kFft, {P(A(F32, {3, 6, 9}))}),
+                                  FftType::kRfft, {6, 9}))),
+            "c64[3,6,5]");
+  EXPECT_EQ(Str(InferShape(*FftOf(Make(Opcode::kFft, {P(A(F64, {8}))}),
+                                  FftType::kRfft, {8}))),
+            "c128[5]");
+  EXPECT_EQ(Str(InferShape(*FftOf(Make(Opcode::kFft, {P(A(C64, {3, 6, 5}))}),
+                                  FftType::kIrfft, {6, 9}))),
+            "f32[3,6,9]");
+  EXPECT_EQ(Str(InferShape(*FftOf(Make(Opcode::kFft, {P(A(C64, {3, 6, 5}))}),
+                                  FftType::kIrfft, {6, 8}))),
+            "f32[3,6,8]");
+  EXPECT_FALSE(InferShape(*FftOf(Make(Opcode::kFft, {P(A(C64, {3, 6, 5}))}),
+                                 FftType::kIrfft, {6, 12}))
+                   .ok());
+  EXPECT_FALSE(InferShape(*FftOf(Make(Opcode::kFft, {P(A(C64, {8}))}),
+                                 FftType::kRfft, {8}))
+                   .ok());
+}
 
 TEST_F(ShapeInferenceTest, ParameterAndConstantUseTheirOwnShapes) {
   EXPECT_EQ(Str(InferShape(*P(A(F32, {2})))), "f32[2]");

@@ -62,11 +62,12 @@ TEST(VerifierTest, UnknownOpIsUnimplementedWithLineAndName) {
   absl::Status status = VerifyText(
       "HloModule m\n"
       "ENTRY main {\n"
-      "  x = f32[4] parameter(0)\n"
-      "  ROOT f = f32[4] fft(x), fft_type=FFT\n"
+      "  x = f32[4,4] parameter(0)\n"
+      "  ROOT f = f32[4,4] cholesky(x), lower=true\n"
       "}\n");
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(Message(status), "line 4: unsupported op 'fft' (instruction 'f')");
+  EXPECT_EQ(Message(status),
+            "line 4: unsupported op 'cholesky' (instruction 'f')");
 }
 
 TEST(VerifierTest, CustomCallIsUnimplementedNamingTheTarget) {
@@ -435,10 +436,10 @@ TEST_F(VerifierStructureTest, BuiltInstructionsWithoutLinesOmitThem) {
   Computation* main = AddComputation("main", true);
   auto instr = std::make_unique<Instruction>();
   instr->name = "f";
-  instr->opcode_name = "fft";
+  instr->opcode_name = "cholesky";
   main->set_root(main->AddInstruction(std::move(instr)));
   EXPECT_EQ(Message(VerifyModule(module_)),
-            "unsupported op 'fft' (instruction 'f')");
+            "unsupported op 'cholesky' (instruction 'f')");
 }
 
 // ---- Iota replica groups -------------------------------------------------
