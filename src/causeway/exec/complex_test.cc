@@ -311,6 +311,30 @@ ENTRY e {
               ElementsAre(C64(1, 1), C64(1, 2), C64(3, -3)));
 }
 
+TEST_F(ComplexTest, DotMultipliesComplexMatrices) {
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY e {
+  a = c128[2,3] parameter(0)
+  b = c128[3,2] parameter(1)
+  ROOT d = c128[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})")
+                  .ok());
+  const std::vector<C128> a = Spread<double>(6);
+  std::vector<C128> b = Spread<double>(12);
+  b.erase(b.begin(), b.begin() + 6);
+  std::vector<C128> want(4);
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 3; ++k) want[i * 2 + j] += a[i * 3 + k] * b[k * 2 + j];
+    }
+  }
+  auto result = Run({Array(PrimitiveType::kC128, {2, 3}, a),
+                     Array(PrimitiveType::kC128, {3, 2}, b)});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectNear(ValuesOf<C128>(*result), want, 1e-14, "dot");
+}
+
 TEST_F(ComplexTest, DataMovementAndSelectKeepSixteenByteElementsWhole) {
   ASSERT_TRUE(Load(R"(
 HloModule m

@@ -2,10 +2,12 @@
 //
 // Both kernels bring their operands into a canonical row-major order in the
 // accumulation type (float for f16/bf16/f32, double for f64, int64_t for
-// integers: integer results wrap as XLA's do), run the GEMM (on the calling
-// thread, on the processor's widest vector instructions), and convert the
-// result to the output element type once.
+// integers: integer results wrap as XLA's do; std::complex for c64/c128),
+// run the GEMM (on the calling thread, on the processor's widest vector
+// instructions; complex products on Eigen's complex GEMM, as XLA:CPU runs
+// them), and convert the result to the output element type once.
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -13,6 +15,9 @@
 #include <type_traits>
 #include <vector>
 
+// Complex products run on the calling thread, as the others (gemm.h).
+#define EIGEN_DONT_PARALLELIZE
+#include "Eigen/Core"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,7 +42,14 @@ using hlo::Shape;
 using DimList = absl::InlinedVector<int64_t, 8>;
 
 // The accumulation type for a product of `a` and `b` giving `out`.
-enum class AccKind { kFloat, kDouble, kInt, kUnsupported };
+enum class AccKind {
+  kFloat,
+  kDouble,
+  kInt,
+  kComplexFloat,
+  kComplexDouble,
+  kUnsupported
+};
 
 AccKind ChooseAcc(PrimitiveType a, PrimitiveType b, PrimitiveType out) {
   for (PrimitiveType t : {a, b, out}) {
@@ -47,7 +59,14 @@ AccKind ChooseAcc(PrimitiveType a, PrimitiveType b, PrimitiveType out) {
     }
   }
   if (hlo::IsComplex(a) || hlo::IsComplex(b) || hlo::IsComplex(out)) {
-    return AccKind::kUnsupported;
+    // Complex only with complex (XLA's shape inference asks as much).
+    if (!hlo::IsComplex(a) || !hlo::IsComplex(b) || !hlo::IsComplex(out)) {
+      return AccKind::kUnsupported;
+    }
+    return a == PrimitiveType::kC128 || b == PrimitiveType::kC128 ||
+                   out == PrimitiveType::kC128
+               ? AccKind::kComplexDouble
+               : AccKind::kComplexFloat;
   }
   if (a == PrimitiveType::kF64 || b == PrimitiveType::kF64 ||
       out == PrimitiveType::kF64) {
@@ -67,14 +86,16 @@ template <typename Acc>
 constexpr PrimitiveType kAccType =
     std::is_same_v<Acc, float>                  ? PrimitiveType::kF32
     : std::is_same_v<Acc, double>               ? PrimitiveType::kF64
+    : std::is_same_v<Acc, std::complex<float>>  ? PrimitiveType::kC64
+    : std::is_same_v<Acc, std::complex<double>> ? PrimitiveType::kC128
                                                 : PrimitiveType::kS64;
 
-// Whether ChooseAcc can pair element type E with Acc: none of the types it
-// refuses. The conversions below are instantiated for every pair; the
-// others never run.
+// Whether ChooseAcc can pair element type E with Acc: complex with complex
+// only, and none of the types it refuses. The conversions below are
+// instantiated for every pair; the others never run.
 template <typename Acc, typename E>
-constexpr bool kAccPairs = !hlo::kIsComplex<E> && !hlo::kIsMinifloat<E> &&
-                           !hlo::kIsNarrowInt<E>;
+constexpr bool kAccPairs = hlo::kIsComplex<Acc> == hlo::kIsComplex<E> &&
+                           !hlo::kIsMinifloat<E> && !hlo::kIsNarrowInt<E>;
 
 template <typename Acc, typename E>
 inline Acc ElementToAcc(E value) {
@@ -250,18 +271,52 @@ template <typename Acc>
 void BatchedMatmul(const DotOperand<Acc>& lhs, const DotOperand<Acc>& rhs,
                    int64_t batch, int64_t m, int64_t k, int64_t n, Acc* out,
                    bool accumulate = false) {
-  for (int64_t b = 0; b < batch; ++b) {
-    // A row-major [cols, rows] matrix is the transpose of what we need.
-    GemmCall<Acc> call;
-    call.m = m;
-    call.n = n;
-    call.k = k;
-    call.a = {lhs.data + b * m * k, lhs.row_major ? k : m, !lhs.row_major};
-    call.b = {rhs.data + b * k * n, rhs.row_major ? n : k, !rhs.row_major};
-    call.c = out + b * m * n;
-    call.ldc = n;
-    call.accumulate = accumulate;
-    Gemm(call);
+  if constexpr (hlo::kIsComplex<Acc>) {
+    // Eigen's complex GEMM (gemm.h has the real types only).
+    using Matrix =
+        Eigen::Matrix<Acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using ConstMap =
+        Eigen::Map<const Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+    using Map = Eigen::Map<Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+    for (int64_t b = 0; b < batch; ++b) {
+      const Acc* a = lhs.data + b * m * k;
+      const Acc* c = rhs.data + b * k * n;
+      Map result(out + b * m * n, m, n, Eigen::OuterStride<>(n));
+      if (k == 0) {
+        if (!accumulate) result.setZero();
+        continue;
+      }
+      // A row-major [cols, rows] matrix is the transpose of what we need.
+      Matrix product =
+          (lhs.row_major ? ConstMap(a, m, k, Eigen::OuterStride<>(k))
+                         : ConstMap(a, k, m, Eigen::OuterStride<>(m)))
+              .eval();
+      if (!lhs.row_major) product.transposeInPlace();
+      Matrix right =
+          (rhs.row_major ? ConstMap(c, k, n, Eigen::OuterStride<>(n))
+                         : ConstMap(c, n, k, Eigen::OuterStride<>(k)))
+              .eval();
+      if (!rhs.row_major) right.transposeInPlace();
+      if (accumulate) {
+        result.noalias() += product * right;
+      } else {
+        result.noalias() = product * right;
+      }
+    }
+  } else {
+    for (int64_t b = 0; b < batch; ++b) {
+      // A row-major [cols, rows] matrix is the transpose of what we need.
+      GemmCall<Acc> call;
+      call.m = m;
+      call.n = n;
+      call.k = k;
+      call.a = {lhs.data + b * m * k, lhs.row_major ? k : m, !lhs.row_major};
+      call.b = {rhs.data + b * k * n, rhs.row_major ? n : k, !rhs.row_major};
+      call.c = out + b * m * n;
+      call.ldc = n;
+      call.accumulate = accumulate;
+      Gemm(call);
+    }
   }
 }
 
@@ -738,6 +793,14 @@ absl::StatusOr<Literal> Dot(const Instruction& instr, const Literal& lhs,
     case AccKind::kInt:
       return DotWithAcc<int64_t>(instr, lhs, rhs, lhs_free, rhs_free, batch, m,
                                  k, n, accumulator);
+    case AccKind::kComplexFloat:
+      return DotWithAcc<std::complex<float>>(instr, lhs, rhs, lhs_free,
+                                             rhs_free, batch, m, k, n,
+                                             accumulator);
+    case AccKind::kComplexDouble:
+      return DotWithAcc<std::complex<double>>(instr, lhs, rhs, lhs_free,
+                                              rhs_free, batch, m, k, n,
+                                              accumulator);
     case AccKind::kUnsupported:
       break;
   }
@@ -804,6 +867,8 @@ absl::StatusOr<Literal> EvalConvolution(const Instruction& instr,
         return ConvolutionWithAcc<int64_t>(instr, g, input, kernel);
       }
       break;
+    case AccKind::kComplexFloat:
+    case AccKind::kComplexDouble:
     case AccKind::kUnsupported:
       break;
   }
