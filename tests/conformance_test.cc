@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -67,8 +68,17 @@ std::string ValueText(double v) {
   return out.str();
 }
 
+// Element `i` of a c64 or c128 array.
+std::complex<double> ComplexAt(const hlo::Literal& literal, int64_t i) {
+  if (literal.shape().type() == hlo::PrimitiveType::kC64) {
+    return std::complex<double>(literal.data<hlo::C64>()[i]);
+  }
+  return literal.data<hlo::C128>()[i];
+}
+
 // Empty when `got` matches `want`; otherwise what differs, with the first
-// mismatching index and values. Floats: |got - want| <= atol + rtol*|want|,
+// mismatching index and values. Floats (complex: by modulus):
+// |got - want| <= atol + rtol*|want|,
 // NaN matches NaN and an infinity matches itself. Integers and pred: exact.
 std::string CompareArrays(const hlo::Literal& got, const hlo::Literal& want,
                           double rtol, double atol) {
@@ -78,7 +88,8 @@ std::string CompareArrays(const hlo::Literal& got, const hlo::Literal& want,
   }
   const hlo::PrimitiveType type = want.shape().type();
   const int64_t n = want.shape().ElementCount();
-  const bool floating = hlo::IsFloating(type);
+  const bool complex = hlo::IsComplex(type);
+  const bool floating = hlo::IsFloating(type) || complex;
   const int64_t width = n == 0 ? 0 : want.size_bytes() / n;
   const char* got_bytes = static_cast<const char*>(got.untyped_data());
   const char* want_bytes = static_cast<const char*>(want.untyped_data());
@@ -87,7 +98,24 @@ std::string CompareArrays(const hlo::Literal& got, const hlo::Literal& want,
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
     bool ok;
-    if (floating) {
+    if (complex) {
+      // |got - want| as complex numbers; NaN and infinite parts as for
+      // floats, part by part.
+      const std::complex<double> g = ComplexAt(got, i), w = ComplexAt(want, i);
+      const bool special = !std::isfinite(g.real()) ||
+                           !std::isfinite(g.imag()) ||
+                           !std::isfinite(w.real()) || !std::isfinite(w.imag());
+      if (special) {
+        auto same = [](double a, double b) {
+          return (std::isnan(a) && std::isnan(b)) || a == b;
+        };
+        ok = same(g.real(), w.real()) && same(g.imag(), w.imag());
+      } else {
+        const double err = std::abs(g - w);
+        ok = err <= atol + rtol * std::abs(w);
+        worst = std::max(worst, err);
+      }
+    } else if (floating) {
       const double g = got.GetAsDouble(i);
       const double w = want.GetAsDouble(i);
       if (std::isnan(w) || std::isnan(g)) {
@@ -108,11 +136,16 @@ std::string CompareArrays(const hlo::Literal& got, const hlo::Literal& want,
     }
   }
   if (mismatches == 0) return "";
+  auto value_at = [&](const hlo::Literal& literal, int64_t i) {
+    if (!complex) return ValueText(literal.GetAsDouble(i));
+    const std::complex<double> z = ComplexAt(literal, i);
+    return absl::StrCat("(", ValueText(z.real()), ", ", ValueText(z.imag()),
+                        ")");
+  };
   std::string message = absl::StrCat(
       mismatches, " of ", n, " elements differ; first at ",
-      IndexText(first, want.shape().dims()), ": got ",
-      ValueText(got.GetAsDouble(first)), ", want ",
-      ValueText(want.GetAsDouble(first)));
+      IndexText(first, want.shape().dims()), ": got ", value_at(got, first),
+      ", want ", value_at(want, first));
   if (floating) {
     absl::StrAppend(&message, " (rtol ", ValueText(rtol), ", atol ",
                     ValueText(atol), ", largest finite |diff| ",
@@ -189,7 +222,7 @@ class ConformanceTest : public ::testing::Test {
 
     for (size_t i = 0; i < manifest->outputs.size(); ++i) {
       const ArraySpec& spec = manifest->outputs[i];
-      auto stacked = hlo::ReadNpy((dir_ / spec.file).string());
+      auto stacked = hlo::ReadNpy((dir_ / spec.file).string(), spec.type);
       ASSERT_TRUE(stacked.ok()) << stacked.status();
       auto expected = Unstack(*stacked, spec, partitions);
       ASSERT_TRUE(expected.ok()) << expected.status();

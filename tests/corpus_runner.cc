@@ -191,7 +191,7 @@ absl::StatusOr<std::vector<std::vector<hlo::Literal>>> ReadInputs(
   std::vector<std::vector<hlo::Literal>> inputs;
   for (const ArraySpec& spec : manifest.inputs) {
     CW_ASSIGN_OR_RETURN(hlo::Literal stacked,
-                        hlo::ReadNpy((dir / spec.file).string()));
+                        hlo::ReadNpy((dir / spec.file).string(), spec.type));
     CW_ASSIGN_OR_RETURN(std::vector<hlo::Literal> shards,
                         Unstack(stacked, spec, manifest.partitions));
     inputs.push_back(std::move(shards));

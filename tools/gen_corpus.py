@@ -80,6 +80,8 @@ _DTYPE_NAMES = {
     BF16: "bf16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
+    np.dtype(np.complex64): "c64",
+    np.dtype(np.complex128): "c128",
 }
 
 # (rtol, atol) per dtype: |ours - jax| <= atol + rtol * |jax|. Integers and
@@ -88,6 +90,9 @@ _DTYPE_NAMES = {
 DEFAULT_TOL = {
     "f64": (1e-12, 1e-12),
     "f32": (1e-5, 1e-6),
+    # Complex outputs compare by modulus, |ours - jax| as a complex number.
+    "c128": (1e-12, 1e-12),
+    "c64": (1e-5, 1e-6),
     "f16": (4e-3, 2e-4),
     "bf16": (3.2e-2, 2e-3),
 }
@@ -1061,6 +1066,117 @@ def scan_layers_dp2():
 
 
 # ---------------------------------------------------------------------------
+# Complex numbers and fft
+# ---------------------------------------------------------------------------
+
+
+def crandn(seed, *shape, dtype=np.complex64, scale=1.0):
+    r = np.random.default_rng(seed)
+    return ((r.standard_normal(shape) + 1j * r.standard_normal(shape)) * scale).astype(dtype)
+
+
+def _complex_elementwise(x, y, re, im):
+    return (x + y, x - y, x * y, x / y, jnp.exp(x), jnp.log(x), jnp.sqrt(x), lax.rsqrt(x), jnp.tanh(x),
+            jnp.power(x, y), jnp.abs(x), jnp.sign(x), jnp.conj(x), jnp.real(x), jnp.imag(y), lax.complex(re, im),
+            x == y, x != jnp.conj(x), jnp.expm1(x), jnp.log1p(x), jnp.sin(x), jnp.cos(x), jnp.tan(x),
+            re.astype(x.dtype) * x, -x)
+
+
+@program
+def complex_elementwise_c64():
+    x = crandn(120, 4, 16)
+    x[0, :4] = [0, 1, -1, 1j]  # Zeros and axis points: sign, sqrt and log's special cases.
+    y = crandn(121, 4, 16)
+    y[0, 0] = x[0, 1]
+    return Program("complex_elementwise_c64", "c64 arithmetic, exp/log/sqrt/rsqrt/tanh/power/expm1/log1p/sin/cos/"
+                   "tan, abs, sign, conj, real, imag, complex, EQ/NE, f32->c64 convert (JAX lowers most of them to real "
+                   "arithmetic on the real and imaginary parts)",
+                   _complex_elementwise, [x, y, randn(122, 4, 16), randn(123, 4, 16)],
+                   tol={"c64": (2e-5, 2e-6), "f32": (1e-5, 1e-6)})
+
+
+@program
+def complex_elementwise_c128():
+    return Program("complex_elementwise_c128", "the complex elementwise ops of complex_elementwise_c64 in c128",
+                   _complex_elementwise, [crandn(124, 3, 8, dtype=np.complex128), crandn(125, 3, 8, dtype=np.complex128),
+                                          randn(126, 3, 8, dtype=np.float64), randn(127, 3, 8, dtype=np.float64)],
+                   x64=True, tol={"c128": (1e-12, 1e-13), "f64": (1e-12, 1e-13)}, f64_check=False)
+
+
+@program
+def complex_reduce_dot():
+    def f(x, a, b, r):
+        return (jnp.sum(x, axis=1), jnp.prod(x[:, :4], axis=0), jnp.mean(x), a @ b,
+                jnp.einsum("bij,bjk->bik", a.reshape(2, 3, 5), b.reshape(2, 5, 2)), jnp.vdot(a[0], a[1]),
+                jnp.cumsum(x, axis=0), jnp.sort(x[0]), jnp.transpose(x)[::-1], jnp.where(r > 0, x[:2, :6], 0),
+                jnp.concatenate([x[:1], x[-1:]], axis=0), jnp.linalg.norm(a, axis=1))
+
+    return Program("complex_reduce_dot", "c64 reductions (sum, prod, mean, cumsum), matmul and batched einsum "
+                   "(Eigen's complex GEMM), vdot, sort (lexicographic comparator on real and imag), transpose, "
+                   "reverse, select, concatenate, norm",
+                   f, [crandn(128, 6, 8), crandn(129, 6, 5), crandn(130, 5, 4), randn(131, 2, 6)],
+                   tol={"c64": (2e-5, 2e-5), "f32": (1e-5, 1e-5)})
+
+
+def _fft_programs(x, xr, n_odd):
+    return (jnp.fft.fft(x), jnp.fft.ifft(x), jnp.fft.rfft(xr), jnp.fft.irfft(jnp.fft.rfft(xr)),
+            jnp.fft.irfft(x[..., :5], n=8), jnp.fft.rfft(xr[..., :n_odd]), jnp.fft.irfft(x[..., :4], n=n_odd),
+            jnp.fft.fft(xr, n=12), jnp.fft.ifft(x, n=4))
+
+
+@program
+def fft_1d():
+    return Program("fft_1d", "jnp.fft fft, ifft, rfft, irfft over the last dim (even and odd lengths, fft "
+                   "lengths that pad or crop): XLA's fft op with fft_type FFT/IFFT/RFFT/IRFFT",
+                   lambda x, xr: _fft_programs(x, xr, 7), [crandn(132, 3, 16), randn(133, 3, 16)],
+                   tol={"c64": (1e-5, 1e-4), "f32": (1e-5, 1e-5)})
+
+
+@program
+def fft_1d_c128():
+    return Program("fft_1d_c128", "the transforms of fft_1d in c128/f64",
+                   lambda x, xr: _fft_programs(x, xr, 9),
+                   [crandn(134, 2, 16, dtype=np.complex128), randn(135, 2, 16, dtype=np.float64)], x64=True,
+                   tol={"c128": (1e-12, 1e-12), "f64": (1e-12, 1e-12)}, f64_check=False)
+
+
+@program
+def fft_2d_3d():
+    def f(x, xr):
+        return (jnp.fft.fft2(x), jnp.fft.ifft2(x), jnp.fft.rfft2(xr), jnp.fft.irfft2(jnp.fft.rfft2(xr)),
+                jnp.fft.fftn(x), jnp.fft.ifftn(x, axes=(-3, -2, -1)), jnp.fft.rfftn(xr, axes=(-3, -2, -1)),
+                jnp.fft.irfftn(x[..., :3], s=(2, 6, 5), axes=(-3, -2, -1)), jnp.fft.fftshift(jnp.fft.fft2(x)))
+
+    return Program("fft_2d_3d", "fft2/ifft2/rfft2/irfft2 and fftn/ifftn/rfftn/irfftn over 3 dims, fftshift",
+                   f, [crandn(136, 2, 2, 6, 8), randn(137, 2, 2, 6, 8)],
+                   tol={"c64": (1e-5, 2e-4), "f32": (1e-5, 2e-5)})
+
+
+@program
+def fft_batch_sharded_4():
+    def f(x, xr):
+        return jnp.fft.fft(x), jnp.fft.irfft(jnp.fft.rfft(xr) * 2.0)
+
+    spec = P("x")
+    return Program("fft_batch_sharded_4", "fft and rfft/irfft of a batch of signals sharded over 4 partitions "
+                   "(each partition transforms its own rows)",
+                   f, [crandn(138, 8, 32), randn(139, 8, 32)], mesh_axes=[("x", 4)], in_specs=[spec, spec],
+                   out_specs=(spec, spec), tol={"c64": (1e-5, 2e-4), "f32": (1e-5, 2e-5)})
+
+
+@program
+def complex_matmul_sharded_2():
+    def f(a, b):
+        return a @ b, jnp.sum(a * jnp.conj(a))
+
+    return Program("complex_matmul_sharded_2", "c64 matmul with the contracting dim sharded over 2 partitions: "
+                   "partial products summed by a complex all-reduce",
+                   f, [crandn(140, 8, 16), crandn(141, 16, 6)], mesh_axes=[("k", 2)],
+                   in_specs=[P(None, "k"), P("k", None)], out_specs=(P(), P()),
+                   tol={"c64": (2e-5, 2e-5)})
+
+
+# ---------------------------------------------------------------------------
 # Compile, run, extract
 # ---------------------------------------------------------------------------
 
@@ -1208,8 +1324,9 @@ def tolerance(p: Program, dtype: str):
 
 def _usage(got, want, rtol, atol) -> float:
     """max |got-want| / (atol + rtol |want|): <= 1 passes."""
-    got = got.astype(np.float64)
-    want = want.astype(np.float64)
+    wide = np.complex128 if np.iscomplexobj(want) else np.float64
+    got = got.astype(wide)
+    want = want.astype(wide)
     both_nan = np.isnan(got) & np.isnan(want)
     same_inf = np.isinf(want) & (got == want)
     err = np.where(both_nan | same_inf, 0.0, np.abs(got - want))
@@ -1226,14 +1343,15 @@ def cross_check(b: Built) -> dict:
     report = {}
     dtypes = [dtype_name(o.dtype) for o in b.outputs]
     if p.f64_check and not p.x64:
-        args64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in p.args]
+        widen = {np.dtype(np.float32): np.float64, np.dtype(np.complex64): np.complex128}
+        args64 = [a.astype(widen[a.dtype]) if a.dtype in widen else a for a in p.args]
         p64 = dataclasses.replace(p, args=args64, x64=True)
         _, compiled, dev_args = compile_program(p64)
         with jax.enable_x64(True):
             outs64 = [np.asarray(o) for o in jax.tree.leaves(compiled(*dev_args))]
         worst = 0.0
         for o32, o64, dt in zip(b.global_outputs, outs64, dtypes):
-            if dt == "f32":
+            if dt in ("f32", "c64"):
                 worst = max(worst, _usage(o32, o64, *tolerance(p, dt)))
         report["f64"] = worst
     if p.excess_precision_check and any(dt in ("f16", "bf16") for dt in dtypes):
