@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -89,16 +90,66 @@ std::vector<Handle> HandleList(const In& repeated) {
   return out;
 }
 
+// Our element types and the wire's, pair by pair (the wire's numbers are
+// fixed; ours may move when a type is added).
+constexpr std::pair<hlo::PrimitiveType, wire::ElementType> kElementTypes[] = {
+    {hlo::PrimitiveType::kPred, wire::PRED},
+    {hlo::PrimitiveType::kS8, wire::S8},
+    {hlo::PrimitiveType::kS16, wire::S16},
+    {hlo::PrimitiveType::kS32, wire::S32},
+    {hlo::PrimitiveType::kS64, wire::S64},
+    {hlo::PrimitiveType::kU8, wire::U8},
+    {hlo::PrimitiveType::kU16, wire::U16},
+    {hlo::PrimitiveType::kU32, wire::U32},
+    {hlo::PrimitiveType::kU64, wire::U64},
+    {hlo::PrimitiveType::kF16, wire::F16},
+    {hlo::PrimitiveType::kBF16, wire::BF16},
+    {hlo::PrimitiveType::kF32, wire::F32},
+    {hlo::PrimitiveType::kF64, wire::F64},
+    {hlo::PrimitiveType::kTuple, wire::TUPLE},
+    {hlo::PrimitiveType::kToken, wire::TOKEN},
+    {hlo::PrimitiveType::kC64, wire::C64},
+    {hlo::PrimitiveType::kC128, wire::C128},
+    {hlo::PrimitiveType::kS2, wire::S2},
+    {hlo::PrimitiveType::kS4, wire::S4},
+    {hlo::PrimitiveType::kU2, wire::U2},
+    {hlo::PrimitiveType::kU4, wire::U4},
+    {hlo::PrimitiveType::kF8E5M2, wire::F8E5M2},
+    {hlo::PrimitiveType::kF8E4M3, wire::F8E4M3},
+    {hlo::PrimitiveType::kF8E4M3FN, wire::F8E4M3FN},
+    {hlo::PrimitiveType::kF8E4M3B11FNUZ, wire::F8E4M3B11FNUZ},
+    {hlo::PrimitiveType::kF8E5M2FNUZ, wire::F8E5M2FNUZ},
+    {hlo::PrimitiveType::kF8E4M3FNUZ, wire::F8E4M3FNUZ},
+    {hlo::PrimitiveType::kF8E3M4, wire::F8E3M4},
+    {hlo::PrimitiveType::kF8E8M0FNU, wire::F8E8M0FNU},
+    {hlo::PrimitiveType::kF4E2M1FN, wire::F4E2M1FN},
+};
+
+std::optional<hlo::PrimitiveType> ElementTypeFromWire(int number) {
+  for (const auto& [ours, theirs] : kElementTypes) {
+    if (static_cast<int>(theirs) == number) return ours;
+  }
+  return std::nullopt;
+}
+
+wire::ElementType ElementTypeToWire(hlo::PrimitiveType type) {
+  for (const auto& [ours, theirs] : kElementTypes) {
+    if (ours == type) return theirs;
+  }
+  return wire::ELEMENT_TYPE_INVALID;
+}
+
 absl::StatusOr<hlo::Shape> ShapeFromWire(const wire::Shape& shape,
                                          const WireLimits& limits,
                                          const FieldPath& path, int depth) {
   const int type_number = static_cast<int>(shape.type());
-  if (type_number <= static_cast<int>(hlo::PrimitiveType::kInvalid) ||
-      type_number > static_cast<int>(hlo::PrimitiveType::kToken)) {
+  const std::optional<hlo::PrimitiveType> known =
+      ElementTypeFromWire(type_number);
+  if (!known.has_value()) {
     return path.Field("type").Invalid(
         absl::StrCat("element type ", type_number, " is not valid"));
   }
-  const auto type = static_cast<hlo::PrimitiveType>(type_number);
+  const hlo::PrimitiveType type = *known;
   if (type == hlo::PrimitiveType::kToken) {
     if (shape.dims_size() != 0 || shape.tuple_shapes_size() != 0) {
       return path.Invalid("a token has no dims and no elements");
@@ -247,7 +298,7 @@ absl::Status StatusFromWire(const wire::Status& status,
 }
 
 void ToWire(const hlo::Shape& shape, wire::Shape* out) {
-  out->set_type(static_cast<wire::ElementType>(shape.type()));
+  out->set_type(ElementTypeToWire(shape.type()));
   if (shape.IsTuple()) {
     for (const hlo::Shape& element : shape.tuple_shapes()) {
       ToWire(element, out->add_tuple_shapes());

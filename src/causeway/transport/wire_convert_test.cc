@@ -65,6 +65,19 @@ TEST(WireConvertTest, MalformedShapesNameTheField) {
               IsInvalid("Shape.minor_to_major: is not a permutation"));
 }
 
+TEST(WireConvertTest, EveryArrayElementTypeRoundTrips) {
+  for (int t = static_cast<int>(hlo::PrimitiveType::kPred);
+       t < static_cast<int>(hlo::PrimitiveType::kTuple); ++t) {
+    const hlo::Shape shape(static_cast<hlo::PrimitiveType>(t), {2, 3});
+    wire::Shape message;
+    ToWire(shape, &message);
+    absl::StatusOr<hlo::Shape> back =
+        FromWire(message, kLimits, FieldPath("Shape"));
+    ASSERT_TRUE(back.ok()) << shape.ToString() << ": " << back.status();
+    EXPECT_EQ(*back, shape);
+  }
+}
+
 TEST(WireConvertTest, ShapesBeyondTheLimitsAreRefusedWithoutOverflow) {
   wire::Shape huge;
   huge.set_type(wire::F64);
