@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -326,6 +327,28 @@ class Parser {
   absl::StatusOr<int64_t> ParseNonNegativeInt(std::string_view what);
   absl::StatusOr<std::vector<int64_t>> ParseIntList();
   absl::StatusOr<bool> ParseBool();
+  // One of `words` (an attribute's keyword value), or an error naming
+  // `what` and listing them.
+  template <typename T>
+  absl::StatusOr<T> ParseWordOf(
+      std::string_view what,
+      std::initializer_list<std::pair<std::string_view, T>> words) {
+    SkipSpace();
+    const size_t value_pos = pos_;
+    const std::string_view word = PeekWord();
+    std::vector<absl::string_view> names;
+    for (const auto& [name, value] : words) {
+      if (word == name) {
+        pos_ += word.size();
+        return value;
+      }
+      names.push_back(AV(name));
+    }
+    return ErrorAt(value_pos,
+                   absl::StrCat("expected ", AV(what), " (",
+                                absl::StrJoin(names, ", "), "), got '",
+                                AV(word), "'"));
+  }
   absl::StatusOr<std::string> ParseQuotedString();
   absl::StatusOr<std::string> ScanRawValue(std::string_view attribute);
   absl::StatusOr<size_t> SkipString(size_t pos);
@@ -1241,62 +1264,29 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
     }
     CW_RETURN_IF_ERROR(ParseBranchComputations(inst, slots_filled));
   } else if (name == "kind") {
-    SkipSpace();
-    size_t value_pos = pos_;
-    std::string_view word = PeekWord();
-    if (word == "kLoop") {
-      inst->fusion_kind = FusionKind::kLoop;
-    } else if (word == "kInput") {
-      inst->fusion_kind = FusionKind::kInput;
-    } else if (word == "kOutput") {
-      inst->fusion_kind = FusionKind::kOutput;
-    } else if (word == "kCustom") {
-      inst->fusion_kind = FusionKind::kCustom;
-    } else {
-      return ErrorAt(value_pos,
-                     absl::StrCat("expected a fusion kind (kLoop, kInput, "
-                                  "kOutput, kCustom), got '",
-                                  AV(word), "'"));
-    }
-    pos_ += word.size();
+    CW_ASSIGN_OR_RETURN(
+        inst->fusion_kind,
+        ParseWordOf<FusionKind>("a fusion kind",
+                                {{"kLoop", FusionKind::kLoop},
+                                 {"kInput", FusionKind::kInput},
+                                 {"kOutput", FusionKind::kOutput},
+                                 {"kCustom", FusionKind::kCustom}}));
   } else if (name == "is_stable") {
     CW_ASSIGN_OR_RETURN(inst->is_stable, ParseBool());
   } else if (name == "algorithm") {
-    SkipSpace();
-    size_t value_pos = pos_;
-    std::string_view word = PeekWord();
-    if (word == "rng_default") {
-      inst->rng_algorithm = RandomAlgorithm::kDefault;
-    } else if (word == "rng_three_fry") {
-      inst->rng_algorithm = RandomAlgorithm::kThreeFry;
-    } else if (word == "rng_philox") {
-      inst->rng_algorithm = RandomAlgorithm::kPhilox;
-    } else {
-      return ErrorAt(value_pos,
-                     absl::StrCat("expected an rng algorithm (rng_default, "
-                                  "rng_three_fry, rng_philox), got '",
-                                  AV(word), "'"));
-    }
-    pos_ += word.size();
+    CW_ASSIGN_OR_RETURN(
+        inst->rng_algorithm,
+        ParseWordOf<RandomAlgorithm>(
+            "an rng algorithm", {{"rng_default", RandomAlgorithm::kDefault},
+                                 {"rng_three_fry", RandomAlgorithm::kThreeFry},
+                                 {"rng_philox", RandomAlgorithm::kPhilox}}));
   } else if (name == "fft_type") {
-    SkipSpace();
-    size_t value_pos = pos_;
-    std::string_view word = PeekWord();
-    if (word == "FFT") {
-      inst->fft_type = FftType::kFft;
-    } else if (word == "IFFT") {
-      inst->fft_type = FftType::kIfft;
-    } else if (word == "RFFT") {
-      inst->fft_type = FftType::kRfft;
-    } else if (word == "IRFFT") {
-      inst->fft_type = FftType::kIrfft;
-    } else {
-      return ErrorAt(value_pos,
-                     absl::StrCat("expected an fft type (FFT, IFFT, RFFT, "
-                                  "IRFFT), got '",
-                                  AV(word), "'"));
-    }
-    pos_ += word.size();
+    CW_ASSIGN_OR_RETURN(inst->fft_type,
+                        ParseWordOf<FftType>("an fft type",
+                                             {{"FFT", FftType::kFft},
+                                              {"IFFT", FftType::kIfft},
+                                              {"RFFT", FftType::kRfft},
+                                              {"IRFFT", FftType::kIrfft}}));
   } else if (name == "fft_length") {
     CW_ASSIGN_OR_RETURN(inst->fft_length, ParseIntList());
   } else if (name == "exponent_bits") {
