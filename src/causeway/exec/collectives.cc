@@ -182,91 +182,70 @@ inline T Combine(T a, T b) {
   }
 }
 
+// dst[i] = a[i] ⊕ b[i]: the one typed loop every reduction uses.
 template <ReducerKind kKind, typename T>
-void ReduceTyped(std::span<const Literal* const> inputs, Literal& out) {
-  const int64_t n = out.shape().ElementCount();
-  T* dst = out.mutable_data<T>().data();
+void CombineArrays(void* dst, const void* a, const void* b, int64_t n) {
+  T* out = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
   if constexpr (hlo::kIsComplex<T>) {
     // Sums part by part; products as XLA's fused loops compute them.
-    for (size_t k = 1; k < inputs.size(); ++k) {
-      const T* src = inputs[k]->data<T>().data();
-      for (int64_t i = 0; i < n; ++i) {
-        if constexpr (kKind == ReducerKind::kMultiply) {
-          dst[i] = ComplexMultiply(dst[i], src[i]);
-        } else {
-          dst[i] = T(dst[i].real() + src[i].real(), dst[i].imag() + src[i].imag());
-        }
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (kKind == ReducerKind::kMultiply) {
+        out[i] = ComplexMultiply(x[i], y[i]);
+      } else {
+        out[i] = T(x[i].real() + y[i].real(), x[i].imag() + y[i].imag());
       }
     }
   } else if constexpr (hlo::kIsMinifloat<T> || hlo::kIsNarrowInt<T>) {
     // In the compute type, rounded (or wrapped) after every step.
     using C = ComputeType<T>;
-    for (size_t k = 1; k < inputs.size(); ++k) {
-      const T* src = inputs[k]->data<T>().data();
-      for (int64_t i = 0; i < n; ++i) {
-        dst[i] = FromCompute<T>(
-            Combine<kKind, C>(ToCompute(dst[i]), ToCompute(src[i])));
-      }
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = FromCompute<T>(
+          Combine<kKind, C>(ToCompute(x[i]), ToCompute(y[i])));
     }
   } else if constexpr (kIsHalf<T>) {
     // Compute in float and round after every step, as the reducer would.
-    for (size_t k = 1; k < inputs.size(); ++k) {
-      const T* src = inputs[k]->data<T>().data();
-      for (int64_t i = 0; i < n; ++i) {
-        dst[i] = T(Combine<kKind, float>(static_cast<float>(dst[i]),
-                                         static_cast<float>(src[i])));
-      }
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = T(Combine<kKind, float>(static_cast<float>(x[i]),
+                                       static_cast<float>(y[i])));
     }
   } else {
-    for (size_t k = 1; k < inputs.size(); ++k) {
-      const T* src = inputs[k]->data<T>().data();
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = Combine<kKind, T>(dst[i], src[i]);
-    }
+    for (int64_t i = 0; i < n; ++i) out[i] = Combine<kKind, T>(x[i], y[i]);
   }
 }
 
 template <typename T>
-absl::Status ReduceFast(ReducerKind kind,
-                        std::span<const Literal* const> inputs, Literal& out) {
+ElementwiseCombine CombineFor(ReducerKind kind) {
   const bool bitwise = kind == ReducerKind::kAnd || kind == ReducerKind::kOr ||
                        kind == ReducerKind::kXor;
   if (bitwise && (std::is_floating_point_v<T> || kIsHalf<T> ||
                   hlo::kIsMinifloat<T> || hlo::kIsComplex<T>)) {
-    return absl::InvalidArgumentError(
-        "a bitwise reducer on a floating-point value");
+    return nullptr;
   }
   if (hlo::kIsComplex<T> && kind != ReducerKind::kAdd &&
       kind != ReducerKind::kMultiply) {
-    return absl::InvalidArgumentError(
-        "a maximum or minimum reducer on complex values");
+    return nullptr;
   }
   switch (kind) {
     case ReducerKind::kAdd:
-      ReduceTyped<ReducerKind::kAdd, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kAdd, T>;
     case ReducerKind::kMultiply:
-      ReduceTyped<ReducerKind::kMultiply, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kMultiply, T>;
     case ReducerKind::kMaximum:
-      ReduceTyped<ReducerKind::kMaximum, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kMaximum, T>;
     case ReducerKind::kMinimum:
-      ReduceTyped<ReducerKind::kMinimum, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kMinimum, T>;
     case ReducerKind::kAnd:
-      ReduceTyped<ReducerKind::kAnd, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kAnd, T>;
     case ReducerKind::kOr:
-      ReduceTyped<ReducerKind::kOr, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kOr, T>;
     case ReducerKind::kXor:
-      ReduceTyped<ReducerKind::kXor, T>(inputs, out);
-      break;
+      return &CombineArrays<ReducerKind::kXor, T>;
     case ReducerKind::kGeneric:
       break;
   }
-  return absl::OkStatus();
+  return nullptr;
 }
 
 absl::Status ReduceGeneric(const CollectiveOp& op,
@@ -481,15 +460,77 @@ absl::StatusOr<Literal> ReduceInputs(const CollectiveOp& op,
     CW_RETURN_IF_ERROR(ReduceGeneric(op, inputs, out));
     return out;
   }
-  absl::Status status = hlo::VisitType(shape.type(), [&](auto tag) {
-    using T = decltype(tag);
-    return ReduceFast<T>(kind, inputs, out);
-  });
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(DescribeCollective(op), ": ", status.message()));
+  const ElementwiseCombine combine = PlainCombineOf(op, shape.type());
+  if (combine == nullptr) {
+    const bool bitwise = kind == ReducerKind::kAnd ||
+                         kind == ReducerKind::kOr || kind == ReducerKind::kXor;
+    return absl::InvalidArgumentError(absl::StrCat(
+        DescribeCollective(op),
+        bitwise ? ": a bitwise reducer on a floating-point value"
+                : ": a maximum or minimum reducer on complex values"));
+  }
+  const int64_t n = shape.ElementCount();
+  void* dst = out.mutable_untyped_data();
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    combine(dst, dst, inputs[k]->untyped_data(), n);
   }
   return out;
+}
+
+ElementwiseCombine PlainCombineOf(const CollectiveOp& op,
+                                  PrimitiveType type) {
+  if (op.instruction == nullptr || !hlo::IsArrayType(type)) return nullptr;
+  const ReducerKind kind = ClassifyReducer(op.instruction->to_apply());
+  if (kind == ReducerKind::kGeneric) return nullptr;
+  return hlo::VisitType(type, [&](auto tag) {
+    using T = decltype(tag);
+    return CombineFor<T>(kind);
+  });
+}
+
+absl::StatusOr<int64_t> CollectiveDimension(const CollectiveOp& op) {
+  const auto& dims = op.instruction->dimensions;
+  if (dims.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op),
+                     " needs exactly one dimension in dimensions={}"));
+  }
+  return dims[0];
+}
+
+std::vector<int64_t> PermuteDomainOf(const CollectiveOp& op) {
+  std::vector<int64_t> domain;
+  if (op.instruction->channel_id.has_value()) {
+    for (int64_t p = 0; p < op.num_partitions; ++p) {
+      domain.push_back(op.replica_id * op.num_partitions + p);
+    }
+  } else {
+    for (int64_t r = 0; r < op.replica_count; ++r) {
+      domain.push_back(r * op.num_partitions + op.partition_id);
+    }
+  }
+  return domain;
+}
+
+absl::Status CheckAllToAllOperands(const CollectiveOp& op, size_t operands,
+                                   size_t group_size) {
+  const bool array_form = !op.instruction->dimensions.empty();
+  if (array_form && operands != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op),
+                     ": the array form (dimensions={...}) takes "
+                     "one operand, got ",
+                     operands));
+  }
+  if (!array_form && operands != group_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeCollective(op),
+                     ": the tuple form takes one operand per group "
+                     "member (",
+                     group_size, "), got ", operands));
+  }
+  if (array_form) return CollectiveDimension(op).status();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Literal> ConcatenateAlong(std::span<const Literal* const> parts,

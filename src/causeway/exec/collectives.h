@@ -141,6 +141,31 @@ absl::StatusOr<PermutePeers> PermutePeersOf(const CollectiveOp& op);
 absl::StatusOr<hlo::Literal> ReduceInputs(
     const CollectiveOp& op, std::span<const hlo::Literal* const> inputs);
 
+// dst[i] = a[i] ⊕ b[i] for i < n, in the element type it was made for; dst
+// may alias a or b.
+using ElementwiseCombine = void (*)(void* dst, const void* a, const void* b,
+                                    int64_t n);
+// The typed loop ReduceInputs uses for `op`'s reducer on elements of `type`:
+// set when the reducer is a plain add/multiply/maximum/minimum/and/or/xor of
+// its two parameters; null for any other reducer, and for a bitwise one on
+// floating-point elements (which ReduceInputs refuses).
+ElementwiseCombine PlainCombineOf(const CollectiveOp& op,
+                                  hlo::PrimitiveType type);
+
+// The dimension of an all-gather, reduce-scatter or array-form all-to-all
+// (exactly one in dimensions={d}); InvalidArgument otherwise.
+absl::StatusOr<int64_t> CollectiveDimension(const CollectiveOp& op);
+
+// all-to-all: the array form (dimensions={d}) takes one operand, the tuple
+// form one per group member; InvalidArgument naming the op otherwise.
+absl::Status CheckAllToAllOperands(const CollectiveOp& op, size_t operands,
+                                   size_t group_size);
+
+// collective-permute: every device that takes part, as grid indices: the
+// partitions of the caller's replica (channel_id given) or the replicas of
+// its partition.
+std::vector<int64_t> PermuteDomainOf(const CollectiveOp& op);
+
 // Concatenates arrays of equal type along `dimension`.
 absl::StatusOr<hlo::Literal> ConcatenateAlong(
     std::span<const hlo::Literal* const> parts, int64_t dimension);

@@ -71,16 +71,6 @@ Literal PackResult(std::vector<Literal> values) {
   return Literal::MakeTuple(std::move(values));
 }
 
-absl::StatusOr<int64_t> CollectiveDimension(const CollectiveOp& op) {
-  const auto& dims = op.instruction->dimensions;
-  if (dims.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(DescribeCollective(op),
-                     " needs exactly one dimension in dimensions={}"));
-  }
-  return dims[0];
-}
-
 absl::Status Annotate(const CollectiveOp& op, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(DescribeCollective(op), ": ",
@@ -295,20 +285,7 @@ absl::StatusOr<Literal> InProcessCollectives::AllToAll(
   CW_ASSIGN_OR_RETURN(std::vector<int64_t> group, GroupOf(op));
   const int64_t count = static_cast<int64_t>(group.size());
   const bool array_form = !op.instruction->dimensions.empty();
-  if (array_form && operands.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(DescribeCollective(op),
-                     ": the array form (dimensions={...}) takes "
-                     "one operand, got ",
-                     operands.size()));
-  }
-  if (!array_form && static_cast<int64_t>(operands.size()) != count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(DescribeCollective(op),
-                     ": the tuple form takes one operand per group "
-                     "member (",
-                     count, "), got ", operands.size()));
-  }
+  CW_RETURN_IF_ERROR(CheckAllToAllOperands(op, operands.size(), group.size()));
   int64_t dimension = 0;
   if (array_form) {
     CW_ASSIGN_OR_RETURN(dimension, CollectiveDimension(op));
@@ -350,19 +327,7 @@ absl::StatusOr<Literal> InProcessCollectives::CollectivePermute(
   if (op.instruction == nullptr) {
     return absl::InvalidArgumentError("collective without an instruction");
   }
-  // Everyone in my domain takes part: the partitions of my replica
-  // (channel_id given) or the replicas of my partition.
-  const bool cross_partition = op.instruction->channel_id.has_value();
-  std::vector<int64_t> group;
-  if (cross_partition) {
-    for (int64_t p = 0; p < op.num_partitions; ++p) {
-      group.push_back(op.replica_id * op.num_partitions + p);
-    }
-  } else {
-    for (int64_t r = 0; r < op.replica_count; ++r) {
-      group.push_back(r * op.num_partitions + op.partition_id);
-    }
-  }
+  const std::vector<int64_t> group = PermuteDomainOf(op);
   // Validates the pairs once, on the caller's own thread.
   CW_RETURN_IF_ERROR(PermutePeersOf(op).status());
   std::vector<Literal> inputs;
