@@ -1,5 +1,7 @@
 #include "causeway/transport/gloo_collectives.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -15,8 +17,6 @@
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/transport/gloo_store.h"
-#include "gloo/allgather.h"
-#include "gloo/allreduce.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -111,16 +111,6 @@ Literal Pack(std::vector<Literal> values) {
   return Literal::MakeTuple(std::move(values));
 }
 
-// The same bytes as a new (unshared) literal of `shape`.
-Literal CopyOf(const hlo::Shape& shape, const std::byte* bytes) {
-  Literal value = Literal::Uninitialized(shape);
-  if (value.size_bytes() > 0) {
-    std::memcpy(value.mutable_untyped_data(), bytes,
-                static_cast<size_t>(value.size_bytes()));
-  }
-  return value;
-}
-
 // Gloo never writes through the buffers it only sends from; its API takes
 // them as non-const.
 void* SendPointer(const Literal& value) {
@@ -139,15 +129,159 @@ std::string GlooCancelKey(IslandId island, uint64_t epoch, uint64_t seq) {
 
 // --- GlooCommunicators ---
 
+// The slot of the receives that watch a context's pairs; never sent to.
+constexpr uint64_t kProbeSlot = (uint64_t{0xC7} << 56);
+// How often the watchdog wakes the waits of a running operation.
+constexpr absl::Duration kWatchPeriod = absl::Milliseconds(10);
+
+// One rank's context. `context` is set once built and dropped (with
+// `probe`) when the entry is closed and unused.
+struct GlooCommunicators::Entry {
+  ~Entry() {
+    probe.reset();  // Before the context it belongs to.
+    context.reset();
+  }
+
+  absl::Mutex mu;
+  std::shared_ptr<::gloo::Context> context ABSL_GUARDED_BY(mu);
+  // A receive from every peer that nobody answers: Gloo fails it when its
+  // pair breaks, which is how a running operation learns of a broken pair
+  // its own buffers were not told about. Used by the operation's thread.
+  std::unique_ptr<::gloo::transport::UnboundBuffer> probe ABSL_GUARDED_BY(mu);
+  char probe_byte = 0;
+  // Not OK once closed: every later use fails with it.
+  absl::Status closed ABSL_GUARDED_BY(mu);
+  int64_t users ABSL_GUARDED_BY(mu) = 0;
+};
+
+// The buffers of one running operation, registered with the communicators
+// so that the watchdog and Close can wake its waits. Made, used and
+// destroyed by the operation's thread.
+struct GlooCommunicators::Transfers {
+  Transfers(GlooCommunicators& owner, Entry& entry,
+            std::shared_ptr<::gloo::Context> context,
+            ::gloo::transport::UnboundBuffer* probe, absl::Time deadline)
+      : owner(owner),
+        entry(entry),
+        context(std::move(context)),
+        probe(probe),
+        deadline(deadline) {
+    absl::MutexLock lock(&owner.mu_);
+    owner.running_.insert(this);
+    owner.watch_cv_.Signal();
+  }
+  ~Transfers() {
+    absl::MutexLock lock(&owner.mu_);
+    owner.running_.erase(this);
+  }
+
+  // Scratch memory that outlives every buffer (Gloo's I/O thread may still
+  // be writing into a receive when an operation gives up).
+  std::byte* Allocate(size_t bytes) {
+    scratch.emplace_back(new std::byte[std::max<size_t>(bytes, 1)]);
+    return scratch.back().get();
+  }
+
+  // A buffer over `bytes` at `data`, watched while the operation runs.
+  // `data` must outlive the operation.
+  ::gloo::transport::UnboundBuffer* Buffer(void* data, size_t bytes) {
+    auto buffer = context->createUnboundBuffer(data, bytes);
+    absl::MutexLock lock(&mu);
+    buffers.push_back(std::move(buffer));
+    return buffers.back().get();
+  }
+
+  // Wakes every wait on this operation's buffers (they then check why).
+  void Wake() {
+    absl::MutexLock lock(&mu);
+    for (auto& buffer : buffers) {
+      buffer->abortWaitRecv();
+      buffer->abortWaitSend();
+    }
+  }
+
+  // Waits for one receive (or send) on `buffer` to complete: throws Gloo's
+  // IoException when the operation times out, when a pair of the context
+  // breaks, or when the context is closed.
+  void WaitRecv(::gloo::transport::UnboundBuffer* buffer) {
+    Wait(buffer, /*send=*/false);
+  }
+  void WaitSend(::gloo::transport::UnboundBuffer* buffer) {
+    Wait(buffer, /*send=*/true);
+  }
+
+  void Wait(::gloo::transport::UnboundBuffer* buffer, bool send) {
+    while (true) {
+      const std::chrono::milliseconds timeout =
+          Millis(deadline - absl::Now());
+      // On its timeout Gloo fails every pair of the context and throws.
+      const bool done = send ? buffer->waitSend(nullptr, timeout)
+                             : buffer->waitRecv(nullptr, timeout);
+      if (done) return;
+      // Woken: by the watchdog (check the pairs), or by Close.
+      {
+        absl::MutexLock lock(&entry.mu);
+        if (!entry.closed.ok()) {
+          throw ::gloo::IoException(
+              absl::StrCat("context closed: ", entry.closed.message()));
+        }
+      }
+      probe->abortWaitRecv();
+      probe->waitRecv();  // Throws if a pair has failed; else returns false.
+    }
+  }
+
+  GlooCommunicators& owner;
+  Entry& entry;
+  const std::shared_ptr<::gloo::Context> context;
+  ::gloo::transport::UnboundBuffer* const probe;
+  const absl::Time deadline;
+  std::vector<std::unique_ptr<std::byte[]>> scratch;  // Outlives `buffers`.
+  absl::Mutex mu;
+  // Destroying one waits until Gloo's I/O thread no longer uses it.
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> buffers
+      ABSL_GUARDED_BY(mu);
+};
+
 GlooCommunicators::GlooCommunicators(Options options)
     : options_(std::move(options)),
+      watchdog_([this] { WatchLoop(); }),
       aborts_(std::make_unique<ThreadPool>("gloo-abort", 1)) {}
+
+void GlooCommunicators::WatchLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    if (running_.empty()) {
+      watch_cv_.Wait(&mu_);
+      continue;
+    }
+    watch_cv_.WaitWithTimeout(&mu_, kWatchPeriod);
+    for (Transfers* transfers : running_) transfers->Wake();
+  }
+}
+
+void GlooCommunicators::WakeRunning(const Entry* entry) {
+  absl::MutexLock lock(&mu_);
+  for (Transfers* transfers : running_) {
+    if (&transfers->entry == entry) transfers->Wake();
+  }
+}
 
 absl::StatusOr<std::unique_ptr<GlooCommunicators>> GlooCommunicators::Create(
     Options options) {
   if (options.store == nullptr) {
     return absl::InvalidArgumentError(
         "GlooCommunicators needs a key-value store for its rendezvous");
+  }
+  // Gloo writes to its sockets with writev(2), which raises SIGPIPE when
+  // the peer has gone: a dead peer would kill this process instead of
+  // failing its collectives. With SIGPIPE ignored the write fails with
+  // EPIPE, which Gloo turns into an IoException. A handler someone else
+  // installed is left alone.
+  struct sigaction current = {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 &&
+      current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
   }
   std::unique_ptr<GlooCommunicators> communicators(
       new GlooCommunicators(std::move(options)));
@@ -168,12 +302,18 @@ GlooCommunicators::~GlooCommunicators() {
   std::map<ContextKey, std::shared_ptr<Entry>> entries;
   {
     absl::MutexLock lock(&mu_);
+    CW_CHECK(running_.empty())
+        << "GlooCommunicators destroyed while a collective runs";
+    stopping_ = true;
+    watch_cv_.Signal();
     entries.swap(entries_);
   }
+  watchdog_.join();
   for (auto& [key, entry] : entries) {
     absl::MutexLock lock(&entry->mu);
     CW_CHECK(entry->users == 0)
         << "GlooCommunicators destroyed while a collective runs";
+    entry->probe.reset();
     entry->context.reset();
   }
 }
@@ -208,8 +348,14 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
   context->setTimeout(Millis(timeout));
   absl::Status status;
+  auto entry = std::make_shared<Entry>();
+  std::unique_ptr<::gloo::transport::UnboundBuffer> probe;
   try {
     context->connectFullMesh(store, device_);
+    probe = context->createUnboundBuffer(&entry->probe_byte, 1);
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) probe->recv(peer, kProbeSlot);
+    }
   } catch (const std::exception& e) {
     status = store.failure();
     if (status.ok()) {
@@ -217,14 +363,15 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
           absl::StrCat("connecting the Gloo context: ", e.what()));
     }
   }
-  auto entry = std::make_shared<Entry>();
   {
     absl::MutexLock entry_lock(&entry->mu);
     if (status.ok()) {
       entry->context = std::move(context);
+      entry->probe = std::move(probe);
       entry->users = 1;
     } else {
       entry->closed = status;
+      probe.reset();  // Before the context it belongs to.
     }
   }
   {
@@ -256,13 +403,11 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
 }
 
 void GlooCommunicators::Release(const std::shared_ptr<Entry>& entry) {
-  std::shared_ptr<::gloo::Context> closed;
-  {
-    absl::MutexLock lock(&entry->mu);
-    --entry->users;
-    if (!entry->closed.ok() && entry->users == 0) {
-      closed = std::move(entry->context);
-    }
+  absl::MutexLock lock(&entry->mu);
+  --entry->users;
+  if (!entry->closed.ok() && entry->users == 0) {
+    entry->probe.reset();
+    entry->context.reset();
   }
 }
 
@@ -274,9 +419,15 @@ void GlooCommunicators::Close(const std::shared_ptr<Entry>& entry,
     if (!entry->closed.ok()) return;
     entry->closed = status;
     context = entry->context;
-    if (entry->users == 0) entry->context.reset();
+    if (entry->users == 0) {
+      entry->probe.reset();
+      entry->context.reset();
+    }
   }
   if (context != nullptr) Abandon(*context);
+  // An operation in the middle of a transfer on a pair that just broke is
+  // not told by Gloo: wake it.
+  WakeRunning(entry.get());
 }
 
 void GlooCommunicators::RetireEpochsBefore(IslandId island, DeviceId device,
@@ -302,6 +453,7 @@ void GlooCommunicators::RetireEpochsBefore(IslandId island, DeviceId device,
   // Destroying a context closes its sockets (softly) outside our lock.
   for (auto& entry : retired) {
     absl::MutexLock lock(&entry->mu);
+    entry->probe.reset();
     entry->context.reset();
   }
 }
@@ -539,52 +691,226 @@ absl::Status GlooCollectives::RunOnContext(const exec::CollectiveOp& op,
   CW_ASSIGN_OR_RETURN(std::shared_ptr<GlooCommunicators::Entry> entry,
                       Acquire(op, group));
   std::shared_ptr<::gloo::Context> context;
+  ::gloo::transport::UnboundBuffer* probe;
   {
     absl::MutexLock lock(&entry->mu);
     context = entry->context;
+    probe = entry->probe.get();
   }
   absl::Status status;
-  try {
-    body(context);
-  } catch (const ::gloo::IoException& e) {
-    status = FailureOf(op, group, e.what());
-  } catch (const std::exception& e) {
-    status = Cancelled(op);
-    if (status.ok()) {
-      status = absl::InternalError(absl::StrCat(
-          exec::DescribeCollective(op), ": Gloo failed: ", e.what()));
+  {
+    GlooCommunicators::Transfers transfers(communicators_, *entry,
+                                           std::move(context), probe,
+                                           absl::Now() + options_.timeout);
+    try {
+      body(transfers);
+    } catch (const ::gloo::IoException& e) {
+      status = FailureOf(op, group, e.what());
+    } catch (const std::exception& e) {
+      status = Cancelled(op);
+      if (status.ok()) {
+        status = absl::InternalError(absl::StrCat(
+            exec::DescribeCollective(op), ": Gloo failed: ", e.what()));
+      }
     }
+    if (!status.ok()) communicators_.Close(entry, status);
   }
-  if (!status.ok()) communicators_.Close(entry, status);
   communicators_.Release(entry);
   return status;
+}
+
+// A ring all-reduce of `count` elements of `width` bytes at `data`, in
+// place, over the ranks of `transfers`' context: a reduce-scatter (n - 1
+// steps; after it, rank r holds the reduced chunk (r + 1) mod n), then an
+// all-gather (n - 1 steps). Chunks are cut into segments of at most
+// kSegmentBytes, each sent as soon as it is ready, so the transfer of one
+// segment overlaps the reduction of the next; at most kWindow received
+// segments wait to be reduced. Every rank cuts the same chunks and
+// segments, and receives in the order its left neighbour sends (Gloo
+// matches the receives of one pair and slot in order).
+class GlooCollectives::Ring {
+ public:
+  static constexpr int64_t kSegmentBytes = 1 << 20;
+  static constexpr int64_t kWindow = 4;
+
+  Ring(GlooCommunicators::Transfers& transfers, uint64_t slot,
+       exec::ElementwiseCombine combine, int64_t width, std::byte* data,
+       int64_t count)
+      : transfers_(transfers),
+        slot_(slot),
+        combine_(combine),
+        width_(width),
+        data_(data),
+        n_(transfers.context->size),
+        rank_(transfers.context->rank),
+        left_((rank_ + n_ - 1) % n_),
+        right_((rank_ + 1) % n_),
+        segment_elements_(std::max<int64_t>(1, kSegmentBytes / width)) {
+    for (int64_t c = 0; c <= n_; ++c) chunk_begin_.push_back(c * count / n_);
+  }
+
+  void Run() {
+    const int64_t total = chunk_begin_[n_] * width_;
+    if (total == 0) return;
+    data_buffer_ = transfers_.Buffer(data_, static_cast<size_t>(total));
+    ReduceScatter();
+    AllGather();
+  }
+
+ private:
+  struct Segment {
+    int64_t begin = 0;  // First element.
+    int64_t count = 0;  // Elements.
+  };
+
+  std::vector<Segment> SegmentsOf(int64_t chunk) const {
+    chunk = ((chunk % n_) + n_) % n_;
+    std::vector<Segment> segments;
+    for (int64_t e = chunk_begin_[chunk]; e < chunk_begin_[chunk + 1];
+         e += segment_elements_) {
+      segments.push_back(
+          {e, std::min(segment_elements_, chunk_begin_[chunk + 1] - e)});
+    }
+    return segments;
+  }
+
+  void Send(const Segment& segment, uint64_t slot) {
+    data_buffer_->send(right_, slot,
+                       static_cast<size_t>(segment.begin * width_),
+                       static_cast<size_t>(segment.count * width_));
+    ++sends_;
+  }
+
+  void WaitSends() {
+    for (; sends_ > 0; --sends_) transfers_.WaitSend(data_buffer_);
+  }
+
+  // Step s receives chunk (r - s - 1) from the left into a window slot,
+  // reduces it into its place and (but for the last step) sends it on.
+  void ReduceScatter() {
+    std::vector<Segment> incoming;  // Every segment received, in order.
+    std::vector<int64_t> step_of;
+    for (int64_t s = 0; s + 1 < n_; ++s) {
+      for (const Segment& segment : SegmentsOf(rank_ - s - 1)) {
+        incoming.push_back(segment);
+        step_of.push_back(s);
+      }
+    }
+    const int64_t slot_bytes = segment_elements_ * width_;
+    const int64_t window = std::min<int64_t>(kWindow, incoming.size());
+    const size_t scratch_bytes =
+        static_cast<size_t>(std::max<int64_t>(1, window) * slot_bytes);
+    std::byte* scratch = transfers_.Allocate(scratch_bytes);
+    ::gloo::transport::UnboundBuffer* scratch_buffer =
+        transfers_.Buffer(scratch, scratch_bytes);
+    auto post = [&](size_t q) {
+      scratch_buffer->recv(left_, slot_,
+                           static_cast<size_t>((q % window) * slot_bytes),
+                           static_cast<size_t>(incoming[q].count * width_));
+    };
+    for (const Segment& segment : SegmentsOf(rank_)) Send(segment, slot_);
+    for (size_t q = 0; q < incoming.size() && q < static_cast<size_t>(window);
+         ++q) {
+      post(q);
+    }
+    for (size_t q = 0; q < incoming.size(); ++q) {
+      transfers_.WaitRecv(scratch_buffer);
+      const Segment& segment = incoming[q];
+      std::byte* mine = data_ + segment.begin * width_;
+      combine_(mine, mine, scratch + (q % window) * slot_bytes,
+               segment.count);
+      if (step_of[q] + 2 < n_) Send(segment, slot_);
+      if (q + window < incoming.size()) post(q + window);
+    }
+    // The all-gather overwrites what these sends read.
+    WaitSends();
+  }
+
+  // Step s receives the reduced chunk (r - s) from the left into its place
+  // and (but for the last step) sends it on.
+  void AllGather() {
+    const uint64_t slot = slot_ + 1;
+    std::vector<Segment> incoming;
+    std::vector<int64_t> step_of;
+    for (int64_t s = 0; s + 1 < n_; ++s) {
+      for (const Segment& segment : SegmentsOf(rank_ - s)) {
+        incoming.push_back(segment);
+        step_of.push_back(s);
+        data_buffer_->recv(left_, slot,
+                           static_cast<size_t>(segment.begin * width_),
+                           static_cast<size_t>(segment.count * width_));
+      }
+    }
+    for (const Segment& segment : SegmentsOf(rank_ + 1)) Send(segment, slot);
+    for (size_t q = 0; q < incoming.size(); ++q) {
+      transfers_.WaitRecv(data_buffer_);
+      if (step_of[q] + 2 < n_) Send(incoming[q], slot);
+    }
+    WaitSends();
+  }
+
+  GlooCommunicators::Transfers& transfers_;
+  const uint64_t slot_;
+  const exec::ElementwiseCombine combine_;
+  const int64_t width_;
+  std::byte* const data_;
+  const int n_;
+  const int rank_;
+  const int left_;
+  const int right_;
+  const int64_t segment_elements_;
+  std::vector<int64_t> chunk_begin_;  // n + 1 element offsets.
+  ::gloo::transport::UnboundBuffer* data_buffer_ = nullptr;
+  int64_t sends_ = 0;
+};
+
+absl::Status GlooCollectives::SendAndReceive(
+    const exec::CollectiveOp& op, const Group& group, uint32_t tag,
+    const std::vector<std::pair<int64_t, const Literal*>>& sends,
+    const std::vector<std::pair<int64_t, Literal*>>& receives) {
+  return RunOnContext(
+      op, group, [&](GlooCommunicators::Transfers& transfers) {
+        const uint64_t slot = SlotOf(tag);
+        std::vector<::gloo::transport::UnboundBuffer*> in;
+        std::vector<::gloo::transport::UnboundBuffer*> out;
+        for (const auto& [member, value] : receives) {
+          if (value->size_bytes() == 0) continue;
+          in.push_back(transfers.Buffer(
+              value->mutable_untyped_data(),
+              static_cast<size_t>(value->size_bytes())));
+          in.back()->recv(group.rank_of[member], slot);
+        }
+        for (const auto& [member, value] : sends) {
+          if (value->size_bytes() == 0) continue;
+          out.push_back(transfers.Buffer(
+              SendPointer(*value), static_cast<size_t>(value->size_bytes())));
+          out.back()->send(group.rank_of[member], slot);
+        }
+        for (auto* buffer : in) transfers.WaitRecv(buffer);
+        for (auto* buffer : out) transfers.WaitSend(buffer);
+      });
 }
 
 absl::StatusOr<std::vector<Literal>> GlooCollectives::Gather(
     const exec::CollectiveOp& op, const Group& group, const Literal& operand,
     int64_t part) {
-  const int64_t bytes = operand.size_bytes();
   const int64_t n = group.size();
-  std::unique_ptr<std::byte[]> gathered(
-      new std::byte[static_cast<size_t>(std::max<int64_t>(bytes * n, 1))]);
-  CW_RETURN_IF_ERROR(RunOnContext(
-      op, group, [&](const std::shared_ptr<::gloo::Context>& context) {
-        if (bytes == 0) return;
-        ::gloo::AllgatherOptions options(context);
-        options.setInput(static_cast<uint8_t*>(SendPointer(operand)),
-                         static_cast<size_t>(bytes));
-        options.setOutput(reinterpret_cast<uint8_t*>(gathered.get()),
-                          static_cast<size_t>(bytes * n));
-        options.setTag(TagOf(op, part, bytes));
-        options.setTimeout(Millis(options_.timeout));
-        ::gloo::allgather(options);
-      }));
   std::vector<Literal> parts;
   parts.reserve(n);
+  std::vector<std::pair<int64_t, const Literal*>> sends;
+  std::vector<std::pair<int64_t, Literal*>> receives;
   for (int64_t i = 0; i < n; ++i) {
-    parts.push_back(
-        CopyOf(operand.shape(), gathered.get() + group.rank_of[i] * bytes));
+    parts.push_back(i == group.my_index
+                        ? operand
+                        : Literal::Uninitialized(operand.shape()));
   }
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == group.my_index) continue;
+    sends.emplace_back(i, &operand);
+    receives.emplace_back(i, &parts[i]);
+  }
+  CW_RETURN_IF_ERROR(SendAndReceive(
+      op, group, TagOf(op, part, operand.size_bytes()), sends, receives));
   return parts;
 }
 
@@ -607,27 +933,16 @@ absl::StatusOr<Literal> GlooCollectives::ReduceOne(
     for (const Literal& value : parts) inputs.push_back(&value);
     return exec::ReduceInputs(op, inputs);
   }
-  Literal out = Literal::Uninitialized(shape);
-  const int64_t n = shape.ElementCount();
+  // The ring reduces in place: into a copy of the operand (unless nothing
+  // else shares its storage, in which case the copy is free).
+  Literal out = operand;
+  std::byte* data = static_cast<std::byte*>(out.mutable_untyped_data());
+  const uint32_t tag = TagOf(op, part, operand.size_bytes());
   CW_RETURN_IF_ERROR(RunOnContext(
-      op, group, [&](const std::shared_ptr<::gloo::Context>& context) {
-        if (n == 0) return;
-        ::gloo::AllreduceOptions options(context);
-        hlo::VisitType(type, [&](auto tag) {
-          using T = decltype(tag);
-          options.setInput(static_cast<T*>(SendPointer(operand)),
-                           static_cast<size_t>(n));
-          options.setOutput(static_cast<T*>(out.mutable_untyped_data()),
-                            static_cast<size_t>(n));
-        });
-        options.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
-        options.setReduceFunction(
-            [combine](void* dst, const void* a, const void* b, size_t count) {
-              combine(dst, a, b, static_cast<int64_t>(count));
-            });
-        options.setTag(TagOf(op, part, operand.size_bytes()));
-        options.setTimeout(Millis(options_.timeout));
-        ::gloo::allreduce(options);
+      op, group, [&](GlooCommunicators::Transfers& transfers) {
+        Ring(transfers, SlotOf(tag), combine, hlo::ByteWidth(type), data,
+             shape.ElementCount())
+            .Run();
       }));
   return out;
 }
@@ -697,42 +1012,6 @@ absl::StatusOr<Literal> GlooCollectives::ReduceScatter(
   absl::StatusOr<Literal> result = run();
   if (!result.ok()) Cancel(result.status());
   return result;
-}
-
-absl::Status GlooCollectives::SendAndReceive(
-    const exec::CollectiveOp& op, const Group& group, uint32_t tag,
-    const std::vector<std::pair<int64_t, const Literal*>>& sends,
-    const std::vector<std::pair<int64_t, Literal*>>& receives) {
-  return RunOnContext(
-      op, group, [&](const std::shared_ptr<::gloo::Context>& context) {
-        const uint64_t slot = SlotOf(tag);
-        const std::chrono::milliseconds timeout = Millis(options_.timeout);
-        std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in;
-        std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> out;
-        for (const auto& [member, value] : receives) {
-          if (value->size_bytes() == 0) continue;
-          in.push_back(context->createUnboundBuffer(
-              value->mutable_untyped_data(),
-              static_cast<size_t>(value->size_bytes())));
-          in.back()->recv(group.rank_of[member], slot);
-        }
-        for (const auto& [member, value] : sends) {
-          if (value->size_bytes() == 0) continue;
-          out.push_back(context->createUnboundBuffer(
-              SendPointer(*value), static_cast<size_t>(value->size_bytes())));
-          out.back()->send(group.rank_of[member], slot);
-        }
-        for (auto& buffer : in) {
-          if (!buffer->waitRecv(timeout)) {
-            throw ::gloo::IoException("a receive was aborted");
-          }
-        }
-        for (auto& buffer : out) {
-          if (!buffer->waitSend(timeout)) {
-            throw ::gloo::IoException("a send was aborted");
-          }
-        }
-      });
 }
 
 absl::StatusOr<Literal> GlooCollectives::AllToAll(

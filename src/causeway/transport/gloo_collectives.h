@@ -11,35 +11,44 @@
 //   launch of that epoch. Subgroups get their own contexts. A context is
 //   never rebuilt within its epoch.
 //
-// * Results. all-reduce runs gloo::allreduce (ring) when the reducer is a
-//   plain add/multiply/maximum/minimum/and/or/xor and the elements are not
-//   bf16/f16; it reduces with the same elementwise loop as the in-process
-//   implementation (exec::PlainCombineOf), but in ring order: integer and
-//   pred results are bit for bit the in-process ones; f32/f64 add and
-//   multiply agree within float rounding, and maximum/minimum may differ in
-//   the sign of a zero or the payload of a NaN; every member gets identical
-//   bits. Every other all-reduce (bf16/f16, custom reducers) gathers the
-//   operands and reduces them with exec::ReduceInputs in group order: bit
-//   for bit the in-process result. reduce-scatter is that all-reduce
-//   followed by the member's block (so it moves the bytes of a full
-//   all-reduce). all-gather runs gloo::allgather; all-to-all and
-//   collective-permute send and receive with unbound buffers. Those three
-//   move bytes only: bit for bit the in-process results.
+// * Results. The algorithms run on Gloo's TCP pairs (unbound-buffer sends
+//   and receives) with buffers this code owns, so that every wait can be
+//   woken (see Failure). all-reduce with a plain add/multiply/maximum/
+//   minimum/and/or/xor reducer on elements other than bf16/f16 is a
+//   pipelined ring (reduce-scatter, then all-gather) that reduces with the
+//   in-process implementation's elementwise loop (exec::PlainCombineOf) but
+//   in ring order: integer and pred results are bit for bit the in-process
+//   ones; f32/f64 add and multiply agree within float rounding, and
+//   maximum/minimum may differ in the sign of a zero or the payload of a
+//   NaN; every member gets identical bits. Every other all-reduce (bf16/f16,
+//   custom reducers) gathers the operands and reduces them with
+//   exec::ReduceInputs in group order: bit for bit the in-process result.
+//   reduce-scatter is that all-reduce followed by the member's block (so it
+//   moves the bytes of a full all-reduce). all-gather, all-to-all and
+//   collective-permute send every value straight to the member that needs
+//   it; they move bytes only: bit for bit the in-process results.
 //
 // * Failure: nothing waits past the collective timeout, and a cancelled or
 //   aborted participant closes the connections of its launch's contexts
 //   (Gloo's own reaction to a timeout: every pending operation on them fails
 //   at once, in this process too, and the peers read end of stream), after
 //   writing its status under the launch's cancel key so that the peers
-//   report it instead of DATA_LOSS. A context that failed is never used
-//   again; the head moves the island to a new epoch after a failed launch.
+//   report it instead of DATA_LOSS. Gloo leaves an operation that is in the
+//   middle of its transfer when the pair breaks waiting until its timeout;
+//   so while an operation runs, a watchdog wakes its waits every few
+//   milliseconds to check the context's pairs (each holds a receive nobody
+//   answers, which Gloo does fail), and a closed context wakes them at once.
+//   A context that failed is never used again; the head moves the island to
+//   a new epoch after a failed launch.
 #ifndef CAUSEWAY_TRANSPORT_GLOO_COLLECTIVES_H_
 #define CAUSEWAY_TRANSPORT_GLOO_COLLECTIVES_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -93,7 +102,9 @@ class GlooCommunicators {
   };
 
   // InvalidArgument without a store; Unavailable when the TCP device cannot
-  // be made (an address that is not this host's).
+  // be made (an address that is not this host's). Ignores SIGPIPE in the
+  // process (unless a handler is installed): Gloo's writes to a dead peer
+  // raise it.
   static absl::StatusOr<std::unique_ptr<GlooCommunicators>> Create(
       Options options);
   ~GlooCommunicators();
@@ -121,15 +132,8 @@ class GlooCommunicators {
     DeviceId me;
     friend auto operator<=>(const ContextKey&, const ContextKey&) = default;
   };
-  // One rank's context. `context` is set once built and dropped when the
-  // entry is closed and unused.
-  struct Entry {
-    std::shared_ptr<::gloo::Context> context ABSL_GUARDED_BY(mu);
-    // Not OK once closed: every later use fails with it.
-    absl::Status closed ABSL_GUARDED_BY(mu);
-    int64_t users ABSL_GUARDED_BY(mu) = 0;
-    absl::Mutex mu;
-  };
+  struct Entry;  // One rank's context (gloo_collectives.cc).
+  struct Transfers;  // One running operation's buffers (gloo_collectives.cc).
 
   explicit GlooCommunicators(Options options);
 
@@ -151,10 +155,20 @@ class GlooCommunicators {
   void CloseLaunchAfterPublishing(GlooLaunch launch, DeviceId me,
                                   absl::Status status);
 
+  // Wakes the waits of `entry`'s running operations.
+  void WakeRunning(const Entry* entry);
+  // Every few milliseconds while operations run, wakes their waits so that
+  // they check their context's pairs.
+  void WatchLoop();
+
   const Options options_;
   std::shared_ptr<::gloo::transport::Device> device_;
   mutable absl::Mutex mu_;
   std::map<ContextKey, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
+  std::set<Transfers*> running_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar watch_cv_;
+  std::thread watchdog_;
   // Publishes cancellations and closes contexts off the caller's thread
   // (callers may hold their own locks). Declared last: destroyed (drained)
   // first.
@@ -197,14 +211,15 @@ class GlooCollectives final : public exec::Collectives {
 
  private:
   struct Group;
+  class Ring;
 
   absl::StatusOr<Group> MakeGroup(const exec::CollectiveOp& op,
                                   std::vector<int64_t> members) const;
   // The context of `group` with one more user (building it if needed).
   absl::StatusOr<std::shared_ptr<GlooCommunicators::Entry>> Acquire(
       const exec::CollectiveOp& op, const Group& group);
-  // Runs `body` with the group's context; turns a Gloo exception into a
-  // status (and closes the context).
+  // Runs `body(transfers)` on the group's context; turns a Gloo exception
+  // into a status (and closes the context).
   template <typename Body>
   absl::Status RunOnContext(const exec::CollectiveOp& op, const Group& group,
                             Body&& body);
