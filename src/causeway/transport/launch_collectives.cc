@@ -23,31 +23,34 @@ void InProcessLaunchCollectives::DepartLocked(uint64_t seq) {
   if (--it->second.remaining <= 0) launches_.erase(it);
 }
 
-exec::Collectives* InProcessLaunchCollectives::Join(uint64_t seq,
-                                                    int64_t participants) {
+exec::Collectives* InProcessLaunchCollectives::Join(
+    const LaunchMember& member) {
   absl::MutexLock lock(&mu_);
-  return GetLocked(seq, participants).collectives.get();
+  return GetLocked(member.seq, static_cast<int64_t>(member.devices.size()))
+      .collectives.get();
 }
 
-void InProcessLaunchCollectives::Leave(uint64_t seq) {
+void InProcessLaunchCollectives::Leave(const LaunchMember& member) {
   absl::MutexLock lock(&mu_);
-  DepartLocked(seq);
+  DepartLocked(member.seq);
 }
 
-void InProcessLaunchCollectives::Cancel(uint64_t seq, int64_t participants,
+void InProcessLaunchCollectives::Cancel(const LaunchMember& member,
                                         absl::Status status) {
   CW_CHECK(!status.ok());
   absl::MutexLock lock(&mu_);
   // Cancelling an InProcessCollectives only sets its status and wakes its
   // waiters; it does not call back into us.
-  GetLocked(seq, participants).collectives->Cancel(std::move(status));
-  DepartLocked(seq);
+  GetLocked(member.seq, static_cast<int64_t>(member.devices.size()))
+      .collectives->Cancel(std::move(status));
+  DepartLocked(member.seq);
 }
 
-void InProcessLaunchCollectives::Abort(uint64_t seq, absl::Status status) {
+void InProcessLaunchCollectives::Abort(const LaunchMember& member,
+                                       absl::Status status) {
   CW_CHECK(!status.ok());
   absl::MutexLock lock(&mu_);
-  auto it = launches_.find(seq);
+  auto it = launches_.find(member.seq);
   if (it != launches_.end()) it->second.collectives->Cancel(std::move(status));
 }
 

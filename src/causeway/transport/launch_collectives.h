@@ -1,46 +1,64 @@
 // How the devices of one launch (one execution of a program on its devices)
 // meet for their collectives. Every launch gets its own rendezvous, named by
-// its gang sequence number, so concurrent launches on one island never mix
-// and one failing launch cancels only its own peers.
+// its island and gang sequence number, so concurrent launches on one island
+// never mix and one failing launch cancels only its own peers.
 //
 // Every participant of a launch calls Join before running and Leave after;
 // a participant that will not run (its inputs failed, a peer's host died)
 // calls Cancel instead, which fails the collectives of those that do run,
-// now or later, so nobody waits for it. The rendezvous is forgotten once
-// every participant has left or cancelled.
+// now or later, so nobody waits for it. Abort fails a running launch's
+// collectives (its session closed, a peer's host died, its own program
+// failed). Each call names the caller as a LaunchMember. The rendezvous is
+// forgotten once every participant has left or cancelled.
 //
 // Implementations: InProcessLaunchCollectives (one per island, shared by its
-// hosts in embedded mode) and Gloo across processes.
+// hosts in embedded mode) and GlooLaunchCollectives (one per worker process:
+// in memory when every device of a launch is in the process, through Gloo
+// when the launch spans processes; gloo_launch_collectives.h).
 #ifndef CAUSEWAY_TRANSPORT_LAUNCH_COLLECTIVES_H_
 #define CAUSEWAY_TRANSPORT_LAUNCH_COLLECTIVES_H_
 
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "causeway/base/ids.h"
 #include "causeway/exec/collectives.h"
 #include "causeway/exec/in_process_collectives.h"
 
 namespace causeway::transport {
 
+// One participant of a launch, as the launch's collectives know it.
+struct LaunchMember {
+  IslandId island;
+  // The island's membership epoch when the launch was dispatched.
+  uint64_t epoch = 0;
+  uint64_t seq = 0;  // Gang sequence number on `island`.
+  int64_t partition = 0;  // The caller's.
+  // Every device of the launch, in partition order (devices[partition] is
+  // the caller's).
+  std::vector<DeviceId> devices;
+};
+
 class LaunchCollectives {
  public:
   virtual ~LaunchCollectives() = default;
-  // The collectives of launch `seq` with `participants` devices. The
-  // pointer stays valid until this participant's Leave.
-  virtual exec::Collectives* Join(uint64_t seq, int64_t participants) = 0;
-  virtual void Leave(uint64_t seq) = 0;
+  // The collectives of `member`'s launch. The pointer stays valid until
+  // this participant's Leave.
+  virtual exec::Collectives* Join(const LaunchMember& member) = 0;
+  virtual void Leave(const LaunchMember& member) = 0;
   // Fails the launch's collectives (waiting and later calls) with `status`
   // (not OK) and counts the caller as gone.
-  virtual void Cancel(uint64_t seq, int64_t participants,
-                      absl::Status status) = 0;
+  virtual void Cancel(const LaunchMember& member, absl::Status status) = 0;
   // Fails the launch's collectives with `status` without counting anyone
-  // as gone (a peer host died while the launch ran).
-  virtual void Abort(uint64_t seq, absl::Status status) = 0;
+  // as gone (the caller is running, or has run). Never blocks: callers may
+  // hold their own locks.
+  virtual void Abort(const LaunchMember& member, absl::Status status) = 0;
 };
 
 // Thread-safe.
@@ -50,11 +68,10 @@ class InProcessLaunchCollectives final : public LaunchCollectives {
       absl::Duration timeout = absl::Seconds(60))
       : timeout_(timeout) {}
 
-  exec::Collectives* Join(uint64_t seq, int64_t participants) override;
-  void Leave(uint64_t seq) override;
-  void Cancel(uint64_t seq, int64_t participants,
-              absl::Status status) override;
-  void Abort(uint64_t seq, absl::Status status) override;
+  exec::Collectives* Join(const LaunchMember& member) override;
+  void Leave(const LaunchMember& member) override;
+  void Cancel(const LaunchMember& member, absl::Status status) override;
+  void Abort(const LaunchMember& member, absl::Status status) override;
 
   // Launches with a live rendezvous (for tests: none once all are done).
   int64_t NumLive() const;

@@ -31,6 +31,30 @@ std::string DescribeInput(const LaunchInput& input) {
   return text;
 }
 
+// The collectives' view of the caller of `op`.
+transport::LaunchMember MemberOf(const LaunchOp& op) {
+  return transport::LaunchMember{.island = op.island,
+                                 .epoch = op.epoch,
+                                 .seq = op.seq,
+                                 .partition = op.partition,
+                                 .devices = op.devices};
+}
+
+// A launch with collectives must name its peers: every device, in
+// partition order, this one at its partition.
+absl::Status CheckCollectivePeers(const LaunchOp& op) {
+  const int64_t count = static_cast<int64_t>(op.devices.size());
+  if (count != op.num_partitions || op.partition < 0 ||
+      op.partition >= count || op.devices[op.partition] != op.device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "program '", op.program_name, "' (seq ", op.seq,
+        ") has collectives, but its launch names ", count, " devices for ",
+        op.num_partitions, " partitions, with partition ", op.partition,
+        " not on device ", op.device.value()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Device::Device(Options options)
@@ -92,6 +116,10 @@ void Device::Enqueue(LaunchOp op, std::shared_ptr<const LoadedProgram> program,
   launch->program = std::move(program);
   launch->error = std::move(error);
   const LaunchOp& spec = launch->op;
+  if (launch->error.ok() && launch->program != nullptr &&
+      launch->program->has_collectives) {
+    launch->error = CheckCollectivePeers(spec);
+  }
   launch->input_referenced.reserve(spec.inputs.size());
   launch->input_values.reserve(spec.inputs.size());
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
@@ -175,8 +203,7 @@ void Device::RunFront(QueuedLaunch& launch) {
     status = Execute(launch, &outputs);
   } else if (launch.program != nullptr && launch.program->has_collectives) {
     // Peers must not wait in a collective for this partition.
-    options_.collectives->Cancel(launch.op.seq, launch.op.num_partitions,
-                                 status);
+    options_.collectives->Cancel(MemberOf(launch.op), status);
   }
   Finish(launch, std::move(status), std::move(outputs));
 }
@@ -250,7 +277,7 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   context.replica_id = 0;
   context.run_id = op.seq;
   if (program.has_collectives) {
-    context.collectives = options_.collectives->Join(op.seq, op.num_partitions);
+    context.collectives = options_.collectives->Join(MemberOf(op));
   }
   context.cancelled = &launch.cancel;
   // The run's working memory is bounded by the device's budget.
@@ -275,8 +302,8 @@ absl::Status Device::Execute(QueuedLaunch& launch,
     }
   }
   if (program.has_collectives) {
-    if (!status.ok()) options_.collectives->Abort(op.seq, status);
-    options_.collectives->Leave(op.seq);
+    if (!status.ok()) options_.collectives->Abort(MemberOf(op), status);
+    options_.collectives->Leave(MemberOf(op));
   }
   if (!status.ok()) return status;
   hlo::Literal root = *std::move(result);
@@ -366,7 +393,7 @@ void Device::AbandonLaunches(
       if (i == 0 && front_state_ == FrontState::kRunning) {
         if (stop_running) launch.cancel.store(true);
         if (launch.program != nullptr && launch.program->has_collectives) {
-          options_.collectives->Abort(launch.op.seq, status);
+          options_.collectives->Abort(MemberOf(launch.op), status);
         }
         continue;
       }
@@ -393,7 +420,7 @@ void Device::Stop(const absl::Status& status) {
       if (front.abandoned.ok()) front.abandoned = status;
       front.cancel.store(true);
       if (front.program != nullptr && front.program->has_collectives) {
-        options_.collectives->Abort(front.op.seq, status);
+        options_.collectives->Abort(MemberOf(front.op), status);
       }
     }
   }

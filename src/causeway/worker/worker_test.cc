@@ -9,7 +9,9 @@
 #include "absl/synchronization/mutex.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/hlo/parser.h"
+#include "causeway/transport/gloo_launch_collectives.h"
 #include "causeway/transport/in_process_control_channel.h"
+#include "causeway/transport/in_process_key_value_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,7 +19,9 @@ namespace causeway::worker {
 
 using transport::Box;
 using transport::DeviceStatus;
+using transport::GlooLaunchCollectives;
 using transport::InProcessDataPlane;
+using transport::InProcessKeyValueStore;
 using transport::InProcessLaunchCollectives;
 using transport::LaunchOp;
 using transport::LoadProgramRequest;
@@ -115,6 +119,7 @@ class WorkerTest : public ::testing::Test {
   void MakeWorkers(int64_t memory_per_device) {
     for (auto& worker : workers_) worker->Stop();
     workers_.clear();
+    gloo_.clear();
     auto topology = Topology::Uniform(1, 2, 2, memory_per_device);
     ASSERT_TRUE(topology.ok()) << topology.status();
     topology_ = std::make_unique<Topology>(*topology);
@@ -129,6 +134,18 @@ class WorkerTest : public ::testing::Test {
       }
       options.data_plane = data_plane_.get();
       options.collectives = collectives_.get();
+      if (over_gloo_) {
+        // Each host is its own "process": launches over both hosts meet
+        // through Gloo.
+        auto gloo = GlooLaunchCollectives::Create(
+            {.store = &store_,
+             .local_devices = {topology_->DevicesOfHost(HostId(h)).begin(),
+                               topology_->DevicesOfHost(HostId(h)).end()},
+             .timeout = absl::Seconds(20)});
+        ASSERT_TRUE(gloo.ok()) << gloo.status();
+        gloo_.push_back(*std::move(gloo));
+        options.collectives = gloo_.back().get();
+      }
       options.listener = &listener_;
       auto worker = Worker::Create(options);
       ASSERT_TRUE(worker.ok()) << worker.status();
@@ -142,6 +159,8 @@ class WorkerTest : public ::testing::Test {
       data_plane_->Unregister(worker->host());
       worker->Stop();
     }
+    workers_.clear();
+    gloo_.clear();
   }
 
   Worker& worker(int64_t host) { return *workers_[host]; }
@@ -231,6 +250,10 @@ class WorkerTest : public ::testing::Test {
     op.program_name = std::move(name);
     op.partition = partition;
     op.num_partitions = partitions;
+    // The launch's devices are consecutive, this one at `partition`.
+    for (int64_t p = 0; p < partitions; ++p) {
+      op.devices.push_back(DeviceId(device - partition + p));
+    }
     op.participant_hosts = {HostId(device / 2)};
     for (uint64_t input : inputs) {
       op.inputs.push_back({BufferId{ArrayHandle(input), shard}, false, ""});
@@ -243,10 +266,63 @@ class WorkerTest : public ::testing::Test {
 
   std::unique_ptr<Topology> topology_;
   std::unique_ptr<InProcessDataPlane> data_plane_;
+  bool over_gloo_ = false;
+  InProcessKeyValueStore store_;
   std::unique_ptr<InProcessLaunchCollectives> collectives_;
+  std::vector<std::unique_ptr<GlooLaunchCollectives>> gloo_;  // By host.
   RecordingListener listener_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
+
+// Each host with its own GlooLaunchCollectives, as two worker processes
+// have them.
+class WorkerOverGlooTest : public WorkerTest {
+ protected:
+  void SetUp() override {
+    over_gloo_ = true;
+    MakeWorkers(int64_t{1} << 20);
+  }
+
+  // Launch `seq` of sum2 over device 1 (host 0) and device 2 (host 1),
+  // reading array `input` and writing arrays `input + 1` and `input + 2`.
+  void DispatchSumOverBothHosts(uint64_t seq, uint64_t input) {
+    const Shape f2(PrimitiveType::kF32, {2});
+    for (int64_t p = 0; p < 2; ++p) {
+      LaunchOp op = Launch(1 + p, seq, ProgramId(1), "sum2", p, 2, {input},
+                           {input + 1, input + 2}, f2, p);
+      op.devices = {DeviceId(1), DeviceId(2)};
+      op.participant_hosts = {HostId(0), HostId(1)};
+      WorkerBatch batch;
+      batch.launches.push_back(std::move(op));
+      worker(p).Dispatch(std::move(batch));
+    }
+  }
+};
+
+TEST_F(WorkerOverGlooTest, ALaunchOverTwoHostsMeetsInItsAllReduce) {
+  Load(0, ProgramId(1), kAllReduce);
+  Load(1, ProgramId(1), kAllReduce);
+  Put(1, 1, 0, F32({2}, {1, 2}));
+  Put(2, 1, 1, F32({2}, {10, 20}));
+  DispatchSumOverBothHosts(1, 1);
+  for (int64_t p = 0; p < 2; ++p) {
+    auto sum = Fetch(1 + p, 2, p);
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    EXPECT_THAT(Values(*sum), ElementsAre(11, 22));
+  }
+  EXPECT_EQ(gloo_[0]->NumLive() + gloo_[1]->NumLive(), 0);
+}
+
+TEST_F(WorkerOverGlooTest, APartitionWhoseInputFailedFailsItsPeerOnTheOtherHost) {
+  Load(0, ProgramId(1), kAllReduce);
+  Load(1, ProgramId(1), kAllReduce);
+  Put(2, 50, 1, F32({2}, {1, 2}));  // Shard 0 (device 1) is missing.
+  DispatchSumOverBothHosts(1, 50);
+  auto peer = Fetch(2, 51, 1);
+  EXPECT_EQ(peer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(peer.status().message(), HasSubstr("array 50 shard 0"));
+  EXPECT_EQ(gloo_[0]->NumLive() + gloo_[1]->NumLive(), 0);
+}
 
 TEST_F(WorkerTest, TwoDevicesOfALaunchMeetInTheirAllReduce) {
   Load(0, ProgramId(1), kAllReduce);
