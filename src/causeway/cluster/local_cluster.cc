@@ -86,6 +86,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   if (options.data_plane == DataPlaneKind::kInProcess) {
     cluster->data_plane_ = std::make_unique<InProcessDataPlane>();
   }
+  if (options.gloo_between_hosts) {
+    cluster->key_value_store_ =
+        std::make_unique<transport::InProcessKeyValueStore>();
+  }
   HeadOptions head_options;
   head_options.events = options.event_sink.get();
   head_options.heartbeat_interval = options.heartbeat_interval;
@@ -205,6 +209,24 @@ absl::StatusOr<HostId> LocalCluster::AddHost(IslandId island, int64_t devices) {
       tcp != nullptr ? static_cast<transport::DataPlane*>(tcp.get())
                      : data_plane_.get();
   worker_options.collectives = &collectives(island);
+  std::unique_ptr<transport::GlooLaunchCollectives> gloo;
+  if (options_.gloo_between_hosts) {
+    std::vector<DeviceId> local_devices;
+    for (const transport::DeviceInfo& device : assignment.devices) {
+      local_devices.push_back(device.id);
+    }
+    absl::StatusOr<std::unique_ptr<transport::GlooLaunchCollectives>>
+        created = transport::GlooLaunchCollectives::Create(
+            {.store = key_value_store_.get(),
+             .local_devices = std::move(local_devices),
+             .timeout = options_.collective_timeout});
+    if (!created.ok()) {
+      head_->MarkHostDead(assignment.host, "its collectives could not start");
+      return created.status();
+    }
+    gloo = *std::move(created);
+    worker_options.collectives = gloo.get();
+  }
   worker_options.listener = head_.get();
   worker_options.events = options_.event_sink.get();
   worker_options.evaluator = options_.evaluator;
@@ -238,7 +260,8 @@ absl::StatusOr<HostId> LocalCluster::AddHost(IslandId island, int64_t devices) {
   {
     absl::MutexLock lock(&mu_);
     hosts_[assignment.host] =
-        Host{std::move(tcp), *std::move(worker), channel, devices};
+        Host{std::move(tcp), std::move(gloo), *std::move(worker), channel,
+             devices};
   }
   CW_RETURN_IF_ERROR(head_->ActivateHost(assignment.host, channel));
   return assignment.host;

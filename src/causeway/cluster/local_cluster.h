@@ -37,7 +37,9 @@
 #include "causeway/head/head.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/data_plane.h"
+#include "causeway/transport/gloo_launch_collectives.h"
 #include "causeway/transport/in_process_control_channel.h"
+#include "causeway/transport/in_process_key_value_store.h"
 #include "causeway/transport/launch_collectives.h"
 #include "causeway/transport/session_channel.h"
 #include "causeway/transport/tcp_data_plane.h"
@@ -68,6 +70,12 @@ struct LocalClusterOptions {
   // The island schedulers' window (launches released, not finished).
   int64_t max_inflight_launches_per_island = 64;
   DataPlaneKind data_plane = DataPlaneKind::kInProcess;
+  // Each host gets its own GlooLaunchCollectives (over one in-process
+  // key-value store), as separate worker processes have them: a launch
+  // whose devices span hosts runs its collectives through Gloo on
+  // loopback (docs/collectives.md). Off: one in-process rendezvous per
+  // island.
+  bool gloo_between_hosts = false;
   // See HeadOptions.
   bool slices_wait_for_hosts = false;
   // How the devices' executor runs programs (fused loops or op by op).
@@ -140,6 +148,8 @@ class LocalCluster {
  private:
   struct Host {
     std::unique_ptr<transport::TcpDataPlane> tcp;  // kTcp.
+    // gloo_between_hosts: its collectives (outlive its worker).
+    std::unique_ptr<transport::GlooLaunchCollectives> gloo;
     std::unique_ptr<worker::Worker> worker;
     std::shared_ptr<transport::InProcessControlChannel> channel;
     int64_t num_devices = 0;
@@ -160,6 +170,8 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   std::unique_ptr<transport::InProcessDataPlane> data_plane_;  // kInProcess.
+  // gloo_between_hosts: the rendezvous store every host's collectives use.
+  std::unique_ptr<transport::InProcessKeyValueStore> key_value_store_;
   std::unique_ptr<head::Head> head_;
   // Every connection handed out, cut when the cluster goes.
   absl::Mutex connections_mu_;

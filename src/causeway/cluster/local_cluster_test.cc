@@ -83,22 +83,21 @@ ENTRY main {
 )";
 
 // Counts transfers by the hosts they run between.
-// Records every transfer that finished well.
-class TransferRecorder : public EventSink {
+class TransferCounter : public EventSink {
  public:
   void TransferFinished(const TransferEvent& event,
                         const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
-    if (status.ok()) transfers_.push_back(event);
+    if (status.ok()) ++count_[{event.source_host, event.destination_host}];
   }
-  std::vector<TransferEvent> transfers() {
+  int64_t Count(HostId from, HostId to) {
     absl::MutexLock lock(&mu_);
-    return transfers_;
+    return count_[{from, to}];
   }
 
  private:
   absl::Mutex mu_;
-  std::vector<TransferEvent> transfers_;
+  std::map<std::pair<HostId, HostId>, int64_t> count_;
 };
 
 // A minimal client over a session channel: mints handles, remembers what
@@ -274,16 +273,19 @@ Literal Unstack(const Literal& stacked, const hlo::Sharding& sharding) {
   return *value;
 }
 
-TEST(LocalClusterTest, AJaxCompiledTrainingStepGivesJaxsResults) {
-  const std::string dir = CorpusDir("mlp_dp2");
+// Runs the corpus program `name` on a slice of `devices` and compares every
+// output with JAX's.
+void ExpectCorpusProgramGivesJaxsResults(LocalCluster& cluster,
+                                         const std::string& name,
+                                         int64_t devices) {
+  const std::string dir = CorpusDir(name);
   std::ifstream file(dir + "program.hlo");
   ASSERT_TRUE(file.good()) << dir;
   std::stringstream text;
   text << file.rdbuf();
-  auto cluster = MakeCluster({.devices_per_host = 2});
-  TestClient client(*cluster, "jax");
-  transport::SliceInfo slice = client.Slice(2);
-  auto step = client.Compile(text.str(), slice.handle, 2);
+  TestClient client(cluster, "jax");
+  transport::SliceInfo slice = client.Slice(devices);
+  auto step = client.Compile(text.str(), slice.handle, devices);
   ASSERT_TRUE(step.ok()) << step.status();
   const transport::CompileInfo* info = &client.info(*step);
   std::vector<ArrayHandle> arguments;
@@ -318,15 +320,115 @@ TEST(LocalClusterTest, AJaxCompiledTrainingStepGivesJaxsResults) {
   }
 }
 
-TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsSendEachShardDeviceToDevice) {
-  auto recorder = std::make_shared<TransferRecorder>();
+TEST(LocalClusterTest, AJaxCompiledTrainingStepGivesJaxsResults) {
+  auto cluster = MakeCluster({.devices_per_host = 2});
+  ExpectCorpusProgramGivesJaxsResults(*cluster, "mlp_dp2", 2);
+}
+
+// Every host with its own Gloo collectives, as worker processes have them:
+// the slices span hosts, so the collectives run through Gloo.
+TEST(LocalClusterTest, AJaxTrainingStepOverTwoHostsThroughGlooGivesJaxsResults) {
+  auto cluster = MakeCluster({.hosts_per_island = 2,
+                              .devices_per_host = 1,
+                              .gloo_between_hosts = true});
+  ExpectCorpusProgramGivesJaxsResults(*cluster, "mlp_dp2", 2);
+}
+
+// Sums over both partitions, forever.
+constexpr char kSpinningAllReduce[] = R"(HloModule spin, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  p = (f32[2]) parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = (f32[2]) parameter(0)
+  x = f32[2] get-tuple-element(p), index=0
+  r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+  ROOT t = (f32[2]) tuple(r)
+}
+ENTRY main {
+  x = f32[2] parameter(0), sharding={devices=[2]0,1}
+  t = (f32[2]) tuple(x)
+  w = (f32[2]) while(t), condition=cond, body=body
+  ROOT y = f32[2] get-tuple-element(w), index=0
+}
+)";
+
+// Counts the devices that started running program `name`.
+class StartedCounter : public EventSink {
+ public:
+  explicit StartedCounter(std::string name) : name_(std::move(name)) {}
+  void OpStarted(const OpEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    if (event.program == name_) ++started_;
+  }
+  bool AwaitStarted(int64_t devices, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return started_ >= devices;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+
+ private:
+  const std::string name_;
+  absl::Mutex mu_;
+  int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A session closes while its launch over two hosts loops in an all-reduce:
+// the devices cancel it and close the communicators it used. The head moves
+// the island to a new epoch, so the next session's launches on the same
+// devices open new ones instead of meeting closed ones.
+TEST(LocalClusterTest, ASessionClosedMidLaunchLeavesTheNextSessionsCollectivesWorking) {
+  auto started = std::make_shared<StartedCounter>("spin");
+  auto cluster = MakeCluster({.hosts_per_island = 2,
+                              .devices_per_host = 1,
+                              .event_sink = started,
+                              .collective_timeout = absl::Seconds(20),
+                              .gloo_between_hosts = true});
+  {
+    TestClient client(*cluster, "spinner");
+    transport::SliceInfo slice = client.Slice(2);
+    auto spin = client.Compile(kSpinningAllReduce, slice.handle, 2);
+    ASSERT_TRUE(spin.ok()) << spin.status();
+    client.Execute(*spin, {client.Put(slice.handle, F32({4}, {1, 2, 3, 4}),
+                                      "{devices=[2]<=[2]}")});
+    ASSERT_TRUE(started->AwaitStarted(2, absl::Seconds(30)));
+  }  // The session closes here.
+  ExpectCorpusProgramGivesJaxsResults(*cluster, "mlp_dp2", 2);
+}
+
+TEST(LocalClusterTest, ShardMapCollectivesOverTwoHostsThroughGlooGiveJaxsResults) {
+  auto cluster = MakeCluster({.hosts_per_island = 2,
+                              .devices_per_host = 2,
+                              .gloo_between_hosts = true});
+  ExpectCorpusProgramGivesJaxsResults(*cluster, "shard_map_collectives_4", 4);
+}
+
+TEST(LocalClusterTest, SubgroupCollectivesOverFourHostsThroughGlooGiveJaxsResults) {
+  auto cluster = MakeCluster({.hosts_per_island = 4,
+                              .devices_per_host = 2,
+                              .collective_timeout = absl::Seconds(20),
+                              .gloo_between_hosts = true});
+  ExpectCorpusProgramGivesJaxsResults(*cluster, "mlp_dp2_tp4", 8);
+  ExpectCorpusProgramGivesJaxsResults(*cluster, "shard_map_all_to_all_array_8",
+                                      8);
+}
+
+TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsMoveDataWorkerToWorker) {
+  auto counter = std::make_shared<TransferCounter>();
   auto cluster = MakeCluster(
-      {.islands = 2, .devices_per_host = 2, .event_sink = recorder});
-  transport::SliceInfo a, b;
+      {.islands = 2, .devices_per_host = 2, .event_sink = counter});
   {
     TestClient client(*cluster, "chain");
-    a = client.Slice(2, IslandId(0));
-    b = client.Slice(2, IslandId(1));
+    transport::SliceInfo a = client.Slice(2, IslandId(0));
+    transport::SliceInfo b = client.Slice(2, IslandId(1));
     auto twice = client.Compile(kTimesTwo, a.handle, 2);
     auto plus_one = client.Compile(kPlusOne, b.handle, 2);
     ASSERT_TRUE(twice.ok() && plus_one.ok());
@@ -340,21 +442,7 @@ TEST(LocalClusterTest, ChainedExecutesOnTwoIslandsSendEachShardDeviceToDevice) {
     EXPECT_THAT(Values(*value), ElementsAre(3, 5));
   }
   cluster.reset();  // Every transfer event is in once the workers stop.
-  // y's shard i (4 bytes) went from device i of slice a to device i of
-  // slice b, host 0 to host 1, and nothing else moved.
-  std::vector<TransferEvent> transfers = recorder->transfers();
-  ASSERT_EQ(transfers.size(), 2u);
-  std::sort(transfers.begin(), transfers.end(),
-            [](const TransferEvent& x, const TransferEvent& y) {
-              return x.source_device < y.source_device;
-            });
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(transfers[i].source_device, a.devices[i]);
-    EXPECT_EQ(transfers[i].destination_device, b.devices[i]);
-    EXPECT_EQ(transfers[i].source_host, HostId(0));
-    EXPECT_EQ(transfers[i].destination_host, HostId(1));
-    EXPECT_EQ(transfers[i].bytes, 4);
-  }
+  EXPECT_EQ(counter->Count(HostId(0), HostId(1)), 2);  // One per shard.
 }
 
 TEST(LocalClusterTest, CopyReshardsBetweenShardingsAndSlices) {

@@ -114,9 +114,11 @@ struct LaunchOp {
   std::string session_name;
   int64_t partition = 0;
   int64_t num_partitions = 1;
-  // The island's membership epoch at dispatch: never smaller than that of a
-  // launch with a smaller seq on the island. The cross-process collectives
-  // key their communicators on it (docs/collectives.md).
+  // The island's collective epoch when the launch was released: never
+  // smaller than that of a launch with a smaller seq on the island. The
+  // head bumps it when a host dies, when a launch over several hosts fails
+  // and when a session with one running closes; the cross-process
+  // collectives key their communicators on it (docs/collectives.md).
   uint64_t epoch = 0;
   // Every device of the launch, in partition order (devices[partition] is
   // `device`): the collective peers.

@@ -74,9 +74,21 @@ exec::Collectives* GlooLaunchCollectives::Join(const LaunchMember& member) {
   GlooCollectives* joined = participant.get();
   {
     absl::MutexLock lock(&mu_);
+    uint64_t& newest = newest_epochs_[device];
+    if (member.epoch < newest) {
+      // Its communicators went when this device moved on (every peer of
+      // the launch did the same, in the same gang order).
+      early_abort = absl::AbortedError(absl::StrCat(
+          "launch ", member.seq, " was dispatched at epoch ", member.epoch,
+          " of island ", member.island.value(), ", but device ",
+          device.value(), " already runs epoch ", newest));
+    }
+    newest = std::max(newest, member.epoch);
     auto early = early_aborts_.find(device);
     if (early != early_aborts_.end() && early->second.first <= member.seq) {
-      if (early->second.first == member.seq) early_abort = early->second.second;
+      if (early->second.first == member.seq && early_abort.ok()) {
+        early_abort = early->second.second;
+      }
       early_aborts_.erase(early);
     }
     participants_[{member.island, member.seq, member.partition}] =

@@ -79,6 +79,9 @@ class GlooLaunchCollectives final : public LaunchCollectives {
   // starts cancelled. One per device at most.
   std::map<DeviceId, std::pair<uint64_t, absl::Status>> early_aborts_
       ABSL_GUARDED_BY(mu_);
+  // The newest epoch each device has joined a launch of: a launch of an
+  // older one (released out of order around a bump) starts cancelled.
+  std::map<DeviceId, uint64_t> newest_epochs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace causeway::transport
