@@ -150,5 +150,23 @@ TEST_F(GlooLaunchCollectivesTest, ALaterEpochRetiresTheContextsOfEarlierOnes) {
   EXPECT_EQ(processes_[1]->communicators().NumContexts(), 1);
 }
 
+// Released out of order around an epoch bump: the devices already retired
+// the older epoch's communicators, so the launch fails at once.
+TEST_F(GlooLaunchCollectivesTest, ALaunchOfAnEpochTheDeviceLeftIsAborted) {
+  const std::vector<DeviceId> devices = {DeviceId(1), DeviceId(2)};
+  LaunchMember newer = Member(1, devices, 0);
+  newer.epoch = 3;
+  processes_[0]->Join(newer);
+  processes_[0]->Leave(newer);
+  LaunchMember older = Member(2, devices, 0);
+  older.epoch = 2;
+  exec::Collectives* collectives = processes_[0]->Join(older);
+  auto result = collectives->AllReduce(
+      exec::testutil::OpFor(ar_, 0, 2, 1, 0, 2), {F32({1}, {1.0f})});
+  processes_[0]->Leave(older);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(result.status().message(), HasSubstr("already runs epoch 3"));
+}
+
 }  // namespace
 }  // namespace causeway::transport
