@@ -405,6 +405,32 @@ TYPED_TEST(CollectivesConformanceTest,
   }
 }
 
+// Large enough that the ring cuts every chunk into several segments and
+// reuses its window of received segments; every element is checked.
+TYPED_TEST(CollectivesConformanceTest, ALargeAllReduceIsRightInEveryElement) {
+  Instruction* ar = this->builder_.Collective(Opcode::kAllReduce);
+  constexpr int64_t kElements = (10 << 20) / 4 + 3;  // 10 MiB, uneven.
+  std::vector<absl::StatusOr<Literal>> results = this->Run(4, [&](int64_t d, Collectives& c) {
+    Literal value(Shape(PrimitiveType::kF32, {kElements}));
+    auto data = value.mutable_data<float>();
+    for (int64_t i = 0; i < kElements; ++i) data[i] = float((i + d) % 1000);
+    std::vector<Literal> operands;
+    operands.push_back(std::move(value));
+    return c.AllReduce(this->Op(ar, d, 4), std::move(operands));
+  });
+  for (auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    auto data = result->data<float>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < kElements; ++i) {
+      float want = 0;
+      for (int64_t d = 0; d < 4; ++d) want += float((i + d) % 1000);
+      if (data[i] != want) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 TYPED_TEST(CollectivesConformanceTest, AllGatherConcatenatesInGroupOrder) {
   Instruction* ag = this->builder_.Collective(Opcode::kAllGather);
   ag->dimensions = {1};

@@ -915,7 +915,7 @@ absl::StatusOr<std::vector<Literal>> GlooCollectives::Gather(
 }
 
 absl::StatusOr<Literal> GlooCollectives::ReduceOne(
-    const exec::CollectiveOp& op, const Group& group, const Literal& operand,
+    const exec::CollectiveOp& op, const Group& group, Literal operand,
     int64_t part) {
   const hlo::Shape& shape = operand.shape();
   if (group.size() == 1 || !shape.IsArray()) {
@@ -933,15 +933,16 @@ absl::StatusOr<Literal> GlooCollectives::ReduceOne(
     for (const Literal& value : parts) inputs.push_back(&value);
     return exec::ReduceInputs(op, inputs);
   }
-  // The ring reduces in place: into a copy of the operand (unless nothing
-  // else shares its storage, in which case the copy is free).
-  Literal out = operand;
-  std::byte* data = static_cast<std::byte*>(out.mutable_untyped_data());
+  // The ring reduces in place: in the operand's own storage when the
+  // caller gave it up (the evaluator does at its last use), else in a copy.
   const uint32_t tag = TagOf(op, part, operand.size_bytes());
+  const int64_t count = shape.ElementCount();
+  Literal out = std::move(operand);  // `shape` refers to the moved-from.
+  std::byte* data = static_cast<std::byte*>(out.mutable_untyped_data());
   CW_RETURN_IF_ERROR(RunOnContext(
       op, group, [&](GlooCommunicators::Transfers& transfers) {
         Ring(transfers, SlotOf(tag), combine, hlo::ByteWidth(type), data,
-             shape.ElementCount())
+             count)
             .Run();
       }));
   return out;
@@ -955,7 +956,7 @@ absl::StatusOr<Literal> GlooCollectives::AllReduce(
     std::vector<Literal> reduced;
     for (size_t k = 0; k < operands.size(); ++k) {
       CW_ASSIGN_OR_RETURN(Literal value,
-                          ReduceOne(op, group, operands[k], k));
+                          ReduceOne(op, group, std::move(operands[k]), k));
       reduced.push_back(std::move(value));
     }
     return Pack(std::move(reduced));
@@ -1001,7 +1002,7 @@ absl::StatusOr<Literal> GlooCollectives::ReduceScatter(
     std::vector<Literal> blocks;
     for (size_t k = 0; k < operands.size(); ++k) {
       CW_ASSIGN_OR_RETURN(Literal reduced,
-                          ReduceOne(op, group, operands[k], k));
+                          ReduceOne(op, group, std::move(operands[k]), k));
       CW_ASSIGN_OR_RETURN(Literal block,
                           exec::BlockAlong(reduced, dimension, group.size(),
                                            group.my_index));

@@ -244,8 +244,7 @@ class GlooCollectives final : public exec::Collectives {
   // The all-reduce of one operand over `group`.
   absl::StatusOr<hlo::Literal> ReduceOne(const exec::CollectiveOp& op,
                                          const Group& group,
-                                         const hlo::Literal& operand,
-                                         int64_t part);
+                                         hlo::Literal operand, int64_t part);
 
   GlooCommunicators& communicators_;
   const GlooLaunch launch_;

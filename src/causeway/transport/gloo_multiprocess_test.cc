@@ -72,8 +72,10 @@ class GlooMultiProcessTest : public ::testing::Test {
     }
   }
 
-  // Each survivor's partitions report how their all-reduce failed.
-  void ExpectSurvivorsFailWithDataLoss(int dead) {
+  // Each survivor's partitions report how their all-reduce failed. How
+  // long that took after `since` goes to the test's log (not a threshold:
+  // the status code says they did not wait for the timeout).
+  void ExpectSurvivorsFailWithDataLoss(int dead, absl::Time since) {
     for (size_t child = 0; child < partitions_of_.size(); ++child) {
       if (static_cast<int>(child) == dead) continue;
       for (int64_t k = 0; k < partitions_of_[child]; ++k) {
@@ -100,6 +102,9 @@ class GlooMultiProcessTest : public ::testing::Test {
             << *message;
         EXPECT_THAT(*message, HasSubstr("all-reduce.1"));
       }
+      const absl::Duration took = absl::Now() - since;
+      RecordProperty(absl::StrCat("child_", child, "_failed_after_ms"),
+                     absl::StrCat(absl::ToInt64Milliseconds(took)));
       absl::StatusOr<int> status = server_.Reap(
           static_cast<int>(child), absl::Now() + absl::Seconds(30));
       ASSERT_TRUE(status.ok()) << status.status();
@@ -114,15 +119,17 @@ class GlooMultiProcessTest : public ::testing::Test {
 
 TEST_F(GlooMultiProcessTest, KillingOneOfThreeProcessesFailsEverySurvivor) {
   StartPeers(3, 1);
+  const absl::Time killed = absl::Now();
   server_.Signal(1, SIGKILL);
-  ExpectSurvivorsFailWithDataLoss(1);
+  ExpectSurvivorsFailWithDataLoss(1, killed);
 }
 
 TEST_F(GlooMultiProcessTest,
        KillingAProcessOfTwoRanksFailsBothRanksOfTheOthers) {
   StartPeers(6, 2);
+  const absl::Time killed = absl::Now();
   server_.Signal(0, SIGKILL);
-  ExpectSurvivorsFailWithDataLoss(0);
+  ExpectSurvivorsFailWithDataLoss(0, killed);
 }
 
 // A stopped process keeps its sockets open: nothing fails by itself. When
@@ -131,16 +138,18 @@ TEST_F(GlooMultiProcessTest,
 TEST_F(GlooMultiProcessTest, AStoppedPeerDeclaredDeadFailsTheLoneSurvivor) {
   StartPeers(2, 1);
   server_.Signal(1, SIGSTOP);
+  const absl::Time declared = absl::Now();
   server_.Command(0, absl::StrCat("abort ", ToHex("host 1 was lost")));
-  ExpectSurvivorsFailWithDataLoss(1);
+  ExpectSurvivorsFailWithDataLoss(1, declared);
 }
 
 TEST_F(GlooMultiProcessTest, AStoppedPeerDeclaredDeadFailsEverySurvivor) {
   StartPeers(3, 1);
   server_.Signal(2, SIGSTOP);
+  const absl::Time declared = absl::Now();
   server_.Command(0, absl::StrCat("abort ", ToHex("host 2 was lost")));
   server_.Command(1, absl::StrCat("abort ", ToHex("host 2 was lost")));
-  ExpectSurvivorsFailWithDataLoss(2);
+  ExpectSurvivorsFailWithDataLoss(2, declared);
 }
 
 }  // namespace
