@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <exception>
-#include <functional>
 #include <set>
 #include <utility>
 
@@ -346,15 +344,22 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
                          absl::Duration timeout) {
   const int size = static_cast<int>(key.members.size());
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(Millis(timeout));
+  // A pair that waits for its peer to connect allows five times the
+  // context's timeout; every operation passes its own timeout.
+  context->setTimeout(Millis(timeout / 5));
   absl::Status status;
   auto entry = std::make_shared<Entry>();
   std::unique_ptr<::gloo::transport::UnboundBuffer> probe;
   try {
     context->connectFullMesh(store, device_);
-    probe = context->createUnboundBuffer(&entry->probe_byte, 1);
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer != rank) probe->recv(peer, kProbeSlot);
+    // Aborted late, connectFullMesh may have connected a pair to the
+    // socket that released it rather than to its peer.
+    status = store.aborted();
+    if (status.ok()) {
+      probe = context->createUnboundBuffer(&entry->probe_byte, 1);
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank) probe->recv(peer, kProbeSlot);
+      }
     }
   } catch (const std::exception& e) {
     status = store.failure();
@@ -521,6 +526,10 @@ GlooCollectives::~GlooCollectives() = default;
 
 absl::Status GlooCollectives::Cancelled(const exec::CollectiveOp& op) {
   absl::MutexLock lock(&mu_);
+  return CancelledLocked(op);
+}
+
+absl::Status GlooCollectives::CancelledLocked(const exec::CollectiveOp& op) {
   if (cancelled_.ok()) return absl::OkStatus();
   return absl::Status(cancelled_.code(),
                       absl::StrCat(exec::DescribeCollective(op),
@@ -604,7 +613,7 @@ GlooCollectives::Acquire(const exec::CollectiveOp& op, const Group& group) {
       GlooCancelKey(launch_.island, launch_.epoch, launch_.seq));
   {
     absl::MutexLock lock(&mu_);
-    if (!cancelled_.ok()) return Cancelled(op);
+    if (!cancelled_.ok()) return CancelledLocked(op);
     building_ = &store;
   }
   absl::StatusOr<std::shared_ptr<GlooCommunicators::Entry>> built =

@@ -207,7 +207,7 @@ class GlooCollectives final : public exec::Collectives {
   // epoch that holds this device and lies within the launch is closed, so
   // the peers' waiting calls fail at once and report `status`. Returns at
   // once (the store write and the closing happen on the abort thread).
-  void Cancel(absl::Status status);
+  void Cancel(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Group;
@@ -228,7 +228,9 @@ class GlooCollectives final : public exec::Collectives {
                          const std::string& what);
   // The launch's cancel status, if a peer has set one.
   absl::Status PublishedCancel();
-  absl::Status Cancelled(const exec::CollectiveOp& op);
+  absl::Status Cancelled(const exec::CollectiveOp& op) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CancelledLocked(const exec::CollectiveOp& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Every member's operand, in group order.
   absl::StatusOr<std::vector<hlo::Literal>> Gather(

@@ -1,11 +1,16 @@
 #include "causeway/transport/gloo_store.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
+#include "gloo/transport/tcp/address.h"
 
 namespace causeway::transport {
 
@@ -33,13 +38,41 @@ GlooStore::GlooStore(KeyValueStore& store, std::string prefix,
       deadline_(deadline),
       waker_(std::make_shared<Waker>()) {}
 
-GlooStore::~GlooStore() = default;
+GlooStore::~GlooStore() {
+  absl::MutexLock lock(&waker_->mu);
+  waker_->finished = true;  // No pokes at sockets that are not ours now.
+}
+
+void GlooStore::Waker::AbortLocked(absl::Status status) {
+  if (!abort.ok() || finished) return;
+  abort = std::move(status);
+  cv.SignalAll();
+  // A pair of this rank that listens for its peer's connection waits for
+  // it (Gloo allows five times the timeout) and no store wait of ours is
+  // involved any more: a peer that gave up on the rendezvous after reading
+  // our addresses never connects. Connect to each of our listening
+  // sockets and hang up: the pair accepts, reads end of stream and fails,
+  // and connectFullMesh throws. Sockets that no longer listen refuse.
+  if (listening.empty()) return;
+  const size_t size = ::gloo::transport::tcp::Address().bytes().size();
+  for (size_t offset = 0; offset + size <= listening.size(); offset += size) {
+    const ::gloo::transport::tcp::Address address(std::vector<char>(
+        listening.begin() + offset, listening.begin() + offset + size));
+    const sockaddr_storage& peer = address.getSockaddr();
+    const int fd = ::socket(peer.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const socklen_t length = peer.ss_family == AF_INET
+                                 ? sizeof(sockaddr_in)
+                                 : sizeof(sockaddr_in6);
+    ::connect(fd, reinterpret_cast<const sockaddr*>(&peer), length);
+    ::close(fd);
+  }
+}
 
 void GlooStore::Abort(absl::Status status) {
   if (status.ok()) status = absl::CancelledError("rendezvous aborted");
   absl::MutexLock lock(&waker_->mu);
-  if (waker_->abort.ok()) waker_->abort = std::move(status);
-  waker_->cv.SignalAll();
+  waker_->AbortLocked(std::move(status));
 }
 
 void GlooStore::AbortWhenSet(std::string full_key) {
@@ -50,14 +83,18 @@ void GlooStore::AbortWhenSet(std::string full_key) {
                  absl::Status status = DecodeStatus(*value);
                  if (status.ok()) return;
                  absl::MutexLock lock(&waker->mu);
-                 if (waker->abort.ok()) waker->abort = std::move(status);
-                 waker->cv.SignalAll();
+                 waker->AbortLocked(std::move(status));
                });
 }
 
 absl::Status GlooStore::failure() const {
   absl::MutexLock lock(&failure_mu_);
   return failure_;
+}
+
+absl::Status GlooStore::aborted() const {
+  absl::MutexLock lock(&waker_->mu);
+  return waker_->abort;
 }
 
 std::string GlooStore::missing_key() const {
@@ -108,6 +145,12 @@ void GlooStore::set(const std::string& key, const std::vector<char>& data) {
   {
     absl::MutexLock lock(&waker_->mu);
     abort = waker_->abort;
+    // Gloo's key "<rank>" holds this rank's listening pair addresses.
+    if (abort.ok() && !key.empty() &&
+        std::all_of(key.begin(), key.end(),
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      waker_->listening = data;
+    }
   }
   if (!abort.ok()) Fail(std::move(abort));
   Future<> done =

@@ -48,7 +48,8 @@ class GlooStore final : public ::gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
   // Ends the rendezvous with `status` (not OK): the waiting call and every
-  // later one throw. The first abort wins.
+  // later one throw, and a pair of this rank waiting for its peer to
+  // connect fails too. The first abort wins.
   void Abort(absl::Status status);
   // Aborts with the status stored at `full_key` (not under the prefix),
   // decoded with DecodeStatus, as soon as that key is set.
@@ -57,6 +58,9 @@ class GlooStore final : public ::gloo::rendezvous::Store {
   // Why a call threw: the abort status, DeadlineExceeded naming the key
   // that was not set in time, or the store's error. OK if none threw.
   absl::Status failure() const;
+  // The abort status, if the rendezvous was aborted (its connections may
+  // then lead nowhere even if connectFullMesh returned).
+  absl::Status aborted() const;
   // The key (under the prefix) whose wait ran out of time, if one did.
   std::string missing_key() const;
   const std::string& prefix() const { return prefix_; }
@@ -65,9 +69,16 @@ class GlooStore final : public ::gloo::rendezvous::Store {
   // Shared with the continuations of pending store calls, which may run
   // after this object is gone.
   struct Waker {
+    // Records the first abort, wakes the waits and releases this rank's
+    // listening pairs (see the .cc). Nothing once the rendezvous is over.
+    void AbortLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
     absl::Mutex mu;
     absl::CondVar cv;
     absl::Status abort ABSL_GUARDED_BY(mu);
+    // This rank's pair addresses, as connectFullMesh published them.
+    std::vector<char> listening ABSL_GUARDED_BY(mu);
+    bool finished ABSL_GUARDED_BY(mu) = false;  // The GlooStore is gone.
   };
 
   // Blocks until `future` is ready, the rendezvous is aborted or `deadline`
