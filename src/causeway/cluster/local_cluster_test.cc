@@ -208,7 +208,7 @@ class TestClient {
   uint64_t next_ = 1;
 };
 
-// CMake runs this binary twice: as it is, and with CAUSEWAY_TEST_DATA_PLANE
+// CMake runs this binary three times: as it is, with CAUSEWAY_TEST_DATA_PLANE
 // set to "tcp", which puts every cluster's workers on the TCP data plane
 // (127.0.0.1) instead of the in-process one.
 DataPlaneKind TestDataPlane() {
@@ -218,8 +218,17 @@ DataPlaneKind TestDataPlane() {
              : DataPlaneKind::kInProcess;
 }
 
+// And with CAUSEWAY_TEST_COLLECTIVES set to "gloo", which gives every host
+// its own Gloo collectives, as worker processes have them: every launch
+// over several hosts meets through Gloo on loopback.
+bool TestGlooCollectives() {
+  const char* kind = std::getenv("CAUSEWAY_TEST_COLLECTIVES");
+  return kind != nullptr && std::string(kind) == "gloo";
+}
+
 std::unique_ptr<LocalCluster> MakeCluster(LocalClusterOptions options) {
   options.data_plane = TestDataPlane();
+  if (TestGlooCollectives()) options.gloo_between_hosts = true;
   auto cluster = LocalCluster::Create(std::move(options));
   CW_CHECK(cluster.ok()) << cluster.status();
   return *std::move(cluster);
