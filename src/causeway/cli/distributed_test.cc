@@ -24,6 +24,8 @@
 #include "causeway/cli/cluster_process.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
+#include "causeway/client/local_client.h"
+#include "causeway/cluster/local_cluster.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/transport/grpc_session_channel.h"
 #include "gmock/gmock.h"
@@ -61,6 +63,47 @@ ENTRY main {
   two = f32[] constant(2)
   b = f32[1] broadcast(two), dimensions={}
   ROOT y = f32[1] multiply(x, b), sharding={devices=[4]<=[4]}
+}
+)";
+
+// Each partition's f32[2] summed over both partitions.
+constexpr char kAllReduce[] = R"(
+HloModule sum2, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2] parameter(0), sharding={devices=[2]<=[2]}
+  ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={devices=[2]<=[2]}
+}
+)";
+
+// Sums over both partitions, forever: a launch that stays inside its
+// collectives until a peer goes.
+constexpr char kSpinningAllReduce[] = R"(
+HloModule spin, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  p = (f32[2]) parameter(0)
+  ROOT t = pred[] constant(true)
+}
+body {
+  p = (f32[2]) parameter(0)
+  x = f32[2] get-tuple-element(p), index=0
+  r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+  ROOT t = (f32[2]) tuple(r)
+}
+ENTRY main {
+  x = f32[2] parameter(0), sharding={devices=[2]<=[2]}
+  t = (f32[2]) tuple(x)
+  w = (f32[2]) while(t), condition=cond, body=body
+  ROOT y = f32[2] get-tuple-element(w), index=0, sharding={devices=[2]<=[2]}
 }
 )";
 
@@ -220,6 +263,57 @@ TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
   EXPECT_THAT(Values(*doubled), ElementsAre(3, -8));
 }
 
+// The all-reduce of [1,2] and [10,20] on `session`'s 2-device `slice`.
+absl::StatusOr<std::vector<float>> SumOfTwo(client::Session& session,
+                                            const client::Slice& slice) {
+  CW_ASSIGN_OR_RETURN(client::Executable program,
+                      session.Compile(kAllReduce, slice));
+  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
+                      client::Sharding::TiledByDims({2}));
+  CW_ASSIGN_OR_RETURN(client::Array x,
+                      session.FromHost(F32({4}, {1, 2, 10, 20}), slice, tiled));
+  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({x}));
+  CW_ASSIGN_OR_RETURN(hlo::Literal value, y[0].ToHost().AwaitFor(kWait));
+  return Values(value);
+}
+
+TEST_F(ProcessClusterTest, AnAllReduceAcrossTwoWorkerProcessesMatchesEmbedded) {
+  StartHead();
+  AddWorker(1);
+  AddWorker(1);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  ASSERT_NE(client->topology()->HostOf(granted->devices[0]),
+            client->topology()->HostOf(granted->devices[1]));
+  absl::StatusOr<std::vector<float>> across = SumOfTwo(*session, *slice);
+  ASSERT_TRUE(across.ok()) << across.status();
+
+  // The same program embedded, its devices in one process.
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> local =
+      cluster::LocalCluster::Create({.devices_per_host = 2});
+  ASSERT_TRUE(local.ok()) << local.status();
+  std::unique_ptr<client::Client> embedded = client::ConnectLocal(**local);
+  absl::StatusOr<client::Session> local_session =
+      embedded->OpenSession({.name = "embedded"});
+  ASSERT_TRUE(local_session.ok()) << local_session.status();
+  absl::StatusOr<client::Slice> local_slice = local_session->CreateSlice(2);
+  ASSERT_TRUE(local_slice.ok()) << local_slice.status();
+  absl::StatusOr<std::vector<float>> within =
+      SumOfTwo(*local_session, *local_slice);
+  ASSERT_TRUE(within.ok()) << within.status();
+  EXPECT_THAT(*within, ElementsAre(11, 22, 11, 22));
+  EXPECT_EQ(*across, *within);
+  // Twice: the second launch reuses the contexts of the first.
+  across = SumOfTwo(*session, *slice);
+  ASSERT_TRUE(across.ok()) << across.status();
+  EXPECT_EQ(*across, *within);
+}
+
 // Polls `session`'s status until every device in `devices` runs program
 // `name`; false if they do not by `deadline`.
 bool AwaitRunning(client::Session& session, const std::vector<DeviceId>& devices,
@@ -337,6 +431,65 @@ TEST_F(ProcessClusterTest, AnOpThatDoesNotFitYetWaitsUntilMemoryIsFreed) {
   absl::StatusOr<hlo::Literal> value = (*y)[0].ToHost().AwaitFor(kWait);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_THAT(Values(*value), ElementsAre(2, 4));
+}
+
+// Polls the head's trace until it holds how program `name` ended on
+// `device`; that status text ("OK", "DATA_LOSS: ...").
+absl::StatusOr<std::string> AwaitFinished(client::Session& session,
+                                          DeviceId device,
+                                          const std::string& name,
+                                          absl::Time deadline) {
+  while (absl::Now() < deadline) {
+    CW_ASSIGN_OR_RETURN(std::string trace, session.Trace().AwaitFor(kWait));
+    const nlohmann::json events = nlohmann::json::parse(trace);
+    for (const auto& event : events["traceEvents"]) {
+      if (event.value("cat", "") == "op" &&
+          event.value("name", "").starts_with(name) &&
+          event.value("tid", int64_t{-1}) == device.value()) {
+        return event["args"]["status"].get<std::string>();
+      }
+    }
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("no end of ", name, " on device ", device.value()));
+}
+
+TEST_F(ProcessClusterTest, ASurvivorOfAWorkerKilledMidAllReduceFailsWithDataLoss) {
+  // Timeouts far longer than the test waits: only the peer's death can
+  // end the survivor's collective in time.
+  StartHead({"--worker-timeout", "120"});
+  AddWorker(1, 0, {"--collective-timeout", "300"});
+  AddWorker(1, 0, {"--collective-timeout", "300"});
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  absl::StatusOr<client::Executable> spin =
+      session->Compile(kSpinningAllReduce, *slice);
+  ASSERT_TRUE(spin.ok()) << spin.status();
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+  absl::StatusOr<client::Array> x =
+      session->FromHost(F32({4}, {1, 2, 3, 4}), *slice, *tiled);
+  ASSERT_TRUE(x.ok()) << x.status();
+  absl::StatusOr<std::vector<client::Array>> y = spin->Execute({*x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_TRUE(AwaitRunning(*session, granted->devices, "spin",
+                           absl::Now() + kWait));
+
+  const HostId victim = client->topology()->HostOf(granted->devices[0]);
+  const DeviceId survivor = granted->devices[1];
+  for (Worker& worker : workers_) {
+    if (worker.host == victim) worker.process->Signal(SIGKILL);
+  }
+  absl::StatusOr<std::string> ended =
+      AwaitFinished(*session, survivor, "spin", absl::Now() + kWait);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_THAT(*ended, ::testing::StartsWith("DATA_LOSS")) << *ended;
+  absl::Status lost = (*y)[0].ToHost().AwaitFor(kWait).status();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
 }
 
 TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) {

@@ -17,6 +17,7 @@
 #include "causeway/head/head.h"
 #include "causeway/trace/trace_recorder.h"
 #include "causeway/transport/grpc_head_server.h"
+#include "causeway/transport/in_process_key_value_store.h"
 
 namespace causeway::cli {
 namespace {
@@ -226,6 +227,9 @@ int HeadCommand(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   head::Head* raw = head->get();
+  // The workers' rendezvous for their Gloo collectives.
+  transport::InProcessKeyValueStore key_value_store;
+  flags->server.workers.key_value_store = &key_value_store;
   flags->server.sessions.topology = [raw] { return raw->topology(); };
   HeadMembership membership(raw);
   absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =

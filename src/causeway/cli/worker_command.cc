@@ -15,7 +15,7 @@
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
 #include "causeway/transport/grpc_worker_agent.h"
-#include "causeway/transport/launch_collectives.h"
+#include "causeway/transport/gloo_launch_collectives.h"
 #include "causeway/transport/tcp_data_plane.h"
 #include "causeway/worker/worker.h"
 
@@ -149,19 +149,40 @@ void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
   }
 }
 
+// The host part of "IP:PORT" or "[IPv6]:PORT".
+std::string HostOfAddress(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
 // Runs one incarnation: a fresh worker served until the stream ends.
 // Returns why it ended.
 absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                        transport::TcpDataPlane& data_plane,
                        const WorkerFlags& flags, StopSignals& signals) {
   trace::EventBuffer events;  // Sent to the head, for its trace.
-  transport::InProcessLaunchCollectives collectives(flags.collective_timeout);
+  // Launches within this process meet in memory; launches that span
+  // processes run their collectives over Gloo, meeting through the head's
+  // key-value store (docs/collectives.md). Its Gloo sockets listen on the
+  // data plane's interface.
+  transport::GlooLaunchCollectives::Options gloo;
+  gloo.store = &agent.key_value_store();
+  gloo.hostname = HostOfAddress(data_plane.address());
+  for (const transport::DeviceInfo& device : agent.devices()) {
+    gloo.local_devices.push_back(device.id);
+  }
+  gloo.timeout = flags.collective_timeout;
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<transport::GlooLaunchCollectives> collectives,
+                      transport::GlooLaunchCollectives::Create(std::move(gloo)));
   worker::WorkerOptions options;
   options.host = agent.host();
   options.island = flags.agent.island;
   options.devices = agent.devices();
   options.data_plane = &data_plane;
-  options.collectives = &collectives;
+  options.collectives = collectives.get();
   options.listener = &agent;
   options.events = &events;
   const HostId self = agent.host();

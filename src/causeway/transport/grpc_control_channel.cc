@@ -289,6 +289,19 @@ void GrpcControlChannel::FailBuffers(std::vector<UndeliveredPiece> pieces) {
   Send(std::move(command));
 }
 
+void GrpcControlChannel::SendKvReply(
+    uint64_t id, const absl::StatusOr<std::string>& result) {
+  wire::HeadToWorker command;
+  wire::KvReply* reply = command.mutable_kv_reply();
+  reply->set_id(id);
+  if (result.ok()) {
+    reply->set_value(*result);
+  } else {
+    ToWire(result.status(), reply->mutable_status());
+  }
+  Send(std::move(command));
+}
+
 void GrpcControlChannel::CancelSession(SessionId session,
                                        absl::Status status) {
   wire::HeadToWorker command;
@@ -614,13 +627,91 @@ absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
       return absl::OkStatus();
     }
     case wire::WorkerToHead::kKv:
-      return absl::UnimplementedError(absl::StrCat(
-          "WorkerToHead: notice ", notice.notice_case(),
-          " is not served by this head"));
+      if (notice.kv().id() == 0) {
+        return FieldPath("WorkerToHead.kv.id").Invalid("must be nonzero");
+      }
+      HandleKv(connection, notice.kv());
+      return absl::OkStatus();
     case wire::WorkerToHead::NOTICE_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError("WorkerToHead: no notice");
+}
+
+void GrpcWorkerServer::HandleKv(const Connection& connection,
+                                const wire::KvRequest& request) {
+  const std::shared_ptr<GrpcControlChannel> channel = connection.channel;
+  const uint64_t id = request.id();
+  KeyValueStore* store = options_.key_value_store;
+  if (store == nullptr) {
+    return channel->SendKvReply(
+        id, absl::UnimplementedError("this head serves no key-value store"));
+  }
+  const FieldPath root("WorkerToHead.kv");
+  auto bounded = [&](const std::string& text, int64_t max_bytes,
+                     const FieldPath& path) -> absl::Status {
+    return StringFromWire(text, max_bytes, path).status();
+  };
+  // Answers once the store has, on whichever thread resolves the store's
+  // future (the channel's writer takes it from there).
+  auto reply = [channel, id](const auto& result) {
+    channel->SendKvReply(id, result);
+  };
+  switch (request.op_case()) {
+    case wire::KvRequest::kSet: {
+      const FieldPath path = root.Field("set");
+      absl::Status bad = bounded(request.set().key(), KeyValueStore::kMaxKeyBytes,
+                                 path.Field("key"));
+      if (bad.ok()) {
+        bad = bounded(request.set().value(), KeyValueStore::kMaxValueBytes,
+                      path.Field("value"));
+      }
+      if (!bad.ok()) return channel->SendKvReply(id, bad);
+      store->Set(request.set().key(), request.set().value())
+          .OnReady(InlineExecutor::Instance(),
+                   [reply](const absl::Status& status) {
+                     reply(status.ok() ? absl::StatusOr<std::string>("")
+                                       : absl::StatusOr<std::string>(status));
+                   });
+      return;
+    }
+    case wire::KvRequest::kGet: {
+      const FieldPath path = root.Field("get");
+      absl::Status bad = bounded(request.get().key(), KeyValueStore::kMaxKeyBytes,
+                                 path.Field("key"));
+      if (bad.ok() && request.get().timeout_ms() < 0) {
+        bad = path.Field("timeout_ms").Invalid("is negative");
+      }
+      if (!bad.ok()) return channel->SendKvReply(id, bad);
+      const absl::Duration wait =
+          std::min(absl::Milliseconds(request.get().timeout_ms()),
+                   options_.max_kv_wait);
+      store->Get(request.get().key(), absl::Now() + wait)
+          .OnReady(InlineExecutor::Instance(),
+                   [reply](const absl::StatusOr<std::string>& value) {
+                     reply(value);
+                   });
+      return;
+    }
+    case wire::KvRequest::kDeletePrefix: {
+      if (absl::Status bad = bounded(request.delete_prefix().prefix(),
+                                     KeyValueStore::kMaxKeyBytes,
+                                     root.Field("delete_prefix").Field("prefix"));
+          !bad.ok()) {
+        return channel->SendKvReply(id, bad);
+      }
+      store->DeletePrefix(request.delete_prefix().prefix())
+          .OnReady(InlineExecutor::Instance(),
+                   [reply](const absl::Status& status) {
+                     reply(status.ok() ? absl::StatusOr<std::string>("")
+                                       : absl::StatusOr<std::string>(status));
+                   });
+      return;
+    }
+    case wire::KvRequest::OP_NOT_SET:
+      break;
+  }
+  channel->SendKvReply(id, root.Invalid("no operation"));
 }
 
 grpc::Status GrpcWorkerServer::PullShard(

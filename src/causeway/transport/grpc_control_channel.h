@@ -45,6 +45,7 @@
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_stream_writer.h"
+#include "causeway/transport/key_value_store.h"
 #include "causeway/transport/proto/worker.grpc.pb.h"
 #include "causeway/transport/topology.h"
 #include "causeway/transport/wire_convert.h"
@@ -92,6 +93,12 @@ struct GrpcWorkerServerOptions {
   WireLimits limits;
   // Told to workers; the head's own heartbeats set the pace.
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // The store the workers' kv requests reach (the Gloo rendezvous); not
+  // owned, must outlive the server. Null: kv requests are answered
+  // Unimplemented.
+  KeyValueStore* key_value_store = nullptr;
+  // The longest a worker's Get may wait for its key.
+  absl::Duration max_kv_wait = absl::Minutes(10);
 };
 
 // The head's control channel to one worker, over the stream the worker
@@ -149,6 +156,8 @@ class GrpcControlChannel final : public ControlChannel {
   bool ExpectsFetch(uint64_t command) const;
   // The stream ended: everything pending fails with `why`.
   void Disconnect(const absl::Status& why);
+  // Answers the worker's kv request `id`.
+  void SendKvReply(uint64_t id, const absl::StatusOr<std::string>& result);
 
   const std::string name_;
   const WireLimits limits_;
@@ -207,6 +216,9 @@ class GrpcWorkerServer final : public wire::HeadWorkers::Service {
   // Handles one notice; an error ends the worker's stream.
   absl::Status HandleNotice(const Connection& connection,
                             const wire::WorkerToHead& notice);
+  // Serves a kv request; a malformed one is answered with the error (the
+  // stream goes on).
+  void HandleKv(const Connection& connection, const wire::KvRequest& request);
 
   WorkerMembership* const membership_;
   const TokenCheck* const auth_;

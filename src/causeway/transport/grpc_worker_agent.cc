@@ -1,5 +1,7 @@
 #include "causeway/transport/grpc_worker_agent.h"
 
+#include <algorithm>
+#include <limits>
 #include <thread>
 #include <utility>
 
@@ -153,6 +155,7 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
 
 GrpcWorkerAgent::~GrpcWorkerAgent() {
   Stop();
+  CloseStore(absl::UnavailableError("the worker's agent stopped"));
   bool served = false;
   {
     absl::MutexLock lock(&mu_);
@@ -201,6 +204,113 @@ void GrpcWorkerAgent::OnPushFailed(const UndeliveredPiece& piece) {
   writer_->Send(std::move(notice));
 }
 
+void GrpcWorkerAgent::CallStore(wire::KvRequest request, KvPending pending) {
+  absl::Status closed;
+  {
+    absl::MutexLock lock(&kv_mu_);
+    closed = kv_closed_;
+    if (closed.ok()) {
+      request.set_id(next_kv_id_++);
+      kv_pending_.emplace(request.id(), std::move(pending));
+    }
+  }
+  if (!closed.ok()) return std::move(pending)(closed);
+  const uint64_t id = request.id();
+  wire::WorkerToHead notice;
+  *notice.mutable_kv() = std::move(request);
+  if (writer_->Send(std::move(notice))) return;
+  // The writer is closed: the stream is ending, and CloseStore may already
+  // have run without this call.
+  KvPending lost;
+  {
+    absl::MutexLock lock(&kv_mu_);
+    auto it = kv_pending_.find(id);
+    if (it == kv_pending_.end()) return;
+    lost = std::move(it->second);
+    kv_pending_.erase(it);
+  }
+  std::move(lost)(absl::UnavailableError(
+      "the head's key-value store: the stream to the head is closed"));
+}
+
+void GrpcWorkerAgent::OnKvReply(const wire::KvReply& reply) {
+  KvPending pending;
+  {
+    absl::MutexLock lock(&kv_mu_);
+    auto it = kv_pending_.find(reply.id());
+    if (it == kv_pending_.end()) return;  // Failed already (closed).
+    pending = std::move(it->second);
+    kv_pending_.erase(it);
+  }
+  absl::Status status;
+  if (reply.has_status()) {
+    if (absl::Status bad = StatusFromWire(reply.status(), options_.limits,
+                                          FieldPath("HeadToWorker.kv_reply"
+                                                    ".status"),
+                                          &status);
+        !bad.ok()) {
+      status = bad;
+    }
+  }
+  if (!status.ok()) return std::move(pending)(status);
+  std::move(pending)(reply.value());
+}
+
+void GrpcWorkerAgent::CloseStore(const absl::Status& why) {
+  std::map<uint64_t, KvPending> pending;
+  {
+    absl::MutexLock lock(&kv_mu_);
+    if (kv_closed_.ok()) kv_closed_ = why;
+    pending.swap(kv_pending_);
+  }
+  for (auto& [id, call] : pending) std::move(call)(why);
+}
+
+Future<> GrpcWorkerAgent::HeadStore::Set(std::string key, std::string value) {
+  wire::KvRequest request;
+  request.mutable_set()->set_key(std::move(key));
+  request.mutable_set()->set_value(std::move(value));
+  auto [promise, future] = MakePromise<void>();
+  agent_->CallStore(std::move(request),
+                    [promise = std::move(promise)](
+                        absl::StatusOr<std::string> result) mutable {
+                      promise.Set(result.status());
+                    });
+  return std::move(future);
+}
+
+Future<std::string> GrpcWorkerAgent::HeadStore::Get(std::string key,
+                                                    absl::Time deadline) {
+  wire::KvRequest request;
+  request.mutable_get()->set_key(std::move(key));
+  // Clocks differ between processes: the deadline travels as a wait.
+  const absl::Duration wait = std::max(deadline - absl::Now(),
+                                       absl::ZeroDuration());
+  request.mutable_get()->set_timeout_ms(
+      wait == absl::InfiniteDuration()
+          ? std::numeric_limits<int64_t>::max()
+          : absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
+  auto [promise, future] = MakePromise<std::string>();
+  agent_->CallStore(std::move(request),
+                    [promise = std::move(promise)](
+                        absl::StatusOr<std::string> result) mutable {
+                      promise.Set(std::move(result));
+                    });
+  return std::move(future);
+}
+
+Future<> GrpcWorkerAgent::HeadStore::DeletePrefix(std::string prefix) {
+  wire::KvRequest request;
+  request.mutable_delete_prefix()->set_prefix(std::move(prefix));
+  auto [promise, future] = MakePromise<void>();
+  agent_->CallStore(std::move(request),
+                    [promise = std::move(promise)](
+                        absl::StatusOr<std::string> result) mutable {
+                      promise.Set(result.status());
+                    });
+  return std::move(future);
+}
+
 absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
                                     trace::EventBuffer* events,
                                     absl::Duration trace_interval) {
@@ -219,6 +329,10 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
       Ping(worker, command.id(), command.ping().head_time_us());
       continue;
     }
+    if (command.has_kv_reply()) {
+      OnKvReply(command.kv_reply());
+      continue;
+    }
     Queued queued;
     if (command.has_put_buffer()) queued.value = StartPull(command.id());
     queued.command = std::move(command);
@@ -234,6 +348,9 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
       transfer->TryCancel();
     }
   }
+  CloseStore(absl::UnavailableError(absl::StrCat(
+      "the head's key-value store: the stream to the head at ", options_.head,
+      " ended")));
   applier.join();
   if (tracer.joinable()) tracer.join();
   absl::Status ended;
@@ -510,11 +627,8 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
     case wire::HeadToWorker::kRegistered:
       return absl::InvalidArgumentError(
           "HeadToWorker.registered: this worker is registered already");
-    case wire::HeadToWorker::kAbortCollectives:
-    case wire::HeadToWorker::kKvReply:
-      return absl::UnimplementedError(absl::StrCat(
-          "HeadToWorker: command ", command.command_case(),
-          " is not served by this worker"));
+    case wire::HeadToWorker::kKvReply:  // Taken by the reader.
+      return absl::InternalError("a kv_reply reached HandleCommand");
     case wire::HeadToWorker::COMMAND_NOT_SET:
       break;
   }

@@ -18,6 +18,12 @@
 // their own calls (PullShard for a put's value, PushShard for a fetched
 // one) on a second connection.
 //
+// The head's key-value store (key_value_store()) rides the same stream: a
+// request goes up as a `kv` notice and its answer comes down as a
+// `kv_reply`, matched by id, read by the reader at once (never behind
+// commands). When the stream ends every pending call fails with
+// Unavailable, and later calls fail at once.
+//
 // A worker that loses the head does not reconnect in place: its state
 // belongs to that head. The process makes a fresh worker and registers it
 // again (a new incarnation) with whatever head answers at the address
@@ -29,6 +35,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <functional>
 #include <memory>
@@ -36,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -45,6 +53,7 @@
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_stream_writer.h"
+#include "causeway/transport/key_value_store.h"
 #include "causeway/transport/proto/worker.grpc.pb.h"
 #include "causeway/transport/topology.h"
 #include "causeway/transport/wire_convert.h"
@@ -97,6 +106,11 @@ class GrpcWorkerAgent final : public WorkerListener {
   // Idempotent.
   void Stop();
 
+  // The head's key-value store, over this stream (see the header comment).
+  // Futures resolve on the agent's reader thread, or on the caller's for an
+  // error known at once. Valid as long as the agent.
+  KeyValueStore& key_value_store() { return store_; }
+
   // Notices up the stream (the worker's listener).
   void OnOpDone(const OpDone& done) override;
   void OnPushFailed(const UndeliveredPiece& piece) override;
@@ -108,6 +122,25 @@ class GrpcWorkerAgent final : public WorkerListener {
 
  private:
   explicit GrpcWorkerAgent(GrpcWorkerAgentOptions options);
+
+  class HeadStore final : public KeyValueStore {
+   public:
+    explicit HeadStore(GrpcWorkerAgent* agent) : agent_(agent) {}
+    Future<> Set(std::string key, std::string value) override;
+    Future<std::string> Get(std::string key, absl::Time deadline) override;
+    Future<> DeletePrefix(std::string prefix) override;
+
+   private:
+    GrpcWorkerAgent* const agent_;
+  };
+  using KvPending =
+      absl::AnyInvocable<void(absl::StatusOr<std::string> result) &&>;
+  // Sends `request` (its id filled in here); `pending` gets the answer.
+  void CallStore(wire::KvRequest request, KvPending pending);
+  void OnKvReply(const wire::KvReply& reply);
+  // The stream ended: every pending store call fails with `why`, and so do
+  // later ones.
+  void CloseStore(const absl::Status& why);
 
   // A command waiting to be applied; a put's value is being pulled.
   struct Queued {
@@ -156,6 +189,12 @@ class GrpcWorkerAgent final : public WorkerListener {
   std::deque<Queued> commands_ ABSL_GUARDED_BY(mu_);
   bool commands_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status command_error_ ABSL_GUARDED_BY(mu_);
+
+  HeadStore store_{this};
+  absl::Mutex kv_mu_;
+  uint64_t next_kv_id_ ABSL_GUARDED_BY(kv_mu_) = 1;
+  std::map<uint64_t, KvPending> kv_pending_ ABSL_GUARDED_BY(kv_mu_);
+  absl::Status kv_closed_ ABSL_GUARDED_BY(kv_mu_);
 };
 
 }  // namespace causeway::transport

@@ -16,6 +16,7 @@
 #include "causeway/transport/grpc_head_server.h"
 #include "causeway/transport/grpc_worker_agent.h"
 #include "causeway/transport/in_process_control_channel.h"
+#include "causeway/transport/in_process_key_value_store.h"
 #include "causeway/worker/worker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -172,8 +173,11 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
     HostId host(0);
     if (GetParam() == Transport::kGrpc) {
       membership_ = std::make_unique<TestMembership>(&listener_);
+      transport::GrpcHeadServerOptions server_options;
+      server_options.workers.key_value_store = &store_;
       absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =
-          transport::GrpcHeadServer::Start(nullptr, membership_.get(), {});
+          transport::GrpcHeadServer::Start(nullptr, membership_.get(),
+                                           server_options);
       ASSERT_TRUE(server.ok()) << server.status();
       server_ = *std::move(server);
       transport::GrpcWorkerAgentOptions options;
@@ -261,6 +265,7 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
   }
 
   RecordingListener listener_;
+  transport::InProcessKeyValueStore store_;  // The head's, for gRPC.
   trace::EventBuffer events_;  // The gRPC worker's, sent to the head.
   transport::InProcessDataPlane data_plane_;
   transport::InProcessLaunchCollectives collectives_;
@@ -485,6 +490,51 @@ TEST_P(GrpcControlChannelTest, TheWorkersTraceEventsReachTheHead) {
   }
   EXPECT_TRUE(started);
   EXPECT_TRUE(finished);
+}
+
+TEST_P(GrpcControlChannelTest, TheWorkerReachesTheHeadsKeyValueStore) {
+  transport::KeyValueStore& store = agent_->key_value_store();
+  ASSERT_TRUE(store.Set("gloo/a", "one").AwaitFor(kWait).ok());
+  EXPECT_EQ(store_.Keys("gloo/"), std::vector<std::string>{"gloo/a"});
+  absl::StatusOr<std::string> value =
+      store.Get("gloo/a", absl::Now() + kWait).AwaitFor(kWait);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "one");
+  // A Get waits for a key that someone else sets later.
+  Future<std::string> waiting = store.Get("gloo/b", absl::Now() + kWait);
+  ASSERT_TRUE(store_.Set("gloo/b", std::string("\0two", 4)).AwaitFor(kWait).ok());
+  value = waiting.AwaitFor(kWait);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, std::string("\0two", 4));
+  ASSERT_TRUE(store.DeletePrefix("gloo/").AwaitFor(kWait).ok());
+  EXPECT_TRUE(store_.Keys("gloo/").empty());
+}
+
+TEST_P(GrpcControlChannelTest, KeyValueErrorsComeBackToTheCaller) {
+  transport::KeyValueStore& store = agent_->key_value_store();
+  absl::Status missing =
+      store.Get("nobody/sets/this", absl::Now() + absl::Milliseconds(20))
+          .AwaitFor(kWait)
+          .status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kDeadlineExceeded) << missing;
+  absl::Status too_long =
+      store.Set(std::string(transport::KeyValueStore::kMaxKeyBytes + 1, 'k'), "v")
+          .AwaitFor(kWait);
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument) << too_long;
+  // The stream goes on.
+  EXPECT_TRUE(store.Set("k", "v").AwaitFor(kWait).ok());
+}
+
+TEST_P(GrpcControlChannelTest, AKeyValueCallPendingWhenTheStreamEndsFails) {
+  Future<std::string> waiting =
+      agent_->key_value_store().Get("never", absl::Now() + absl::Minutes(5));
+  // The Get is with the head before the stream ends.
+  ASSERT_TRUE(agent_->key_value_store().Set("k", "v").AwaitFor(kWait).ok());
+  agent_->Stop();
+  absl::Status status = waiting.AwaitFor(kWait).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_EQ(agent_->key_value_store().Set("k", "v").AwaitFor(kWait).code(),
+            absl::StatusCode::kUnavailable);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grpc, GrpcControlChannelTest,
