@@ -15,6 +15,7 @@
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/hlo/parser.h"
 #include "causeway/transport/grpc_head_server.h"
+#include "causeway/transport/in_process_key_value_store.h"
 #include "causeway/transport/grpc_session_channel.h"
 #include "causeway/transport/grpc_worker_agent.h"
 #include "gmock/gmock.h"
@@ -530,6 +531,52 @@ TEST_F(GrpcHeadFixture, AWorkerSendingAMalformedNoticeIsCutOffAlone) {
   absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
   ASSERT_TRUE(connection.ok()) << connection.status();
   ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, AMalformedKeyValueRequestIsAnsweredAndOneWithoutAnIdEndsTheStream) {
+  transport::InProcessKeyValueStore store;
+  GrpcHeadServerOptions options;
+  options.workers.key_value_store = &store;
+  StartServer(std::move(options));
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto workers = wire::HeadWorkers::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = workers->Worker(&context);
+  wire::WorkerToHead hello;
+  wire::Register* reg = hello.mutable_registration();
+  reg->set_version(1);
+  reg->set_num_devices(1);
+  reg->set_device_kind("cpu");
+  reg->set_memory_per_device(1 << 20);
+  reg->set_incarnation(78);
+  reg->set_name("hostile");
+  stream->Write(hello);
+  wire::HeadToWorker answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  ASSERT_TRUE(answer.has_registered());
+  // A key past the bound: that request fails, the stream goes on.
+  wire::WorkerToHead bad;
+  bad.mutable_kv()->set_id(5);
+  bad.mutable_kv()->mutable_set()->set_key(
+      std::string(transport::KeyValueStore::kMaxKeyBytes + 1, 'k'));
+  stream->Write(bad);
+  do {
+    ASSERT_TRUE(stream->Read(&answer));
+  } while (!answer.has_kv_reply());
+  EXPECT_EQ(answer.kv_reply().id(), 5u);
+  EXPECT_EQ(answer.kv_reply().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(answer.kv_reply().status().message(), HasSubstr("kv.set.key"));
+  EXPECT_TRUE(store.Keys().empty());
+  // A request without an id cannot be answered: the stream ends.
+  bad.mutable_kv()->set_id(0);
+  stream->Write(bad);
+  while (stream->Read(&answer)) {
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("kv.id"));
 }
 
 TEST_F(GrpcHeadFixture, BulkCallsOfAnUnknownIncarnationAreNotFound) {
