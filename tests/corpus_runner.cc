@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "causeway/base/status.h"
+#include "causeway/client/connect.h"
 #include "causeway/client/local_client.h"
 #include "causeway/client/session.h"
 #include "causeway/hlo/npy.h"
@@ -207,6 +209,25 @@ Runner& Runner::Get(bool fused_loops) {
 
 absl::Status Runner::EnsureDevices(int64_t devices) {
   if (devices <= devices_) return absl::OkStatus();
+  const char* on_cluster = std::getenv("CAUSEWAY_CORPUS_CLUSTER");
+  if (fused_loops_ && on_cluster != nullptr &&
+      std::string(on_cluster) == "1") {
+    if (devices > kClusterHosts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          devices, " partitions: the multi-process cluster has ",
+          kClusterHosts, " devices"));
+    }
+    CW_ASSIGN_OR_RETURN(
+        processes_,
+        cli::ClusterProcess::Start(
+            CAUSEWAY_BINARY,
+            {"--islands", "1", "--hosts-per-island",
+             absl::StrCat(kClusterHosts), "--devices-per-host", "1",
+             "--memory-per-device", "4G"}));
+    CW_ASSIGN_OR_RETURN(client_, client::Connect(processes_->address()));
+    devices_ = kClusterHosts;
+    return absl::OkStatus();
+  }
   client_.reset();
   cluster_.reset();
   devices_ = 0;
@@ -226,6 +247,18 @@ absl::StatusOr<std::vector<std::vector<hlo::Literal>>> Runner::Run(
   CW_ASSIGN_OR_RETURN(client::Session session,
                       client_->OpenSession({.name = "corpus"}));
   CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(partitions));
+  if (processes_ != nullptr && partitions >= 2) {
+    CW_ASSIGN_OR_RETURN(transport::SliceInfo granted,
+                        slice.Ready().AwaitFor(absl::Seconds(60)));
+    std::set<HostId> hosts;
+    for (DeviceId device : granted.devices) {
+      hosts.insert(client_->topology()->HostOf(device));
+    }
+    if (hosts.size() < 2) {
+      return absl::InternalError(
+          "the slice is not spread over two worker processes");
+    }
+  }
   CW_ASSIGN_OR_RETURN(client::Executable executable,
                       session.Compile(hlo_text, slice));
   if (inputs.size() != executable.parameter_shapes().size()) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "causeway/cli/cluster_process.h"
 #include "causeway/client/client.h"
 #include "causeway/cluster/local_cluster.h"
 #include "causeway/hlo/literal.h"
@@ -67,8 +68,13 @@ absl::StatusOr<std::vector<std::vector<hlo::Literal>>> ReadInputs(
     const std::filesystem::path& dir, const Manifest& manifest);
 
 // Runs programs on one LocalCluster, kept for the whole test binary (and
-// grown when a program needs more devices). Not thread-safe: gtest runs
-// tests one at a time.
+// grown when a program needs more devices). With CAUSEWAY_CORPUS_CLUSTER=1
+// in the environment, the fused runner uses a multi-process cluster
+// instead (`causeway cluster`: a head and kClusterHosts worker processes
+// of one device each, started once for the binary), so that every
+// partition of a program runs in a process of its own and collectives go
+// over Gloo; a run whose slice is not spread over at least two processes
+// fails. Not thread-safe: gtest runs tests one at a time.
 class Runner {
  public:
   // The runner whose devices run fusion bodies as fused loops (as
@@ -81,11 +87,16 @@ class Runner {
       const std::string& hlo_text, int64_t partitions,
       std::vector<std::vector<hlo::Literal>> inputs);
 
+  // The worker processes of the multi-process cluster (the corpus's
+  // largest programs have 8 partitions).
+  static constexpr int64_t kClusterHosts = 8;
+
  private:
   explicit Runner(bool fused_loops) : fused_loops_(fused_loops) {}
   absl::Status EnsureDevices(int64_t devices);
 
   const bool fused_loops_;
+  std::unique_ptr<cli::ClusterProcess> processes_;  // Multi-process only.
   std::unique_ptr<cluster::LocalCluster> cluster_;
   std::unique_ptr<client::Client> client_;
   int64_t devices_ = 0;
