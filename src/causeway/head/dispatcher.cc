@@ -355,7 +355,8 @@ void Dispatcher::ReleaseLaunch(PreparedLaunch& launch, uint64_t seq) {
     if (!running.empty()) {
       absl::MutexLock inflight_lock(&inflight_mu_);
       inflight_[{launch.island, seq}] =
-          LaunchInFlight{running, epoch, launch.hosts.size() > 1, false};
+          LaunchInFlight{running, epoch, launch.hosts.size() > 1, false,
+                         launch.session};
       ++epochs_[{launch.island, epoch}];
     } else {
       // Nothing will report back: the window slot is free at once (after
@@ -488,6 +489,24 @@ void Dispatcher::EndSession(SessionId session, const absl::Status& status) {
   for (IslandScheduler* scheduler : schedulers) {
     scheduler->RemoveSession(session);
   }
+  std::set<std::pair<IslandId, uint64_t>> cancelled_epochs;
+  {
+    absl::MutexLock inflight_lock(&inflight_mu_);
+    for (auto& [key, launch] : inflight_) {
+      if (launch.session == session && launch.across_hosts && !launch.failed) {
+        launch.failed = true;
+        cancelled_epochs.emplace(key.first, launch.epoch);
+      }
+    }
+  }
+  bool bumped = false;
+  for (const auto& [island, epoch] : cancelled_epochs) {
+    if (membership_->topology()->epoch(island) == epoch) {
+      membership_->BumpEpoch(island);
+      bumped = true;
+    }
+  }
+  if (bumped) MembershipChanged();
   // Its launches already on devices stop (a program may loop forever):
   // after everything produced so far, so none slips past.
   Broadcast([session, status](ControlChannel& worker) {

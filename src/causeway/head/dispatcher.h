@@ -178,7 +178,10 @@ class Dispatcher {
   // abandoned too.
   void HostLost(HostId host, const absl::Status& lost) ABSL_LOCKS_EXCLUDED(mu_);
   // A session ended: its queued launches are dropped and every alive
-  // worker hears CancelSession after everything already produced.
+  // worker hears CancelSession after everything already produced. If one
+  // of its launches across several hosts is still running, cancelling it
+  // closes its communicators: its island moves to a new epoch now, before
+  // anything else is released (as OnOpDone does for a failed one).
   void EndSession(SessionId session, const absl::Status& status)
       ABSL_LOCKS_EXCLUDED(mu_);
   void SetWeight(SessionId session, double weight) ABSL_LOCKS_EXCLUDED(mu_);
@@ -193,6 +196,7 @@ class Dispatcher {
     uint64_t epoch = 0;
     bool across_hosts = false;
     bool failed = false;  // A device reported an error.
+    SessionId session;
   };
 
   // The messages of one dispatch, per worker, and what runs after them.

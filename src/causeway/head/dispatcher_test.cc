@@ -267,6 +267,26 @@ TEST_F(DispatcherTest, AFailedLaunchAcrossHostsMovesItsIslandToANewEpoch) {
   EXPECT_EQ(hosts_[1]->memberships().back().island_epochs[0], before + 1);
 }
 
+// Cancelling a running launch across hosts closes its communicators: the
+// island's next launch, released before the cancelled one's ops report
+// back, must already use a new epoch.
+TEST_F(DispatcherTest, EndingASessionWithALaunchAcrossHostsRunningMovesItsIslandToANewEpoch) {
+  const uint64_t before = Epoch();
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 2}, /*session=*/1)).ok());
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 1}, /*session=*/3)).ok());
+  outbox_.Drain();
+  dispatcher_->EndSession(SessionId(3), absl::CancelledError("closed"));
+  EXPECT_EQ(Epoch(), before);  // Its launch ran on one host only.
+  dispatcher_->EndSession(SessionId(1), absl::CancelledError("closed"));
+  EXPECT_EQ(Epoch(), before + 1);
+  ASSERT_TRUE(dispatcher_->Schedule(Launch({1, 3}, /*session=*/2)).ok());
+  outbox_.Drain();
+  EXPECT_EQ(hosts_[1]->batches().back().launches[0].epoch, before + 1);
+  Done(0, {0}, absl::CancelledError("session closed"));
+  Done(0, {2}, absl::CancelledError("session closed"));
+  EXPECT_EQ(Epoch(), before + 1);  // Once per cancelled launch.
+}
+
 TEST_F(DispatcherTest, AFailedLaunchOnOneHostKeepsTheEpoch) {
   const uint64_t before = Epoch();
   ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 1})).ok());
