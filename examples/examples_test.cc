@@ -4,6 +4,8 @@
 // starts.
 #include <signal.h>
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -101,6 +103,36 @@ TEST(Figure2Test, TheBinaryRunsOnTheClusterItsFlagNames) {
   ASSERT_TRUE(line.ok()) << line.status();
   EXPECT_EQ(*line, "f([1, 2]) = ([3, 5], [2, 4])");
   absl::StatusOr<int> status = (*figure2)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, 0) << cli::ChildProcess::DescribeWaitStatus(*status);
+}
+
+// The MLP demo on four single-device worker processes: its slice spans all
+// four, so every step's gradient all-reduce crosses processes (Gloo), and
+// the losses still follow JAX's (the demo prints both; JAX ran the same
+// steps on the same data).
+TEST(MlpDemoTest, TrainsLikeJaxOnFourWorkerProcesses) {
+  absl::StatusOr<std::unique_ptr<cli::ClusterProcess>> cluster =
+      cli::ClusterProcess::Start(CAUSEWAY_BINARY,
+                                 {"--islands", "1", "--hosts-per-island", "4",
+                                  "--devices-per-host", "1"});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> demo =
+      cli::ChildProcess::Start({CAUSEWAY_MLP_DEMO_BINARY, CAUSEWAY_MLP_DATA_DIR,
+                                "--steps", "30", "--cluster",
+                                (*cluster)->address()},
+                               /*merge_stderr=*/true);
+  ASSERT_TRUE(demo.ok()) << demo.status();
+  absl::StatusOr<std::string> line =
+      (*demo)->ReadLineStartingWith("final loss: ", absl::Seconds(120));
+  ASSERT_TRUE(line.ok()) << line.status();
+  double causeway_loss = 0, jax_loss = 0;
+  ASSERT_EQ(std::sscanf(line->c_str(), "final loss: causeway %lf jax %lf",
+                        &causeway_loss, &jax_loss),
+            2)
+      << *line;
+  EXPECT_NEAR(causeway_loss, jax_loss, 1e-4 * std::abs(jax_loss)) << *line;
+  absl::StatusOr<int> status = (*demo)->Wait(absl::Seconds(30));
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(*status, 0) << cli::ChildProcess::DescribeWaitStatus(*status);
 }

@@ -1,11 +1,13 @@
 // Trains the JAX-compiled, 4-partition data-parallel MLP train step on a
-// 4-device slice of an embedded cluster (the client API over a
-// LocalCluster), and compares the loss curve with JAX's own run of the same
-// steps on the same data. The parameters stay on the devices from step to
-// step; only each step's batch is uploaded (examples/mlp_lib.h).
+// 4-device slice, and compares the loss curve with JAX's own run of the
+// same steps on the same data. The parameters stay on the devices from step
+// to step; only each step's batch is uploaded (examples/mlp_lib.h).
 //
-// Usage: mlp_demo DIR [--steps N]
+// Usage: mlp_demo DIR [--steps N] [--cluster HOST:PORT [--token-file F]]
 // DIR is written by tools/mlp_demo_reference.py (see its docstring).
+// Embedded by default (one host of four devices); with --cluster, on a
+// running cluster with four free devices on one island (spread over
+// several worker processes, the all-reduces go through Gloo).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,11 +20,10 @@
 
 #include "absl/status/statusor.h"
 #include "causeway/base/status.h"
-#include "causeway/client/local_client.h"
 #include "causeway/client/session.h"
-#include "causeway/cluster/local_cluster.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/npy.h"
+#include "example_cluster.h"
 #include "mlp_lib.h"
 
 namespace causeway {
@@ -41,7 +42,8 @@ double MaxAbsDiff(const Literal& a, const Literal& b) {
   return worst;
 }
 
-absl::Status RunDemo(const std::string& dir, int64_t steps) {
+absl::Status RunDemo(const std::string& dir, int64_t steps,
+                     const examples::ExampleClusterFlags& flags) {
   CW_ASSIGN_OR_RETURN(examples::MlpData data, examples::LoadMlpData(dir));
   if (!data.jax_loss.has_value()) {
     return absl::NotFoundError("mlp_demo needs JAX's losses: " + dir +
@@ -49,11 +51,11 @@ absl::Status RunDemo(const std::string& dir, int64_t steps) {
   }
   const Literal& jax_loss = *data.jax_loss;
   CW_ASSIGN_OR_RETURN(
-      std::unique_ptr<cluster::LocalCluster> cluster,
-      cluster::LocalCluster::Create({.devices_per_host = kPartitions}));
-  std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster);
+      examples::ExampleCluster cluster,
+      examples::ExampleCluster::Connect(
+          flags, {.devices_per_host = kPartitions}));
   CW_ASSIGN_OR_RETURN(client::Session session,
-                      client->OpenSession({.name = "mlp_demo"}));
+                      cluster.client().OpenSession({.name = "mlp_demo"}));
   CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(kPartitions));
   CW_ASSIGN_OR_RETURN(client::Executable step_program,
                       session.Compile(data.program, slice));
@@ -69,8 +71,9 @@ absl::Status RunDemo(const std::string& dir, int64_t steps) {
 
   std::printf(
       "training the 4-partition data-parallel MLP on a %lld-device "
-      "slice of an embedded cluster for %lld steps\n",
-      static_cast<long long>(kPartitions), static_cast<long long>(steps));
+      "slice of %s for %lld steps\n",
+      static_cast<long long>(kPartitions), cluster.description().c_str(),
+      static_cast<long long>(steps));
   auto start = std::chrono::steady_clock::now();
   double loss = 0;
   for (int64_t step = 0; step < steps; ++step) {
@@ -117,15 +120,31 @@ absl::Status RunDemo(const std::string& dir, int64_t steps) {
 }  // namespace causeway
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::fprintf(stderr, "usage: mlp_demo DIR [--steps N]\n");
+  using namespace causeway;
+  std::string dir;
+  int64_t steps = 1 << 30;
+  examples::ExampleClusterFlags flags;
+  bool bad = false;
+  for (int i = 1; i < argc && !bad; ++i) {
+    const std::string arg = argv[i];
+    if (examples::TakeClusterFlag(argc, argv, i, flags)) continue;
+    if (arg == "--steps" && i + 1 < argc) {
+      char* end = nullptr;
+      steps = std::strtoll(argv[++i], &end, 10);
+      bad = *end != '\0' || steps < 1;
+    } else if (dir.empty() && !arg.empty() && arg[0] != '-') {
+      dir = arg;
+    } else {
+      bad = true;
+    }
+  }
+  if (bad || dir.empty() || !flags.error.empty()) {
+    if (!flags.error.empty()) std::fprintf(stderr, "%s\n", flags.error.c_str());
+    std::fprintf(stderr, "usage: mlp_demo DIR [--steps N] %s\n",
+                 examples::kClusterFlagsUsage);
     return 2;
   }
-  int64_t steps = 1 << 30;
-  if (argc >= 4 && std::strcmp(argv[2], "--steps") == 0) {
-    steps = std::atoll(argv[3]);
-  }
-  absl::Status status = causeway::RunDemo(argv[1], steps);
+  absl::Status status = RunDemo(dir, steps, flags);
   if (!status.ok()) {
     std::fprintf(stderr, "mlp_demo: %s\n", status.ToString().c_str());
     return 1;
