@@ -17,6 +17,7 @@
 #include "causeway/head/head.h"
 #include "causeway/trace/trace_recorder.h"
 #include "causeway/transport/grpc_head_server.h"
+#include "causeway/transport/gloo_collectives.h"
 #include "causeway/transport/in_process_key_value_store.h"
 
 namespace causeway::cli {
@@ -219,6 +220,13 @@ int HeadCommand(const std::vector<std::string>& args) {
 
   HeadEventSink events;
   flags->head.events = &events;
+  // The workers' rendezvous for their Gloo collectives; an epoch's keys go
+  // once no launch of it is in flight (it outlives the head).
+  transport::InProcessKeyValueStore key_value_store;
+  flags->head.epoch_retired = [&key_value_store](IslandId island,
+                                                 uint64_t epoch) {
+    transport::DeleteGlooKeysThrough(key_value_store, island, epoch);
+  };
   absl::StatusOr<std::unique_ptr<head::Head>> head =
       head::Head::Create(flags->head);
   if (!head.ok()) {
@@ -227,8 +235,6 @@ int HeadCommand(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   head::Head* raw = head->get();
-  // The workers' rendezvous for their Gloo collectives.
-  transport::InProcessKeyValueStore key_value_store;
   flags->server.workers.key_value_store = &key_value_store;
   flags->server.sessions.topology = [raw] { return raw->topology(); };
   HeadMembership membership(raw);

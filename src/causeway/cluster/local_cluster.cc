@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/gloo_collectives.h"
 #include "causeway/transport/in_process_session_channel.h"
 
 namespace causeway::cluster {
@@ -97,6 +98,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Create(
   head_options.max_inflight_launches_per_island =
       options.max_inflight_launches_per_island;
   head_options.slices_wait_for_hosts = options.slices_wait_for_hosts;
+  if (transport::InProcessKeyValueStore* store =
+          cluster->key_value_store_.get()) {
+    // An epoch's rendezvous keys go once no launch of it is in flight.
+    head_options.epoch_retired = [store](IslandId island, uint64_t epoch) {
+      transport::DeleteGlooKeysThrough(*store, island, epoch);
+    };
+  }
   CW_ASSIGN_OR_RETURN(cluster->head_, Head::Create(std::move(head_options)));
   for (int64_t i = 0; i < options.islands; ++i) {
     for (int64_t h = 0; h < options.hosts_per_island; ++h) {

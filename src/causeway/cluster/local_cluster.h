@@ -144,6 +144,10 @@ class LocalCluster {
   // For tests: the TCP data plane of `host` (null with kInProcess or for a
   // host the cluster never had).
   transport::TcpDataPlane* tcp_data_plane(HostId host);
+  // For tests: the Gloo rendezvous store (null without gloo_between_hosts).
+  const transport::InProcessKeyValueStore* key_value_store() const {
+    return key_value_store_.get();
+  }
 
  private:
   struct Host {

@@ -121,6 +121,13 @@ std::string GlooEpochPrefix(IslandId island, uint64_t epoch) {
   return absl::StrCat("gloo/isl/", island.value(), "/ep/", epoch, "/");
 }
 
+void DeleteGlooKeysThrough(KeyValueStore& store, IslandId island,
+                           uint64_t epoch) {
+  for (uint64_t e = 0; e <= epoch; ++e) {
+    store.DeletePrefix(GlooEpochPrefix(island, e));
+  }
+}
+
 std::string GlooCancelKey(IslandId island, uint64_t epoch, uint64_t seq) {
   return absl::StrCat(GlooEpochPrefix(island, epoch), "seq/", seq, "/cancel");
 }

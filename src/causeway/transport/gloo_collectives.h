@@ -86,6 +86,14 @@ struct GlooLaunch {
 // The store prefix under which the collectives of (island, epoch) keep
 // every key: the head deletes it once no launch of that epoch is live.
 std::string GlooEpochPrefix(IslandId island, uint64_t epoch);
+// What the head does when (island, epoch) is retired: deletes the keys of
+// that epoch and of every earlier one of the island. A cancelled device
+// publishes its cancel key on its own thread, possibly after its op
+// reported done and the epoch was retired: such a key goes at the island's
+// next retirement. (Epochs move on failures and membership changes only,
+// so the sweep stays short.)
+void DeleteGlooKeysThrough(KeyValueStore& store, IslandId island,
+                           uint64_t epoch);
 // The key under which a cancelled participant of launch `seq` leaves its
 // status for its peers.
 std::string GlooCancelKey(IslandId island, uint64_t epoch, uint64_t seq);
