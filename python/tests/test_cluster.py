@@ -2,10 +2,8 @@
 by the test: a head and worker processes on loopback): the same API as
 embedded, against JAX's own results, over gRPC and the TCP data plane.
 
-Collectives across worker processes need Gloo (docs/distributed.md, "not
-here yet"), so programs whose slice spans processes here communicate only
-through moves between slices (worker to worker on the TCP data plane);
-those with all-reduces run on a slice of one worker's devices.
+Slices here span worker processes: arrays move between them on the TCP
+data plane, and a program's collectives run across them over Gloo.
 """
 import json
 import os
@@ -91,6 +89,23 @@ def test_a_sharded_jit_on_a_2x2_mesh_over_four_worker_processes_matches_jax(conn
     assert y.sharding.hlo == "{devices=[2,2]<=[4]}"
     expected = jax.jit(layer)(x, w, b)
     np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_contraction_sharded_over_four_worker_processes_all_reduces_across_them(connected):
+    s = causeway.make_virtual_device_set().add_slice(devices=4, mesh={"model": 4}, island=0)
+    assert len({d.host for d in s.info(timeout=30).devices}) == 4
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 16), np.float32)
+    w = rng.standard_normal((16, 5), np.float32)
+
+    def logits(x, w):
+        return jax.nn.softmax(x @ w)
+
+    f = causeway.jit(logits, devices=s, in_shardings=(P(None, "model"), P("model", None)),
+                     out_shardings=P())
+    y = f(x, w)
+    np.testing.assert_allclose(np.asarray(y), jax.jit(logits)(x, w), rtol=1e-5, atol=1e-6)
+    assert "all-reduce" in f.as_text(x, w)
 
 
 def test_reshard_and_a_pipeline_move_arrays_between_worker_processes(connected):
@@ -212,15 +227,15 @@ def test_status_and_trace_show_the_sessions_work(connected, tmp_path):
     assert session.closed
 
 
-def test_train_lm_runs_on_a_cluster(tmp_path):
-    # Its all-reduces need the slice's four devices on one worker process.
-    with ProcessCluster("--islands", 1, "--hosts-per-island", 1, "--devices-per-host", 4) as cluster:
-        result = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "examples/python/train_lm.py"),
-             "--cluster", cluster.address, "--steps", "4", "--checkpoint-every", "2",
-             "--checkpoint-dir", str(tmp_path), "--no-progress", "--text-bytes", "200000",
-             "--check-jax"],
-            capture_output=True, text=True, timeout=300)
+def test_train_lm_runs_on_four_worker_processes(one_device_workers, token_file, tmp_path):
+    # Its 2x2 slice spans four processes: the gradients' all-reduces cross them.
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples/python/train_lm.py"),
+         "--cluster", one_device_workers.address, "--token-file", token_file,
+         "--steps", "4", "--checkpoint-every", "2",
+         "--checkpoint-dir", str(tmp_path), "--no-progress", "--text-bytes", "200000",
+         "--check-jax"],
+        capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "steps 0..4" in result.stdout
     assert sorted(os.listdir(tmp_path)) == ["step_000002.npz", "step_000004.npz"]
