@@ -22,6 +22,7 @@
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
 #include "causeway/cli/cluster_process.h"
+#include "causeway/cli/testing/process_cluster.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/client/local_client.h"
@@ -39,21 +40,14 @@ using hlo::testutil::F32;
 using hlo::testutil::Values;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-constexpr absl::Duration kStart = absl::Seconds(30);
-constexpr absl::Duration kWait = absl::Seconds(30);
-
-// y = 2x on 2 devices, one element each: no collectives, so it runs on
-// devices of any two processes.
-constexpr char kTimesTwo[] = R"(
-HloModule times_two, num_partitions=2
-ENTRY main {
-  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
-  two = f32[] constant(2)
-  b = f32[1] broadcast(two), dimensions={}
-  ROOT y = f32[1] multiply(x, b), sharding={devices=[2]<=[2]}
-}
-)";
+using testing::kStart;
+using testing::kTimesTwo;
+using testing::kWait;
+using testing::ProcessClusterTest;
+using testing::SumOfTwo;
+using testing::SwappedThenDoubled;
+using testing::TimesTwo;
+using testing::Worker;
 
 // The same on 4 devices.
 constexpr char kTimesTwoOnFour[] = R"(
@@ -63,20 +57,6 @@ ENTRY main {
   two = f32[] constant(2)
   b = f32[1] broadcast(two), dimensions={}
   ROOT y = f32[1] multiply(x, b), sharding={devices=[4]<=[4]}
-}
-)";
-
-// Each partition's f32[2] summed over both partitions.
-constexpr char kAllReduce[] = R"(
-HloModule sum2, num_partitions=2
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY main {
-  x = f32[2] parameter(0), sharding={devices=[2]<=[2]}
-  ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={devices=[2]<=[2]}
 }
 )";
 
@@ -106,103 +86,6 @@ ENTRY main {
   ROOT y = f32[2] get-tuple-element(w), index=0, sharding={devices=[2]<=[2]}
 }
 )";
-
-struct Worker {
-  std::unique_ptr<ChildProcess> process;
-  HostId host;
-};
-
-// A head and workers as child processes. The destructor kills whatever
-// is still running (ChildProcess does), so a failing test leaves nothing.
-class ProcessClusterTest : public ::testing::Test {
- protected:
-  // Head flags: quick health settings so that tests do not wait long.
-  void StartHead(std::vector<std::string> flags = {},
-                 const std::string& listen = "127.0.0.1:0") {
-    std::vector<std::string> argv = {CAUSEWAY_BINARY, "head", "--listen",
-                                     listen, "--heartbeat-interval", "0.2"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    absl::StatusOr<std::unique_ptr<ChildProcess>> head =
-        ChildProcess::Start(argv);
-    ASSERT_TRUE(head.ok()) << head.status();
-    head_ = *std::move(head);
-    absl::StatusOr<std::string> line =
-        head_->ReadLineStartingWith("head listening on ", kStart);
-    ASSERT_TRUE(line.ok()) << line.status();
-    address_ = line->substr(std::string("head listening on ").size());
-  }
-
-  // A worker of `devices` devices on `island`, registered; 64M each unless
-  // `flags` say otherwise.
-  Worker& AddWorker(int64_t devices, int64_t island = 0,
-                    std::vector<std::string> flags = {}) {
-    std::vector<std::string> argv = {
-        CAUSEWAY_BINARY, "worker",  "--head",    address_,
-        "--island",      absl::StrCat(island), "--devices",
-        absl::StrCat(devices)};
-    if (std::find(flags.begin(), flags.end(), "--memory-per-device") ==
-        flags.end()) {
-      flags.insert(flags.end(), {"--memory-per-device", "64M"});
-    }
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    absl::StatusOr<std::unique_ptr<ChildProcess>> process =
-        ChildProcess::Start(argv, /*merge_stderr=*/true);
-    CW_CHECK(process.ok()) << process.status();
-    workers_.push_back({*std::move(process), HostId()});
-    Worker& worker = workers_.back();
-    worker.host = AwaitRegistered(worker);
-    return worker;
-  }
-
-  // Reads the worker's next `worker host H ready` line; its host id.
-  HostId AwaitRegistered(Worker& worker) {
-    absl::StatusOr<std::string> line =
-        worker.process->ReadLineStartingWith("worker host ", kStart);
-    CW_CHECK(line.ok()) << line.status();
-    std::vector<std::string> words = absl::StrSplit(*line, ' ');
-    int64_t host = -1;
-    CW_CHECK(words.size() > 2 && absl::SimpleAtoi(words[2], &host)) << *line;
-    return HostId(host);
-  }
-
-  std::unique_ptr<client::Client> Connect() {
-    absl::StatusOr<std::unique_ptr<client::Client>> client =
-        client::Connect(address_);
-    CW_CHECK(client.ok()) << client.status();
-    return *std::move(client);
-  }
-
-  // Reads the head's membership lines until `host` is declared dead; the
-  // reason it gives.
-  absl::StatusOr<std::string> AwaitHostDead(HostId host,
-                                            absl::Duration timeout) {
-    const std::string prefix =
-        absl::StrCat("causeway head: host ", host.value(), " dead: ");
-    absl::StatusOr<std::string> line =
-        head_->ReadLineStartingWith(prefix, timeout, /*echo=*/false);
-    if (!line.ok()) return line.status();
-    return line->substr(prefix.size());
-  }
-
-  std::unique_ptr<ChildProcess> head_;
-  std::string address_;
-  std::deque<Worker> workers_;  // References stay valid as it grows.
-};
-
-// 2 * [x0, x1] on a 2-device slice of `session`.
-absl::StatusOr<std::vector<float>> TimesTwo(client::Session& session,
-                                             const client::Slice& slice,
-                                             float x0, float x1) {
-  CW_ASSIGN_OR_RETURN(client::Executable program,
-                      session.Compile(kTimesTwo, slice));
-  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
-                      client::Sharding::TiledByDims({2}));
-  CW_ASSIGN_OR_RETURN(client::Array x,
-                      session.FromHost(F32({2}, {x0, x1}), slice, tiled));
-  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({x}));
-  CW_ASSIGN_OR_RETURN(hlo::Literal value, y[0].ToHost().AwaitFor(kWait));
-  return Values(value);
-}
 
 TEST_F(ProcessClusterTest, AProgramRunsAcrossTwoWorkerProcesses) {
   StartHead();
@@ -239,42 +122,13 @@ TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
   ASSERT_TRUE(granted.ok()) << granted.status();
   ASSERT_NE(client->topology()->HostOf(granted->devices[0]),
             client->topology()->HostOf(granted->devices[1]));
-  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
-  absl::StatusOr<client::Array> x =
-      session->FromHost(F32({2}, {1.5, -4}), *slice, *tiled);
-  ASSERT_TRUE(x.ok()) << x.status();
-  // Each device takes the other's half: both halves cross the processes.
-  absl::StatusOr<client::Sharding> swapped =
-      client::Sharding::Parse("{devices=[2]1,0}");
-  ASSERT_TRUE(swapped.ok()) << swapped.status();
-  absl::StatusOr<client::Array> moved = session->Copy(*x, *slice, *swapped);
+  // Each device takes the other's half, then they go back into the
+  // program's own sharding: both times both halves cross the processes.
+  absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> moved =
+      SwappedThenDoubled(*session, *slice, 1.5, -4);
   ASSERT_TRUE(moved.ok()) << moved.status();
-  absl::StatusOr<hlo::Literal> value = moved->ToHost().AwaitFor(kWait);
-  ASSERT_TRUE(value.ok()) << value.status();
-  EXPECT_THAT(Values(*value), ElementsAre(1.5, -4));
-  // And back again into the program's own sharding.
-  absl::StatusOr<client::Executable> program =
-      session->Compile(kTimesTwo, *slice);
-  ASSERT_TRUE(program.ok()) << program.status();
-  absl::StatusOr<std::vector<client::Array>> y = program->Execute({*moved});
-  ASSERT_TRUE(y.ok()) << y.status();
-  absl::StatusOr<hlo::Literal> doubled = (*y)[0].ToHost().AwaitFor(kWait);
-  ASSERT_TRUE(doubled.ok()) << doubled.status();
-  EXPECT_THAT(Values(*doubled), ElementsAre(3, -8));
-}
-
-// The all-reduce of [1,2] and [10,20] on `session`'s 2-device `slice`.
-absl::StatusOr<std::vector<float>> SumOfTwo(client::Session& session,
-                                            const client::Slice& slice) {
-  CW_ASSIGN_OR_RETURN(client::Executable program,
-                      session.Compile(kAllReduce, slice));
-  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
-                      client::Sharding::TiledByDims({2}));
-  CW_ASSIGN_OR_RETURN(client::Array x,
-                      session.FromHost(F32({4}, {1, 2, 10, 20}), slice, tiled));
-  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({x}));
-  CW_ASSIGN_OR_RETURN(hlo::Literal value, y[0].ToHost().AwaitFor(kWait));
-  return Values(value);
+  EXPECT_THAT(moved->first, ElementsAre(1.5, -4));
+  EXPECT_THAT(moved->second, ElementsAre(3, -8));
 }
 
 TEST_F(ProcessClusterTest, AnAllReduceAcrossTwoWorkerProcessesMatchesEmbedded) {

@@ -1,0 +1,220 @@
+// Test support for the multi-process tests (cli/distributed_test.cc,
+// cli/netns_test.cc): a gtest fixture that starts `causeway head` and
+// `causeway worker` as child processes, waits for the lines they print
+// when ready (never a sleep), and stops them all even when a test fails;
+// and small programs with their expected answers.
+//
+// A process can be started under a launcher prefix (`ip netns exec NAME`,
+// testing/veth_network.h): the prefix must exec the command in place, so
+// that the child's pid is the head's or the worker's own.
+#ifndef CAUSEWAY_CLI_TESTING_PROCESS_CLUSTER_H_
+#define CAUSEWAY_CLI_TESTING_PROCESS_CLUSTER_H_
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "causeway/base/status.h"
+#include "causeway/cli/child_process.h"
+#include "causeway/client/client.h"
+#include "causeway/client/connect.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "gtest/gtest.h"
+
+namespace causeway::cli::testing {
+
+inline constexpr absl::Duration kStart = absl::Seconds(30);
+inline constexpr absl::Duration kWait = absl::Seconds(30);
+
+// y = 2x on 2 devices, one element each: no collectives, so it runs on
+// devices of any two processes.
+inline constexpr char kTimesTwo[] = R"(
+HloModule times_two, num_partitions=2
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
+  two = f32[] constant(2)
+  b = f32[1] broadcast(two), dimensions={}
+  ROOT y = f32[1] multiply(x, b), sharding={devices=[2]<=[2]}
+}
+)";
+
+// Each partition's f32[2] summed over both partitions.
+inline constexpr char kAllReduce[] = R"(
+HloModule sum2, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2] parameter(0), sharding={devices=[2]<=[2]}
+  ROOT r = f32[2] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={devices=[2]<=[2]}
+}
+)";
+
+struct Worker {
+  std::unique_ptr<ChildProcess> process;
+  HostId host;
+};
+
+// A head and workers as child processes. The destructor kills whatever
+// is still running (ChildProcess does), so a failing test leaves nothing.
+class ProcessClusterTest : public ::testing::Test {
+ protected:
+  // Head flags: quick health settings so that tests do not wait long.
+  // `launcher` (if any) comes before the command.
+  void StartHead(std::vector<std::string> flags = {},
+                 const std::string& listen = "127.0.0.1:0",
+                 std::vector<std::string> launcher = {}) {
+    std::vector<std::string> argv = std::move(launcher);
+    argv.insert(argv.end(), {CAUSEWAY_BINARY, "head", "--listen", listen,
+                             "--heartbeat-interval", "0.2"});
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> head =
+        ChildProcess::Start(argv);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = *std::move(head);
+    absl::StatusOr<std::string> line =
+        head_->ReadLineStartingWith("head listening on ", kStart);
+    ASSERT_TRUE(line.ok()) << line.status();
+    address_ = line->substr(std::string("head listening on ").size());
+  }
+
+  // A worker of `devices` devices on `island`, registered; 64M each unless
+  // `flags` say otherwise. `launcher` (if any) comes before the command.
+  Worker& AddWorker(int64_t devices, int64_t island = 0,
+                    std::vector<std::string> flags = {},
+                    std::vector<std::string> launcher = {}) {
+    std::vector<std::string> argv = std::move(launcher);
+    argv.insert(argv.end(),
+                {CAUSEWAY_BINARY, "worker", "--head", address_, "--island",
+                 absl::StrCat(island), "--devices", absl::StrCat(devices)});
+    if (std::find(flags.begin(), flags.end(), "--memory-per-device") ==
+        flags.end()) {
+      flags.insert(flags.end(), {"--memory-per-device", "64M"});
+    }
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+        ChildProcess::Start(argv, /*merge_stderr=*/true);
+    CW_CHECK(process.ok()) << process.status();
+    workers_.push_back({*std::move(process), HostId()});
+    Worker& worker = workers_.back();
+    worker.host = AwaitRegistered(worker);
+    return worker;
+  }
+
+  // Reads the worker's next `worker host H ready` line; its host id.
+  HostId AwaitRegistered(Worker& worker) {
+    absl::StatusOr<std::string> line =
+        worker.process->ReadLineStartingWith("worker host ", kStart);
+    CW_CHECK(line.ok()) << line.status();
+    std::vector<std::string> words = absl::StrSplit(*line, ' ');
+    int64_t host = -1;
+    CW_CHECK(words.size() > 2 && absl::SimpleAtoi(words[2], &host)) << *line;
+    return HostId(host);
+  }
+
+  // The worker process of `host`; dies if there is none.
+  Worker& WorkerOf(HostId host) {
+    auto it = std::find_if(workers_.begin(), workers_.end(),
+                           [host](const Worker& w) { return w.host == host; });
+    CW_CHECK(it != workers_.end()) << "no worker process is host " << host;
+    return *it;
+  }
+
+  std::unique_ptr<client::Client> Connect() {
+    absl::StatusOr<std::unique_ptr<client::Client>> client =
+        client::Connect(address_);
+    CW_CHECK(client.ok()) << client.status();
+    return *std::move(client);
+  }
+
+  // Reads the head's membership lines until `host` is declared dead; the
+  // reason it gives.
+  absl::StatusOr<std::string> AwaitHostDead(HostId host,
+                                            absl::Duration timeout) {
+    const std::string prefix =
+        absl::StrCat("causeway head: host ", host.value(), " dead: ");
+    absl::StatusOr<std::string> line =
+        head_->ReadLineStartingWith(prefix, timeout, /*echo=*/false);
+    if (!line.ok()) return line.status();
+    return line->substr(prefix.size());
+  }
+
+  // Stops every worker, then the head (SIGKILL; ChildProcess reaps).
+  void StopAll() {
+    workers_.clear();
+    head_.reset();
+  }
+
+  std::unique_ptr<ChildProcess> head_;
+  std::string address_;
+  std::deque<Worker> workers_;  // References stay valid as it grows.
+};
+
+// 2 * [x0, x1] on a 2-device slice of `session`.
+inline absl::StatusOr<std::vector<float>> TimesTwo(client::Session& session,
+                                                   const client::Slice& slice,
+                                                   float x0, float x1) {
+  CW_ASSIGN_OR_RETURN(client::Executable program,
+                      session.Compile(kTimesTwo, slice));
+  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
+                      client::Sharding::TiledByDims({2}));
+  CW_ASSIGN_OR_RETURN(client::Array x,
+                      session.FromHost(hlo::testutil::F32({2}, {x0, x1}),
+                                       slice, tiled));
+  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({x}));
+  CW_ASSIGN_OR_RETURN(hlo::Literal value, y[0].ToHost().AwaitFor(kWait));
+  return hlo::testutil::Values(value);
+}
+
+// The all-reduce of [1,2] and [10,20] on `session`'s 2-device `slice`:
+// [11, 22, 11, 22] when right.
+inline absl::StatusOr<std::vector<float>> SumOfTwo(client::Session& session,
+                                                   const client::Slice& slice) {
+  CW_ASSIGN_OR_RETURN(client::Executable program,
+                      session.Compile(kAllReduce, slice));
+  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
+                      client::Sharding::TiledByDims({2}));
+  CW_ASSIGN_OR_RETURN(client::Array x,
+                      session.FromHost(hlo::testutil::F32({4}, {1, 2, 10, 20}),
+                                       slice, tiled));
+  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({x}));
+  CW_ASSIGN_OR_RETURN(hlo::Literal value, y[0].ToHost().AwaitFor(kWait));
+  return hlo::testutil::Values(value);
+}
+
+// [x0, x1] tiled over `session`'s 2-device `slice`, copied so that each
+// device takes the other's half (both halves cross between the devices'
+// processes on the data plane), read back; then doubled by kTimesTwo,
+// which moves them back into its own sharding. Both results: [x0, x1] and
+// [2 x0, 2 x1] when right.
+inline absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>>
+SwappedThenDoubled(client::Session& session, const client::Slice& slice,
+                   float x0, float x1) {
+  CW_ASSIGN_OR_RETURN(client::Sharding tiled,
+                      client::Sharding::TiledByDims({2}));
+  CW_ASSIGN_OR_RETURN(client::Array x,
+                      session.FromHost(hlo::testutil::F32({2}, {x0, x1}),
+                                       slice, tiled));
+  CW_ASSIGN_OR_RETURN(client::Sharding swapped,
+                      client::Sharding::Parse("{devices=[2]1,0}"));
+  CW_ASSIGN_OR_RETURN(client::Array moved, session.Copy(x, slice, swapped));
+  CW_ASSIGN_OR_RETURN(hlo::Literal value, moved.ToHost().AwaitFor(kWait));
+  CW_ASSIGN_OR_RETURN(client::Executable program,
+                      session.Compile(kTimesTwo, slice));
+  CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({moved}));
+  CW_ASSIGN_OR_RETURN(hlo::Literal doubled, y[0].ToHost().AwaitFor(kWait));
+  return std::make_pair(hlo::testutil::Values(value),
+                        hlo::testutil::Values(doubled));
+}
+
+}  // namespace causeway::cli::testing
+
+#endif  // CAUSEWAY_CLI_TESTING_PROCESS_CLUSTER_H_
