@@ -339,6 +339,16 @@ TEST_F(CliTest, MissingOptionsAreUsageErrors) {
   EXPECT_THAT(result.output, HasSubstr("missing --partitions"));
 }
 
+TEST_F(CliTest, AWorkersDataPlaneAddressMustBeOneItsPeersCanDial) {
+  for (const char* wildcard : {"0.0.0.0:0", "[::]:7000"}) {
+    CliResult result =
+        Cli({"worker", "--head", "127.0.0.1:1", "--island", "0", "--devices",
+             "1", "--data-plane-listen", wildcard});
+    EXPECT_EQ(result.exit_code, 2) << wildcard;
+    EXPECT_THAT(result.output, HasSubstr("not a wildcard")) << wildcard;
+  }
+}
+
 TEST_F(CliTest, ADirectoryAsTheProgramIsNamedAsSuch) {
   CliResult result = Cli(
       {"run", dir_.string(), "--partitions", "1", "--output-dir", OutDir()});

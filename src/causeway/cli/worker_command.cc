@@ -52,8 +52,13 @@ exits with status 1 and says so.
                             Where its data plane (array pieces from other
                             workers) listens, as the other workers reach
                             it (default 127.0.0.1:0: loopback, a free
-                            port). Numeric. With --token-file, peers must
-                            present the token.
+                            port). Numeric, and this host's own address,
+                            never a wildcard: it is what the head tells the
+                            other workers to dial. The worker's Gloo
+                            sockets (collectives across processes) listen
+                            on the same IP. On separate hosts give the IP
+                            the other hosts reach it at. With --token-file,
+                            peers must present the token.
 )";
 
 // Backoff between attempts to reach the head.
@@ -66,6 +71,15 @@ struct WorkerFlags {
   absl::Duration retry = absl::Seconds(60);
   absl::Duration collective_timeout = absl::Seconds(60);
 };
+
+// The host part of "IP:PORT" or "[IPv6]:PORT".
+std::string HostOfAddress(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
 
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   WorkerFlags out;
@@ -92,6 +106,16 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   if (flags.Has("--data-plane-listen")) {
     CW_ASSIGN_OR_RETURN(out.data_plane_listen,
                         AddressFlag(flags, "--data-plane-listen"));
+    // The address is what the other workers dial (and where Gloo
+    // listens): a wildcard would send them to their own machine.
+    const std::string host = HostOfAddress(out.data_plane_listen);
+    if (host == "0.0.0.0" || host == "::") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data-plane-listen ", out.data_plane_listen,
+          ": the other workers dial this address, so it must be this "
+          "host's own (for example its IP on the cluster's network), not "
+          "a wildcard"));
+    }
   }
   CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
   char hostname[256] = {0};
@@ -147,15 +171,6 @@ void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
     }
     data_plane.SetPeer(peer.host, peer.address, incarnation);
   }
-}
-
-// The host part of "IP:PORT" or "[IPv6]:PORT".
-std::string HostOfAddress(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
 }
 
 // Runs one incarnation: a fresh worker served until the stream ends.
