@@ -16,23 +16,12 @@
 // from the first write to the byte coming back. With --receiver-netns the
 // receiving side's sockets live in that network namespace (its threads
 // setns(2) into it before making them), so the bytes cross the veth pair.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sched.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -44,6 +33,7 @@
 #include "causeway/transport/tcp_data_plane.h"
 #include "causeway/transport/topology.h"
 #include "causeway/worker/worker.h"
+#include "raw_tcp.h"
 
 namespace causeway {
 namespace {
@@ -94,100 +84,10 @@ Flags ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-// Runs `fn` on a thread that is in network namespace `netns` (none: this
-// one's), so the sockets and threads it makes live there.
-void InNetns(const std::string& netns, const std::function<void()>& fn) {
-  std::thread thread([&] {
-    if (!netns.empty()) {
-      const std::string path = "/var/run/netns/" + netns;
-      const int fd = open(path.c_str(), O_RDONLY);
-      CW_CHECK(fd >= 0) << "cannot open " << path;
-      CW_CHECK(setns(fd, CLONE_NEWNET) == 0) << "setns " << netns;
-      close(fd);
-    }
-    fn();
-  });
-  thread.join();
-}
-
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
 }
-
-// ---------------------------------------------------------------------------
-// Raw TCP: one connection, the whole buffer per write(), one byte back.
-
-class RawTcp {
- public:
-  RawTcp(const Flags& flags, int64_t bytes)
-      : bytes_(bytes), send_buffer_(bytes, 1), receive_buffer_(bytes) {
-    int listener = -1;
-    sockaddr_in address{};
-    InNetns(flags.receiver_netns, [&] {
-      listener = socket(AF_INET, SOCK_STREAM, 0);
-      address.sin_family = AF_INET;
-      CW_CHECK(inet_pton(AF_INET, flags.receiver_ip.c_str(),
-                         &address.sin_addr) == 1);
-      CW_CHECK(bind(listener, reinterpret_cast<sockaddr*>(&address),
-                    sizeof address) == 0);
-      CW_CHECK(listen(listener, 1) == 0);
-      socklen_t size = sizeof address;
-      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size);
-    });
-    sender_ = socket(AF_INET, SOCK_STREAM, 0);
-    CW_CHECK(connect(sender_, reinterpret_cast<sockaddr*>(&address),
-                     sizeof address) == 0);
-    receiver_ = accept(listener, nullptr, nullptr);
-    CW_CHECK(receiver_ >= 0);
-    close(listener);
-    const int one = 1;
-    setsockopt(sender_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(receiver_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~RawTcp() {
-    shutdown(sender_, SHUT_RDWR);
-    thread_.join();
-    close(sender_);
-    close(receiver_);
-  }
-
-  // Seconds for one transfer of the buffer.
-  double Transfer() {
-    const absl::Time start = absl::Now();
-    for (int64_t sent = 0; sent < bytes_;) {
-      const ssize_t n = write(sender_, send_buffer_.data() + sent,
-                              static_cast<size_t>(bytes_ - sent));
-      CW_CHECK(n > 0);
-      sent += n;
-    }
-    char ack;
-    CW_CHECK(read(sender_, &ack, 1) == 1);
-    return absl::ToDoubleSeconds(absl::Now() - start);
-  }
-
- private:
-  void Serve() {
-    while (true) {
-      for (int64_t got = 0; got < bytes_;) {
-        const ssize_t n = read(receiver_, receive_buffer_.data() + got,
-                               static_cast<size_t>(bytes_ - got));
-        if (n <= 0) return;
-        got += n;
-      }
-      const char ack = 1;
-      if (write(receiver_, &ack, 1) != 1) return;
-    }
-  }
-
-  const int64_t bytes_;
-  std::vector<char> send_buffer_;
-  std::vector<char> receive_buffer_;
-  int sender_ = -1;
-  int receiver_ = -1;
-  std::thread thread_;
-};
 
 // ---------------------------------------------------------------------------
 // Causeway: two workers, each on its own TCP data plane.
@@ -199,7 +99,7 @@ class WorkerPair {
         *transport::Topology::Uniform(1, 3, 1, int64_t{4} << 30));
     transport::TcpDataPlaneOptions sender_options;
     planes_.push_back(*TcpDataPlane::Create(sender_options));
-    InNetns(flags.receiver_netns, [&] {
+    bench::InNetns(flags.receiver_netns, [&] {
       // Host 1 stages every box piece, host 2 reads every one straight in.
       for (int64_t threshold :
            {std::numeric_limits<int64_t>::max(), int64_t{0}}) {
@@ -311,7 +211,7 @@ int main(int argc, char** argv) {
   const int64_t elements = bytes / 4;
   const hlo::PrimitiveType f32 = hlo::PrimitiveType::kF32;
 
-  RawTcp raw(flags, bytes);
+  bench::RawTcp raw(bytes, flags.receiver_ip, flags.receiver_netns);
   WorkerPair pair(flags);
   std::vector<Case> cases;
   cases.push_back({"whole", absl::StrCat("one whole f32[", elements, "] shard"),

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The transfer figures of BENCHMARKS.md (docs/data_plane.md): transfer_bench
 # on loopback, then across two network namespaces joined by a veth pair
-# (needs root and `ip netns`; skipped with a message otherwise). The
-# namespaces and the pair are removed whatever happens.
+# (needs root and `ip netns`; skipped with a message otherwise), then
+# cluster_transfer_bench: `causeway worker` processes in namespaces of their
+# own, driven through a head by a client. The namespaces and the pairs are
+# removed whatever happens.
 #
 #   bench/transfer_bench.sh [BUILD_DIR]      (REPEATS=7 ITERATIONS=4 MIB=64)
 set -euo pipefail
@@ -36,3 +38,5 @@ ip -n "$receiver" link set "cwr$$" up
 echo "### veth (two network namespaces)"
 ip netns exec "$sender" "$bin" "${args[@]}" --receiver-netns="$receiver" \
   --receiver-ip=10.77.0.2
+echo "### worker processes, each in its own namespace (head in a third)"
+"$build/bin/cluster_transfer_bench" "${args[@]}"
