@@ -161,13 +161,22 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
       EXPECT_THAT(*reason, HasSubstr("(timeout 1.5s)"));
     }
   }
-  // What they held is lost, and the error names the host.
+  // What they held is lost, and the error names the host: fetched, and
+  // as the input of a program.
   for (int s = 0; s < 2; ++s) {
-    const HostId lost = s == 0 ? killed : cut;
-    absl::Status status = arrays[s].ToHost().AwaitFor(kWait).status();
-    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-    EXPECT_THAT(status.message(),
-                HasSubstr(absl::StrCat("host ", lost.value(), " was lost")));
+    const std::string lost =
+        absl::StrCat("host ", (s == 0 ? killed : cut).value(), " was lost");
+    absl::Status fetched = arrays[s].ToHost().AwaitFor(kWait).status();
+    EXPECT_EQ(fetched.code(), absl::StatusCode::kDataLoss) << fetched;
+    EXPECT_THAT(fetched.message(), HasSubstr(lost));
+    absl::StatusOr<client::Executable> twice =
+        session->Compile(testing::kTimesTwo, slices[s]);
+    ASSERT_TRUE(twice.ok()) << twice.status();
+    absl::StatusOr<std::vector<client::Array>> y = twice->Execute({arrays[s]});
+    absl::Status run =
+        y.ok() ? (*y)[0].ToHost().AwaitFor(kWait).status() : y.status();
+    EXPECT_EQ(run.code(), absl::StatusCode::kDataLoss) << run;
+    EXPECT_THAT(run.message(), HasSubstr(lost));
   }
 
   // Each slice is remapped onto a spare worker and runs again, its
