@@ -100,7 +100,6 @@ absl::StatusOr<std::unique_ptr<VethNetwork>> VethNetwork::Create(int hosts) {
     if (used.find(" " + candidate) == std::string::npos) subnet = candidate;
   }
   if (subnet.empty()) {
-    network->Remove();
     return absl::ResourceExhaustedError(
         "every /24 of 198.18.0.0/15 is in use by an interface here");
   }
@@ -151,16 +150,12 @@ absl::StatusOr<std::unique_ptr<VethNetwork>> VethNetwork::Create(int hosts) {
     }
     return absl::OkStatus();
   };
-  if (absl::Status made = make(); !made.ok()) {
-    network->Remove();
-    return made;
-  }
+  // On an error, `network`'s destructor removes what was made.
+  CW_RETURN_IF_ERROR(make());
   return network;
 }
 
-VethNetwork::~VethNetwork() { Remove(); }
-
-void VethNetwork::Remove() {
+VethNetwork::~VethNetwork() {
   // Deleting a namespace deletes the veth ends in it, and with them their
   // peers; our own end goes first all the same, in case a process still
   // holds the switch's namespace.
@@ -170,7 +165,6 @@ void VethNetwork::Remove() {
     if (!removed.ok()) {
       CW_LOG(WARNING) << removed.status();
     }
-    client_link_.clear();
   }
   for (const std::string& ns : made_) {
     absl::StatusOr<std::string> removed = RunIp(ip_, {"netns", "del", ns});
@@ -178,7 +172,6 @@ void VethNetwork::Remove() {
       CW_LOG(WARNING) << removed.status();
     }
   }
-  made_.clear();
 }
 
 std::vector<std::string> VethNetwork::Launcher(int host) const {

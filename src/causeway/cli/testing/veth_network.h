@@ -65,8 +65,6 @@ class VethNetwork {
 
  private:
   VethNetwork() = default;
-  // Removes what was made so far.
-  void Remove();
 
   std::string ip_;  // The `ip` binary.
   std::string switch_;
@@ -74,7 +72,7 @@ class VethNetwork {
   std::string client_ip_;
   std::vector<std::string> namespaces_;
   std::vector<std::string> ips_;
-  std::vector<std::string> made_;  // Namespaces made, to delete.
+  std::vector<std::string> made_;  // Namespaces made, deleted at the end.
 };
 
 }  // namespace causeway::cli::testing
