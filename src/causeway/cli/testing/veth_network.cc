@@ -107,15 +107,25 @@ absl::StatusOr<std::unique_ptr<VethNetwork>> VethNetwork::Create(int hosts) {
   auto make = [&]() -> absl::Status {
     const std::string& ip = network->ip_;
     const std::string& sw = network->switch_;
-    CW_RETURN_IF_ERROR(
-        RunIp(ip, {"-n", sw, "link", "add", "br0", "type", "bridge"}).status());
+    // The first bridge and the first veth pair tell whether this kernel
+    // has them.
+    auto supported = [](absl::StatusOr<std::string> made,
+                        const char* what) -> absl::Status {
+      if (made.ok()) return absl::OkStatus();
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " do not work here: ", made.status().message()));
+    };
+    CW_RETURN_IF_ERROR(supported(
+        RunIp(ip, {"-n", sw, "link", "add", "br0", "type", "bridge"}),
+        "bridges"));
     CW_RETURN_IF_ERROR(
         RunIp(ip, {"-n", sw, "link", "set", "br0", "up"}).status());
     // Our own end.
     const std::string link = stem + "c";
-    CW_RETURN_IF_ERROR(RunIp(ip, {"link", "add", link, "type", "veth", "peer",
-                                  "name", "cl", "netns", sw})
-                           .status());
+    CW_RETURN_IF_ERROR(supported(RunIp(ip, {"link", "add", link, "type",
+                                            "veth", "peer", "name", "cl",
+                                            "netns", sw}),
+                                 "veth pairs"));
     network->client_link_ = link;
     network->client_ip_ = subnet + "1";
     CW_RETURN_IF_ERROR(RunIp(ip, {"addr", "add", network->client_ip_ + "/24",

@@ -20,8 +20,8 @@
 // end (processes still inside a namespace keep it alive until they exit:
 // stop them first). Nothing it did not make is touched.
 //
-// Needs root and a working `ip netns`; Create says exactly why not
-// (FailedPrecondition) where they are missing.
+// Needs root, a working `ip netns`, bridges and veth pairs; Create says
+// exactly which is missing (FailedPrecondition) where one is.
 //
 // Not thread-safe: one owner.
 #ifndef CAUSEWAY_CLI_TESTING_VETH_NETWORK_H_
@@ -39,8 +39,8 @@ namespace causeway::cli::testing {
 class VethNetwork {
  public:
   // `hosts` namespaces (1..200). FailedPrecondition (the reason) when this
-  // process cannot make network namespaces; any other error when making
-  // one failed (what is made so far is removed).
+  // process cannot make network namespaces, bridges or veth pairs; any
+  // other error when making one failed (what is made so far is removed).
   static absl::StatusOr<std::unique_ptr<VethNetwork>> Create(int hosts);
   ~VethNetwork();
 
