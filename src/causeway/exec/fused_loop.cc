@@ -193,6 +193,11 @@ struct LoopOp {
   int64_t offset = 0;
   absl::InlinedVector<int64_t, 6> dims;
   absl::InlinedVector<int64_t, 6> strides;
+  // kGather of a transposing read: chunks that are boxes of whole rows
+  // from dim box_dim on (box_block elements each step along it) are copied
+  // tiled (GatherBox); -1 when none are.
+  int64_t box_dim = -1;
+  int64_t box_block = 0;
 };
 
 // Computes one full node (the root) chunk by chunk.
@@ -262,6 +267,41 @@ class Scratch {
   std::byte* data_ = nullptr;
 };
 
+// A transposing read (the inner dim strided in the source, another dim
+// contiguous there) of a chunk that is a box of the view: whole rows of
+// the dims after `op.box_dim`, consecutive along it. Then the chunk is
+// one tiled strided copy (kernel_util.h's CopyStrided) instead of an
+// element-by-element walk down the source's columns. Returns false when
+// the chunk is not such a box.
+bool GatherBox(int32_t width, const void* src, const LoopOp& op,
+               int64_t start, int64_t n, void* out) {
+  const int64_t k = op.box_dim;
+  const int64_t block = op.box_block;  // Elements per step along dim k.
+  if (start % block != 0 || n % block != 0) return false;
+  const int64_t rows = n / block;
+  int64_t rest = start / block;
+  const int64_t along = rest % op.dims[k];
+  if (along + rows > op.dims[k]) return false;
+  int64_t at = op.offset + along * op.strides[k];
+  rest /= op.dims[k];
+  for (int64_t d = k - 1; d >= 0; --d) {
+    at += (rest % op.dims[d]) * op.strides[d];
+    rest /= op.dims[d];
+  }
+  const int64_t rank = static_cast<int64_t>(op.dims.size());
+  absl::InlinedVector<int64_t, 6> dims = {rows};
+  absl::InlinedVector<int64_t, 6> strides = {op.strides[k]};
+  for (int64_t d = k + 1; d < rank; ++d) {
+    dims.push_back(op.dims[d]);
+    strides.push_back(op.strides[d]);
+  }
+  const std::vector<int64_t> dst_strides =
+      RowMajorStrides(std::span<const int64_t>(dims));
+  CopyStrided(width, dims, static_cast<const std::byte*>(src) + at * width,
+              strides, out, dst_strides);
+  return true;
+}
+
 // Copies the elements of a strided view: out[i] for i in [start, start+n)
 // (row-major over dims) = src[offset + sum(index[d] * strides[d])].
 template <typename U>
@@ -307,6 +347,7 @@ void GatherChunk(const U* src, const LoopOp& op, int64_t start, int64_t n,
 
 void Gather(int32_t width, const void* src, const LoopOp& op, int64_t start,
             int64_t n, void* out) {
+  if (op.box_dim >= 0 && GatherBox(width, src, op, start, n, out)) return;
   switch (width) {
     case 1:
       GatherChunk(static_cast<const uint8_t*>(src), op, start, n,
@@ -367,6 +408,30 @@ void SimplifyGather(LoopOp& op) {
   }
   op.dims = std::move(dims);
   op.strides = std::move(strides);
+  // A transposing read: tile chunks that are boxes (GatherBox). The box
+  // is the innermost one (dims box_dim.. of the view) whose rows divide a
+  // chunk and that holds a dim contiguous in the source, at least 4 long
+  // (the tile's other side is the inner dim).
+  op.box_dim = -1;
+  const int64_t rank = static_cast<int64_t>(op.dims.size());
+  if (rank < 2 || op.strides[rank - 1] == 0 || op.strides[rank - 1] == 1 ||
+      op.dims[rank - 1] < 4) {
+    return;
+  }
+  int64_t block = 1;
+  for (int64_t d = rank - 1; d >= 1; --d) {
+    block *= op.dims[d];
+    if (kChunk % block != 0) break;
+    const int64_t rows = kChunk / block;
+    for (int64_t j = d - 1; j < rank - 1; ++j) {
+      const int64_t extent = j == d - 1 ? std::min(rows, op.dims[j]) : op.dims[j];
+      if (op.strides[j] == 1 && extent >= 4) {
+        op.box_dim = d - 1;
+        op.box_block = block;
+        return;
+      }
+    }
+  }
 }
 
 bool IsElementwiseWidth(int64_t width) {
@@ -1097,6 +1162,17 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
   auto slot = [&](int32_t index) {
     return scratch + static_cast<int64_t>(index) * loop.slot_bytes;
   };
+  if (loop.ops.size() == 1 && loop.ops[0].kind == OpKind::kGather) {
+    // A lone broadcast, transpose or slice: one strided copy of the whole
+    // value (tiled where it transposes) rather than chunk by chunk.
+    const LoopOp& op = loop.ops[0];
+    const std::vector<int64_t> dst_strides =
+        RowMajorStrides(std::span<const int64_t>(op.dims));
+    CopyStrided(op.out_width, op.dims,
+                full(op.in[0]) + op.offset * op.out_width, op.strides, out,
+                dst_strides);
+    return absl::OkStatus();
+  }
   const int64_t first_chunk = std::min(kChunk, loop.elements);
   for (const LoopOp& op : loop.ops) {
     if (op.kind == OpKind::kSplat && op.dst_slot >= 0) {

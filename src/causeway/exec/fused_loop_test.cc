@@ -120,7 +120,9 @@ class FusedLoopTest : public ::testing::Test {
                     body.name(), "\n}\n");
     auto module = hlo::ParseModule(text + wrapper);
     if (!module.ok()) return module.status();
-    auto evaluator = Evaluator::Create(**module);
+    // Fused loops off: the fusion's body runs op by op, not as the very
+    // FusedLoop under test.
+    auto evaluator = Evaluator::Create(**module, {.fused_loops = false});
     if (!evaluator.ok()) return evaluator.status();
     return (*evaluator)->Run(args, RunContext{});
   }
@@ -177,6 +179,50 @@ ENTRY body {
   product = f32[2,3,5,7] multiply(x, ys)
   ROOT sum = f32[2,3,5,7] add(product, zt)
 })");
+}
+
+TEST_F(FusedLoopTest, TransposedReadsCopiedTileWiseMatchOpByOp) {
+  // Transposing reads inside a loop: chunks that are boxes of whole rows
+  // are copied tiled (attention's [8,64,64] swap of the last two dims),
+  // chunks that straddle a dim (rows of 100, 32 to a chunk) and the tail
+  // element by element; in f32 and f16.
+  for (const char* type : {"f32", "f16"}) {
+    SCOPED_TRACE(type);
+    ExpectSameAsOpByOp(absl::StrCat(R"(
+HloModule m
+ENTRY body {
+  x = )", type, R"([8,64,64] parameter(0)
+  y = )", type, R"([8,64,64] parameter(1)
+  z = )", type, R"([3,16,100] parameter(2)
+  w = )", type, R"([3,100,16] parameter(3)
+  yt = )", type, R"([8,64,64] transpose(y), dimensions={0,2,1}
+  zt = )", type, R"([3,100,16] transpose(z), dimensions={0,2,1}
+  a = )", type, R"([8,64,64] add(x, yt)
+  b = )", type, R"([3,100,16] multiply(w, zt)
+  ra = )", type, R"([2048,16] reshape(a)
+  rb = )", type, R"([300,16] reshape(b)
+  c = )", type, R"([2348,16] concatenate(ra, rb), dimensions={0}
+  ROOT e = )", type, R"([2348,16] exponential(c)
+})"));
+    EXPECT_EQ(fused_->loop_count(), 3);
+  }
+}
+
+TEST_F(FusedLoopTest, LoneTransposeBroadcastAndSliceRootsMatchOpByOp) {
+  // A loop that only moves elements is one strided copy of the whole value.
+  ExpectSameAsOpByOp(R"(
+HloModule m
+ENTRY body {
+  x = f32[8,64,64] parameter(0)
+  row = f32[48] parameter(1)
+  t = f32[64,8,64]{0,2,1} transpose(x), dimensions={2,0,1}
+  c = f32[64,8,64] copy(t)
+  b = f32[64,512] bitcast(c)
+  rows = f32[3,40,48] broadcast(row), dimensions={2}
+  s = f32[8,30,32] slice(x), slice={[0:8], [2:62:2], [7:39]}
+  ROOT r = (f32[64,512], f32[3,40,48], f32[8,30,32]) tuple(b, rows, s)
+})");
+  EXPECT_EQ(fused_->loop_count(), 3);
 }
 
 TEST_F(FusedLoopTest, SlicesBitcastsAndCopiesMatchOpByOp) {
