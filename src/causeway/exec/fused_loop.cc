@@ -198,6 +198,10 @@ struct LoopOp {
   // tiled (GatherBox); -1 when none are.
   int64_t box_dim = -1;
   int64_t box_block = 0;
+  // A kept register, filled once per run (before the first chunk): a
+  // splat, or a kGather whose every chunk holds the same elements (a row
+  // broadcast whose rows divide a chunk, as a layer norm's scale).
+  bool kept = false;
 };
 
 // Computes one full node (the root) chunk by chunk.
@@ -432,6 +436,19 @@ void SimplifyGather(LoopOp& op) {
       }
     }
   }
+}
+
+// Whether every chunk of the view holds the same elements: its leading
+// dims are broadcast (stride 0) and the rest, one period, divides a chunk
+// (chunks start at multiples of kChunk).
+bool ChunkInvariant(const LoopOp& op) {
+  const int64_t rank = static_cast<int64_t>(op.dims.size());
+  int64_t k = 0;
+  while (k < rank && op.strides[k] == 0) ++k;
+  if (k == 0) return false;
+  int64_t period = 1;
+  for (int64_t d = k; d < rank; ++d) period *= op.dims[d];
+  return kChunk % period == 0;
 }
 
 bool IsElementwiseWidth(int64_t width) {
@@ -968,6 +985,7 @@ class Compiler {
     Loop& loop = p_.loops[l];
     const size_t n = p_.nodes.size();
     slot_of_.assign(n, -1);
+    kept_.assign(n, false);
     // Members in operand-first order, and each register value's last
     // reader.
     std::vector<int32_t> members;
@@ -1042,9 +1060,13 @@ class Compiler {
         }
       }
       // The destination: the loop's output for the root, else a register
-      // (kept for the whole run for a splat, which is filled once).
+      // (kept for the whole run for a splat or a chunk-invariant gather,
+      // which are filled once).
       if (node != loop.root) {
-        if (!free_slots.empty() && op.kind != OpKind::kSplat) {
+        op.kept = op.kind == OpKind::kSplat ||
+                  (op.kind == OpKind::kGather && ChunkInvariant(op));
+        kept_[node] = op.kept;
+        if (!free_slots.empty() && !op.kept) {
           op.dst_slot = free_slots.back();
           free_slots.pop_back();
         } else {
@@ -1055,7 +1077,7 @@ class Compiler {
       for (int32_t operand : operands) {
         const int32_t s = SourceOf(operand);
         if (slot_of_[s] >= 0 && last_reader[s] == static_cast<int32_t>(j) &&
-            !IsSplat(s)) {
+            !kept_[s]) {
           free_slots.push_back(slot_of_[s]);
           slot_of_[s] = -2;  // Freed once, even if read twice here.
         }
@@ -1069,12 +1091,6 @@ class Compiler {
     loop.slot_bytes = (chunk * 8 + 63) / 64 * 64;
     p_.scratch_bytes =
         std::max(p_.scratch_bytes, loop.slot_bytes * loop.slot_count);
-  }
-
-  bool IsSplat(int32_t node) const {
-    const Instruction& in = instr(node);
-    return in.opcode == Opcode::kBroadcast &&
-           shape(p_.operands[node][0]).rank() == 0;
   }
 
   static void BroadcastStrides(const Instruction& in, const Shape& from,
@@ -1116,6 +1132,7 @@ class Compiler {
   Program& p_;
   std::vector<int32_t> loop_of_;
   std::vector<int32_t> slot_of_;
+  std::vector<bool> kept_;  // By node, in the loop being built.
 };
 
 }  // namespace
@@ -1175,8 +1192,12 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
   }
   const int64_t first_chunk = std::min(kChunk, loop.elements);
   for (const LoopOp& op : loop.ops) {
-    if (op.kind == OpKind::kSplat && op.dst_slot >= 0) {
+    if (!op.kept) continue;
+    if (op.kind == OpKind::kSplat) {
       Fill(op.out_width, full(op.in[0]), first_chunk, slot(op.dst_slot));
+    } else {
+      Gather(op.out_width, full(op.in[0]), op, 0, first_chunk,
+             slot(op.dst_slot));
     }
   }
   for (int64_t start = 0; start < loop.elements; start += kChunk) {
@@ -1224,7 +1245,7 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
           ReducePrecisionElements(*op.instr, in(0), dst, n);
           break;
         case OpKind::kGather:
-          Gather(op.out_width, full(op.in[0]), op, start, n, dst);
+          if (!op.kept) Gather(op.out_width, full(op.in[0]), op, start, n, dst);
           break;
         case OpKind::kSplat:
           if (op.dst_slot < 0) Fill(op.out_width, full(op.in[0]), n, dst);

@@ -225,6 +225,33 @@ ENTRY body {
   EXPECT_EQ(fused_->loop_count(), 3);
 }
 
+TEST_F(FusedLoopTest, BroadcastRowsFilledOncePerRunMatchOpByOp) {
+  // Broadcasts whose period divides a chunk (a scale over the last dim, a
+  // [2,64] table over a batch) are filled once and read by every chunk,
+  // the tail included; a period that does not divide a chunk (63) is
+  // gathered chunk by chunk.
+  for (const char* type : {"f32", "bf16"}) {
+    SCOPED_TRACE(type);
+    ExpectSameAsOpByOp(absl::StrCat(R"(
+HloModule m
+ENTRY body {
+  x = )", type, R"([9,14,64] parameter(0)
+  scale = )", type, R"([64] parameter(1)
+  table = )", type, R"([2,64] parameter(2)
+  odd = )", type, R"([63] parameter(3)
+  y = )", type, R"([9,14,63] parameter(4)
+  s = )", type, R"([9,14,64] broadcast(scale), dimensions={2}
+  tb = )", type, R"([63,2,64] broadcast(table), dimensions={1,2}
+  t = )", type, R"([9,14,64] bitcast(tb)
+  o = )", type, R"([9,14,63] broadcast(odd), dimensions={2}
+  a = )", type, R"([9,14,64] multiply(x, s)
+  b = )", type, R"([9,14,64] add(a, t)
+  c = )", type, R"([9,14,63] subtract(y, o)
+  ROOT r = ()", type, R"([9,14,64], )", type, R"([9,14,63]) tuple(b, c)
+})"));
+  }
+}
+
 TEST_F(FusedLoopTest, SlicesBitcastsAndCopiesMatchOpByOp) {
   // The attention head split of a transformer: slice a projection, view it
   // as heads, transpose.
