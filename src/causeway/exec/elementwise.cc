@@ -582,30 +582,39 @@ absl::Status UnaryPred(const Instruction& instr, const bool* in, bool* out,
 // ---------------------------------------------------------------------------
 // Binary.
 
-template <typename T>
-absl::Status BinaryFloat(const Instruction& instr, const T* a, const T* b,
-                         T* out, int64_t n) {
+// Calls map(f) with f the element function of a float binary op (on
+// ComputeType<T> values): one definition of each op for every way of
+// feeding it operands.
+template <typename T, typename Map>
+absl::Status WithBinaryFloatOp(const Instruction& instr, Map map) {
   using C = ComputeType<T>;
   switch (instr.opcode) {
-    case Opcode::kAdd: MapBinary(a, b, out, n, [](C x, C y) { return x + y; }); break;
-    case Opcode::kSubtract: MapBinary(a, b, out, n, [](C x, C y) { return x - y; }); break;
-    case Opcode::kMultiply: MapBinary(a, b, out, n, [](C x, C y) { return x * y; }); break;
-    case Opcode::kDivide: MapBinary(a, b, out, n, [](C x, C y) { return x / y; }); break;
+    case Opcode::kAdd: map([](C x, C y) { return x + y; }); break;
+    case Opcode::kSubtract: map([](C x, C y) { return x - y; }); break;
+    case Opcode::kMultiply: map([](C x, C y) { return x * y; }); break;
+    case Opcode::kDivide: map([](C x, C y) { return x / y; }); break;
     case Opcode::kRemainder:
-      MapBinary(a, b, out, n, [](C x, C y) { return std::fmod(x, y); });
+      map([](C x, C y) { return std::fmod(x, y); });
       break;
-    case Opcode::kMaximum: MapBinary(a, b, out, n, FloatMax<C>); break;
-    case Opcode::kMinimum: MapBinary(a, b, out, n, FloatMin<C>); break;
+    case Opcode::kMaximum: map(FloatMax<C>); break;
+    case Opcode::kMinimum: map(FloatMin<C>); break;
     case Opcode::kPower:
-      MapBinary(a, b, out, n, [](C x, C y) { return std::pow(x, y); });
+      map([](C x, C y) { return std::pow(x, y); });
       break;
     case Opcode::kAtan2:
-      MapBinary(a, b, out, n, [](C x, C y) { return std::atan2(x, y); });
+      map([](C x, C y) { return std::atan2(x, y); });
       break;
     default:
       return Unsupported(instr, instr.shape.type());
   }
   return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status BinaryFloat(const Instruction& instr, const T* a, const T* b,
+                         T* out, int64_t n) {
+  return WithBinaryFloatOp<T>(
+      instr, [&](auto f) { MapBinary(a, b, out, n, f); });
 }
 
 // x^y by squaring over the low 6 bits of y (larger exponents overflow any
@@ -1106,6 +1115,45 @@ absl::Status BinaryElements(const Instruction& instr, const void* lhs,
       return BinaryInt<T>(instr, a, b, y, n);
     }
   });
+}
+
+absl::Status BinaryRowElements(const Instruction& instr, const void* full,
+                               const void* rows, int64_t row_stride,
+                               int64_t row_length, int64_t phase,
+                               bool rows_on_left, void* out, int64_t n) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    const T* a = static_cast<const T*>(full);
+    const T* r = static_cast<const T*>(rows);
+    T* y = static_cast<T*>(out);
+    return WithBinaryFloatOp<T>(instr, [&](auto f) {
+      int64_t i = 0;
+      int64_t left = row_length - phase;  // Of the current row.
+      for (; i < n; r += row_stride, left = row_length) {
+        const int64_t m = std::min(left, n - i);
+        const C v = ToCompute(*r);
+        if (rows_on_left) {
+          for (int64_t j = 0; j < m; ++j) {
+            y[i + j] = FromCompute<T>(f(v, ToCompute(a[i + j])));
+          }
+        } else {
+          for (int64_t j = 0; j < m; ++j) {
+            y[i + j] = FromCompute<T>(f(ToCompute(a[i + j]), v));
+          }
+        }
+        i += m;
+      }
+    });
+  };
+  switch (instr.shape.type()) {
+    case PrimitiveType::kF32:
+      return run(float{});
+    case PrimitiveType::kF64:
+      return run(double{});
+    default:
+      return Unsupported(instr, instr.shape.type());
+  }
 }
 
 absl::Status MultiplyAddElements(PrimitiveType type, bool negate_product,

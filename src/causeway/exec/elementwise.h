@@ -29,6 +29,19 @@ absl::Status UnaryElements(const hlo::Instruction& instr,
 absl::Status BinaryElements(const hlo::Instruction& instr, const void* lhs,
                             const void* rhs, void* out, int64_t n);
 
+// BinaryElements with one operand broadcast along rows: element i of that
+// operand is rows[(phase + i) / row_length * row_stride] (the lhs when
+// `rows_on_left`), the other is full[i]. The same element function as
+// BinaryElements, so the same bits as broadcasting first. instr's type
+// is f32 or f64 (BinaryRowsSupported).
+absl::Status BinaryRowElements(const hlo::Instruction& instr, const void* full,
+                               const void* rows, int64_t row_stride,
+                               int64_t row_length, int64_t phase,
+                               bool rows_on_left, void* out, int64_t n);
+inline bool BinaryRowsSupported(hlo::PrimitiveType type) {
+  return type == hlo::PrimitiveType::kF32 || type == hlo::PrimitiveType::kF64;
+}
+
 // out[i] = round(±(a[i] * b[i]) ± c[i]) with one rounding (a fused
 // multiply-add, as XLA's CPU backend contracts a multiply into an add; see
 // multiply_add.h). `type` is f16, f32 or f64 (ContractsMultiplyAdd).

@@ -202,6 +202,17 @@ struct LoopOp {
   // splat, or a kGather whose every chunk holds the same elements (a row
   // broadcast whose rows divide a chunk, as a layer norm's scale).
   bool kept = false;
+  // A kGather read only by a kBinary op that reads its rows itself (below):
+  // not run.
+  bool skipped = false;
+  // kBinary (f32, f64): operand row_operand is a broadcast along rows read
+  // in place: its element i is full value in[row_operand] at
+  // row_offset + (i / row_length) * row_stride (BinaryRowElements), not a
+  // register filled by a gather; -1 when none.
+  int32_t row_operand = -1;
+  int64_t row_offset = 0;
+  int64_t row_stride = 0;
+  int64_t row_length = 0;
 };
 
 // Computes one full node (the root) chunk by chunk.
@@ -995,8 +1006,11 @@ class Compiler {
       }
     }
     std::vector<int32_t> last_reader(n, -1);
+    std::vector<int32_t> reads(n, 0);
+    std::vector<int32_t> op_of(n, -1);  // Its index in loop.ops.
     for (size_t j = 0; j < members.size(); ++j) {
       for (int32_t operand : p_.operands[members[j]]) {
+        ++reads[SourceOf(operand)];
         last_reader[SourceOf(operand)] = static_cast<int32_t>(j);
       }
     }
@@ -1015,6 +1029,7 @@ class Compiler {
         op.in[k] = SourceFor(operands[k], l, !aligned);
       }
       if (!operands.empty()) op.type = shape(operands[0]).type();
+      op_of[node] = static_cast<int32_t>(loop.ops.size());
       if (p_.multiply_add[node] != nullptr) {
         op.kind = OpKind::kMultiplyAdd;
         op.multiply_add = p_.multiply_add[node];
@@ -1022,6 +1037,7 @@ class Compiler {
         op.kind = OpKind::kUnary;
       } else if (hlo::IsElementwiseBinary(in.opcode)) {
         op.kind = OpKind::kBinary;
+        ReadRowsInPlace(operands, reads, op_of, loop, op);
       } else {
         switch (in.opcode) {
           case Opcode::kCompare:
@@ -1091,6 +1107,36 @@ class Compiler {
     loop.slot_bytes = (chunk * 8 + 63) / 64 * 64;
     p_.scratch_bytes =
         std::max(p_.scratch_bytes, loop.slot_bytes * loop.slot_count);
+  }
+
+  // A float binary op reading a broadcast along rows (each element of the
+  // source repeated over a row of at least kMinRow: a per-token scalar
+  // over [8,64,64]) that nothing else reads takes the rows from the source
+  // itself (BinaryRowElements), and the gather that would fill a register
+  // with the repeated elements is skipped.
+  void ReadRowsInPlace(const absl::InlinedVector<int32_t, 3>& operands,
+                       const std::vector<int32_t>& reads,
+                       const std::vector<int32_t>& op_of, Loop& loop,
+                       LoopOp& op) const {
+    constexpr int64_t kMinRow = 16;
+    if (!BinaryRowsSupported(op.instr->shape.type())) return;
+    for (int32_t k = 0; k < 2; ++k) {
+      const int32_t s = SourceOf(operands[k]);
+      if (op.in[k].slot < 0 || reads[s] != 1 || op_of[s] < 0) continue;
+      LoopOp& gather = loop.ops[op_of[s]];
+      if (gather.kind != OpKind::kGather || gather.kept ||
+          gather.dims.size() != 2 || gather.strides[1] != 0 ||
+          gather.dims[1] < kMinRow) {
+        continue;
+      }
+      gather.skipped = true;
+      op.in[k] = gather.in[0];
+      op.row_operand = k;
+      op.row_offset = gather.offset;
+      op.row_stride = gather.strides[0];
+      op.row_length = gather.dims[1];
+      return;
+    }
   }
 
   static void BroadcastStrides(const Instruction& in, const Shape& from,
@@ -1218,7 +1264,18 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
           status = UnaryElements(*op.instr, op.type, in(0), dst, n);
           break;
         case OpKind::kBinary:
-          status = BinaryElements(*op.instr, in(0), in(1), dst, n);
+          if (op.row_operand >= 0) {
+            const int32_t k = op.row_operand;
+            const int64_t first_row = start / op.row_length;
+            const std::byte* rows =
+                full(op.in[k]) +
+                (op.row_offset + first_row * op.row_stride) * op.out_width;
+            status = BinaryRowElements(*op.instr, in(1 - k), rows,
+                                       op.row_stride, op.row_length,
+                                       start % op.row_length, k == 0, dst, n);
+          } else {
+            status = BinaryElements(*op.instr, in(0), in(1), dst, n);
+          }
           break;
         case OpKind::kCompare:
           status = CompareElements(*op.instr, op.type, in(0), in(1),
@@ -1245,7 +1302,9 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
           ReducePrecisionElements(*op.instr, in(0), dst, n);
           break;
         case OpKind::kGather:
-          if (!op.kept) Gather(op.out_width, full(op.in[0]), op, start, n, dst);
+          if (!op.kept && !op.skipped) {
+            Gather(op.out_width, full(op.in[0]), op, start, n, dst);
+          }
           break;
         case OpKind::kSplat:
           if (op.dst_slot < 0) Fill(op.out_width, full(op.in[0]), n, dst);

@@ -252,6 +252,31 @@ ENTRY body {
   }
 }
 
+TEST_F(FusedLoopTest, BinaryOpsReadingRowBroadcastsInPlaceMatchOpByOp) {
+  // Per-row values repeated over rows of 96 (rows straddle chunks) on
+  // either side of divide, subtract and maximum; a broadcast read twice
+  // is gathered into a register as before. f32, f64 and f16 (which always
+  // gathers).
+  for (const char* type : {"f32", "f64", "f16"}) {
+    SCOPED_TRACE(type);
+    ExpectSameAsOpByOp(absl::StrCat(R"(
+HloModule m
+ENTRY body {
+  x = )", type, R"([7,11,96] parameter(0)
+  v = )", type, R"([7,11] parameter(1)
+  w = )", type, R"([7,11] parameter(2)
+  vs = )", type, R"([7,11,96] broadcast(v), dimensions={0,1}
+  ws = )", type, R"([7,11,96] broadcast(w), dimensions={0,1}
+  a = )", type, R"([7,11,96] divide(x, vs)
+  b = )", type, R"([7,11,96] subtract(ws, a)
+  c = )", type, R"([7,11,96] maximum(b, x)
+  vt = )", type, R"([7,11,96] broadcast(v), dimensions={0,1}
+  d = )", type, R"([7,11,96] multiply(vt, vt)
+  ROOT e = )", type, R"([7,11,96] add(c, d)
+})"));
+  }
+}
+
 TEST_F(FusedLoopTest, SlicesBitcastsAndCopiesMatchOpByOp) {
   // The attention head split of a transformer: slice a projection, view it
   // as heads, transpose.
