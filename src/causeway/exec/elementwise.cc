@@ -582,6 +582,13 @@ absl::Status UnaryPred(const Instruction& instr, const bool* in, bool* out,
 // ---------------------------------------------------------------------------
 // Binary.
 
+// A multiply-add contracted as XLA's CPU backend does (multiply_add.h):
+// one rounding of ±(x * y) ± z; ps and as are the signs (±1).
+template <typename T>
+T ContractedMultiplyAdd(T x, T y, T z, int ps, int as) {
+  return std::fma(ps < 0 ? -x : x, y, as < 0 ? -z : z);
+}
+
 // Calls map(f) with f the element function of a float binary op (on
 // ComputeType<T> values): one definition of each op for every way of
 // feeding it operands.
@@ -1117,6 +1124,62 @@ absl::Status BinaryElements(const Instruction& instr, const void* lhs,
   });
 }
 
+// Walks n elements that start `phase` into a row of `row_length`:
+// segment(i, m) for each run [i, i + m) within one row, rows in order.
+template <typename Segment>
+void ForEachRowSegment(int64_t row_length, int64_t phase, int64_t n,
+                       Segment segment) {
+  for (int64_t i = 0, left = row_length - phase; i < n; left = row_length) {
+    const int64_t m = std::min(left, n - i);
+    segment(i, m);
+    i += m;
+  }
+}
+
+absl::Status MultiplyAddRowElements(PrimitiveType type, bool negate_product,
+                                    bool negate_addend, int row_operand,
+                                    const void* first, const void* second,
+                                    const void* rows, int64_t row_stride,
+                                    int64_t row_length, int64_t phase,
+                                    void* out, int64_t n) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(first);
+    const T* y = static_cast<const T*>(second);
+    const T* r = static_cast<const T*>(rows);
+    T* o = static_cast<T*>(out);
+    const int ps = negate_product ? -1 : 1;
+    const int as = negate_addend ? -1 : 1;
+    ForEachRowSegment(row_length, phase, n, [&](int64_t i, int64_t m) {
+      const T v = *r;
+      r += row_stride;
+      if (row_operand == 2) {
+        for (int64_t j = i; j < i + m; ++j) {
+          o[j] = ContractedMultiplyAdd<T>(x[j], y[j], v, ps, as);
+        }
+      } else {
+        // The product is exact inside the fused multiply-add, so it does
+        // not matter which factor is the row's.
+        for (int64_t j = i; j < i + m; ++j) {
+          o[j] = ContractedMultiplyAdd<T>(x[j], v, y[j], ps, as);
+        }
+      }
+    });
+  };
+  switch (type) {
+    case PrimitiveType::kF32:
+      run(float{});
+      return absl::OkStatus();
+    case PrimitiveType::kF64:
+      run(double{});
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a fused multiply-add of ", std::string(hlo::PrimitiveTypeName(type)),
+          " elements reading a row broadcast (only f32 and f64)"));
+  }
+}
+
 absl::Status BinaryRowElements(const Instruction& instr, const void* full,
                                const void* rows, int64_t row_stride,
                                int64_t row_length, int64_t phase,
@@ -1128,22 +1191,19 @@ absl::Status BinaryRowElements(const Instruction& instr, const void* full,
     const T* r = static_cast<const T*>(rows);
     T* y = static_cast<T*>(out);
     return WithBinaryFloatOp<T>(instr, [&](auto f) {
-      int64_t i = 0;
-      int64_t left = row_length - phase;  // Of the current row.
-      for (; i < n; r += row_stride, left = row_length) {
-        const int64_t m = std::min(left, n - i);
+      ForEachRowSegment(row_length, phase, n, [&](int64_t i, int64_t m) {
         const C v = ToCompute(*r);
+        r += row_stride;
         if (rows_on_left) {
-          for (int64_t j = 0; j < m; ++j) {
-            y[i + j] = FromCompute<T>(f(v, ToCompute(a[i + j])));
+          for (int64_t j = i; j < i + m; ++j) {
+            y[j] = FromCompute<T>(f(v, ToCompute(a[j])));
           }
         } else {
-          for (int64_t j = 0; j < m; ++j) {
-            y[i + j] = FromCompute<T>(f(ToCompute(a[i + j]), v));
+          for (int64_t j = i; j < i + m; ++j) {
+            y[j] = FromCompute<T>(f(ToCompute(a[j]), v));
           }
         }
-        i += m;
-      }
+      });
     });
   };
   switch (instr.shape.type()) {
@@ -1190,14 +1250,10 @@ absl::Status MultiplyAddElements(PrimitiveType type, bool negate_product,
       });
       return absl::OkStatus();
     case PrimitiveType::kF32:
-      loop(float{}, [](float x, float y, float z, int ps, int as) {
-        return std::fma(ps < 0 ? -x : x, y, as < 0 ? -z : z);
-      });
+      loop(float{}, ContractedMultiplyAdd<float>);
       return absl::OkStatus();
     case PrimitiveType::kF64:
-      loop(double{}, [](double x, double y, double z, int ps, int as) {
-        return std::fma(ps < 0 ? -x : x, y, as < 0 ? -z : z);
-      });
+      loop(double{}, ContractedMultiplyAdd<double>);
       return absl::OkStatus();
     default:
       return absl::InvalidArgumentError(

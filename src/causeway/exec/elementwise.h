@@ -33,12 +33,21 @@ absl::Status BinaryElements(const hlo::Instruction& instr, const void* lhs,
 // operand is rows[(phase + i) / row_length * row_stride] (the lhs when
 // `rows_on_left`), the other is full[i]. The same element function as
 // BinaryElements, so the same bits as broadcasting first. instr's type
-// is f32 or f64 (BinaryRowsSupported).
+// is f32 or f64 (RowOperandsSupported).
 absl::Status BinaryRowElements(const hlo::Instruction& instr, const void* full,
                                const void* rows, int64_t row_stride,
                                int64_t row_length, int64_t phase,
                                bool rows_on_left, void* out, int64_t n);
-inline bool BinaryRowsSupported(hlo::PrimitiveType type) {
+// MultiplyAddElements with operand `row_operand` (0 or 1: a factor, 2: the
+// addend) broadcast along rows as in BinaryRowElements; `first` and
+// `second` are the other two operands, in order. f32 or f64.
+absl::Status MultiplyAddRowElements(hlo::PrimitiveType type,
+                                    bool negate_product, bool negate_addend,
+                                    int row_operand, const void* first,
+                                    const void* second, const void* rows,
+                                    int64_t row_stride, int64_t row_length,
+                                    int64_t phase, void* out, int64_t n);
+inline bool RowOperandsSupported(hlo::PrimitiveType type) {
   return type == hlo::PrimitiveType::kF32 || type == hlo::PrimitiveType::kF64;
 }
 

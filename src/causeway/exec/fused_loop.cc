@@ -205,10 +205,11 @@ struct LoopOp {
   // A kGather read only by a kBinary op that reads its rows itself (below):
   // not run.
   bool skipped = false;
-  // kBinary (f32, f64): operand row_operand is a broadcast along rows read
-  // in place: its element i is full value in[row_operand] at
-  // row_offset + (i / row_length) * row_stride (BinaryRowElements), not a
-  // register filled by a gather; -1 when none.
+  // kBinary and kMultiplyAdd (f32, f64): operand row_operand is a
+  // broadcast along rows read in place: its element i is full value
+  // in[row_operand] at row_offset + (i / row_length) * row_stride
+  // (BinaryRowElements, MultiplyAddRowElements), not a register filled by
+  // a gather; -1 when none.
   int32_t row_operand = -1;
   int64_t row_offset = 0;
   int64_t row_stride = 0;
@@ -1033,6 +1034,7 @@ class Compiler {
       if (p_.multiply_add[node] != nullptr) {
         op.kind = OpKind::kMultiplyAdd;
         op.multiply_add = p_.multiply_add[node];
+        ReadRowsInPlace(operands, reads, op_of, loop, op);
       } else if (hlo::IsElementwiseUnary(in.opcode)) {
         op.kind = OpKind::kUnary;
       } else if (hlo::IsElementwiseBinary(in.opcode)) {
@@ -1109,19 +1111,21 @@ class Compiler {
         std::max(p_.scratch_bytes, loop.slot_bytes * loop.slot_count);
   }
 
-  // A float binary op reading a broadcast along rows (each element of the
-  // source repeated over a row of at least kMinRow: a per-token scalar
-  // over [8,64,64]) that nothing else reads takes the rows from the source
-  // itself (BinaryRowElements), and the gather that would fill a register
+  // A float binary op or multiply-add reading a broadcast along rows (each
+  // element of the source repeated over a row of at least kMinRow: a
+  // per-token scalar over [8,64,64]) that nothing else reads takes the
+  // rows from the source itself (BinaryRowElements,
+  // MultiplyAddRowElements), and the gather that would fill a register
   // with the repeated elements is skipped.
   void ReadRowsInPlace(const absl::InlinedVector<int32_t, 3>& operands,
                        const std::vector<int32_t>& reads,
                        const std::vector<int32_t>& op_of, Loop& loop,
                        LoopOp& op) const {
     constexpr int64_t kMinRow = 16;
-    if (!BinaryRowsSupported(op.instr->shape.type())) return;
-    for (int32_t k = 0; k < 2; ++k) {
+    if (!RowOperandsSupported(op.instr->shape.type())) return;
+    for (int32_t k = 0; k < op.input_count; ++k) {
       const int32_t s = SourceOf(operands[k]);
+
       if (op.in[k].slot < 0 || reads[s] != 1 || op_of[s] < 0) continue;
       LoopOp& gather = loop.ops[op_of[s]];
       if (gather.kind != OpKind::kGather || gather.kept ||
@@ -1258,6 +1262,12 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
         const std::byte* base = full(s);
         return s.scalar ? base : base + start * s.width;
       };
+      // The first row of the chunk, of a broadcast read in place.
+      auto row_source = [&](int k) -> const void* {
+        return full(op.in[k]) +
+               (op.row_offset + start / op.row_length * op.row_stride) *
+                   op.out_width;
+      };
       absl::Status status;
       switch (op.kind) {
         case OpKind::kUnary:
@@ -1266,11 +1276,7 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
         case OpKind::kBinary:
           if (op.row_operand >= 0) {
             const int32_t k = op.row_operand;
-            const int64_t first_row = start / op.row_length;
-            const std::byte* rows =
-                full(op.in[k]) +
-                (op.row_offset + first_row * op.row_stride) * op.out_width;
-            status = BinaryRowElements(*op.instr, in(1 - k), rows,
+            status = BinaryRowElements(*op.instr, in(1 - k), row_source(k),
                                        op.row_stride, op.row_length,
                                        start % op.row_length, k == 0, dst, n);
           } else {
@@ -1310,6 +1316,17 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
           if (op.dst_slot < 0) Fill(op.out_width, full(op.in[0]), n, dst);
           break;
         case OpKind::kMultiplyAdd:
+          if (op.row_operand >= 0) {
+            const int32_t k = op.row_operand;
+            const int32_t first = k == 0 ? 1 : 0;
+            const int32_t second = k == 2 ? 1 : 2;
+            status = MultiplyAddRowElements(
+                op.type, op.multiply_add->negate_product,
+                op.multiply_add->negate_addend, k, in(first), in(second),
+                row_source(k), op.row_stride, op.row_length,
+                start % op.row_length, dst, n);
+            break;
+          }
           status = MultiplyAddElements(
               op.type, op.multiply_add->negate_product,
               op.multiply_add->negate_addend, in(0), in(1), in(2), dst, n);

@@ -277,6 +277,33 @@ ENTRY body {
   }
 }
 
+TEST_F(FusedLoopTest, MultiplyAddsReadingRowBroadcastsInPlaceMatchOpByOp) {
+  // Contracted multiply-adds whose first factor, second factor or addend
+  // is a per-row value over rows of 96 (straddling chunks), one with its
+  // product negated (c - a * b).
+  for (const char* type : {"f32", "f64"}) {
+    SCOPED_TRACE(type);
+    ExpectSameAsOpByOp(absl::StrCat(R"(
+HloModule m
+ENTRY body {
+  x = )", type, R"([7,11,96] parameter(0)
+  y = )", type, R"([7,11,96] parameter(1)
+  u = )", type, R"([7,11] parameter(2)
+  v = )", type, R"([7,11] parameter(3)
+  w = )", type, R"([7,11] parameter(4)
+  us = )", type, R"([7,11,96] broadcast(u), dimensions={0,1}
+  vs = )", type, R"([7,11,96] broadcast(v), dimensions={0,1}
+  ws = )", type, R"([7,11,96] broadcast(w), dimensions={0,1}
+  p = )", type, R"([7,11,96] multiply(us, x)
+  a = )", type, R"([7,11,96] add(p, y)
+  q = )", type, R"([7,11,96] multiply(a, vs)
+  b = )", type, R"([7,11,96] subtract(x, q)
+  r = )", type, R"([7,11,96] multiply(b, y)
+  ROOT c = )", type, R"([7,11,96] add(r, ws)
+})"));
+  }
+}
+
 TEST_F(FusedLoopTest, SlicesBitcastsAndCopiesMatchOpByOp) {
   // The attention head split of a transformer: slice a projection, view it
   // as heads, transpose.
