@@ -1,0 +1,294 @@
+// The Causeway side of the Figure 5 benchmark (bench/figure5_bench.py runs
+// it next to JAX multi-controller): programs that JAX compiled
+// (bench/figure5_jax.py writes them), fed output to input, on a slice of
+// every device of a running cluster, one client (this process, through
+// client::Connect).
+//
+// A program's parameters are x (f32[N], one element per device) and w
+// (f32[n, n], replicated, every element 1/n); its output is the next x.
+// After P programs every element of x is P exactly, which is checked.
+//
+//   figure5_bench --cluster=HOST:PORT --devices=N
+//                 --programs=FILE:COUNT[,FILE:COUNT...]
+//                 [--modes=chained,opbyop]
+//   figure5_bench --executor --devices=N --programs=...
+//
+// Modes: "chained" submits ProgramTraces of 128 programs, each one graph
+// (the paper's Pathways -C); "opbyop" calls Executable::Execute once per
+// program (one request per program on the session stream, nothing waits).
+// --executor runs the same modules with no runtime at all: one thread per
+// device calling Evaluator::Run back to back, collectives in-process (the
+// executor's own time per program, for reference).
+//
+// Prints one JSON object per program and mode:
+//   {"bench":"figure5","mode":...,"file":...,"devices":N,"programs":P,
+//    "seconds":S,"client_cpu_s":C}
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "causeway/base/status.h"
+#include "causeway/client/client.h"
+#include "causeway/client/connect.h"
+#include "causeway/client/program_trace.h"
+#include "causeway/exec/evaluator.h"
+#include "causeway/exec/in_process_collectives.h"
+#include "causeway/hlo/parser.h"
+
+namespace causeway {
+namespace {
+
+using client::Array;
+using client::Executable;
+
+constexpr int64_t kChain = 128;
+constexpr int64_t kWarmup = kChain;
+
+struct Job {
+  std::string file;
+  int64_t programs = 0;
+};
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+// w: every element 1/n, of the module's second parameter's shape (n x n).
+absl::StatusOr<hlo::Literal> Weights(const hlo::Shape& shape) {
+  if (shape.dims().size() != 2 || shape.dims()[0] != shape.dims()[1] ||
+      shape.type() != hlo::PrimitiveType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter 1 must be f32[n,n], is ", shape.ToString()));
+  }
+  hlo::Literal w(shape);
+  for (float& v : w.mutable_data<float>()) {
+    v = 1.0f / static_cast<float>(shape.dims()[0]);
+  }
+  return w;
+}
+
+void Print(const std::string& mode, const Job& job, int64_t devices,
+           double seconds, double cpu) {
+  std::printf(
+      "{\"bench\":\"figure5\",\"mode\":\"%s\",\"file\":\"%s\",\"devices\":%lld,"
+      "\"programs\":%lld,\"seconds\":%.6f,\"client_cpu_s\":%.6f}\n",
+      mode.c_str(), job.file.c_str(), static_cast<long long>(devices),
+      static_cast<long long>(job.programs), seconds, cpu);
+  std::fflush(stdout);
+}
+
+// One thread per device runs the partition back to back.
+absl::Status Executor(const Job& job, int64_t devices) {
+  CW_ASSIGN_OR_RETURN(std::string text, ReadFile(job.file));
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
+                      hlo::ParseModule(text));
+  CW_ASSIGN_OR_RETURN(std::unique_ptr<exec::Evaluator> evaluator,
+                      exec::Evaluator::Create(*module));
+  const auto& params = module->entry()->parameters();
+  if (params.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(job.file, ": expected 2 parameters"));
+  }
+  CW_ASSIGN_OR_RETURN(hlo::Literal w, Weights(params[1]->shape));
+  const hlo::Shape x_shape = params[0]->shape;
+  exec::InProcessCollectives shared;
+  auto run = [&](int64_t n, uint64_t first_run, float start) -> absl::Status {
+    std::vector<absl::Status> statuses(devices);
+    std::vector<std::thread> threads;
+    for (int64_t p = 0; p < devices; ++p) {
+      threads.emplace_back([&, p] {
+        std::vector<hlo::Literal> args(2);
+        args[0] = hlo::Literal(x_shape);
+        args[0].mutable_data<float>()[0] = start;
+        args[1] = w;
+        for (int64_t i = 0; i < n; ++i) {
+          exec::RunContext context;
+          context.partition_id = p;
+          context.run_id = first_run + i;
+          context.collectives = &shared;
+          absl::StatusOr<hlo::Literal> y = evaluator->Run(args, context);
+          if (!y.ok()) {
+            statuses[p] = y.status();
+            return;
+          }
+          args[0] = *std::move(y);
+        }
+        if (args[0].data<float>()[0] != start + static_cast<float>(n)) {
+          statuses[p] = absl::InternalError(absl::StrCat(
+              job.file, ": partition ", p, " got ", args[0].data<float>()[0],
+              ", want ", start + static_cast<float>(n)));
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& status : statuses) CW_RETURN_IF_ERROR(status);
+    return absl::OkStatus();
+  };
+  CW_RETURN_IF_ERROR(run(kWarmup, 1, 0));
+  const double cpu = ProcessCpuSeconds();
+  const absl::Time start = absl::Now();
+  CW_RETURN_IF_ERROR(run(job.programs, 1 + kWarmup, 0));
+  Print("executor", job, devices, absl::ToDoubleSeconds(absl::Now() - start),
+        ProcessCpuSeconds() - cpu);
+  return absl::OkStatus();
+}
+
+absl::Status OnCluster(client::Client& client, const Job& job, int64_t devices,
+                       const std::vector<std::string>& modes) {
+  CW_ASSIGN_OR_RETURN(std::string text, ReadFile(job.file));
+  CW_ASSIGN_OR_RETURN(client::Session session,
+                      client.OpenSession({.name = "figure5_bench"}));
+  CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(devices));
+  CW_RETURN_IF_ERROR(slice.Ready().AwaitFor(absl::Seconds(60)).status());
+  CW_ASSIGN_OR_RETURN(Executable step, session.Compile(text, slice));
+  if (step.parameter_shapes().size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(job.file, ": expected 2 parameters"));
+  }
+  CW_ASSIGN_OR_RETURN(hlo::Literal w_value, Weights(step.parameter_shapes()[1]));
+  CW_ASSIGN_OR_RETURN(Array w, session.FromHost(w_value, slice,
+                                                step.parameter_shardings()[1]));
+  const hlo::Literal zeros(step.parameter_shapes()[0]);
+  // Runs `n` programs in `mode` from x = 0; the seconds they took.
+  auto run = [&](const std::string& mode, int64_t n) -> absl::StatusOr<double> {
+    CW_ASSIGN_OR_RETURN(Array x, session.FromHost(zeros, slice,
+                                                  step.parameter_shardings()[0]));
+    CW_RETURN_IF_ERROR(x.Ready().AwaitFor(absl::Seconds(60)));
+    CW_RETURN_IF_ERROR(w.Ready().AwaitFor(absl::Seconds(60)));
+    const absl::Time start = absl::Now();
+    if (mode == "chained") {
+      for (int64_t done = 0; done < n; done += kChain) {
+        client::ProgramTrace trace(session);
+        for (int64_t i = 0; i < kChain && done + i < n; ++i) {
+          CW_ASSIGN_OR_RETURN(std::vector<Array> y, trace.Execute(step, {x, w}));
+          x = y[0];
+        }
+        CW_RETURN_IF_ERROR(trace.Submit());
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        CW_ASSIGN_OR_RETURN(std::vector<Array> y, step.Execute({x, w}));
+        x = y[0];
+      }
+    }
+    CW_RETURN_IF_ERROR(x.Ready().AwaitFor(absl::Seconds(600)));
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    CW_ASSIGN_OR_RETURN(hlo::Literal value, x.ToHost().AwaitFor(absl::Seconds(60)));
+    for (float v : value.data<float>()) {
+      if (v != static_cast<float>(n)) {
+        return absl::InternalError(absl::StrCat(job.file, " (", mode,
+                                                "): got ", v, ", want ", n));
+      }
+    }
+    return seconds;
+  };
+  for (const std::string& mode : modes) {
+    CW_RETURN_IF_ERROR(run(mode, kWarmup).status());
+    const double cpu = ProcessCpuSeconds();
+    CW_ASSIGN_OR_RETURN(double seconds, run(mode, job.programs));
+    Print(mode, job, devices, seconds, ProcessCpuSeconds() - cpu);
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  std::string cluster;
+  int64_t devices = 0;
+  bool executor = false;
+  std::vector<Job> jobs;
+  std::vector<std::string> modes = {"chained", "opbyop"};
+  auto usage = [&] {
+    std::fprintf(stderr,
+                 "usage: %s (--cluster=HOST:PORT | --executor) --devices=N "
+                 "--programs=FILE:COUNT[,...] [--modes=chained,opbyop]\n",
+                 argv[0]);
+    return 2;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--cluster=", 0) == 0) {
+      cluster = arg.substr(10);
+    } else if (arg == "--executor") {
+      executor = true;
+    } else if (arg.rfind("--devices=", 0) == 0) {
+      if (!absl::SimpleAtoi(arg.substr(10), &devices) || devices < 1) {
+        return usage();
+      }
+    } else if (arg.rfind("--programs=", 0) == 0) {
+      for (absl::string_view part : absl::StrSplit(arg.substr(11), ',')) {
+        std::pair<std::string, std::string> fc =
+            absl::StrSplit(part, absl::MaxSplits(':', 1));
+        Job job{fc.first, 0};
+        if (job.file.empty() || !absl::SimpleAtoi(fc.second, &job.programs) ||
+            job.programs < 1) {
+          std::fprintf(stderr, "bad --programs entry '%s'\n",
+                       std::string(part).c_str());
+          return usage();
+        }
+        jobs.push_back(std::move(job));
+      }
+    } else if (arg.rfind("--modes=", 0) == 0) {
+      modes = absl::StrSplit(arg.substr(8), ',');
+      for (const std::string& mode : modes) {
+        if (mode != "chained" && mode != "opbyop") {
+          std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+          return usage();
+        }
+      }
+    } else {
+      return usage();
+    }
+  }
+  if (devices == 0 || jobs.empty() || executor == !cluster.empty()) {
+    return usage();
+  }
+  std::unique_ptr<client::Client> client;
+  if (!executor) {
+    absl::StatusOr<std::unique_ptr<client::Client>> connected =
+        client::Connect(cluster);
+    if (!connected.ok()) {
+      std::fprintf(stderr, "%s\n", connected.status().ToString().c_str());
+      return 1;
+    }
+    client = *std::move(connected);
+  }
+  for (const Job& job : jobs) {
+    absl::Status status = executor ? Executor(job, devices)
+                                   : OnCluster(*client, job, devices, modes);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.ToString().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace causeway
+
+int main(int argc, char** argv) { return causeway::Main(argc, argv); }
