@@ -17,6 +17,12 @@
 //
 //   distributed_dispatch_bench [--workers=2,4] [--programs=4096]
 //                              [--repeats=3] [--collectives]
+//                              [--causeway=PATH,PATH...]
+//
+// --causeway names the `causeway` binaries whose head and workers run the
+// processes mode (default: this build's); with several, each round runs
+// the processes mode once with each, in turn (A/B of two builds in the same
+// run, on the same load).
 //
 // Prints one JSON object per line and a table; the last value is checked.
 #include <unistd.h>
@@ -234,10 +240,10 @@ absl::StatusOr<Result> Embedded(int64_t workers, int64_t programs,
 }
 
 // A head and `workers` worker processes, stopped on return.
-absl::StatusOr<Result> Processes(int64_t workers, int64_t programs,
-                                 bool collectives) {
+absl::StatusOr<Result> Processes(const std::string& binary, int64_t workers,
+                                 int64_t programs, bool collectives) {
   CW_ASSIGN_OR_RETURN(std::unique_ptr<cli::ChildProcess> head,
-                      cli::ChildProcess::Start({CAUSEWAY_BINARY, "head"}));
+                      cli::ChildProcess::Start({binary, "head"}));
   CW_ASSIGN_OR_RETURN(std::string line,
                       head->ReadLineStartingWith("head listening on ",
                                                  absl::Seconds(30)));
@@ -246,7 +252,7 @@ absl::StatusOr<Result> Processes(int64_t workers, int64_t programs,
   for (int64_t w = 0; w < workers; ++w) {
     CW_ASSIGN_OR_RETURN(
         std::unique_ptr<cli::ChildProcess> worker,
-        cli::ChildProcess::Start({CAUSEWAY_BINARY, "worker", "--head", address,
+        cli::ChildProcess::Start({binary, "worker", "--head", address,
                                   "--island", "0", "--devices", "1",
                                   "--memory-per-device", "256M"}));
     CW_RETURN_IF_ERROR(
@@ -272,6 +278,7 @@ int Main(int argc, char** argv) {
   int64_t programs = 4096;
   int64_t repeats = 3;
   bool collectives = false;
+  std::vector<std::string> binaries = {CAUSEWAY_BINARY};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--workers=", 0) == 0) {
@@ -290,57 +297,66 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(arg.substr(10), &repeats) || repeats < 1) return 2;
     } else if (arg == "--collectives") {
       collectives = true;
+    } else if (arg.rfind("--causeway=", 0) == 0) {
+      binaries = absl::StrSplit(arg.substr(11), ',', absl::SkipEmpty());
+      if (binaries.empty()) return 2;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--workers=2,4] [--programs=N] [--repeats=R] "
-                   "[--collectives]\n",
+                   "[--collectives] [--causeway=PATH,...]\n",
                    argv[0]);
       return 2;
     }
   }
-  std::printf("| workers | executor streamed | embedded chained | processes "
-              "chained | overhead per program: embedded / processes |\n"
-              "|---|---|---|---|---|\n");
+  std::printf("| workers | causeway | executor streamed | embedded chained | "
+              "processes chained | overhead per program: embedded / "
+              "processes |\n|---|---|---|---|---|---|\n");
   for (int64_t workers : worker_counts) {
-    // Each mode's median over `repeats` rounds; the modes alternate within
-    // a round so that all see the same machine load.
-    std::vector<std::vector<double>> us(3);
+    // Each mode's median over `repeats` rounds; the modes (and binaries)
+    // alternate within a round so that all see the same machine load.
+    // us[0]: streamed, us[1]: embedded, us[2 + b]: processes of binary b.
+    std::vector<std::vector<double>> us(2 + binaries.size());
     for (int64_t r = 0; r < repeats; ++r) {
-      absl::StatusOr<Result> streamed =
-          ExecutorStreamed(workers, programs, collectives);
-      absl::StatusOr<Result> embedded = Embedded(workers, programs, collectives);
-      absl::StatusOr<Result> processes =
-          Processes(workers, programs, collectives);
-      for (const absl::StatusOr<Result>* result :
-           {&streamed, &embedded, &processes}) {
-        if (!result->ok()) {
+      std::vector<std::pair<std::string, absl::StatusOr<Result>>> results;
+      results.emplace_back("", ExecutorStreamed(workers, programs, collectives));
+      results.emplace_back("", Embedded(workers, programs, collectives));
+      for (const std::string& binary : binaries) {
+        results.emplace_back(binary,
+                             Processes(binary, workers, programs, collectives));
+      }
+      for (size_t i = 0; i < results.size(); ++i) {
+        const auto& [binary, result] = results[i];
+        if (!result.ok()) {
           std::fprintf(stderr, "%lld workers: %s\n",
                        static_cast<long long>(workers),
-                       result->status().ToString().c_str());
+                       result.status().ToString().c_str());
           return 1;
         }
         std::printf(
             "{\"bench\":\"distributed_dispatch\",\"mode\":\"%s\","
-            "\"workers\":%lld,\"programs\":%lld,\"collectives\":%s,"
-            "\"us_per_program\":%.2f,\"client_cpu_us\":%.2f,"
-            "\"head_cpu_us\":%.2f,\"workers_cpu_us\":%.2f}\n",
-            (*result)->mode.c_str(), static_cast<long long>(workers),
-            static_cast<long long>(programs), collectives ? "true" : "false",
-            (*result)->micros_per_program(), (*result)->client_cpu_us,
-            (*result)->head_cpu_us, (*result)->worker_cpu_us);
+            "\"causeway\":\"%s\",\"workers\":%lld,\"programs\":%lld,"
+            "\"collectives\":%s,\"us_per_program\":%.2f,"
+            "\"client_cpu_us\":%.2f,\"head_cpu_us\":%.2f,"
+            "\"workers_cpu_us\":%.2f}\n",
+            result->mode.c_str(), binary.c_str(),
+            static_cast<long long>(workers), static_cast<long long>(programs),
+            collectives ? "true" : "false", result->micros_per_program(),
+            result->client_cpu_us, result->head_cpu_us, result->worker_cpu_us);
+        us[i].push_back(result->micros_per_program());
       }
-      us[0].push_back(streamed->micros_per_program());
-      us[1].push_back(embedded->micros_per_program());
-      us[2].push_back(processes->micros_per_program());
       std::fflush(stdout);
     }
-    for (std::vector<double>& v : us) std::sort(v.begin(), v.end());
-    const double streamed = us[0][us[0].size() / 2];
-    const double embedded = us[1][us[1].size() / 2];
-    const double processes = us[2][us[2].size() / 2];
-    std::printf("| %lld | %.1f us | %.1f us | %.1f us | %.1f / %.1f us |\n",
-                static_cast<long long>(workers), streamed, embedded, processes,
-                embedded - streamed, processes - streamed);
+    std::vector<double> medians;
+    for (std::vector<double>& v : us) {
+      std::sort(v.begin(), v.end());
+      medians.push_back(v[v.size() / 2]);
+    }
+    for (size_t b = 0; b < binaries.size(); ++b) {
+      std::printf("| %lld | %s | %.1f us | %.1f us | %.1f us | %.1f / %.1f us |\n",
+                  static_cast<long long>(workers), binaries[b].c_str(),
+                  medians[0], medians[1], medians[2 + b],
+                  medians[1] - medians[0], medians[2 + b] - medians[0]);
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -1,3 +1,4 @@
+#include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_control_channel.h"
 
 #include <utility>
@@ -539,9 +540,10 @@ grpc::Status GrpcWorkerServer::Worker(
                 : membership_->ActivateWorker(host, channel);
   absl::Status ended = activated;
   if (ended.ok()) {
-    wire::WorkerToHead notice;
-    while (stream->Read(&notice)) {
-      ended = HandleNotice(connection, notice);
+    ReusedArenaMessage<wire::WorkerToHead> notices;
+    for (wire::WorkerToHead* notice = notices.Next(); stream->Read(notice);
+         notice = notices.Next()) {
+      ended = HandleNotice(connection, *notice);
       if (!ended.ok()) break;
     }
     if (ended.ok()) {

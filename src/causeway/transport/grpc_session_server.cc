@@ -1,3 +1,4 @@
+#include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_session_server.h"
 
 #include <cstring>
@@ -326,9 +327,10 @@ grpc::Status GrpcSessionServer::Session(
 
   absl::Status session_error;
   bool closed_by_client = false;
-  wire::SessionRequest request;
-  while (stream->Read(&request)) {
-    if (!HandleRequest(session, request, &session_error)) {
+  ReusedArenaMessage<wire::SessionRequest> requests;
+  for (wire::SessionRequest* request = requests.Next(); stream->Read(request);
+       request = requests.Next()) {
+    if (!HandleRequest(session, *request, &session_error)) {
       closed_by_client = session_error.ok();
       break;
     }

@@ -323,22 +323,20 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
     tracer = std::thread(
         [this, events, trace_interval] { SendTraceEvents(events, trace_interval); });
   }
-  wire::HeadToWorker command;
-  while (stream_->Read(&command)) {
-    if (command.has_ping()) {
-      Ping(worker, command.id(), command.ping().head_time_us());
+  for (ArenaMessage<wire::HeadToWorker> command; stream_->Read(command.get());
+       command = ArenaMessage<wire::HeadToWorker>()) {
+    if (command->has_ping()) {
+      Ping(worker, command->id(), command->ping().head_time_us());
       continue;
     }
-    if (command.has_kv_reply()) {
-      OnKvReply(command.kv_reply());
+    if (command->has_kv_reply()) {
+      OnKvReply(command->kv_reply());
       continue;
     }
-    Queued queued;
-    if (command.has_put_buffer()) queued.value = StartPull(command.id());
-    queued.command = std::move(command);
+    std::optional<Future<hlo::Literal>> value;
+    if (command->has_put_buffer()) value = StartPull(command->id());
     absl::MutexLock lock(&mu_);
-    commands_.push_back(std::move(queued));
-    command = wire::HeadToWorker();
+    commands_.push_back(Queued{std::move(command), std::move(value)});
   }
   {
     // The pulls still running were for this stream's head.
@@ -413,7 +411,7 @@ void GrpcWorkerAgent::SendTraceEvents(trace::EventBuffer* events,
 
 void GrpcWorkerAgent::ApplyCommands(WorkerService* worker) {
   while (true) {
-    Queued queued;
+    std::optional<Queued> queued;  // Empty: no arena made for nothing.
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -422,10 +420,10 @@ void GrpcWorkerAgent::ApplyCommands(WorkerService* worker) {
       mu_.Await(absl::Condition(&ready));
       // The stream ended: what is left was for a head that is gone.
       if (commands_done_) return;
-      queued = std::move(commands_.front());
+      queued.emplace(std::move(commands_.front()));
       commands_.pop_front();
     }
-    absl::Status status = ApplyCommand(worker, queued);
+    absl::Status status = ApplyCommand(worker, *queued);
     if (!status.ok()) {
       CW_LOG(ERROR) << "ending the stream to the head: " << status;
       {
@@ -440,7 +438,7 @@ void GrpcWorkerAgent::ApplyCommands(WorkerService* worker) {
 
 absl::Status GrpcWorkerAgent::ApplyCommand(WorkerService* worker,
                                            Queued& queued) {
-  const wire::HeadToWorker& command = queued.command;
+  const wire::HeadToWorker& command = *queued.command;
   if (!command.has_put_buffer()) return HandleCommand(worker, command);
   const uint64_t id = command.id();
   const wire::PutBuffer& put = command.put_buffer();

@@ -144,7 +144,7 @@ class GrpcWorkerAgent final : public WorkerListener {
 
   // A command waiting to be applied; a put's value is being pulled.
   struct Queued {
-    wire::HeadToWorker command;
+    ArenaMessage<wire::HeadToWorker> command;
     std::optional<Future<hlo::Literal>> value;
   };
 
