@@ -82,12 +82,12 @@ double TraceRecorder::Micros(absl::Time time) const {
   return absl::ToDoubleMicroseconds(time - epoch_);
 }
 
-void TraceRecorder::AddLocked(std::string json) {
+void TraceRecorder::AddLocked(Entry entry) {
   if (events_.size() >= options_.max_events) {
     events_.pop_front();
     ++dropped_;
   }
-  events_.push_back(std::move(json));
+  events_.push_back(std::move(entry));
 }
 
 void TraceRecorder::NoteTrackLocked(int64_t pid, int64_t tid) {
@@ -95,18 +95,9 @@ void TraceRecorder::NoteTrackLocked(int64_t pid, int64_t tid) {
 }
 
 void TraceRecorder::LaunchDispatched(const LaunchEvent& event) {
-  std::vector<int64_t> devices;
-  for (DeviceId device : event.devices) devices.push_back(device.value());
-  std::string json = absl::StrCat(
-      "{\"name\":", Quote(event.program),
-      ",\"cat\":\"launch\",\"ph\":\"i\",\"s\":\"t\",\"pid\":", kHeadPid,
-      ",\"tid\":", event.island.value(), ",\"ts\":", Number(Micros(event.time)),
-      ",\"args\":{\"session\":", Quote(event.session_name),
-      ",\"seq\":", event.seq, ",\"devices\":[", absl::StrJoin(devices, ","),
-      "]}}");
   absl::MutexLock lock(&mu_);
   NoteTrackLocked(kHeadPid, event.island.value());
-  AddLocked(std::move(json));
+  AddLocked(event);
 }
 
 void TraceRecorder::OpEnqueued(const OpEvent& event) {
@@ -130,39 +121,64 @@ void TraceRecorder::OpStarted(const OpEvent& event) {
 void TraceRecorder::OpFinished(const OpEvent& event,
                                const absl::Status& status) {
   const OpKey key{event.device.value(), event.seq, event.partition};
+  FinishedOp op{event, status, std::nullopt, std::nullopt};
   absl::MutexLock lock(&mu_);
+  auto enqueued = enqueued_.find(key);
+  auto started = started_.find(key);
+  if (enqueued != enqueued_.end()) {
+    const absl::Time until =
+        started != started_.end() ? started->second : event.time;
+    op.queued = until - enqueued->second;
+    enqueued_.erase(enqueued);
+  }
+  if (started != started_.end()) {
+    op.started = started->second;
+    started_.erase(started);
+  }
+  NoteTrackLocked(event.host.value(), event.device.value());
+  AddLocked(std::move(op));
+}
+
+std::string TraceRecorder::ToJson(const Entry& entry) const {
+  if (const auto* json = std::get_if<std::string>(&entry)) return *json;
+  if (const auto* launch = std::get_if<LaunchEvent>(&entry)) {
+    std::vector<int64_t> devices;
+    for (DeviceId device : launch->devices) devices.push_back(device.value());
+    return absl::StrCat(
+        "{\"name\":", Quote(launch->program),
+        ",\"cat\":\"launch\",\"ph\":\"i\",\"s\":\"t\",\"pid\":", kHeadPid,
+        ",\"tid\":", launch->island.value(),
+        ",\"ts\":", Number(Micros(launch->time)),
+        ",\"args\":{\"session\":", Quote(launch->session_name),
+        ",\"seq\":", launch->seq, ",\"devices\":[",
+        absl::StrJoin(devices, ","), "]}}");
+  }
+  const FinishedOp& op = std::get<FinishedOp>(entry);
+  const OpEvent& event = op.event;
   std::string args = absl::StrCat(
       "{\"session\":", Quote(event.session_name), ",\"seq\":", event.seq,
       ",\"partition\":", Quote(absl::StrCat(event.partition, "/",
                                             event.num_partitions)),
-      ",\"status\":", Quote(StatusText(status)));
-  auto enqueued = enqueued_.find(key);
-  auto started = started_.find(key);
-  if (enqueued != enqueued_.end()) {
-    absl::Time until = started != started_.end() ? started->second : event.time;
-    absl::StrAppend(
-        &args, ",\"queued_us\":",
-        Number(absl::ToDoubleMicroseconds(until - enqueued->second)));
-    enqueued_.erase(enqueued);
+      ",\"status\":", Quote(StatusText(op.status)));
+  if (op.queued.has_value()) {
+    absl::StrAppend(&args, ",\"queued_us\":",
+                    Number(absl::ToDoubleMicroseconds(*op.queued)));
   }
   args += "}";
-  NoteTrackLocked(event.host.value(), event.device.value());
-  if (started == started_.end()) {
+  if (!op.started.has_value()) {
     // Never ran: its inputs failed, or its host lost a peer.
-    AddLocked(absl::StrCat(
+    return absl::StrCat(
         "{\"name\":", Quote(absl::StrCat(event.program, " (not run)")),
         ",\"cat\":\"op\",\"ph\":\"i\",\"s\":\"t\",\"pid\":", event.host.value(),
         ",\"tid\":", event.device.value(),
-        ",\"ts\":", Number(Micros(event.time)), ",\"args\":", args, "}"));
-    return;
+        ",\"ts\":", Number(Micros(event.time)), ",\"args\":", args, "}");
   }
-  const double begin = Micros(started->second);
-  started_.erase(started);
-  AddLocked(absl::StrCat(
+  const double begin = Micros(*op.started);
+  return absl::StrCat(
       "{\"name\":", Quote(event.program),
       ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":", event.host.value(),
       ",\"tid\":", event.device.value(), ",\"ts\":", Number(begin), ",\"dur\":",
-      Number(Micros(event.time) - begin), ",\"args\":", args, "}"));
+      Number(Micros(event.time) - begin), ",\"args\":", args, "}");
 }
 
 void TraceRecorder::WaitStarted(const WaitEvent& event) {
@@ -247,7 +263,17 @@ void TraceRecorder::HostStateChanged(const HostEvent& event) {
 }
 
 absl::StatusOr<std::string> TraceRecorder::ExportChromeTrace() {
-  absl::MutexLock lock(&mu_);
+  // The events are copied under the lock and formatted after it, so that
+  // recording never waits for the formatting.
+  std::deque<Entry> events;
+  int64_t dropped = 0;
+  std::set<std::pair<int64_t, int64_t>> tracks;
+  {
+    absl::MutexLock lock(&mu_);
+    events = events_;
+    dropped = dropped_;
+    tracks = tracks_;
+  }
   std::string out = "{\"traceEvents\":[\n";
   bool first = true;
   auto add = [&](const std::string& json) {
@@ -256,14 +282,14 @@ absl::StatusOr<std::string> TraceRecorder::ExportChromeTrace() {
     out += json;
   };
   std::set<int64_t> pids;
-  for (const auto& [pid, tid] : tracks_) pids.insert(pid);
+  for (const auto& [pid, tid] : tracks) pids.insert(pid);
   for (int64_t pid : pids) {
     const std::string name =
         pid == kHeadPid ? "head" : absl::StrCat("host ", pid);
     add(absl::StrCat("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
                      ",\"tid\":0,\"args\":{\"name\":", Quote(name), "}}"));
   }
-  for (const auto& [pid, tid] : tracks_) {
+  for (const auto& [pid, tid] : tracks) {
     std::string name;
     int64_t sort;
     if (pid == kHeadPid) {
@@ -283,9 +309,9 @@ absl::StatusOr<std::string> TraceRecorder::ExportChromeTrace() {
                      pid, ",\"tid\":", tid, ",\"args\":{\"sort_index\":",
                      sort, "}}"));
   }
-  for (const std::string& event : events_) add(event);
+  for (const Entry& event : events) add(ToJson(event));
   absl::StrAppend(&out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{",
-                  "\"dropped_events\":", dropped_, "}}\n");
+                  "\"dropped_events\":", dropped, "}}\n");
   return out;
 }
 

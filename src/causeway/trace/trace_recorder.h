@@ -29,9 +29,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
+#include <variant>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -82,18 +84,30 @@ class TraceRecorder final : public EventSink {
   // (device, seq, reason).
   using WaitKey = std::tuple<int64_t, uint64_t, int>;
 
+  // The two events every launch records (the head records every launch,
+  // and replays every op of its workers) are kept as they came and written
+  // as JSON only when the trace is exported: recording one costs a copy.
+  struct FinishedOp {
+    OpEvent event;
+    absl::Status status;
+    std::optional<absl::Time> started;  // Empty: it never ran.
+    std::optional<absl::Duration> queued;
+  };
+  // A finished event: a JSON object, or one of those to format.
+  using Entry = std::variant<std::string, FinishedOp, LaunchEvent>;
+
   // Microseconds since `epoch_`.
   double Micros(absl::Time time) const;
-  // Appends one finished event (a JSON object), dropping the oldest when
-  // full.
-  void AddLocked(std::string json) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ToJson(const Entry& entry) const;
+  // Appends one finished event, dropping the oldest when full.
+  void AddLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteTrackLocked(int64_t pid, int64_t tid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const absl::Time epoch_;
   mutable absl::Mutex mu_;
-  std::deque<std::string> events_ ABSL_GUARDED_BY(mu_);
+  std::deque<Entry> events_ ABSL_GUARDED_BY(mu_);
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<OpKey, absl::Time> enqueued_ ABSL_GUARDED_BY(mu_);
   std::map<OpKey, absl::Time> started_ ABSL_GUARDED_BY(mu_);
