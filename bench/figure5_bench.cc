@@ -11,14 +11,10 @@
 //   figure5_bench --cluster=HOST:PORT --devices=N
 //                 --programs=FILE:COUNT[,FILE:COUNT...]
 //                 [--modes=chained,opbyop]
-//   figure5_bench --executor --devices=N --programs=...
 //
 // Modes: "chained" submits ProgramTraces of 128 programs, each one graph
 // (the paper's Pathways -C); "opbyop" calls Executable::Execute once per
 // program (one request per program on the session stream, nothing waits).
-// --executor runs the same modules with no runtime at all: one thread per
-// device calling Evaluator::Run back to back, collectives in-process (the
-// executor's own time per program, for reference).
 //
 // Prints one JSON object per program and mode:
 //   {"bench":"figure5","mode":...,"file":...,"devices":N,"programs":P,
@@ -29,9 +25,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -46,9 +40,6 @@
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/client/program_trace.h"
-#include "causeway/exec/evaluator.h"
-#include "causeway/exec/in_process_collectives.h"
-#include "causeway/hlo/parser.h"
 
 namespace causeway {
 namespace {
@@ -100,62 +91,6 @@ void Print(const std::string& mode, const Job& job, int64_t devices,
       mode.c_str(), job.file.c_str(), static_cast<long long>(devices),
       static_cast<long long>(job.programs), seconds, cpu);
   std::fflush(stdout);
-}
-
-// One thread per device runs the partition back to back.
-absl::Status Executor(const Job& job, int64_t devices) {
-  CW_ASSIGN_OR_RETURN(std::string text, ReadFile(job.file));
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
-                      hlo::ParseModule(text));
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<exec::Evaluator> evaluator,
-                      exec::Evaluator::Create(*module));
-  const auto& params = module->entry()->parameters();
-  if (params.size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(job.file, ": expected 2 parameters"));
-  }
-  CW_ASSIGN_OR_RETURN(hlo::Literal w, Weights(params[1]->shape));
-  const hlo::Shape x_shape = params[0]->shape;
-  exec::InProcessCollectives shared;
-  auto run = [&](int64_t n, uint64_t first_run, float start) -> absl::Status {
-    std::vector<absl::Status> statuses(devices);
-    std::vector<std::thread> threads;
-    for (int64_t p = 0; p < devices; ++p) {
-      threads.emplace_back([&, p] {
-        std::vector<hlo::Literal> args(2);
-        args[0] = hlo::Literal(x_shape);
-        args[0].mutable_data<float>()[0] = start;
-        args[1] = w;
-        for (int64_t i = 0; i < n; ++i) {
-          exec::RunContext context;
-          context.partition_id = p;
-          context.run_id = first_run + i;
-          context.collectives = &shared;
-          absl::StatusOr<hlo::Literal> y = evaluator->Run(args, context);
-          if (!y.ok()) {
-            statuses[p] = y.status();
-            return;
-          }
-          args[0] = *std::move(y);
-        }
-        if (args[0].data<float>()[0] != start + static_cast<float>(n)) {
-          statuses[p] = absl::InternalError(absl::StrCat(
-              job.file, ": partition ", p, " got ", args[0].data<float>()[0],
-              ", want ", start + static_cast<float>(n)));
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& status : statuses) CW_RETURN_IF_ERROR(status);
-    return absl::OkStatus();
-  };
-  CW_RETURN_IF_ERROR(run(kWarmup, 1, 0));
-  const double cpu = ProcessCpuSeconds();
-  const absl::Time start = absl::Now();
-  CW_RETURN_IF_ERROR(run(job.programs, 1 + kWarmup, 0));
-  Print("executor", job, devices, absl::ToDoubleSeconds(absl::Now() - start),
-        ProcessCpuSeconds() - cpu);
-  return absl::OkStatus();
 }
 
 absl::Status OnCluster(client::Client& client, const Job& job, int64_t devices,
@@ -219,12 +154,11 @@ absl::Status OnCluster(client::Client& client, const Job& job, int64_t devices,
 int Main(int argc, char** argv) {
   std::string cluster;
   int64_t devices = 0;
-  bool executor = false;
   std::vector<Job> jobs;
   std::vector<std::string> modes = {"chained", "opbyop"};
   auto usage = [&] {
     std::fprintf(stderr,
-                 "usage: %s (--cluster=HOST:PORT | --executor) --devices=N "
+                 "usage: %s --cluster=HOST:PORT --devices=N "
                  "--programs=FILE:COUNT[,...] [--modes=chained,opbyop]\n",
                  argv[0]);
     return 2;
@@ -233,8 +167,6 @@ int Main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg.rfind("--cluster=", 0) == 0) {
       cluster = arg.substr(10);
-    } else if (arg == "--executor") {
-      executor = true;
     } else if (arg.rfind("--devices=", 0) == 0) {
       if (!absl::SimpleAtoi(arg.substr(10), &devices) || devices < 1) {
         return usage();
@@ -264,22 +196,15 @@ int Main(int argc, char** argv) {
       return usage();
     }
   }
-  if (devices == 0 || jobs.empty() || executor == !cluster.empty()) {
-    return usage();
-  }
-  std::unique_ptr<client::Client> client;
-  if (!executor) {
-    absl::StatusOr<std::unique_ptr<client::Client>> connected =
-        client::Connect(cluster);
-    if (!connected.ok()) {
-      std::fprintf(stderr, "%s\n", connected.status().ToString().c_str());
-      return 1;
-    }
-    client = *std::move(connected);
+  if (devices == 0 || jobs.empty() || cluster.empty()) return usage();
+  absl::StatusOr<std::unique_ptr<client::Client>> client =
+      client::Connect(cluster);
+  if (!client.ok()) {
+    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
+    return 1;
   }
   for (const Job& job : jobs) {
-    absl::Status status = executor ? Executor(job, devices)
-                                   : OnCluster(*client, job, devices, modes);
+    absl::Status status = OnCluster(**client, job, devices, modes);
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.ToString().c_str());
       return 1;

@@ -21,9 +21,6 @@ processes, then alternates, every round:
   Causeway build/bin/figure5_bench: one client (client::Connect) drives the
            N-device slice: "chained" (ProgramTraces of 128, Pathways -C) and
            "opbyop" (one Execute per program).
-  executor build/bin/figure5_bench --executor: the same modules on N threads
-           of one process with nothing dispatching (Causeway's executor
-           alone; a reference, not a contender).
 Throughput is programs/s; the ratio Causeway/JAX is taken within each round,
 and the table gives medians over the rounds. Prints JSON lines as it goes and
 markdown tables last.
@@ -122,11 +119,10 @@ def run_jax(workers, ks, programs, hlo_dir):
     return result
 
 
-def run_causeway(binary, where, workers, files, programs, modes):
-    cmd = [binary, *where, f"--devices={workers}",
-           "--programs=" + ",".join(f"{f}:{p}" for f, p in zip(files, programs))]
-    if modes:
-        cmd.append("--modes=" + ",".join(modes))
+def run_causeway(binary, address, workers, files, programs):
+    cmd = [binary, f"--cluster={address}", f"--devices={workers}",
+           "--programs=" + ",".join(f"{f}:{p}" for f, p in zip(files, programs)),
+           "--modes=chained,opbyop"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
     return json_lines(out)
 
@@ -168,6 +164,7 @@ def median(values):
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("figure5_bench: terminated"))
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", default="2,4")
@@ -206,14 +203,11 @@ def main():
                         row[("jax", k)] = v["programs"] / v["seconds"]
                         print(json.dumps({"bench": "figure5", "side": "jax", "workers": workers,
                                           "round": r, "k": k, **v}), flush=True)
-                    for side, where, modes in (
-                            ("causeway", [f"--cluster={cluster.address}"], ["chained", "opbyop"]),
-                            ("executor", ["--executor"], None)):
-                        for rec in run_causeway(binary, where, workers, files, programs, modes):
-                            k = order[files.index(rec["file"])]
-                            row[(rec["mode"], k)] = rec["programs"] / rec["seconds"]
-                            print(json.dumps(dict(rec, side=side, workers=workers, round=r, k=k)),
-                                  flush=True)
+                    for rec in run_causeway(binary, cluster.address, workers, files, programs):
+                        k = order[files.index(rec["file"])]
+                        row[(rec["mode"], k)] = rec["programs"] / rec["seconds"]
+                        print(json.dumps(dict(rec, side="causeway", workers=workers, round=r,
+                                              k=k)), flush=True)
                     rounds.append(row)
             finally:
                 cluster.close()
@@ -223,8 +217,8 @@ def main():
     for workers, rounds in tables:
         print(f"N = {workers} (medians of {len(rounds)} rounds; programs/s)\n")
         print("| length (K) | XLA:CPU ms/program, 1 device | JAX multi-controller | "
-              "Causeway chained | ratio | Causeway op-by-op | ratio | executor alone |")
-        print("|---|---|---|---|---|---|---|---|")
+              "Causeway chained | ratio | Causeway op-by-op | ratio |")
+        print("|---|---|---|---|---|---|---|")
         reached = {"chained": None, "opbyop": None}
         for length, k in zip(lengths, order):
             def med(mode):
@@ -238,7 +232,7 @@ def main():
                     reached[mode] = length
             print(f"| {length:g} ms ({k}) | {a + b * k:.3f} | {med('jax'):.0f} | "
                   f"{med('chained'):.0f} | {ratio('chained'):.2f}x | {med('opbyop'):.0f} | "
-                  f"{ratio('opbyop'):.2f}x | {med('executor'):.0f} |")
+                  f"{ratio('opbyop'):.2f}x |")
         for mode, length in reached.items():
             print(f"\nN = {workers}, {mode}: smallest length at which Causeway reaches 0.95x JAX: "
                   + (f"{length:g} ms" if length is not None else "none of those measured"))
