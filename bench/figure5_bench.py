@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -148,6 +149,9 @@ class Cluster:
         if self.address is None:
             self.close()
             raise RuntimeError("causeway cluster did not print its address")
+        # Whatever it prints later is read and dropped, so that a full pipe
+        # never blocks it.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
 
     def close(self):
         if self.proc.poll() is None:
