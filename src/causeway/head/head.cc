@@ -1062,7 +1062,7 @@ Future<std::vector<hlo::Literal>> Head::FetchShards(SessionId session_id,
                     ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
                           absl::StrCat("host ", host.value(), " is not alive")))
                     : worker->FetchBuffer(buffer),
-                [this, host](const absl::Status& status) {
+                [this, host = host](const absl::Status& status) {
                   return CallError(host, status);
                 }));
           }
