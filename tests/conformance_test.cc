@@ -89,7 +89,9 @@ std::string CompareArrays(const hlo::Literal& got, const hlo::Literal& want,
   const hlo::PrimitiveType type = want.shape().type();
   const int64_t n = want.shape().ElementCount();
   const bool complex = hlo::IsComplex(type);
-  const bool floating = hlo::IsFloating(type) || complex;
+  // Minifloats as floats too: NaN matches NaN whatever its payload.
+  const bool floating =
+      hlo::IsFloating(type) || hlo::IsMinifloat(type) || complex;
   const int64_t width = n == 0 ? 0 : want.size_bytes() / n;
   const char* got_bytes = static_cast<const char*>(got.untyped_data());
   const char* want_bytes = static_cast<const char*>(want.untyped_data());

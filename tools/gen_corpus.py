@@ -82,6 +82,10 @@ _DTYPE_NAMES = {
     np.dtype(np.float64): "f64",
     np.dtype(np.complex64): "c64",
     np.dtype(np.complex128): "c128",
+    np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn",
+    np.dtype(ml_dtypes.float8_e5m2): "f8e5m2",
+    np.dtype(ml_dtypes.int4): "s4",
+    np.dtype(ml_dtypes.uint4): "u4",
 }
 
 # (rtol, atol) per dtype: |ours - jax| <= atol + rtol * |jax|. Integers and
@@ -1174,6 +1178,43 @@ def complex_matmul_sharded_2():
                    f, [crandn(140, 8, 16), crandn(141, 16, 6)], mesh_axes=[("k", 2)],
                    in_specs=[P(None, "k"), P("k", None)], out_specs=(P(), P()),
                    tol={"c64": (2e-5, 2e-5)})
+
+
+# ---------------------------------------------------------------------------
+# f8 and int4
+# ---------------------------------------------------------------------------
+
+F8E4M3FN = np.dtype(ml_dtypes.float8_e4m3fn)
+F8E5M2 = np.dtype(ml_dtypes.float8_e5m2)
+
+
+@program
+def f8_int4_converts():
+    def f(x, h, i, a8, b8):
+        return (x.astype(F8E4M3FN), x.astype(F8E5M2), h.astype(F8E4M3FN), a8.astype(jnp.float32),
+                b8.astype(jnp.float32), a8.astype(F8E5M2), i.astype(ml_dtypes.int4), i.astype(ml_dtypes.uint4),
+                i.astype(ml_dtypes.int4).astype(jnp.int32), x.astype(ml_dtypes.int4), a8 * a8, b8 + b8)
+
+    x = randn(150, 64, scale=100.0)
+    x[:6] = [np.nan, np.inf, -np.inf, 500.0, -0.0, 1e-9]  # Saturation, NaN, overflow, tiny.
+    all_e4m3 = np.arange(256, dtype=np.uint8).view(F8E4M3FN)
+    all_e5m2 = np.arange(256, dtype=np.uint8).view(F8E5M2)
+    return Program("f8_int4_converts", "converts between f32/f16 and f8e4m3fn/f8e5m2 (every f8 bit pattern, "
+                   "NaN, infinities, overflow), f8 -> f8, s32/f32 -> s4/u4 (wrapping, truncation) and back, f8 "
+                   "arithmetic (XLA computes it in f16 with converts around)",
+                   f, [x, randn(151, 64, dtype=np.float16, scale=50.0), randint(152, 64, low=-40, high=40),
+                       all_e4m3, all_e5m2], f64_check=False)
+
+
+@program
+def f8_matmul():
+    def f(a, b):
+        return jnp.dot(a, b, preferred_element_type=jnp.float32), (a @ b).astype(jnp.float32)
+
+    a = randn(153, 8, 16).astype(F8E4M3FN)
+    b = randn(154, 16, 4).astype(F8E4M3FN)
+    return Program("f8_matmul", "a small f8e4m3fn matmul, accumulated in f32 and rounded back to f8",
+                   f, [a, b], f64_check=False)
 
 
 # ---------------------------------------------------------------------------

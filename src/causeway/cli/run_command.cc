@@ -397,7 +397,12 @@ absl::StatusOr<std::vector<client::Array>> ReadInputs(
     const Shape& shard = parameter.shape;
     const Shape& global = executable.parameter_shapes()[i];
     const client::Sharding& sharding = executable.parameter_shardings()[i];
-    CW_ASSIGN_OR_RETURN(Literal value, hlo::ReadNpy(path));
+    // The parameter's type says what a '<V1' file (f8, int4) holds.
+    CW_ASSIGN_OR_RETURN(
+        Literal value,
+        hlo::ReadNpy(path, shard.IsArray()
+                               ? std::optional<hlo::PrimitiveType>(shard.type())
+                               : std::nullopt));
     absl::StatusOr<client::Array> array;
     if (flags.global) {
       if (!parameter.sharding.has_value()) {

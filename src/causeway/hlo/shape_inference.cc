@@ -836,9 +836,17 @@ class Inferrer {
     CW_RETURN_IF_ERROR(ExpectArrayOperand(0));
     CW_RETURN_IF_ERROR(ExpectDeclaredArray());
     const Shape& in = operand(0);
-    // In bits: s8 -> s4[2] splits each byte into two nibbles.
-    int64_t in_width = BitWidth(in.type());
-    int64_t out_width = BitWidth(declared().type());
+    // Causeway stores sub-byte values one per byte, so splitting a byte
+    // into nibbles is not a reinterpretation of its storage.
+    for (PrimitiveType t : {in.type(), declared().type()}) {
+      if (BitWidth(t) < 8) {
+        return Error("bitcast-convert from ", ShapeStr(in), " to ",
+                     ShapeStr(declared()),
+                     " is not supported (sub-byte element types)");
+      }
+    }
+    int64_t in_width = ByteWidth(in.type());
+    int64_t out_width = ByteWidth(declared().type());
     std::vector<int64_t> want = in.dims();
     if (in_width > out_width) {
       want.push_back(in_width / out_width);

@@ -223,6 +223,11 @@ TEST_F(ShapeInferenceTest, BitcastConvertAddsOrDropsMinorDimForWidthChange) {
                   .ok());
   EXPECT_FALSE(
       InferShape(*Make(Opcode::kBitcastConvert, {x}, A(U8, {2, 3}))).ok());
+  EXPECT_THAT(InferShape(*Make(Opcode::kBitcastConvert, {P(A(U8, {3}))},
+                               A(PrimitiveType::kS4, {3, 2})))
+                  .status()
+                  .message(),
+              HasSubstr("is not supported (sub-byte element types)"));
 }
 
 TEST_F(ShapeInferenceTest, ReducePrecisionNeedsFloatAndValidBits) {
