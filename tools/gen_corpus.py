@@ -1217,6 +1217,108 @@ def f8_matmul():
                    f, [a, b], f64_check=False)
 
 
+S4 = np.dtype(ml_dtypes.int4)
+U4 = np.dtype(ml_dtypes.uint4)
+
+
+def f8_inputs(seed):
+    """f8e4m3fn a, b and f8e5m2 c, d [8, 16]; d away from zero (a divisor)."""
+    return [randn(seed, 8, 16).astype(F8E4M3FN), randn(seed + 1, 8, 16).astype(F8E4M3FN),
+            randn(seed + 2, 8, 16).astype(F8E5M2), (np.abs(randn(seed + 3, 8, 16)) + 0.5).astype(F8E5M2)]
+
+
+def f8_specials(seed):
+    """f8e4m3fn and f8e5m2 [4, 16] with NaN, infinities (e5m2), -0 and +0 among normal values."""
+    e4 = randn(seed, 4, 16)
+    e4[0, :4] = [np.nan, -0.0, 0.0, -1.0]
+    e5 = randn(seed + 1, 4, 16)
+    e5[0, :5] = [np.inf, -np.inf, np.nan, -0.0, 0.0]
+    return [e4.astype(F8E4M3FN), e5.astype(F8E5M2)]
+
+
+def f8_program_fn(a, b, c, d, s, q):
+    return (a @ b.T, jnp.dot(c, d.T, preferred_element_type=jnp.float32),
+            jnp.dot(a, c.T, preferred_element_type=jnp.float32),
+            jnp.dot(a, b.T, preferred_element_type=jnp.bfloat16),
+            a + b, a * b, jnp.maximum(c, d), jnp.exp(a), c / d, jnp.where(a < b, a, b),
+            jnp.sum(a, axis=0), jnp.max(c, axis=1), jnp.cumsum(a, axis=1), jnp.argmax(c, axis=1),
+            jnp.sort(s, axis=1), jnp.sort(q, axis=1), jnp.isnan(q), jnp.isfinite(q),
+            a.T, jnp.concatenate([a, b], axis=1), a[::2, 3:9], jnp.pad(a, 1), a[jnp.array([3, 1, 1])])
+
+
+@program
+def f8_ops():
+    return Program("f8_ops", "what a JAX program does with f8e4m3fn/f8e5m2 arrays, as XLA:CPU compiles it: dots "
+                   "(f8, f32, bf16 results, e4m3fn x e5m2), elementwise, reductions, cumsum, argmax, sort with "
+                   "NaN and -0, isnan/isfinite, data movement, gather", f8_program_fn,
+                   f8_inputs(155) + f8_specials(159), f64_check=False, excess_precision_check=False)
+
+
+@program
+def f8_ops_unoptimized():
+    return Program("f8_ops_unoptimized", "f8_ops written before XLA's optimizations, so the f8 ops reach Causeway "
+                   "as JAX wrote them (dot, compare, sort, is-finite, reduce on f8 values): as a module exported "
+                   "without XLA's float normalization", f8_program_fn,
+                   f8_inputs(155) + f8_specials(159), preoptimization=True, f64_check=False,
+                   excess_precision_check=False)
+
+
+def int4_program_fn(i, j, u, v):
+    i4, j4, u4, v4 = i.astype(S4), j.astype(S4), u.astype(U4), v.astype(U4)
+    nonzero = jnp.where(j4 == 0, jnp.array(1, S4), j4)
+    return (i4 + j4, i4 * j4, i4 - j4, jnp.maximum(i4, j4), i4 < j4, i4 >> 1, i4 << 1, i4 & j4, ~i4,
+            lax.div(i4, nonzero), lax.rem(i4, nonzero), jnp.dot(i4, j4.T), jnp.sort(i4, axis=1),
+            jnp.argmax(i4, axis=1), jnp.max(i4, axis=1), jnp.cumsum(i4, axis=1), u4 + v4, u4 * v4, u4 < v4,
+            u4 >> 1, jnp.sort(u4, axis=1), i4.T, jnp.concatenate([i4, j4], 0), i4.astype(jnp.float32),
+            i4.astype(F8E4M3FN))
+
+
+def int4_inputs(seed):
+    return [randint(seed, 8, 16, low=-8, high=8), randint(seed + 1, 8, 16, low=-8, high=8),
+            randint(seed + 2, 8, 16, low=0, high=16), randint(seed + 3, 8, 16, low=0, high=16)]
+
+
+@program
+def int4_ops_unoptimized():
+    # JAX cannot take int4 arguments on CPU here (their layout disagrees with
+    # the compiled one), so the program converts s32 inputs itself.
+    return Program("int4_ops_unoptimized", "s4/u4 arithmetic (wrapping), shifts, bitwise ops, div/rem, an s4 dot "
+                   "giving s4, sort, argmax, max, cumsum, data movement and converts, written before XLA's "
+                   "optimizations so the s4/u4 ops reach Causeway as JAX wrote them", int4_program_fn,
+                   int4_inputs(161), preoptimization=True, f64_check=False, excess_precision_check=False)
+
+
+@program
+def f8_matmul_sharded_2():
+    def f(a, b):
+        return a @ b, jnp.dot(a, b, preferred_element_type=jnp.float32)
+
+    return Program("f8_matmul_sharded_2", "f8e4m3fn matmul with the contracting dim sharded over 2 partitions: "
+                   "partial products summed by an all-reduce (in f16 and f32, as XLA:CPU normalizes f8)",
+                   f, [randn(165, 8, 16).astype(F8E4M3FN), randn(166, 16, 4).astype(F8E4M3FN)],
+                   mesh_axes=[("k", 2)], in_specs=[P(None, "k"), P("k", None)], out_specs=(P(), P()),
+                   f64_check=False, excess_precision_check=False)
+
+
+@program
+def f8_int4_collectives_4():
+    def body(x, i):
+        ring = [(k, (k + 1) % 4) for k in range(4)]
+        i4 = i.astype(S4)
+        return (lax.ppermute(x, "x", ring), lax.all_gather(x, "x", axis=0, tiled=True),
+                lax.all_to_all(x, "x", 0, 0, tiled=True), lax.psum(x, "x"), lax.pmax(x, "x"),
+                lax.psum_scatter(x, "x", scatter_dimension=0, tiled=True), lax.ppermute(i4, "x", ring),
+                lax.all_gather(i4, "x", axis=0, tiled=True))
+
+    spec = P("x")
+    sm = jax.shard_map(body, mesh=None, in_specs=(spec, spec), out_specs=(spec,) * 8)
+    return Program("f8_int4_collectives_4", "shard_map on 4 partitions over f8e4m3fn and s4 values: "
+                   "collective-permute, all-gather, all-to-all, all-reduce sum/max, reduce-scatter",
+                   sm, [randn(167, 32, 3).astype(F8E4M3FN), randint(168, 32, 3, low=-8, high=8)],
+                   mesh_axes=[("x", 4)], in_specs=[spec, spec], out_specs=(spec,) * 8, f64_check=False,
+                   excess_precision_check=False)
+
+
 # ---------------------------------------------------------------------------
 # Compile, run, extract
 # ---------------------------------------------------------------------------

@@ -1454,7 +1454,8 @@ absl::StatusOr<Literal> EvalUnary(const Instruction& instr,
   CW_RETURN_IF_ERROR(CheckArrayResult(instr));
   const PrimitiveType type = operand.shape().type();
   if (instr.opcode == Opcode::kIsFinite) {
-    if (instr.shape.type() != PrimitiveType::kPred || !IsFloating(type)) {
+    if (instr.shape.type() != PrimitiveType::kPred ||
+        !(IsFloating(type) || hlo::IsMinifloat(type))) {
       return absl::InvalidArgumentError(absl::StrCat(
           OpName(instr), " maps a float array to pred; got ",
           operand.shape().ToString(false), " -> ", instr.shape.ToString(false)));

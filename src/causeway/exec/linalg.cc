@@ -53,10 +53,7 @@ enum class AccKind {
 
 AccKind ChooseAcc(PrimitiveType a, PrimitiveType b, PrimitiveType out) {
   for (PrimitiveType t : {a, b, out}) {
-    if (!hlo::IsArrayType(t) || hlo::IsMinifloat(t) ||
-        hlo::IsSubByteInteger(t)) {
-      return AccKind::kUnsupported;
-    }
+    if (!hlo::IsArrayType(t)) return AccKind::kUnsupported;
   }
   if (hlo::IsComplex(a) || hlo::IsComplex(b) || hlo::IsComplex(out)) {
     // Complex only with complex (XLA's shape inference asks as much).
@@ -72,9 +69,15 @@ AccKind ChooseAcc(PrimitiveType a, PrimitiveType b, PrimitiveType out) {
       out == PrimitiveType::kF64) {
     return AccKind::kDouble;
   }
-  if (hlo::IsFloating(out)) return AccKind::kFloat;
+  // f8 operands widen exactly to f32, s4/u4 to their values: XLA:CPU's
+  // float normalization computes such a dot the same way (converts around
+  // an f32 or integer dot).
+  auto is_float = [](PrimitiveType t) {
+    return hlo::IsFloating(t) || hlo::IsMinifloat(t);
+  };
+  if (is_float(out)) return AccKind::kFloat;
   if (hlo::IsInteger(out) || out == PrimitiveType::kPred) {
-    if (hlo::IsFloating(a) || hlo::IsFloating(b)) return AccKind::kUnsupported;
+    if (is_float(a) || is_float(b)) return AccKind::kUnsupported;
     return AccKind::kInt;
   }
   return AccKind::kUnsupported;
@@ -91,11 +94,10 @@ constexpr PrimitiveType kAccType =
                                                 : PrimitiveType::kS64;
 
 // Whether ChooseAcc can pair element type E with Acc: complex with complex
-// only, and none of the types it refuses. The conversions below are
-// instantiated for every pair; the others never run.
+// only. The conversions below are instantiated for every pair; the others
+// never run.
 template <typename Acc, typename E>
-constexpr bool kAccPairs = hlo::kIsComplex<Acc> == hlo::kIsComplex<E> &&
-                           !hlo::kIsMinifloat<E> && !hlo::kIsNarrowInt<E>;
+constexpr bool kAccPairs = hlo::kIsComplex<Acc> == hlo::kIsComplex<E>;
 
 template <typename Acc, typename E>
 inline Acc ElementToAcc(E value) {
@@ -103,8 +105,9 @@ inline Acc ElementToAcc(E value) {
     return Acc{};
   } else if constexpr (std::is_same_v<E, bool>) {
     return value ? Acc{1} : Acc{0};
-  } else if constexpr (kIsHalf<E>) {
-    return static_cast<Acc>(static_cast<float>(value));
+  } else if constexpr (kIsHalf<E> || hlo::kIsMinifloat<E> ||
+                       hlo::kIsNarrowInt<E>) {
+    return static_cast<Acc>(ToCompute(value));
   } else {
     return static_cast<Acc>(value);
   }
@@ -118,6 +121,10 @@ inline E AccToElement(Acc value) {
     return value != Acc{0};
   } else if constexpr (kIsHalf<E>) {
     return E(static_cast<float>(value));
+  } else if constexpr (hlo::kIsMinifloat<E> || hlo::kIsNarrowInt<E>) {
+    // A minifloat through f16, as XLA rounds an f8 dot's f32 result (f32 ->
+    // f16 -> f8); a sub-byte integer wraps.
+    return FromCompute<E>(static_cast<ComputeType<E>>(value));
   } else {
     // Integer results wrap (two's complement); f64 → f32 rounds once.
     return static_cast<E>(value);

@@ -851,7 +851,7 @@ absl::StatusOr<Literal> EvalSelectAndScatter(const Instruction& instr,
         const E* source_data = DataPtr<E>(source);
         E* acc = MutableDataPtr<E>(result);
         const bool total = comparison == hlo::ComparisonType::kTotalOrder ||
-                           !hlo::IsFloating(type) ||
+                           !(hlo::IsFloating(type) || hlo::IsMinifloat(type)) ||
                            comparison == hlo::ComparisonType::kSigned ||
                            comparison == hlo::ComparisonType::kUnsigned;
         // keep(a, b): the select computation's verdict.
@@ -1023,7 +1023,9 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
   // Floats compared without total order use their values (NaN is
   // unordered: a merge sort stays well-defined on such a comparator).
   const bool float_keys =
-      key_order.has_value() && hlo::IsFloating(key_order->key_type) &&
+      key_order.has_value() &&
+      (hlo::IsFloating(key_order->key_type) ||
+       hlo::IsMinifloat(key_order->key_type)) &&
       key_order->comparison != hlo::ComparisonType::kTotalOrder &&
       key_order->comparison != hlo::ComparisonType::kSigned &&
       key_order->comparison != hlo::ComparisonType::kUnsigned;
@@ -1049,7 +1051,7 @@ absl::StatusOr<Literal> EvalSort(const Instruction& instr,
             float_values[j] =
                 hlo::VisitType(key_order->key_type, [&](auto tag) {
                   using E = decltype(tag);
-                  if constexpr (kIsFloat<E>) {
+                  if constexpr (kIsFloat<E> || hlo::kIsMinifloat<E>) {
                     return static_cast<double>(ToCompute(BitsTo<E>(bits)));
                   } else {
                     return 0.0;

@@ -351,22 +351,24 @@ bool Apply(ComparisonDirection direction, const Order& a, const Order& b) {
 }  // namespace
 
 uint64_t TotalOrderKey(PrimitiveType element, bool as_signed, uint64_t bits) {
-  const int64_t width = hlo::ByteWidth(element);
+  // Bits, not bytes: s4/u4 and f4e2m1fn live in the low bits of their byte.
+  const int shift = static_cast<int>(64 - hlo::BitWidth(element));
+  const int64_t extended = static_cast<int64_t>(bits << shift) >> shift;
   constexpr uint64_t kSign = uint64_t{1} << 63;
-  if (hlo::IsFloating(element)) {
-    int64_t s = SignExtend(bits, width);
-    if (s < 0) {
-      s ^= static_cast<int64_t>((uint64_t{1} << (width * 8 - 1)) - 1);
-    }
+  if (hlo::IsFloating(element) || hlo::IsMinifloat(element)) {
+    // Sign and magnitude: a negative value's magnitude bits flip.
+    int64_t s = extended;
+    if (s < 0) s ^= static_cast<int64_t>((uint64_t{1} << (63 - shift)) - 1);
     return static_cast<uint64_t>(s) ^ kSign;
   }
-  if (as_signed) return static_cast<uint64_t>(SignExtend(bits, width)) ^ kSign;
-  return bits;
+  if (as_signed) return static_cast<uint64_t>(extended) ^ kSign;
+  return bits & (~uint64_t{0} >> shift);
 }
 
 bool CompareBits(PrimitiveType element, ComparisonType type,
                  ComparisonDirection direction, uint64_t a, uint64_t b) {
-  if (hlo::IsFloating(element) && type != ComparisonType::kSigned &&
+  const bool floating = hlo::IsFloating(element) || hlo::IsMinifloat(element);
+  if (floating && type != ComparisonType::kSigned &&
       type != ComparisonType::kUnsigned) {
     if (type == ComparisonType::kTotalOrder) {
       return Apply(direction, TotalOrderKey(element, true, a),
@@ -377,15 +379,17 @@ bool CompareBits(PrimitiveType element, ComparisonType type,
       if constexpr (kIsFloat<E>) {
         return Apply(direction, ToCompute(BitsTo<E>(a)),
                      ToCompute(BitsTo<E>(b)));
+      } else if constexpr (hlo::kIsMinifloat<E>) {
+        return Apply(direction, static_cast<float>(BitsTo<E>(a)),
+                     static_cast<float>(BitsTo<E>(b)));
       } else {
         return false;
       }
     });
   }
-  bool as_signed =
-      type == ComparisonType::kSigned ||
-      (type != ComparisonType::kUnsigned &&
-       (hlo::IsSignedInteger(element) || hlo::IsFloating(element)));
+  bool as_signed = type == ComparisonType::kSigned ||
+                   (type != ComparisonType::kUnsigned &&
+                    (hlo::IsSignedInteger(element) || floating));
   return Apply(direction, TotalOrderKey(element, as_signed, a),
                TotalOrderKey(element, as_signed, b));
 }

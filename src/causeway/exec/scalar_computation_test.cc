@@ -159,5 +159,41 @@ TEST(CompareBitsTest, ComparesSignedAndUnsignedIntegers) {
                            ToBits<uint8_t>(1)));
 }
 
+TEST(CompareBitsTest, OrdersSubByteIntegersByTheirValue) {
+  // s4 -8 is stored as 0x8 in the low nibble: above 7 as a byte, below it
+  // as an s4 (the sort keys of a JAX s4 sort once ordered it as a byte).
+  auto lt = [](PrimitiveType type, ComparisonType comparison, uint64_t a,
+               uint64_t b) {
+    return CompareBits(type, comparison, ComparisonDirection::kLt, a, b);
+  };
+  EXPECT_TRUE(lt(PrimitiveType::kS4, ComparisonType::kDefault, 0x8, 0x7));
+  EXPECT_TRUE(lt(PrimitiveType::kS4, ComparisonType::kSigned, 0xf, 0x0));
+  EXPECT_FALSE(lt(PrimitiveType::kU4, ComparisonType::kDefault, 0xf, 0x0));
+  EXPECT_LT(TotalOrderKey(PrimitiveType::kS4, true, 0x8),
+            TotalOrderKey(PrimitiveType::kS4, true, 0xf));
+  EXPECT_LT(TotalOrderKey(PrimitiveType::kS4, true, 0xf),
+            TotalOrderKey(PrimitiveType::kS4, true, 0x0));
+}
+
+TEST(CompareBitsTest, OrdersMinifloatsAsFloats) {
+  // f8e4m3fn: 0x38 = 1, 0xb8 = -1, 0x80 = -0, 0x7f = NaN, 0xff = -NaN.
+  auto cmp = [](ComparisonType comparison, ComparisonDirection d, uint64_t a,
+                uint64_t b) {
+    return CompareBits(PrimitiveType::kF8E4M3FN, comparison, d, a, b);
+  };
+  EXPECT_TRUE(cmp(ComparisonType::kDefault, ComparisonDirection::kLt, 0xb8,
+                  0x38));
+  EXPECT_TRUE(cmp(ComparisonType::kDefault, ComparisonDirection::kEq, 0x80,
+                  0x00));
+  EXPECT_FALSE(cmp(ComparisonType::kDefault, ComparisonDirection::kLt, 0x7f,
+                   0x38));
+  EXPECT_TRUE(cmp(ComparisonType::kTotalOrder, ComparisonDirection::kLt, 0x80,
+                  0x00));
+  EXPECT_TRUE(cmp(ComparisonType::kTotalOrder, ComparisonDirection::kLt, 0xff,
+                  0xb8));
+  EXPECT_TRUE(cmp(ComparisonType::kTotalOrder, ComparisonDirection::kLt, 0x38,
+                  0x7f));
+}
+
 }  // namespace
 }  // namespace causeway::exec

@@ -763,7 +763,7 @@ class Inferrer {
         break;
       case ComparisonType::kFloat:
       case ComparisonType::kTotalOrder:
-        ok = IsFloating(t);
+        ok = IsAnyFloat(t);
         break;
       case ComparisonType::kSigned:
         ok = IsSignedInteger(t);
@@ -1450,7 +1450,7 @@ class Inferrer {
     const Shape& lhs = operand(0);
     const Shape& rhs = operand(1);
     bool compatible = lhs.type() == rhs.type() ||
-                      (IsFloating(lhs.type()) && IsFloating(rhs.type())) ||
+                      (IsAnyFloat(lhs.type()) && IsAnyFloat(rhs.type())) ||
                       (IsInteger(lhs.type()) && IsInteger(rhs.type()));
     if (!compatible) {
       return Error(OpName(), " operands ", ShapeStr(lhs), " and ",
