@@ -171,6 +171,52 @@ ENTRY main {
   EXPECT_TRUE(fits.ok()) << fits.status();
 }
 
+TEST_F(EvaluatorLimitsTest, AComplexDotsOperandCopiesAreCharged) {
+  // Both operands are read in place (transposed), but Eigen's complex GEMM
+  // gets row-major copies of them (512 KiB each): the result alone (512
+  // KiB) would fit the limit, the copies do not.
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  a = c64[256,256] parameter(0)
+  b = c64[256,256] parameter(1)
+  ROOT d = c64[256,256] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+})")
+                  .ok());
+  const Shape shape(PrimitiveType::kC64, {256, 256});
+  auto refused = Run({Literal(shape), Literal(shape)},
+                     RunContext{.memory_limit_bytes = 1 << 20});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("instruction 'd'"));
+  auto fits = Run({Literal(shape), Literal(shape)},
+                  RunContext{.memory_limit_bytes = 2 << 20});
+  EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
+TEST_F(EvaluatorLimitsTest, AnF8DotsAccumulatorIsCharged) {
+  // An f8 dot accumulates in an f32 array (256 KiB) before it rounds to
+  // its f8 result (64 KiB); the operands widen to f32 copies (128 KiB).
+  ASSERT_TRUE(Load(R"(
+HloModule m
+ENTRY main {
+  a = f8e4m3fn[256,128] parameter(0)
+  b = f8e4m3fn[128,256] parameter(1)
+  ROOT d = f8e4m3fn[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})")
+                  .ok());
+  const Shape a(PrimitiveType::kF8E4M3FN, {256, 128});
+  const Shape b(PrimitiveType::kF8E4M3FN, {128, 256});
+  auto refused = Run({Literal(a), Literal(b)},
+                     RunContext{.memory_limit_bytes = 384 << 10});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("instruction 'd'"));
+  auto fits = Run({Literal(a), Literal(b)},
+                  RunContext{.memory_limit_bytes = 1 << 20});
+  EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
 TEST_F(EvaluatorLimitsTest,
        ACollectiveResultPastTheLimitIsRefusedBeforeItRuns) {
   ASSERT_TRUE(Load(absl::StrCat("HloModule m\n", kAdd, R"(

@@ -285,6 +285,10 @@ void BatchedMatmul(const DotOperand<Acc>& lhs, const DotOperand<Acc>& rhs,
     using ConstMap =
         Eigen::Map<const Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
     using Map = Eigen::Map<Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+    // The row-major copies of one batch entry's operands made below.
+    const MemoryCharge copies(k == 0 ? 0
+                                     : (m * k + k * n) *
+                                           static_cast<int64_t>(sizeof(Acc)));
     for (int64_t b = 0; b < batch; ++b) {
       const Acc* a = lhs.data + b * m * k;
       const Acc* c = rhs.data + b * k * n;
@@ -356,12 +360,13 @@ absl::StatusOr<Literal> DotWithAcc(const Instruction& instr, const Literal& lhs,
     BatchedMatmul(a, b, batch, m, k, n, MutableDataPtr<Acc>(result));
     return result;
   }
-  std::vector<Acc> acc(batch * m * n);
+  const int64_t count = batch * m * n;
+  ChargedArray<Acc> acc(count);
   BatchedMatmul(a, b, batch, m, k, n, acc.data());
   hlo::VisitType(instr.shape.type(), [&](auto tag) {
     using E = decltype(tag);
     E* out = MutableDataPtr<E>(result);
-    for (size_t i = 0; i < acc.size(); ++i) out[i] = AccToElement<E>(acc[i]);
+    for (int64_t i = 0; i < count; ++i) out[i] = AccToElement<E>(acc.data()[i]);
   });
   return result;
 }
