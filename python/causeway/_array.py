@@ -39,6 +39,12 @@ _TO_NAME = {
     np.dtype(ml_dtypes.bfloat16): "bf16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
+    np.dtype(np.complex64): "c64",
+    np.dtype(np.complex128): "c128",
+    np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn",
+    np.dtype(ml_dtypes.float8_e5m2): "f8e5m2",
+    np.dtype(ml_dtypes.int4): "s4",
+    np.dtype(ml_dtypes.uint4): "u4",
 }
 _FROM_NAME = {name: dtype for dtype, name in _TO_NAME.items()}
 

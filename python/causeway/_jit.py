@@ -12,7 +12,7 @@ sharding, any other (a host value, an array on another slice) is replicated;
 outputs get the sharding XLA chooses, as with jax.jit.
 
 64-bit values: arguments keep their dtypes. When one of them is 64-bit (a
-numpy float64 array, say) the function is traced with JAX's x64 mode on, so
+numpy float64, int64, uint64 or complex128 array) the function is traced with JAX's x64 mode on, so
 it computes in the types it was given, as numpy would; otherwise JAX's
 defaults apply (Python floats are float32 inside the function).
 
@@ -36,6 +36,10 @@ from ._array import Array, ArrayMeta, Sharding, dtype_name, numpy_dtype, put_hos
 from ._compile import check_spec, compile_mesh, partition
 from ._devices import Slice, slice_of
 from .errors import InternalError, InvalidArgumentError, UnimplementedError
+
+# The dtypes JAX narrows unless x64 is on (complex64 is not one of them,
+# though its items are 8 bytes).
+_X64_DTYPES = frozenset(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.complex128))
 
 _local = threading.local()
 
@@ -247,7 +251,7 @@ class Jitted:
                 sharding = replicated
             chosen.append(sharding)
             structs.append(jax.ShapeDtypeStruct(shape, dtype, sharding=sharding))
-        x64 = any(s.dtype.itemsize == 8 for s in structs)
+        x64 = any(s.dtype in _X64_DTYPES for s in structs)
         struct_args, struct_kwargs = jax.tree_util.tree_unflatten(
             jax.tree_util.tree_structure((args, kwargs)), structs)
         with jax.enable_x64(x64):
@@ -264,7 +268,11 @@ class Jitted:
         param_shardings = []
         for i, ((name, dims), impl, struct, js) in enumerate(
                 zip(param_shapes, executable.parameter_shardings, structs, chosen)):
-            if tuple(dims) != tuple(struct.shape) or name != dtype_name(struct.dtype):
+            if name != dtype_name(struct.dtype):
+                raise InternalError(
+                    f"program '{executable.name}' takes parameter {i} as {name}, but argument "
+                    f"leaf {i} is {struct.dtype}")
+            if tuple(dims) != tuple(struct.shape):
                 raise UnimplementedError(
                     f"argument leaf {i} ({struct.dtype}{list(struct.shape)}) is split unevenly "
                     f"by its sharding {impl}; only shardings that divide every dimension "
