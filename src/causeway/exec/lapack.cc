@@ -10,12 +10,17 @@
 // column-major buffer, as XLA's operand_layout_constraints ask, handed to
 // LAPACK, and copied back. Options come from backend_config
 // (`{uplo = 76 : ui8}`: the ASCII code of LAPACK's character argument).
+// The reference BLAS and LAPACK stop the whole process (xerbla) on an
+// argument they refuse, so every letter and every size is checked here
+// before the call: a bad one is an InvalidArgument error of the op.
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -349,6 +354,18 @@ absl::StatusOr<Literal> Gesdd(const Instruction& instr, const Literal& a,
   const Shape& vt_shape = instr.shape.tuple_shape(3);
   CW_ASSIGN_OR_RETURN(Batch ub, MatrixBatch(instr, u_shape, "u"));
   CW_ASSIGN_OR_RETURN(Batch vb, MatrixBatch(instr, vt_shape, "vt"));
+  // LAPACK writes u as m x m ('A') or m x min(m, n) ('S'), vt as n x n or
+  // min(m, n) x n, whatever buffers it is given.
+  const int64_t k_min = std::min(batch.rows, batch.cols);
+  const bool full = jobz == 'A';
+  if (jobz != 'N' &&
+      (ub.cols != (full ? batch.rows : k_min) ||
+       vb.rows != (full ? batch.cols : k_min))) {
+    return Invalid(instr, absl::StrCat("gesdd with mode '", std::string(1, jobz),
+                                       "' of ", a.shape().ToString(false),
+                                       " cannot give u ", u_shape.ToString(false),
+                                       " and vt ", vt_shape.ToString(false)));
+  }
   Literal destroyed = a;
   Literal s(instr.shape.tuple_shape(1));
   Literal u(u_shape), vt(vt_shape);
@@ -407,20 +424,37 @@ absl::StatusOr<Literal> EvalLapack(const Instruction& instr,
                                        ", not ", operands[0]->shape().ToString(false)));
   }
   const std::map<std::string, char> options = BackendOptions(instr);
-  auto option = [&](const char* name, char fallback) {
+  // The option's letter (upper case), which must be one of `allowed`.
+  auto option = [&](const char* name, char fallback,
+                    std::string_view allowed) -> absl::StatusOr<char> {
     auto it = options.find(name);
-    return it == options.end() ? fallback : it->second;
+    const char raw = it == options.end() ? fallback : it->second;
+    const char value =
+        static_cast<char>(std::toupper(static_cast<unsigned char>(raw)));
+    if (allowed.find(value) == std::string_view::npos) {
+      return Invalid(instr, absl::StrCat("backend_config ", name, " = ",
+                                         static_cast<int>(raw),
+                                         " is not one of the letters '",
+                                         std::string(allowed), "'"));
+    }
+    return value;
   };
   auto run = [&](auto tag) -> absl::StatusOr<Literal> {
     using T = decltype(tag);
     switch (call->routine) {
-      case hlo::LapackRoutine::kPotrf:
-        return Potrf<T>(instr, *operands[0], option("uplo", 'L'));
-      case hlo::LapackRoutine::kTrsm:
+      case hlo::LapackRoutine::kPotrf: {
+        CW_ASSIGN_OR_RETURN(const char uplo, option("uplo", 'L', "UL"));
+        return Potrf<T>(instr, *operands[0], uplo);
+      }
+      case hlo::LapackRoutine::kTrsm: {
         if (operands.size() != 2) return Invalid(instr, "trsm takes two operands");
-        return Trsm<T>(instr, *operands[0], *operands[1], option("side", 'L'),
-                       option("uplo", 'L'), option("trans_x", 'N'),
-                       option("diag", 'N'));
+        CW_ASSIGN_OR_RETURN(const char side, option("side", 'L', "LR"));
+        CW_ASSIGN_OR_RETURN(const char uplo, option("uplo", 'L', "UL"));
+        CW_ASSIGN_OR_RETURN(const char trans, option("trans_x", 'N', "NTC"));
+        CW_ASSIGN_OR_RETURN(const char diag, option("diag", 'N', "NU"));
+        return Trsm<T>(instr, *operands[0], *operands[1], side, uplo, trans,
+                       diag);
+      }
       case hlo::LapackRoutine::kGetrf:
         return Getrf<T>(instr, *operands[0]);
       case hlo::LapackRoutine::kGeqrf:
@@ -428,11 +462,16 @@ absl::StatusOr<Literal> EvalLapack(const Instruction& instr,
       case hlo::LapackRoutine::kOrgqr:
         if (operands.size() != 2) return Invalid(instr, "orgqr takes two operands");
         return Orgqr<T>(instr, *operands[0], *operands[1]);
-      case hlo::LapackRoutine::kSyevd:
-        return Syevd<T>(instr, *operands[0], option("mode", 'V'),
-                        option("uplo", 'L'));
-      case hlo::LapackRoutine::kGesdd:
-        return Gesdd<T>(instr, *operands[0], option("mode", 'A'));
+      case hlo::LapackRoutine::kSyevd: {
+        CW_ASSIGN_OR_RETURN(const char jobz, option("mode", 'V', "NV"));
+        CW_ASSIGN_OR_RETURN(const char uplo, option("uplo", 'L', "UL"));
+        return Syevd<T>(instr, *operands[0], jobz, uplo);
+      }
+      case hlo::LapackRoutine::kGesdd: {
+        // 'O' (u or vt overwrites a) is not something JAX asks for.
+        CW_ASSIGN_OR_RETURN(const char jobz, option("mode", 'A', "ASN"));
+        return Gesdd<T>(instr, *operands[0], jobz);
+      }
     }
     return hlo::UnsupportedCustomCall(instr);
   };

@@ -84,5 +84,44 @@ TEST(LapackTest, AnF64RoutineRefusesF32Operands) {
   EXPECT_THAT(result.status().message(), HasSubstr("takes f64"));
 }
 
+TEST(LapackTest, AnOptionLapackWouldRefuseIsAnErrorNotAnExit) {
+  // trans_x = 88 ('X'): the reference BLAS's xerbla would print "On entry
+  // to STRSM parameter number 3 had an illegal value" and exit the process
+  // (the multi-partition fuzzer found it).
+  auto result = RunCall(
+      "f32[2,1]{0,1} custom-call(a, b), custom_call_target=\"lapack_strsm_ffi\", "
+      "backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 88 : ui8, "
+      "uplo = 76 : ui8}",
+      "  a = f32[2,2] parameter(0)\n  b = f32[2,1] parameter(1)\n",
+      {F32({2, 2}, {2, 0, 1, 4}), F32({2, 1}, {5, 8})});
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+      << result.status();
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("trans_x = 88 is not one of the letters 'NTC'"));
+}
+
+TEST(LapackTest, LowerCaseOptionsAreLapacksLettersToo) {
+  auto result = RunCall(
+      "f32[2,1]{0,1} custom-call(a, b), custom_call_target=\"lapack_strsm_ffi\", "
+      "backend_config={diag = 110 : ui8, side = 108 : ui8, trans_x = 116 : ui8, "
+      "uplo = 108 : ui8}",
+      "  a = f32[2,2] parameter(0)\n  b = f32[2,1] parameter(1)\n",
+      {F32({2, 2}, {2, 0, 1, 4}), F32({2, 1}, {5, 8})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(DoubleValues(*result), ElementsAre(1.5, 2));
+}
+
+TEST(LapackTest, AFullSvdWhoseUIsTooSmallIsRefusedBeforeLapackWritesIt) {
+  // mode 'A' writes u as 3 x 3; the declared u is 3 x 2 (what 'S' gives).
+  auto result = RunCall(
+      "(f32[3,2]{0,1}, f32[2]{0}, f32[3,2]{0,1}, f32[2,2]{0,1}, s32[]) "
+      "custom-call(a), custom_call_target=\"lapack_sgesdd_ffi\", "
+      "backend_config={mode = 65 : ui8}",
+      "  a = f32[3,2] parameter(0)\n", {F32({3, 2}, {1, 2, 3, 4, 5, 6})});
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+      << result.status();
+  EXPECT_THAT(result.status().message(), HasSubstr("mode 'A'"));
+}
+
 }  // namespace
 }  // namespace causeway::exec
