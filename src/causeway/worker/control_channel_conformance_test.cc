@@ -453,15 +453,23 @@ TEST_P(GrpcControlChannelTest, ABrokenStreamFailsWhatIsPendingAndTellsTheHead) {
   Future<Literal> fetch = channel_->FetchBuffer(Buffer(0, 31));
   // Runs where the fetch fails: by then the head must know the host is gone
   // (so that it reports the fetch as a lost host's).
-  std::atomic<int> head_told_first = -1;
+  // The callback may run after AwaitFor below has returned (the completing
+  // thread wakes waiters first): it owns what it writes.
+  struct Told {
+    absl::Notification ran;
+    std::atomic<bool> head_knew{false};
+  };
+  auto told = std::make_shared<Told>();
   fetch.OnReady(InlineExecutor::Instance(),
-                [&](const absl::StatusOr<Literal>&) {
-                  head_told_first = listener_.disconnected() ? 1 : 0;
+                [told, listener = &listener_](const absl::StatusOr<Literal>&) {
+                  told->head_knew = listener->disconnected();
+                  told->ran.Notify();
                 });
   agent_->Stop();  // As if the worker process died: its stream breaks.
   absl::Status status = fetch.AwaitFor(kWait).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_EQ(head_told_first.load(), 1);
+  ASSERT_TRUE(told->ran.WaitForNotificationWithTimeout(kWait));
+  EXPECT_TRUE(told->head_knew.load());
   absl::Status gone = listener_.AwaitDisconnected();
   EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
   EXPECT_THAT(gone.message(), HasSubstr("test worker"));
