@@ -15,7 +15,7 @@ struct GemmIsa {
   // Float products of at most this many multiply-adds (and at most
   // kSmallGemmMaxK terms) run on SmallGemm (bench/gemm_bench.cc: where it
   // beats Eigen on that instruction set).
-  int64_t small_max_macs;
+  int64_t small_max_macs;  // -1: no SmallGemm on this instruction set.
   void (*small)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
                 const float*, int64_t, float*, int64_t, bool);
   void (*eigen_f32)(const GemmCall<float>&);
@@ -30,19 +30,26 @@ const GemmIsa& Isa() {
                      gemm_avx512::EigenGemm, gemm_avx512::EigenGemm,
                      gemm_avx512::EigenGemm};
     }
-    return GemmIsa{int64_t{1} << 20, gemm_avx2::SmallGemm, gemm_avx2::EigenGemm,
-                   gemm_avx2::EigenGemm, gemm_avx2::EigenGemm};
+    if (ActiveCpuIsa() == CpuIsa::kAvx2) {
+      return GemmIsa{int64_t{1} << 20, gemm_avx2::SmallGemm,
+                     gemm_avx2::EigenGemm, gemm_avx2::EigenGemm,
+                     gemm_avx2::EigenGemm};
+    }
+    return GemmIsa{-1, nullptr, gemm_baseline::EigenGemm,
+                   gemm_baseline::EigenGemm, gemm_baseline::EigenGemm};
   }();
   return isa;
 }
 
 // dst (rows x cols, row stride ldd) = the transpose of src (cols x rows,
 // row stride lds), or dst + that transpose when kAdd, in 8 x 8 blocks
-// transposed in registers.
+// transposed in registers (element by element in a build without AVX2,
+// where SmallGemm never runs).
 template <bool kAdd = false>
 void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
                float* dst, int64_t ldd) {
   int64_t r0 = 0;
+#if defined(__AVX2__)
   for (; r0 + 8 <= rows; r0 += 8) {
     int64_t c0 = 0;
     for (; c0 + 8 <= cols; c0 += 8) {
@@ -85,6 +92,7 @@ void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
             kAdd ? dst[r * ldd + c0] + src[c0 * lds + r] : src[c0 * lds + r];
     }
   }
+#endif
   for (; r0 < rows; ++r0) {
     for (int64_t c = 0; c < cols; ++c)
       dst[r0 * ldd + c] =

@@ -1,7 +1,7 @@
 // The per-instruction-set halves of exec/gemm.h, for gemm.cc alone.
-// gemm_kernels.inc defines them once per namespace: gemm_avx2.cc compiles
-// it with the build's flags, gemm_avx512.cc with AVX-512 on (CMake sets its
-// flags), each with Eigen's namespace renamed, so that no inline function
+// gemm_kernels.inc defines them once per namespace: gemm_baseline.cc
+// compiles it with the build's flags (Eigen only), gemm_avx2.cc with AVX2
+// and FMA on, gemm_avx512.cc with AVX-512 on (CMake sets their flags), each with Eigen's namespace renamed, so that no inline function
 // or template compiled for AVX-512 can be merged with the build's own by
 // the linker and run on a processor without it.
 #ifndef CAUSEWAY_EXEC_GEMM_ISA_H_
@@ -24,6 +24,11 @@
   void EigenGemm(const GemmCall<int64_t>& call);                            \
   }
 
+namespace causeway::exec::gemm_baseline {
+void EigenGemm(const GemmCall<float>& call);
+void EigenGemm(const GemmCall<double>& call);
+void EigenGemm(const GemmCall<int64_t>& call);
+}  // namespace causeway::exec::gemm_baseline
 CW_DECLARE_GEMM_ISA(gemm_avx2)
 CW_DECLARE_GEMM_ISA(gemm_avx512)
 

@@ -77,10 +77,20 @@ GemmCall<float> CallOf(const Stored& a, const Stored& b, int64_t m, int64_t n,
 // The kernels under test: every (instruction set, kernel) this processor
 // runs. SmallGemm reads B by rows, so it is given row-major B only (gemm.cc
 // transposes the others first).
-enum class Kernel { kSmallAvx2, kEigenAvx2, kSmallAvx512, kEigenAvx512 };
+enum class Kernel {
+  kEigenBaseline,
+  kSmallAvx2,
+  kEigenAvx2,
+  kSmallAvx512,
+  kEigenAvx512
+};
 
 std::vector<Kernel> KernelsHere() {
-  std::vector<Kernel> kernels = {Kernel::kSmallAvx2, Kernel::kEigenAvx2};
+  std::vector<Kernel> kernels = {Kernel::kEigenBaseline};
+  if (CpuSupportsAvx2()) {
+    kernels.push_back(Kernel::kSmallAvx2);
+    kernels.push_back(Kernel::kEigenAvx2);
+  }
   if (CpuSupportsAvx512()) {
     kernels.push_back(Kernel::kSmallAvx512);
     kernels.push_back(Kernel::kEigenAvx512);
@@ -90,6 +100,8 @@ std::vector<Kernel> KernelsHere() {
 
 std::string KernelName(Kernel kernel) {
   switch (kernel) {
+    case Kernel::kEigenBaseline:
+      return "eigen/baseline";
     case Kernel::kSmallAvx2:
       return "small/avx2";
     case Kernel::kEigenAvx2:
@@ -113,6 +125,8 @@ void RunKernel(Kernel kernel, const GemmCall<float>& call) {
                                              : gemm_avx512::SmallGemm;
     run(call.m, call.n, call.k, call.a.data, a_row, a_col, call.b.data,
         call.b.stride, call.c, call.ldc, call.accumulate);
+  } else if (kernel == Kernel::kEigenBaseline) {
+    gemm_baseline::EigenGemm(call);
   } else if (kernel == Kernel::kEigenAvx2) {
     gemm_avx2::EigenGemm(call);
   } else {
@@ -256,6 +270,9 @@ TEST(GemmTest, BothPathsForATransposedBGiveTheSameBits) {
   for (int64_t p = 0; p < k; ++p) {
     for (int64_t j = 0; j < n; ++j) b_rows[p * n + j] = b.at(p, j);
   }
+  if (ActiveCpuIsa() == CpuIsa::kBaseline) {
+    GTEST_SKIP() << "plain x86-64 has no SmallGemm: Gemm runs on Eigen alone";
+  }
   auto* small = ActiveCpuIsa() == CpuIsa::kAvx512 ? gemm_avx512::SmallGemm
                                                   : gemm_avx2::SmallGemm;
   small(m, n, k, a.data.data(), k, 1, b_rows.data(), n, c_t.data(), n, false);
@@ -290,38 +307,54 @@ TEST(GemmTest, DoubleAndIntegerProductsRunOnEigen) {
 
 TEST(CpuIsaTest, UnsetOrAutoDetects) {
   std::string warning;
-  EXPECT_EQ(ChooseCpuIsa(nullptr, true, &warning), CpuIsa::kAvx512);
-  EXPECT_EQ(ChooseCpuIsa("", false, &warning), CpuIsa::kAvx2);
-  EXPECT_EQ(ChooseCpuIsa("auto", true, &warning), CpuIsa::kAvx512);
+  EXPECT_EQ(ChooseCpuIsa(nullptr, CpuIsa::kAvx512, &warning), CpuIsa::kAvx512);
+  EXPECT_EQ(ChooseCpuIsa("", CpuIsa::kAvx2, &warning), CpuIsa::kAvx2);
+  EXPECT_EQ(ChooseCpuIsa("auto", CpuIsa::kBaseline, &warning),
+            CpuIsa::kBaseline);
   EXPECT_EQ(warning, "");
 }
 
-TEST(CpuIsaTest, Avx2IsForcedOnAnyProcessor) {
+TEST(CpuIsaTest, ANarrowerSetIsForcedOnAnyProcessor) {
   std::string warning;
-  EXPECT_EQ(ChooseCpuIsa("avx2", true, &warning), CpuIsa::kAvx2);
+  EXPECT_EQ(ChooseCpuIsa("avx2", CpuIsa::kAvx512, &warning), CpuIsa::kAvx2);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(ChooseCpuIsa("baseline", CpuIsa::kAvx512, &warning),
+            CpuIsa::kBaseline);
+  EXPECT_EQ(ChooseCpuIsa("baseline", CpuIsa::kAvx2, &warning),
+            CpuIsa::kBaseline);
   EXPECT_EQ(warning, "");
 }
 
-TEST(CpuIsaTest, Avx512WithoutTheProcessorFallsBackWithAWarning) {
+TEST(CpuIsaTest, AWiderSetThanTheProcessorsFallsBackWithAWarning) {
   std::string warning;
-  EXPECT_EQ(ChooseCpuIsa("avx512", true, &warning), CpuIsa::kAvx512);
+  EXPECT_EQ(ChooseCpuIsa("avx512", CpuIsa::kAvx512, &warning), CpuIsa::kAvx512);
   EXPECT_EQ(warning, "");
-  EXPECT_EQ(ChooseCpuIsa("avx512", false, &warning), CpuIsa::kAvx2);
-  EXPECT_NE(warning.find("no AVX-512"), std::string::npos) << warning;
+  EXPECT_EQ(ChooseCpuIsa("avx512", CpuIsa::kAvx2, &warning), CpuIsa::kAvx2);
+  EXPECT_NE(warning.find("CAUSEWAY_CPU_ISA=avx512, but this processor lacks "
+                         "it: using the avx2 kernels"),
+            std::string::npos)
+      << warning;
+  EXPECT_EQ(ChooseCpuIsa("avx2", CpuIsa::kBaseline, &warning),
+            CpuIsa::kBaseline);
+  EXPECT_NE(warning.find("using the baseline kernels"), std::string::npos)
+      << warning;
 }
 
 TEST(CpuIsaTest, AnUnknownValueIsNamedAndDetected) {
   std::string warning;
-  EXPECT_EQ(ChooseCpuIsa("sse9", false, &warning), CpuIsa::kAvx2);
-  EXPECT_NE(warning.find("'sse9' is not one of auto, avx2, avx512"),
+  EXPECT_EQ(ChooseCpuIsa("sse9", CpuIsa::kAvx2, &warning), CpuIsa::kAvx2);
+  EXPECT_NE(warning.find("'sse9' is not one of auto, baseline, avx2, avx512"),
             std::string::npos)
       << warning;
 }
 
 TEST(CpuIsaTest, TheProcessSettingFollowsTheEnvironment) {
   std::string warning;
-  EXPECT_EQ(ActiveCpuIsa(), ChooseCpuIsa(std::getenv("CAUSEWAY_CPU_ISA"),
-                                         CpuSupportsAvx512(), &warning));
+  const CpuIsa widest = CpuSupportsAvx512() ? CpuIsa::kAvx512
+                        : CpuSupportsAvx2() ? CpuIsa::kAvx2
+                                            : CpuIsa::kBaseline;
+  EXPECT_EQ(ActiveCpuIsa(),
+            ChooseCpuIsa(std::getenv("CAUSEWAY_CPU_ISA"), widest, &warning));
 }
 
 }  // namespace
