@@ -10,7 +10,7 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libeigen3-dev liblapack-dev libabsl-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev libasio-dev nlohmann-json3-dev python3-venv libgrpc++-dev \
                 libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl \
-                libgloo-dev
+                libgloo-dev libgoogle-perftools-dev
 # nanobind and scikit-build-core build the Python package (python/), tqdm is
 # the training example's progress bar.
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm
