@@ -147,8 +147,15 @@ class TestMembership : public transport::WorkerMembership {
   }
   transport::WorkerListener& listener() override { return *listener_; }
 
-  std::shared_ptr<ControlChannel> channel() {
+  // Waits until the worker was activated; its channel, or null if it was
+  // not within `kWait`. The head sends the worker `registered` before it
+  // activates it, so the agent's Register can return before this is set.
+  std::shared_ptr<ControlChannel> AwaitChannel() {
     absl::MutexLock lock(&mu_);
+    auto activated = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return channel_ != nullptr;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&activated), kWait);
     return channel_;
   }
 
@@ -215,7 +222,8 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
     if (agent_ != nullptr) {
       serving_ = std::thread([this] { served_ = agent_->Serve(worker_.get(), &events_,
                                                 absl::Milliseconds(10)); });
-      channel_ = membership_->channel();
+      channel_ = membership_->AwaitChannel();
+      ASSERT_NE(channel_, nullptr) << "the head never activated the worker";
     } else {
       channel_ = std::make_shared<transport::InProcessControlChannel>(
           worker_.get());
