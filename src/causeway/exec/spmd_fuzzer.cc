@@ -20,6 +20,7 @@
 // byte mutations. Input: the module text, then optionally "\n#ARGS\n" and
 // the bytes that fill the arguments; device d reads them from offset 7·d, so
 // devices get different values.
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -196,8 +197,10 @@ int64_t DeclaredDevices(const std::string& text) {
   for (const char* key : {"num_partitions=", "replica_count="}) {
     const size_t at = text.find(key);
     if (at != std::string::npos) {
-      devices *= std::max<int64_t>(1, std::atoll(text.c_str() + at +
-                                                 std::strlen(key)));
+      // Each factor clamped first: a mutated count near INT64_MAX must not
+      // overflow the product.
+      devices *= std::clamp<int64_t>(
+          std::atoll(text.c_str() + at + std::strlen(key)), 1, kMaxDevices);
     }
   }
   return devices == 1 ? 2 : std::min<int64_t>(devices, kMaxDevices);
