@@ -94,17 +94,11 @@ TEST_F(ProcessClusterTest, AProgramRunsAcrossTwoWorkerProcesses) {
   EXPECT_NE(first.host, second.host);
   std::unique_ptr<client::Client> client = Connect();
   EXPECT_EQ(client->devices().size(), 2u);
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
-  ASSERT_TRUE(granted.ok()) << granted.status();
   // One device in each process.
-  ASSERT_EQ(granted->devices.size(), 2u);
-  EXPECT_NE(client->topology()->HostOf(granted->devices[0]),
-            client->topology()->HostOf(granted->devices[1]));
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 1.5, -4);
+  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  ASSERT_TRUE(two.ok()) << two.status();
+  absl::StatusOr<std::vector<float>> y =
+      TimesTwo(two->session, two->slice, 1.5, -4);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(3, -8));
 }
@@ -114,18 +108,13 @@ TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
   AddWorker(1);
   AddWorker(1);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
-  ASSERT_TRUE(granted.ok()) << granted.status();
-  ASSERT_NE(client->topology()->HostOf(granted->devices[0]),
-            client->topology()->HostOf(granted->devices[1]));
+  // One device in each process.
+  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  ASSERT_TRUE(two.ok()) << two.status();
   // Each device takes the other's half, then they go back into the
   // program's own sharding: both times both halves cross the processes.
   absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> moved =
-      SwappedThenDoubled(*session, *slice, 1.5, -4);
+      SwappedThenDoubled(two->session, two->slice, 1.5, -4);
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_THAT(moved->first, ElementsAre(1.5, -4));
   EXPECT_THAT(moved->second, ElementsAre(3, -8));
@@ -136,15 +125,11 @@ TEST_F(ProcessClusterTest, AnAllReduceAcrossTwoWorkerProcessesMatchesEmbedded) {
   AddWorker(1);
   AddWorker(1);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
-  ASSERT_TRUE(granted.ok()) << granted.status();
-  ASSERT_NE(client->topology()->HostOf(granted->devices[0]),
-            client->topology()->HostOf(granted->devices[1]));
-  absl::StatusOr<std::vector<float>> across = SumOfTwo(*session, *slice);
+  // One device in each process.
+  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  ASSERT_TRUE(two.ok()) << two.status();
+  absl::StatusOr<std::vector<float>> across =
+      SumOfTwo(two->session, two->slice);
   ASSERT_TRUE(across.ok()) << across.status();
 
   // The same program embedded, its devices in one process.
@@ -163,7 +148,7 @@ TEST_F(ProcessClusterTest, AnAllReduceAcrossTwoWorkerProcessesMatchesEmbedded) {
   EXPECT_THAT(*within, ElementsAre(11, 22, 11, 22));
   EXPECT_EQ(*across, *within);
   // Twice: the second launch reuses the contexts of the first.
-  across = SumOfTwo(*session, *slice);
+  across = SumOfTwo(two->session, two->slice);
   ASSERT_TRUE(across.ok()) << across.status();
   EXPECT_EQ(*across, *within);
 }

@@ -87,25 +87,21 @@ TEST_F(SeparateHostsTest, CollectivesAndTransfersCrossTheNamespaces) {
   AddWorkerApart(1);
   AddWorkerApart(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
-  ASSERT_TRUE(granted.ok()) << granted.status();
-  ASSERT_NE(client->topology()->HostOf(granted->devices[0]),
-            client->topology()->HostOf(granted->devices[1]));
+  // One device in each process.
+  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  ASSERT_TRUE(two.ok()) << two.status();
 
   // An all-reduce over Gloo between the two namespaces, twice (the second
   // reuses the first's contexts).
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<std::vector<float>> sum = SumOfTwo(*session, *slice);
+    absl::StatusOr<std::vector<float>> sum =
+        SumOfTwo(two->session, two->slice);
     ASSERT_TRUE(sum.ok()) << sum.status();
     EXPECT_THAT(*sum, ElementsAre(11, 22, 11, 22));
   }
   // Both halves of an array cross between them on the data plane.
   absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>> moved =
-      SwappedThenDoubled(*session, *slice, 1.5, -4);
+      SwappedThenDoubled(two->session, two->slice, 1.5, -4);
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_THAT(moved->first, ElementsAre(1.5, -4));
   EXPECT_THAT(moved->second, ElementsAre(3, -8));

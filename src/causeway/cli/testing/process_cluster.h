@@ -128,6 +128,28 @@ class ProcessClusterTest : public ::testing::Test {
     return *it;
   }
 
+  // A session of `client` and a granted slice of two devices, each on
+  // another worker process.
+  struct SpreadSlice {
+    client::Session session;
+    client::Slice slice;
+  };
+  static absl::StatusOr<SpreadSlice> SliceOverTwoProcesses(
+      client::Client& client) {
+    CW_ASSIGN_OR_RETURN(client::Session session,
+                        client.OpenSession({.name = "t"}));
+    CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(2));
+    CW_ASSIGN_OR_RETURN(transport::SliceInfo granted,
+                        slice.Ready().AwaitFor(kWait));
+    if (granted.devices.size() != 2 ||
+        client.topology()->HostOf(granted.devices[0]) ==
+            client.topology()->HostOf(granted.devices[1])) {
+      return absl::FailedPreconditionError(
+          "the slice's two devices are not on two worker processes");
+    }
+    return SpreadSlice{std::move(session), std::move(slice)};
+  }
+
   std::unique_ptr<client::Client> Connect() {
     absl::StatusOr<std::unique_ptr<client::Client>> client =
         client::Connect(address_);
