@@ -8,12 +8,14 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "causeway/cli/testing/process_cluster.h"
 #include "causeway/cli/testing/veth_network.h"
 #include "causeway/client/client.h"
@@ -27,8 +29,9 @@ namespace {
 using hlo::testutil::F32;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
+using testing::kHeartbeatInterval;
 using testing::kWait;
+using ::testing::StartsWith;
 using testing::SumOfTwo;
 using testing::SwappedThenDoubled;
 using testing::VethNetwork;
@@ -112,7 +115,9 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
   // dead: only a broken stream can tell the head of the killed one sooner.
   // (The head's gRPC keepalive, a ping a second with 2 s to answer, would
   // break the cut one's stream at about 3 s: the heartbeats tell first.)
-  StartHeadApart({"--worker-timeout", "1.5"});
+  constexpr absl::Duration kTimeout = absl::Milliseconds(1500);
+  StartHeadApart(
+      {"--worker-timeout", absl::StrCat(absl::ToDoubleSeconds(kTimeout))});
   for (int n = 1; n <= 6; ++n) AddWorkerApart(n);
   std::unique_ptr<client::Client> client = Connect();
   absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
@@ -142,7 +147,9 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
   // worker loses its link.
   const HostId killed = client->topology()->HostOf(placed[0].devices[0]);
   const HostId cut = client->topology()->HostOf(placed[1].devices[0]);
+  const auto killed_at = std::chrono::steady_clock::now();
   WorkerOf(killed).process->Signal(SIGKILL);
+  const auto cut_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(network_->CutLink(NamespaceOf(cut)).ok());
 
   // The head hears of the killed one through its broken stream, of the
@@ -154,9 +161,32 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
     ASSERT_TRUE(reason.ok()) << "host " << host << ": " << reason.status();
     EXPECT_THAT(*reason, HasSubstr(why)) << "host " << host;
     if (host == cut) {
-      EXPECT_THAT(*reason, HasSubstr("(timeout 1.5s)"));
+      EXPECT_THAT(*reason,
+                  HasSubstr(absl::StrCat("(timeout ",
+                                         absl::FormatDuration(kTimeout), ")")));
     }
   }
+  // And within the timeout, by the head's own record of when it declared
+  // each dead. These are bounds that follow from the configured timeout,
+  // not measurements: the killed one's broken stream tells well before any
+  // heartbeat could (the first missed one needs the timeout less an
+  // interval); the cut one is dead once the timeout has passed since its
+  // last answer, at the health check after that (an interval), plus
+  // kSlack for `ip` taking the link down and for a loaded machine's
+  // scheduling (docs/distributed.md).
+  constexpr absl::Duration kSlack = absl::Seconds(1);
+  absl::StatusOr<std::chrono::steady_clock::time_point> killed_dead =
+      DeclaredDeadAt(*session, killed);
+  ASSERT_TRUE(killed_dead.ok()) << killed_dead.status();
+  const absl::Duration after_kill = absl::FromChrono(*killed_dead - killed_at);
+  EXPECT_GT(after_kill, absl::ZeroDuration());
+  EXPECT_LE(after_kill, kTimeout / 2);
+  absl::StatusOr<std::chrono::steady_clock::time_point> cut_dead =
+      DeclaredDeadAt(*session, cut);
+  ASSERT_TRUE(cut_dead.ok()) << cut_dead.status();
+  const absl::Duration after_cut = absl::FromChrono(*cut_dead - cut_at);
+  EXPECT_GT(after_cut, absl::ZeroDuration());
+  EXPECT_LE(after_cut, kTimeout + kHeartbeatInterval + kSlack);
   // What they held is lost, and the error names the host: fetched, and
   // as the input of a program.
   for (int s = 0; s < 2; ++s) {

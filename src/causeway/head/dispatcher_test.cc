@@ -161,7 +161,7 @@ TEST_F(DispatcherTest, TheWindowHoldsLaunchesUntilEveryDeviceIsDone) {
 }
 
 TEST_F(DispatcherTest, ALaunchNeedingADeadHostGoesAbandonedToItsSurvivors) {
-  membership_.MarkDead(HostId(1));
+  membership_.MarkDead(HostId(1), "killed");
   ASSERT_TRUE(dispatcher_->Schedule(Launch({0, 2})).ok());
   outbox_.Drain();
   ASSERT_EQ(hosts_[0]->batches().size(), 1u);
@@ -177,7 +177,7 @@ TEST_F(DispatcherTest, SurvivorsHearOfALostHostAfterTheOpenBatch) {
   {
     Dispatcher::Batch batch(*dispatcher_);
     ASSERT_TRUE(dispatcher_->Schedule(Launch({1, 3})).ok());  // Waits.
-    membership_.MarkDead(HostId(1));
+    membership_.MarkDead(HostId(1), "killed");
     dispatcher_->HostLost(HostId(1), absl::DataLossError("gone"));
   }
   outbox_.Drain();

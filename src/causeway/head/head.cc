@@ -1329,7 +1329,7 @@ absl::Status Head::AwaitHostDead(HostId host, absl::Time deadline) {
 
 void Head::MarkHostDead(HostId host, const std::string& reason) {
   Outbox::Flush flush(outbox_);
-  const HostState before = membership_.MarkDead(host);
+  const HostState before = membership_.MarkDead(host, reason);
   if (before == HostState::kDead) return;  // Unknown, or dead already.
   health_->ForgetHost(host);
   const absl::Status lost = absl::DataLossError(
@@ -1430,6 +1430,7 @@ Future<transport::StatusReport> Head::GetStatus() {
   Outbox::Flush flush(outbox_);
   auto inputs = std::make_shared<StatusInputs>();
   inputs->topology = membership_.topology();
+  inputs->deaths = membership_.Deaths();
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, session] : sessions_) {

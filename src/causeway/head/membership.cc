@@ -129,7 +129,8 @@ absl::Status Membership::Activate(
   return absl::OkStatus();
 }
 
-HostState Membership::MarkDead(HostId host) {
+HostState Membership::MarkDead(HostId host, std::string reason) {
+  const auto declared = std::chrono::steady_clock::now();
   std::shared_ptr<transport::ControlChannel> channel;  // Dropped unlocked.
   absl::MutexLock lock(&mu_);
   if (!topology_->HasHost(host)) return HostState::kDead;
@@ -137,6 +138,7 @@ HostState Membership::MarkDead(HostId host) {
   if (state == HostState::kDead) return state;
   if (state == HostState::kJoining) --joining_;
   topology_ = std::make_shared<const Topology>(topology_->WithHostDead(host));
+  deaths_.emplace(host, HostDeath{std::move(reason), declared});
   if (auto it = channels_.find(host); it != channels_.end()) {
     channel = std::move(it->second);
     channels_.erase(it);
@@ -154,6 +156,11 @@ void Membership::DropChannels() {
   std::map<HostId, std::shared_ptr<transport::ControlChannel>> channels;
   absl::MutexLock lock(&mu_);
   channels.swap(channels_);
+}
+
+std::map<HostId, HostDeath> Membership::Deaths() const {
+  absl::MutexLock lock(&mu_);
+  return deaths_;
 }
 
 std::shared_ptr<const Topology> Membership::topology() const {

@@ -6,14 +6,16 @@
 // caller then tells the worker its ids and, once the worker can take calls,
 // Activate makes it alive with its channel: from then on the head uses it.
 // A host dies at most once (MarkDead, joining or alive) and never comes
-// back; a restarted worker is a new incarnation and registers as a new
-// host. Every change publishes a new topology snapshot (a higher version);
-// a join or a death of an alive host also bumps its island's epoch.
+// back; why and when it was declared dead stay on record (Deaths); a restarted
+// worker is a new incarnation and registers as a new host. Every change
+// publishes a new topology snapshot (a higher version); a join or a death of an
+// alive host also bumps its island's epoch.
 //
 // Thread-safe; nothing is called while the lock is held.
 #ifndef CAUSEWAY_HEAD_MEMBERSHIP_H_
 #define CAUSEWAY_HEAD_MEMBERSHIP_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,6 +52,14 @@ struct HostAssignment {
   std::shared_ptr<const transport::Topology> topology;  // Including it.
 };
 
+// Why and when the head declared a host dead. `declared` is on the steady
+// clock (CLOCK_MONOTONIC on Linux), so that another process of the same
+// machine (a test that killed the worker) can compare it with its own.
+struct HostDeath {
+  std::string reason;  // "its connection broke: ...".
+  std::chrono::steady_clock::time_point declared;
+};
+
 // What workers are told of `topology` (WorkerService::UpdateMembership).
 transport::MembershipUpdate MembershipUpdateOf(
     const transport::Topology& topology);
@@ -82,9 +92,11 @@ class Membership {
   absl::Status Activate(HostId host,
                         std::shared_ptr<transport::ControlChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The host is dead (it was joining or alive): its channel is dropped.
-  // Returns its state before: kDead if it was dead already or is unknown.
-  transport::HostState MarkDead(HostId host) ABSL_LOCKS_EXCLUDED(mu_);
+  // The host is dead (it was joining or alive) because of `reason`: its
+  // channel is dropped, its death recorded. Returns its state before: kDead
+  // if it was dead already or is unknown (nothing changes then).
+  transport::HostState MarkDead(HostId host, std::string reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Moves `island` (which must exist) to a new epoch: a launch across its
   // hosts failed. Returns the new epoch.
   uint64_t BumpEpoch(IslandId island) ABSL_LOCKS_EXCLUDED(mu_);
@@ -100,6 +112,8 @@ class Membership {
   // Every alive host with its channel, by host id.
   std::vector<std::pair<HostId, std::shared_ptr<transport::ControlChannel>>>
   LiveChannels() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Every host declared dead so far, by host id.
+  std::map<HostId, HostDeath> Deaths() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Status Validate(const HostRegistration& host) const;
@@ -110,6 +124,7 @@ class Membership {
   std::map<HostId, std::shared_ptr<transport::ControlChannel>> channels_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, HostId> incarnations_ ABSL_GUARDED_BY(mu_);
+  std::map<HostId, HostDeath> deaths_ ABSL_GUARDED_BY(mu_);
   int64_t joining_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

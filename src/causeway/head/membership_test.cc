@@ -1,5 +1,7 @@
 #include "causeway/head/membership.h"
 
+#include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -57,8 +59,8 @@ TEST(MembershipTest, ADeadHostNeverComesBackAndItsReplacementIsANewHost) {
   HostAssignment a = *membership.Register(Worker("a"));
   ASSERT_TRUE(
       membership.Activate(a.host, std::make_shared<FakeControlChannel>()).ok());
-  EXPECT_EQ(membership.MarkDead(a.host), HostState::kAlive);
-  EXPECT_EQ(membership.MarkDead(a.host), HostState::kDead);
+  EXPECT_EQ(membership.MarkDead(a.host, "killed"), HostState::kAlive);
+  EXPECT_EQ(membership.MarkDead(a.host, "killed"), HostState::kDead);
   EXPECT_EQ(membership.Channel(a.host), nullptr);
   EXPECT_EQ(membership.topology()->epoch(IslandId(0)), 2u);
   absl::StatusOr<HostAssignment> again = membership.Register(Worker("a"));
@@ -68,6 +70,28 @@ TEST(MembershipTest, ADeadHostNeverComesBackAndItsReplacementIsANewHost) {
   ASSERT_TRUE(restarted.ok());
   EXPECT_EQ(restarted->host, HostId(1));
   EXPECT_EQ(restarted->devices[0].id, DeviceId(2));
+}
+
+TEST(MembershipTest, AHostsFirstDeathIsRecordedWithItsReasonAndTime) {
+  Membership membership;
+  HostAssignment a = *membership.Register(Worker("a"));
+  HostAssignment b = *membership.Register(Worker("b"));
+  ASSERT_TRUE(
+      membership.Activate(a.host, std::make_shared<FakeControlChannel>()).ok());
+  const auto before = std::chrono::steady_clock::now();
+  membership.MarkDead(a.host, "its connection broke");
+  const auto after = std::chrono::steady_clock::now();
+  // A second death changes nothing; an unknown host is not recorded.
+  membership.MarkDead(a.host, "again");
+  membership.MarkDead(HostId(7), "never here");
+  const std::map<HostId, HostDeath> deaths = membership.Deaths();
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths.at(a.host).reason, "its connection broke");
+  EXPECT_GE(deaths.at(a.host).declared, before);
+  EXPECT_LE(deaths.at(a.host).declared, after);
+  // A joining host's death is recorded too.
+  membership.MarkDead(b.host, "it never activated");
+  EXPECT_EQ(membership.Deaths().at(b.host).reason, "it never activated");
 }
 
 TEST(MembershipTest, AnIncarnationThatIsAlreadyHereIsRefused) {
@@ -111,7 +135,8 @@ TEST(MembershipTest, OnlySoManyHostsMayBeJoiningAtOnce) {
   HostAssignment b = *membership.Register(Worker("b"));
   EXPECT_EQ(membership.Register(Worker("c")).status().code(),
             absl::StatusCode::kResourceExhausted);
-  membership.MarkDead(b.host);  // A joining host that died frees its place.
+  // A joining host that died frees its place.
+  membership.MarkDead(b.host, "killed");
   EXPECT_TRUE(membership.Register(Worker("c")).ok());
 }
 

@@ -1,5 +1,6 @@
 #include "causeway/head/status_report.h"
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -71,6 +72,16 @@ json DeviceJson(const DeviceStatus& device) {
                 {"num_waiting", device.memory.num_waiting}}}};
 }
 
+// The steady clock's time as an integer of microseconds: comparable with
+// another process's steady clock on the same machine.
+json DeathJson(const HostDeath& death) {
+  return json{{"reason", death.reason},
+              {"declared_steady_us",
+               std::chrono::duration_cast<std::chrono::microseconds>(
+                   death.declared.time_since_epoch())
+                   .count()}};
+}
+
 }  // namespace
 
 transport::StatusReport BuildStatusReport(const StatusInputs& inputs) {
@@ -91,7 +102,12 @@ transport::StatusReport BuildStatusReport(const StatusInputs& inputs) {
     const std::string heading =
         absl::StrCat("host ", h, " (island ", info.island.value(), ")");
     auto answer = inputs.workers.find(HostId(h));
-    if (info.state != HostState::kAlive) {
+    auto death = inputs.deaths.find(HostId(h));
+    if (death != inputs.deaths.end()) {
+      absl::StrAppend(&text, heading, ": ", state, " (", death->second.reason,
+                      ")\n");
+      host["death"] = DeathJson(death->second);
+    } else if (info.state != HostState::kAlive) {
       absl::StrAppend(&text, heading, ": ", state, "\n");
     } else if (answer == inputs.workers.end() || !answer->second.ok()) {
       const std::string error =

@@ -1,5 +1,6 @@
 // The head's status view (`causeway status`, SessionChannel::GetStatus):
-// for every host its state, and for every device of an alive one the
+// for every host its state (for a dead one why and when it was declared
+// dead), and for every device of an alive one the
 // running op, the queued ops and what each waits for; every session; the
 // resource manager's and the schedulers' views. As text for people and as
 // JSON (nlohmann) for tools. Pure.
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "causeway/base/ids.h"
+#include "causeway/head/membership.h"
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/session_channel.h"
 #include "causeway/transport/topology.h"
@@ -34,6 +36,7 @@ struct StatusInputs {
   std::shared_ptr<const transport::Topology> topology;  // Required.
   // What each alive host answered (hosts missing here did not answer).
   std::map<HostId, absl::StatusOr<transport::WorkerStatus>> workers;
+  std::map<HostId, HostDeath> deaths;  // Membership::Deaths().
   std::vector<SessionSummary> sessions;
   std::string resources;   // ResourceManager::DebugString().
   std::string scheduling;  // Dispatcher::DebugString().

@@ -1,5 +1,6 @@
 #include "causeway/head/status_report.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,10 @@ class StatusReportTest : public ::testing::Test {
     inputs_.sessions = {SessionSummary{SessionId(1), "alice", 1, 2, 3, 0,
                                        /*leased=*/true}};
     inputs_.resources = "resource manager: 3 devices";
+    inputs_.deaths.emplace(HostId(1),
+                           HostDeath{"its connection broke",
+                                     std::chrono::steady_clock::time_point(
+                                         std::chrono::microseconds(1234567))});
   }
 
   StatusInputs inputs_;
@@ -61,7 +66,8 @@ TEST_F(StatusReportTest, TextShowsEachDevicesRunningAndQueuedOps) {
                               "waits for array 3 shard 0 <- transfer from "
                               "device 1\n"));
   EXPECT_THAT(text, HasSubstr("  receive array 3 shard 0 on device 0"));
-  EXPECT_THAT(text, HasSubstr("host 1 (island 0): dead\n"));
+  EXPECT_THAT(text,
+              HasSubstr("host 1 (island 0): dead (its connection broke)\n"));
   EXPECT_THAT(text,
               HasSubstr("host 2 (island 0): no status (no answer in 5s)"));
   EXPECT_THAT(text, HasSubstr("session 1 'alice': 1 slices, 2 executables, "
@@ -80,6 +86,9 @@ TEST_F(StatusReportTest, JsonHasTheSameViewForTools) {
   EXPECT_EQ(host["devices"][0]["memory"]["used_bytes"], 400);
   EXPECT_EQ(json["hosts"][1]["state"], "dead");
   EXPECT_EQ(json["hosts"][1]["alive"], false);
+  EXPECT_EQ(json["hosts"][1]["death"]["reason"], "its connection broke");
+  EXPECT_EQ(json["hosts"][1]["death"]["declared_steady_us"], 1234567);
+  EXPECT_FALSE(json["hosts"][0].contains("death"));
   EXPECT_EQ(json["hosts"][2]["error"], "no answer in 5s");
   EXPECT_EQ(json["sessions"][0]["name"], "alice");
   EXPECT_EQ(json["sessions"][0]["leased"], true);

@@ -11,6 +11,7 @@
 #define CAUSEWAY_CLI_TESTING_PROCESS_CLUSTER_H_
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -20,17 +21,22 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace causeway::cli::testing {
 
 inline constexpr absl::Duration kStart = absl::Seconds(30);
 inline constexpr absl::Duration kWait = absl::Seconds(30);
+// The head's heartbeat interval (StartHead): quick, so that tests do not
+// wait long for a silent worker's death.
+inline constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(200);
 
 // y = 2x on 2 devices, one element each: no collectives, so it runs on
 // devices of any two processes.
@@ -67,14 +73,16 @@ struct Worker {
 // is still running (ChildProcess does), so a failing test leaves nothing.
 class ProcessClusterTest : public ::testing::Test {
  protected:
-  // Head flags: quick health settings so that tests do not wait long.
+  // Head flags: heartbeats every kHeartbeatInterval, and `flags`.
   // `launcher` (if any) comes before the command.
   void StartHead(std::vector<std::string> flags = {},
                  const std::string& listen = "127.0.0.1:0",
                  std::vector<std::string> launcher = {}) {
     std::vector<std::string> argv = std::move(launcher);
-    argv.insert(argv.end(), {CAUSEWAY_BINARY, "head", "--listen", listen,
-                             "--heartbeat-interval", "0.2"});
+    argv.insert(
+        argv.end(),
+        {CAUSEWAY_BINARY, "head", "--listen", listen, "--heartbeat-interval",
+         absl::StrCat(absl::ToDoubleSeconds(kHeartbeatInterval))});
     argv.insert(argv.end(), flags.begin(), flags.end());
     absl::StatusOr<std::unique_ptr<ChildProcess>> head =
         ChildProcess::Start(argv);
@@ -167,6 +175,29 @@ class ProcessClusterTest : public ::testing::Test {
         head_->ReadLineStartingWith(prefix, timeout, /*echo=*/false);
     if (!line.ok()) return line.status();
     return line->substr(prefix.size());
+  }
+
+  // When the head declared `host` dead, by its own record (the `death` of
+  // the host in `session`'s status view), on its steady clock: the head
+  // runs on this machine, so that is this process's steady clock too.
+  // NotFound while the head has not declared it dead.
+  static absl::StatusOr<std::chrono::steady_clock::time_point> DeclaredDeadAt(
+      client::Session& session, HostId host) {
+    CW_ASSIGN_OR_RETURN(transport::StatusReport report,
+                        session.Status().AwaitFor(kWait));
+    const nlohmann::json status = nlohmann::json::parse(
+        report.json, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    if (status.is_discarded() || !status.contains("hosts")) {
+      return absl::InternalError("the status view is not JSON with hosts");
+    }
+    for (const nlohmann::json& entry : status["hosts"]) {
+      if (entry.value("host", int64_t{-1}) != host.value()) continue;
+      if (!entry.contains("death")) break;
+      return std::chrono::steady_clock::time_point(std::chrono::microseconds(
+          entry["death"].value("declared_steady_us", int64_t{0})));
+    }
+    return absl::NotFoundError(absl::StrCat("the head has no record of host ",
+                                            host.value(), "'s death"));
   }
 
   // Stops every worker, then the head (SIGKILL; ChildProcess reaps).
