@@ -6,6 +6,7 @@
 // taken down are told apart by how the head hears of them. Needs root and
 // `ip netns`: skipped, saying which is missing, elsewhere.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,8 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "causeway/cli/child_process.h"
 #include "causeway/cli/testing/process_cluster.h"
 #include "causeway/cli/testing/veth_network.h"
 #include "causeway/client/client.h"
@@ -31,9 +34,12 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::kHeartbeatInterval;
 using testing::kWait;
+using ::testing::Not;
+using testing::RunIp;
 using ::testing::StartsWith;
 using testing::SumOfTwo;
 using testing::SwappedThenDoubled;
+using ::testing::UnorderedElementsAre;
 using testing::VethNetwork;
 using testing::Worker;
 
@@ -223,6 +229,48 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
     EXPECT_THAT(moved->first, ElementsAre(5, 6));
     EXPECT_THAT(moved->second, ElementsAre(10, 12));
   }
+}
+
+// A run that was killed never removed its namespaces: the next one does,
+// by the pid in their names, and leaves a live run's alone.
+TEST(VethNetworkTest, DeadRunsLeftoversAreRemovedAndALiveRunsStay) {
+  if (geteuid() != 0) GTEST_SKIP() << "making namespaces needs root";
+  // A pid that no longer exists: a child that exited and was reaped.
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start({"/bin/true"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE((*child)->Wait(kWait).ok());
+  const std::string dead = absl::StrCat("cw", (*child)->pid(), "n0");
+  // A live run's: this process's, under a counter it never reaches.
+  const std::string live = absl::StrCat("cw", getpid(), "n99999h0");
+  const std::vector<std::string> made = {dead + "sw", dead + "h0", live};
+  absl::Cleanup remove_made = [&made] {
+    for (const std::string& ns : made) {
+      RunIp({"netns", "del", ns}).IgnoreError();
+    }
+  };
+  for (const std::string& ns : made) {
+    absl::StatusOr<std::string> added = RunIp({"netns", "add", ns});
+    if (!added.ok()) {
+      GTEST_SKIP() << "no network namespaces: " << added.status();
+    }
+  }
+  // As a dead run leaves it: its veth end here, the peer in its switch.
+  absl::StatusOr<std::string> linked =
+      RunIp({"link", "add", dead + "c", "type", "veth", "peer", "name", "cl",
+             "netns", dead + "sw"});
+  if (!linked.ok()) GTEST_SKIP() << "no veth pairs: " << linked.status();
+
+  absl::StatusOr<std::vector<std::string>> removed =
+      VethNetwork::RemoveLeftovers();
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_THAT(*removed,
+              UnorderedElementsAre(dead + "c", dead + "sw", dead + "h0"));
+  absl::StatusOr<std::string> namespaces = RunIp({"netns", "list"});
+  ASSERT_TRUE(namespaces.ok()) << namespaces.status();
+  EXPECT_THAT(*namespaces, Not(HasSubstr(dead)));
+  EXPECT_THAT(*namespaces, HasSubstr(live));
+  EXPECT_FALSE(RunIp({"link", "show", dead + "c"}).ok());
 }
 
 }  // namespace

@@ -16,9 +16,12 @@
 // aside for benchmarking networks, RFC 2544), one /24 per network, chosen
 // from the pid and skipping any /24 an interface here already uses, so
 // parallel runs do not clash. Every name carries the pid and a per-process
-// counter; the destructor removes the namespaces and the caller's veth
-// end (processes still inside a namespace keep it alive until they exit:
-// stop them first). Nothing it did not make is touched.
+// counter (`cw<pid>n<k>sw`, `cw<pid>n<k>h<host>`, `cw<pid>n<k>c`); the
+// destructor removes the namespaces and the caller's veth end (processes
+// still inside a namespace keep it alive until they exit: stop them
+// first). A run that was killed never runs its destructor: Create first
+// removes what such runs left (RemoveLeftovers), by the pid in the names.
+// Nothing else it did not make is touched, and never a live run's.
 //
 // Needs root, a working `ip netns`, bridges and veth pairs; Create says
 // exactly which is missing (FailedPrecondition) where one is.
@@ -43,6 +46,14 @@ class VethNetwork {
   // other error when making one failed (what is made so far is removed).
   static absl::StatusOr<std::unique_ptr<VethNetwork>> Create(int hosts);
   ~VethNetwork();
+
+  // Removes the namespaces, and the links in this namespace, whose names
+  // are a VethNetwork's and carry the pid of a process that no longer
+  // exists (pids of this pid namespace: the runs share /var/run/netns with
+  // us). A live process's, ours included, stay. The names it removed;
+  // FailedPrecondition as Create where there is no `ip`, any other error
+  // when listing failed (one that could not be removed is logged).
+  static absl::StatusOr<std::vector<std::string>> RemoveLeftovers();
 
   VethNetwork(const VethNetwork&) = delete;
   VethNetwork& operator=(const VethNetwork&) = delete;
@@ -74,6 +85,11 @@ class VethNetwork {
   std::vector<std::string> ips_;
   std::vector<std::string> made_;  // Namespaces made, deleted at the end.
 };
+
+// Runs `ip ARGS...` (iproute2, found in /usr/sbin, /sbin, /usr/bin or
+// /bin); its output, or an error naming the command and what it said
+// (FailedPrecondition where there is no `ip`).
+absl::StatusOr<std::string> RunIp(std::vector<std::string> args);
 
 }  // namespace causeway::cli::testing
 
