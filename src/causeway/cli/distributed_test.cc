@@ -41,24 +41,16 @@ using hlo::testutil::Values;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::kStart;
-using testing::kTimesTwo;
 using testing::kWait;
+using testing::OpenSessionWithSlice;
 using testing::ProcessClusterTest;
+using testing::SessionSlice;
+using testing::SliceOverTwoProcesses;
 using testing::SumOfTwo;
 using testing::SwappedThenDoubled;
 using testing::TimesTwo;
+using testing::TimesTwoProgram;
 using testing::Worker;
-
-// The same on 4 devices.
-constexpr char kTimesTwoOnFour[] = R"(
-HloModule times_two_4, num_partitions=4
-ENTRY main {
-  x = f32[1] parameter(0), sharding={devices=[4]<=[4]}
-  two = f32[] constant(2)
-  b = f32[1] broadcast(two), dimensions={}
-  ROOT y = f32[1] multiply(x, b), sharding={devices=[4]<=[4]}
-}
-)";
 
 // Sums over both partitions, forever: a launch that stays inside its
 // collectives until a peer goes.
@@ -95,7 +87,7 @@ TEST_F(ProcessClusterTest, AProgramRunsAcrossTwoWorkerProcesses) {
   std::unique_ptr<client::Client> client = Connect();
   EXPECT_EQ(client->devices().size(), 2u);
   // One device in each process.
-  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  absl::StatusOr<SessionSlice> two = SliceOverTwoProcesses(*client);
   ASSERT_TRUE(two.ok()) << two.status();
   absl::StatusOr<std::vector<float>> y =
       TimesTwo(two->session, two->slice, 1.5, -4);
@@ -109,7 +101,7 @@ TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
   AddWorker(1);
   std::unique_ptr<client::Client> client = Connect();
   // One device in each process.
-  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  absl::StatusOr<SessionSlice> two = SliceOverTwoProcesses(*client);
   ASSERT_TRUE(two.ok()) << two.status();
   // Each device takes the other's half, then they go back into the
   // program's own sharding: both times both halves cross the processes.
@@ -126,7 +118,7 @@ TEST_F(ProcessClusterTest, AnAllReduceAcrossTwoWorkerProcessesMatchesEmbedded) {
   AddWorker(1);
   std::unique_ptr<client::Client> client = Connect();
   // One device in each process.
-  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  absl::StatusOr<SessionSlice> two = SliceOverTwoProcesses(*client);
   ASSERT_TRUE(two.ok()) << two.status();
   absl::StatusOr<std::vector<float>> across =
       SumOfTwo(two->session, two->slice);
@@ -203,32 +195,33 @@ TEST_F(ProcessClusterTest, AProgramThatLoopsForeverStopsWhenItsSessionCloses) {
   AddWorker(1);
   AddWorker(1);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> first = client->OpenSession({.name = "first"});
+  absl::StatusOr<SessionSlice> first =
+      OpenSessionWithSlice(*client, 2, "first");
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<client::Slice> mine = first->CreateSlice(2);
-  ASSERT_TRUE(mine.ok()) << mine.status();
-  absl::StatusOr<transport::SliceInfo> granted = mine->Ready().AwaitFor(kWait);
+  absl::StatusOr<transport::SliceInfo> granted =
+      first->slice.Ready().AwaitFor(kWait);
   ASSERT_TRUE(granted.ok()) << granted.status();
-  absl::StatusOr<client::Executable> spin = first->Compile(kSpinForever, *mine);
+  absl::StatusOr<client::Executable> spin =
+      first->session.Compile(kSpinForever, first->slice);
   ASSERT_TRUE(spin.ok()) << spin.status();
   absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
   absl::StatusOr<client::Array> x =
-      first->FromHost(F32({2}, {0, 0}), *mine, *tiled);
+      first->session.FromHost(F32({2}, {0, 0}), first->slice, *tiled);
   ASSERT_TRUE(x.ok()) << x.status();
   absl::StatusOr<std::vector<client::Array>> running = spin->Execute({*x});
   ASSERT_TRUE(running.ok()) << running.status();
   ASSERT_TRUE(spin->Execute({(*running)[0]}).ok());  // Queued behind it.
-  ASSERT_TRUE(AwaitRunning(*first, granted->devices, "spin_alone",
+  ASSERT_TRUE(AwaitRunning(first->session, granted->devices, "spin_alone",
                            absl::Now() + kWait));
 
-  absl::StatusOr<client::Session> second =
-      client->OpenSession({.name = "second"});
+  absl::StatusOr<SessionSlice> second =
+      OpenSessionWithSlice(*client, 2, "second");
   ASSERT_TRUE(second.ok()) << second.status();
-  absl::StatusOr<client::Slice> waiting = second->CreateSlice(2);
-  ASSERT_TRUE(waiting.ok()) << waiting.status();
-  EXPECT_FALSE(waiting->Ready().IsReady());
-  ASSERT_TRUE(first->Close().ok());  // Both launches stop on both workers.
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*second, *waiting, 3, 4);
+  EXPECT_FALSE(second->slice.Ready().IsReady());
+  // Both launches stop on both workers.
+  ASSERT_TRUE(first->session.Close().ok());
+  absl::StatusOr<std::vector<float>> y =
+      TimesTwo(second->session, second->slice, 3, 4);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(6, 8));
 }
@@ -239,18 +232,18 @@ TEST_F(ProcessClusterTest, AnOpThatDoesNotFitYetWaitsUntilMemoryIsFreed) {
   AddWorker(1, 0, {"--memory-per-device", "8"});
   AddWorker(1, 0, {"--memory-per-device", "8"});
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session =
-      client->OpenSession({.name = "pressure"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<client::Executable> twice = session->Compile(kTimesTwo, *slice);
+  absl::StatusOr<SessionSlice> opened =
+      OpenSessionWithSlice(*client, 2, "pressure");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  absl::StatusOr<client::Executable> twice =
+      session.Compile(TimesTwoProgram(), slice);
   ASSERT_TRUE(twice.ok()) << twice.status();
   absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
   absl::StatusOr<client::Array> x =
-      session->FromHost(F32({2}, {1, 2}), *slice, *tiled);
+      session.FromHost(F32({2}, {1, 2}), slice, *tiled);
   absl::StatusOr<client::Array> blocker =
-      session->FromHost(F32({2}, {0, 0}), *slice, *tiled);
+      session.FromHost(F32({2}, {0, 0}), slice, *tiled);
   ASSERT_TRUE(x.ok() && blocker.ok());
   ASSERT_TRUE(blocker->Ready().AwaitFor(kWait).ok());
   absl::StatusOr<std::vector<client::Array>> y = twice->Execute({*x});
@@ -260,7 +253,7 @@ TEST_F(ProcessClusterTest, AnOpThatDoesNotFitYetWaitsUntilMemoryIsFreed) {
   for (absl::Time deadline = absl::Now() + kWait;
        !waits && absl::Now() < deadline;) {
     absl::StatusOr<transport::StatusReport> report =
-        session->Status().AwaitFor(kWait);
+        session.Status().AwaitFor(kWait);
     ASSERT_TRUE(report.ok()) << report.status();
     waits = absl::StrContains(report->text, "1 waiting reservation(s)");
   }
@@ -300,30 +293,29 @@ TEST_F(ProcessClusterTest, ASurvivorOfAWorkerKilledMidAllReduceFailsWithDataLoss
   AddWorker(1, 0, {"--collective-timeout", "300"});
   AddWorker(1, 0, {"--collective-timeout", "300"});
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  absl::StatusOr<transport::SliceInfo> granted = slice.Ready().AwaitFor(kWait);
   ASSERT_TRUE(granted.ok()) << granted.status();
   // One all-reduce first connects the two workers' Gloo context, which
   // spin reuses (cached per island, epoch and devices): the kill below
   // then lands inside an all-reduce, not in the connect (a peer that dies
   // while the survivor still connects fails it with UNAVAILABLE, "Connection
   // refused": 1 run in 10 hit that when spin connected for itself).
-  absl::StatusOr<std::vector<float>> connected = SumOfTwo(*session, *slice);
+  absl::StatusOr<std::vector<float>> connected = SumOfTwo(session, slice);
   ASSERT_TRUE(connected.ok()) << connected.status();
   absl::StatusOr<client::Executable> spin =
-      session->Compile(kSpinningAllReduce, *slice);
+      session.Compile(kSpinningAllReduce, slice);
   ASSERT_TRUE(spin.ok()) << spin.status();
   absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
   absl::StatusOr<client::Array> x =
-      session->FromHost(F32({4}, {1, 2, 3, 4}), *slice, *tiled);
+      session.FromHost(F32({4}, {1, 2, 3, 4}), slice, *tiled);
   ASSERT_TRUE(x.ok()) << x.status();
   absl::StatusOr<std::vector<client::Array>> y = spin->Execute({*x});
   ASSERT_TRUE(y.ok()) << y.status();
-  ASSERT_TRUE(AwaitRunning(*session, granted->devices, "spin",
-                           absl::Now() + kWait));
+  ASSERT_TRUE(
+      AwaitRunning(session, granted->devices, "spin", absl::Now() + kWait));
 
   const HostId victim = client->topology()->HostOf(granted->devices[0]);
   const DeviceId survivor = granted->devices[1];
@@ -331,7 +323,7 @@ TEST_F(ProcessClusterTest, ASurvivorOfAWorkerKilledMidAllReduceFailsWithDataLoss
     if (worker.host == victim) worker.process->Signal(SIGKILL);
   }
   absl::StatusOr<std::string> ended =
-      AwaitFinished(*session, survivor, "spin", absl::Now() + kWait);
+      AwaitFinished(session, survivor, "spin", absl::Now() + kWait);
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_THAT(*ended, ::testing::StartsWith("DATA_LOSS")) << *ended;
   absl::Status lost = (*y)[0].ToHost().AwaitFor(kWait).status();
@@ -346,15 +338,14 @@ TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) 
   AddWorker(1);
   AddWorker(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  absl::StatusOr<transport::SliceInfo> granted = slice.Ready().AwaitFor(kWait);
   ASSERT_TRUE(granted.ok()) << granted.status();
   absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
   absl::StatusOr<client::Array> x =
-      session->FromHost(F32({2}, {1, 2}), *slice, *tiled);
+      session.FromHost(F32({2}, {1, 2}), slice, *tiled);
   ASSERT_TRUE(x.ok() && x->Ready().AwaitFor(kWait).ok());
 
   const HostId victim = client->topology()->HostOf(granted->devices[0]);
@@ -368,7 +359,7 @@ TEST_F(ProcessClusterTest, ASigkilledWorkerIsDeadAtOnceAndItsArraysAreDataLoss) 
   EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
   // The client and the head go on: the slice is remapped onto spare
   // devices and runs again.
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 5, 6);
+  absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 5, 6);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(10, 12));
 }
@@ -378,12 +369,11 @@ TEST_F(ProcessClusterTest, AFetchInFlightWhenItsWorkerIsKilledIsDataLoss) {
   StartHead({"--worker-timeout", "120"});
   Worker& victim = AddWorker(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<client::Array> x = session->FromHost(
-      F32({2}, {1, 2}), *slice, *client::Sharding::TiledByDims({2}));
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  absl::StatusOr<client::Array> x = session.FromHost(
+      F32({2}, {1, 2}), slice, *client::Sharding::TiledByDims({2}));
   ASSERT_TRUE(x.ok() && x->Ready().AwaitFor(kWait).ok());
 
   // Stopped, the worker answers nothing: the fetch waits for it.
@@ -391,7 +381,7 @@ TEST_F(ProcessClusterTest, AFetchInFlightWhenItsWorkerIsKilledIsDataLoss) {
   Future<hlo::Literal> fetch = x->ToHost();
   // The head handles a session's requests in order: once this is
   // answered, the fetch is on its way to the worker.
-  ASSERT_TRUE(slice->Info().AwaitFor(kWait).ok());
+  ASSERT_TRUE(slice.Info().AwaitFor(kWait).ok());
   victim.process->Signal(SIGKILL);
   // The worker's stream broke because the worker is gone, not a call that
   // failed: what it held is lost.
@@ -413,20 +403,16 @@ TEST_F(ProcessClusterTest, ASigstoppedWorkerIsDeclaredDeadByItsHeartbeats) {
 TEST_F(ProcessClusterTest, AKilledClientsDevicesGoToAQueuedSessionAtOnce) {
   StartHead({"--session-lease", "120"});
   AddWorker(2);
-  absl::StatusOr<std::unique_ptr<ChildProcess>> holder = ChildProcess::Start(
-      {CAUSEWAY_SESSION_HOLDER, "--head", address_, "--devices", "2"});
-  ASSERT_TRUE(holder.ok()) << holder.status();
-  ASSERT_TRUE((*holder)->ReadLineStartingWith("holding", kStart).ok());
+  std::unique_ptr<ChildProcess> holder = StartSessionHolder(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  EXPECT_FALSE(slice->Ready().IsReady());
-  (*holder)->Signal(SIGKILL);  // Its stream breaks: no lease to wait for.
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  EXPECT_FALSE(slice.Ready().IsReady());
+  holder->Signal(SIGKILL);  // Its stream breaks: no lease to wait for.
+  absl::StatusOr<transport::SliceInfo> granted = slice.Ready().AwaitFor(kWait);
   ASSERT_TRUE(granted.ok()) << granted.status();
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 1, 2);
+  absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 1, 2);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(2, 4));
 }
@@ -434,23 +420,19 @@ TEST_F(ProcessClusterTest, AKilledClientsDevicesGoToAQueuedSessionAtOnce) {
 TEST_F(ProcessClusterTest, ASilentClientsSessionExpiresWithItsLease) {
   StartHead({"--session-lease", "1"});
   AddWorker(2);
-  absl::StatusOr<std::unique_ptr<ChildProcess>> holder = ChildProcess::Start(
-      {CAUSEWAY_SESSION_HOLDER, "--head", address_, "--devices", "2"});
-  ASSERT_TRUE(holder.ok()) << holder.status();
-  ASSERT_TRUE((*holder)->ReadLineStartingWith("holding", kStart).ok());
+  std::unique_ptr<ChildProcess> holder = StartSessionHolder(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
   // Stopped, the holder sends no keepalives, but its connection stays up
   // until keepalive gives up on it: whichever comes first frees it.
-  (*holder)->Signal(SIGSTOP);
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
-  (*holder)->Signal(SIGKILL);
-  (*holder)->Signal(SIGCONT);
+  holder->Signal(SIGSTOP);
+  absl::StatusOr<transport::SliceInfo> granted = slice.Ready().AwaitFor(kWait);
+  holder->Signal(SIGKILL);
+  holder->Signal(SIGCONT);
   ASSERT_TRUE(granted.ok()) << granted.status();
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 3, 4);
+  absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 3, 4);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(6, 8));
 }
@@ -478,11 +460,8 @@ TEST_F(ProcessClusterTest, ARestartedHeadStartsEmptyAndWorkersRegisterAgain) {
   StartHead();
   Worker& worker = AddWorker(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> old_session =
-      client->OpenSession({.name = "old"});
-  ASSERT_TRUE(old_session.ok()) << old_session.status();
-  absl::StatusOr<client::Slice> old_slice = old_session->CreateSlice(2);
-  ASSERT_TRUE(old_slice.ok() && old_slice->Ready().AwaitFor(kWait).ok());
+  absl::StatusOr<SessionSlice> old = OpenSessionWithSlice(*client, 2, "old");
+  ASSERT_TRUE(old.ok() && old->slice.Ready().AwaitFor(kWait).ok());
 
   const std::string address = address_;
   head_->Signal(SIGKILL);
@@ -492,19 +471,18 @@ TEST_F(ProcessClusterTest, ARestartedHeadStartsEmptyAndWorkersRegisterAgain) {
   worker.host = AwaitRegistered(worker);
 
   // The old session is gone, with a clear error.
-  absl::Status gone = old_session->CreateSlice(2).status();
+  absl::Status gone = old->session.CreateSlice(2).status();
   if (gone.ok()) {
-    gone = old_session->CreateSlice(2)->Ready().AwaitFor(kWait).status();
+    gone = old->session.CreateSlice(2)->Ready().AwaitFor(kWait).status();
   }
   EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
   EXPECT_THAT(gone.message(), HasSubstr("ended"));
   // A new client works on the new head.
   std::unique_ptr<client::Client> fresh = Connect();
-  absl::StatusOr<client::Session> session = fresh->OpenSession({.name = "new"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 7, 8);
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*fresh, 2, "new");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 7, 8);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(14, 16));
 }
@@ -513,21 +491,20 @@ TEST_F(ProcessClusterTest, AWorkerJoiningLaterServesAQueuedSlice) {
   StartHead();
   AddWorker(2);
   std::unique_ptr<client::Client> client = Connect();
-  absl::StatusOr<client::Session> session = client->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(4);
-  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 4);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
   absl::StatusOr<client::Executable> program =
-      session->Compile(kTimesTwoOnFour, *slice);
+      session.Compile(TimesTwoProgram(4), slice);
   ASSERT_TRUE(program.ok()) << program.status();
-  EXPECT_FALSE(slice->Ready().IsReady());
+  EXPECT_FALSE(slice.Ready().IsReady());
   AddWorker(2);
-  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  absl::StatusOr<transport::SliceInfo> granted = slice.Ready().AwaitFor(kWait);
   ASSERT_TRUE(granted.ok()) << granted.status();
   EXPECT_EQ(granted->devices.size(), 4u);
   absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({4});
   absl::StatusOr<client::Array> x =
-      session->FromHost(F32({4}, {1, 2, 3, 4}), *slice, *tiled);
+      session.FromHost(F32({4}, {1, 2, 3, 4}), slice, *tiled);
   ASSERT_TRUE(x.ok()) << x.status();
   absl::StatusOr<std::vector<client::Array>> y = program->Execute({*x});
   ASSERT_TRUE(y.ok()) << y.status();
@@ -653,11 +630,10 @@ TEST_F(ClusterCommandTest, ServesClientsAndStopsEveryMemberOnSigterm) {
       client::Connect(address_);
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*client)->devices().size(), 2u);
-  absl::StatusOr<client::Session> session = (*client)->OpenSession({.name = "t"});
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
-  ASSERT_TRUE(slice.ok()) << slice.status();
-  absl::StatusOr<std::vector<float>> y = TimesTwo(*session, *slice, 2, 3);
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(**client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 2, 3);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(4, 6));
 

@@ -36,6 +36,8 @@ using testing::kHeartbeatInterval;
 using testing::kWait;
 using ::testing::Not;
 using testing::RunIp;
+using testing::SessionSlice;
+using testing::SliceOverTwoProcesses;
 using ::testing::StartsWith;
 using testing::SumOfTwo;
 using testing::SwappedThenDoubled;
@@ -97,7 +99,7 @@ TEST_F(SeparateHostsTest, CollectivesAndTransfersCrossTheNamespaces) {
   AddWorkerApart(2);
   std::unique_ptr<client::Client> client = Connect();
   // One device in each process.
-  absl::StatusOr<SpreadSlice> two = SliceOverTwoProcesses(*client);
+  absl::StatusOr<SessionSlice> two = SliceOverTwoProcesses(*client);
   ASSERT_TRUE(two.ok()) << two.status();
 
   // An all-reduce over Gloo between the two namespaces, twice (the second
@@ -202,7 +204,7 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
     EXPECT_EQ(fetched.code(), absl::StatusCode::kDataLoss) << fetched;
     EXPECT_THAT(fetched.message(), HasSubstr(lost));
     absl::StatusOr<client::Executable> twice =
-        session->Compile(testing::kTimesTwo, slices[s]);
+        session->Compile(testing::TimesTwoProgram(), slices[s]);
     ASSERT_TRUE(twice.ok()) << twice.status();
     absl::StatusOr<std::vector<client::Array>> y = twice->Execute({arrays[s]});
     absl::Status run =

@@ -26,6 +26,7 @@
 #include "causeway/cli/child_process.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
+#include "causeway/client/test_programs.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -38,17 +39,12 @@ inline constexpr absl::Duration kWait = absl::Seconds(30);
 // wait long for a silent worker's death.
 inline constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(200);
 
-// y = 2x on 2 devices, one element each: no collectives, so it runs on
-// devices of any two processes.
-inline constexpr char kTimesTwo[] = R"(
-HloModule times_two, num_partitions=2
-ENTRY main {
-  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
-  two = f32[] constant(2)
-  b = f32[1] broadcast(two), dimensions={}
-  ROOT y = f32[1] multiply(x, b), sharding={devices=[2]<=[2]}
+// y = 2x for f32[partitions] tiled over `partitions` devices, one element
+// each: no collectives, so it runs on devices of any processes.
+inline std::string TimesTwoProgram(int64_t partitions = 2) {
+  return client::testing::ElementwiseProgram("times_two", "multiply", 2,
+                                             partitions);
 }
-)";
 
 // Each partition's f32[2] summed over both partitions.
 inline constexpr char kAllReduce[] = R"(
@@ -68,6 +64,35 @@ struct Worker {
   std::unique_ptr<ChildProcess> process;
   HostId host;
 };
+
+// A session of `client` (named `name`) and a slice of `devices` devices
+// in it, requested: it may still wait in the queue (slice.Ready()).
+struct SessionSlice {
+  client::Session session;
+  client::Slice slice;
+};
+inline absl::StatusOr<SessionSlice> OpenSessionWithSlice(
+    client::Client& client, int64_t devices, const std::string& name = "t") {
+  CW_ASSIGN_OR_RETURN(client::Session session,
+                      client.OpenSession({.name = name}));
+  CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(devices));
+  return SessionSlice{std::move(session), std::move(slice)};
+}
+
+// The same with two devices, granted, each on another worker process.
+inline absl::StatusOr<SessionSlice> SliceOverTwoProcesses(
+    client::Client& client) {
+  CW_ASSIGN_OR_RETURN(SessionSlice two, OpenSessionWithSlice(client, 2));
+  CW_ASSIGN_OR_RETURN(transport::SliceInfo granted,
+                      two.slice.Ready().AwaitFor(kWait));
+  if (granted.devices.size() != 2 ||
+      client.topology()->HostOf(granted.devices[0]) ==
+          client.topology()->HostOf(granted.devices[1])) {
+    return absl::FailedPreconditionError(
+        "the slice's two devices are not on two worker processes");
+  }
+  return two;
+}
 
 // A head and workers as child processes. The destructor kills whatever
 // is still running (ChildProcess does), so a failing test leaves nothing.
@@ -136,26 +161,17 @@ class ProcessClusterTest : public ::testing::Test {
     return *it;
   }
 
-  // A session of `client` and a granted slice of two devices, each on
-  // another worker process.
-  struct SpreadSlice {
-    client::Session session;
-    client::Slice slice;
-  };
-  static absl::StatusOr<SpreadSlice> SliceOverTwoProcesses(
-      client::Client& client) {
-    CW_ASSIGN_OR_RETURN(client::Session session,
-                        client.OpenSession({.name = "t"}));
-    CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(2));
-    CW_ASSIGN_OR_RETURN(transport::SliceInfo granted,
-                        slice.Ready().AwaitFor(kWait));
-    if (granted.devices.size() != 2 ||
-        client.topology()->HostOf(granted.devices[0]) ==
-            client.topology()->HostOf(granted.devices[1])) {
-      return absl::FailedPreconditionError(
-          "the slice's two devices are not on two worker processes");
-    }
-    return SpreadSlice{std::move(session), std::move(slice)};
+  // A client in a process of its own (session_holder) holding a granted
+  // slice of `devices` devices of this cluster, once it says so.
+  std::unique_ptr<ChildProcess> StartSessionHolder(int64_t devices) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> holder =
+        ChildProcess::Start({CAUSEWAY_SESSION_HOLDER, "--head", address_,
+                             "--devices", absl::StrCat(devices)});
+    CW_CHECK(holder.ok()) << holder.status();
+    absl::StatusOr<std::string> holding =
+        (*holder)->ReadLineStartingWith("holding", kStart);
+    CW_CHECK(holding.ok()) << holding.status();
+    return *std::move(holder);
   }
 
   std::unique_ptr<client::Client> Connect() {
@@ -216,7 +232,7 @@ inline absl::StatusOr<std::vector<float>> TimesTwo(client::Session& session,
                                                    const client::Slice& slice,
                                                    float x0, float x1) {
   CW_ASSIGN_OR_RETURN(client::Executable program,
-                      session.Compile(kTimesTwo, slice));
+                      session.Compile(TimesTwoProgram(), slice));
   CW_ASSIGN_OR_RETURN(client::Sharding tiled,
                       client::Sharding::TiledByDims({2}));
   CW_ASSIGN_OR_RETURN(client::Array x,
@@ -245,7 +261,7 @@ inline absl::StatusOr<std::vector<float>> SumOfTwo(client::Session& session,
 
 // [x0, x1] tiled over `session`'s 2-device `slice`, copied so that each
 // device takes the other's half (both halves cross between the devices'
-// processes on the data plane), read back; then doubled by kTimesTwo,
+// processes on the data plane), read back; then doubled by TimesTwoProgram,
 // which moves them back into its own sharding. Both results: [x0, x1] and
 // [2 x0, 2 x1] when right.
 inline absl::StatusOr<std::pair<std::vector<float>, std::vector<float>>>
@@ -261,7 +277,7 @@ SwappedThenDoubled(client::Session& session, const client::Slice& slice,
   CW_ASSIGN_OR_RETURN(client::Array moved, session.Copy(x, slice, swapped));
   CW_ASSIGN_OR_RETURN(hlo::Literal value, moved.ToHost().AwaitFor(kWait));
   CW_ASSIGN_OR_RETURN(client::Executable program,
-                      session.Compile(kTimesTwo, slice));
+                      session.Compile(TimesTwoProgram(), slice));
   CW_ASSIGN_OR_RETURN(std::vector<client::Array> y, program.Execute({moved}));
   CW_ASSIGN_OR_RETURN(hlo::Literal doubled, y[0].ToHost().AwaitFor(kWait));
   return std::make_pair(hlo::testutil::Values(value),
