@@ -19,12 +19,10 @@
 // worker's namespace to one in the second's (bench/raw_tcp.h): the same
 // path through the bridge. Needs root and `ip netns`: says so and exits 0
 // elsewhere.
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -38,52 +36,12 @@
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "raw_tcp.h"
+#include "transfer_samples.h"
 
 namespace causeway {
 namespace {
 
 constexpr absl::Duration kWait = absl::Seconds(60);
-
-struct Flags {
-  int64_t mib = 64;
-  int iterations = 4;
-  int repeats = 7;
-};
-
-Flags ParseFlags(int argc, char** argv) {
-  Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      return arg.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
-    };
-    if (const char* v = value("mib")) {
-      CW_CHECK(absl::SimpleAtoi(v, &flags.mib));
-    } else if (const char* v = value("iterations")) {
-      CW_CHECK(absl::SimpleAtoi(v, &flags.iterations));
-    } else if (const char* v = value("repeats")) {
-      CW_CHECK(absl::SimpleAtoi(v, &flags.repeats));
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      std::exit(2);
-    }
-  }
-  return flags;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-hlo::Literal Random(const hlo::Shape& shape) {
-  hlo::Literal value = hlo::Literal::Uninitialized(shape);
-  auto* words = static_cast<uint32_t*>(value.mutable_untyped_data());
-  std::mt19937 random(1);
-  for (int64_t i = 0; i < value.size_bytes() / 4; ++i) words[i] = random();
-  return value;
-}
 
 // Starts `argv` and reads its line starting with `prefix`.
 std::unique_ptr<cli::ChildProcess> StartAndAwait(std::vector<std::string> argv,
@@ -104,7 +62,8 @@ std::unique_ptr<cli::ChildProcess> StartAndAwait(std::vector<std::string> argv,
 
 int main(int argc, char** argv) {
   using namespace causeway;  // NOLINT: a benchmark's main.
-  const Flags flags = ParseFlags(argc, argv);
+  bench::TransferFlags flags{.mib = 64, .iterations = 4, .repeats = 7};
+  bench::ParseTransferFlags(argc, argv, flags);
   const int64_t bytes = flags.mib << 20;
 
   absl::StatusOr<std::unique_ptr<cli::testing::VethNetwork>> network =
@@ -163,7 +122,7 @@ int main(int argc, char** argv) {
   CW_CHECK(from != to);
 
   const hlo::Shape shape(hlo::PrimitiveType::kF32, {bytes / 4});
-  const hlo::Literal value = Random(shape);
+  const hlo::Literal value = bench::RandomLiteral(shape, 1);
   const client::Sharding whole = client::Sharding::Replicated();
   absl::StatusOr<client::Array> x = session->FromHost(value, slices[0], whole);
   CW_CHECK(x.ok()) << x.status();
@@ -195,16 +154,10 @@ int main(int argc, char** argv) {
   raw.Transfer();
   causeway_transfer();
 
-  std::vector<double> raw_rates, rates, ratios;
-  const double gb = static_cast<double>(bytes) / 1e9;
+  bench::TransferRates rates;
   for (int r = 0; r < flags.repeats; ++r) {
-    double raw_seconds = 0;
-    for (int i = 0; i < flags.iterations; ++i) raw_seconds += raw.Transfer();
-    raw_rates.push_back(gb * flags.iterations / raw_seconds);
-    double seconds = 0;
-    for (int i = 0; i < flags.iterations; ++i) seconds += causeway_transfer();
-    rates.push_back(gb * flags.iterations / seconds);
-    ratios.push_back(rates.back() / raw_rates.back());
+    bench::SampleAgainstRaw(raw, bytes, flags.iterations, causeway_transfer,
+                            rates);
   }
   std::printf("cluster_transfer_bench: %lld MiB, worker processes in "
               "namespaces %s -> %s (%s -> %s), %d transfers per sample, %d "
@@ -213,12 +166,12 @@ int main(int argc, char** argv) {
               (*network)->netns(from).c_str(), (*network)->netns(to).c_str(),
               (*network)->ip(from).c_str(), (*network)->ip(to).c_str(),
               flags.iterations, flags.repeats);
-  std::printf("| transfer | Causeway GB/s | raw TCP GB/s | ratio |\n"
-              "|---|---|---|---|\n"
-              "| whole f32[%lld], worker process to worker process | %.2f | "
-              "%.2f | %.2f |\n",
-              static_cast<long long>(bytes / 4), Median(rates),
-              Median(raw_rates), Median(ratios));
+  std::printf(
+      "| transfer | Causeway GB/s | raw TCP GB/s | ratio |\n"
+      "|---|---|---|---|\n");
+  bench::PrintRatesRow(absl::StrCat("whole f32[", bytes / 4,
+                                    "], worker process to worker process"),
+                       rates);
   std::printf("(medians of %d samples; ratio: the median of per-sample "
               "ratios against raw TCP measured right before)\n",
               flags.repeats);

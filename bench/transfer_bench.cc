@@ -20,11 +20,9 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -34,6 +32,7 @@
 #include "causeway/transport/topology.h"
 #include "causeway/worker/worker.h"
 #include "raw_tcp.h"
+#include "transfer_samples.h"
 
 namespace causeway {
 namespace {
@@ -47,47 +46,12 @@ using transport::TcpDataPlane;
 using transport::WorkerBatch;
 using worker::Worker;
 
+// Its own flags, besides bench::TransferFlags.
 struct Flags {
-  int64_t mib = 64;
-  int iterations = 8;
-  int repeats = 5;
   std::string receiver_netns;
   std::string receiver_ip = "127.0.0.1";
   std::string only;  // Cases whose name contains this (all when empty).
 };
-
-Flags ParseFlags(int argc, char** argv) {
-  Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      return arg.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
-    };
-    if (const char* v = value("mib")) {
-      CW_CHECK(absl::SimpleAtoi(v, &flags.mib));
-    } else if (const char* v = value("iterations")) {
-      CW_CHECK(absl::SimpleAtoi(v, &flags.iterations));
-    } else if (const char* v = value("repeats")) {
-      CW_CHECK(absl::SimpleAtoi(v, &flags.repeats));
-    } else if (const char* v = value("receiver-netns")) {
-      flags.receiver_netns = v;
-    } else if (const char* v = value("receiver-ip")) {
-      flags.receiver_ip = v;
-    } else if (const char* v = value("only")) {
-      flags.only = v;
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      std::exit(2);
-    }
-  }
-  return flags;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // ---------------------------------------------------------------------------
 // Causeway: two workers, each on its own TCP data plane.
@@ -180,15 +144,6 @@ class WorkerPair {
   uint64_t next_transfer_ = 1;
 };
 
-hlo::Literal Random(const hlo::Shape& shape, uint32_t seed) {
-  hlo::Literal value = hlo::Literal::Uninitialized(shape);
-  auto* words = static_cast<uint32_t*>(value.mutable_untyped_data());
-  std::mt19937 random(seed);
-  const int64_t count = value.size_bytes() / 4;
-  for (int64_t i = 0; i < count; ++i) words[i] = random();
-  return value;
-}
-
 struct Case {
   std::string name;
   std::string description;
@@ -206,8 +161,19 @@ struct Case {
 
 int main(int argc, char** argv) {
   using namespace causeway;  // NOLINT: a benchmark's main.
-  const Flags flags = ParseFlags(argc, argv);
-  const int64_t bytes = flags.mib << 20;
+  bench::TransferFlags common{.mib = 64, .iterations = 8, .repeats = 5};
+  Flags flags;
+  bench::ParseTransferFlags(
+      argc, argv, common,
+      [&flags](const std::string& name, const std::string& value) {
+        std::string* field = name == "receiver-netns" ? &flags.receiver_netns
+                             : name == "receiver-ip"  ? &flags.receiver_ip
+                             : name == "only"         ? &flags.only
+                                                      : nullptr;
+        if (field != nullptr) *field = value;
+        return field != nullptr;
+      });
+  const int64_t bytes = common.mib << 20;
   const int64_t elements = bytes / 4;
   const hlo::PrimitiveType f32 = hlo::PrimitiveType::kF32;
 
@@ -248,49 +214,45 @@ int main(int argc, char** argv) {
                              }),
               cases.end());
   for (const Case& c : cases) {
-    pair.Put(c.source, 0, Random(c.source_shape, static_cast<uint32_t>(c.source)));
+    pair.Put(
+        c.source, 0,
+        bench::RandomLiteral(c.source_shape, static_cast<uint32_t>(c.source)));
   }
-  std::printf("transfer_bench: %lld MiB, %d transfers per sample, %d samples; "
-              "receiver %s%s\n",
-              static_cast<long long>(flags.mib), flags.iterations,
-              flags.repeats, flags.receiver_ip.c_str(),
-              flags.receiver_netns.empty()
-                  ? " (loopback)"
-                  : absl::StrCat(" in netns ", flags.receiver_netns).c_str());
+  std::printf(
+      "transfer_bench: %lld MiB, %d transfers per sample, %d samples; "
+      "receiver %s%s\n",
+      static_cast<long long>(common.mib), common.iterations, common.repeats,
+      flags.receiver_ip.c_str(),
+      flags.receiver_netns.empty()
+          ? " (loopback)"
+          : absl::StrCat(" in netns ", flags.receiver_netns).c_str());
   // Warm up both (connections, buffer pools).
   raw.Transfer();
   for (const Case& c : cases) {
     pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to, c.whole);
   }
-  std::vector<std::vector<double>> raw_rates(cases.size());
-  std::vector<std::vector<double>> rates(cases.size());
-  std::vector<std::vector<double>> ratios(cases.size());
-  const double gb = static_cast<double>(bytes) / 1e9;
-  for (int r = 0; r < flags.repeats; ++r) {
+  std::vector<bench::TransferRates> rates(cases.size());
+  for (int r = 0; r < common.repeats; ++r) {
     for (size_t k = 0; k < cases.size(); ++k) {
-      // Raw TCP right before each case, so that a noisy neighbour hurts
-      // both alike.
-      double raw_seconds = 0;
-      for (int i = 0; i < flags.iterations; ++i) raw_seconds += raw.Transfer();
-      raw_rates[k].push_back(gb * flags.iterations / raw_seconds);
       const Case& c = cases[k];
-      double seconds = 0;
-      for (int i = 0; i < flags.iterations; ++i) {
-        seconds += pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to, c.whole);
-      }
-      rates[k].push_back(gb * flags.iterations / seconds);
-      ratios[k].push_back(rates[k].back() / raw_rates[k].back());
+      bench::SampleAgainstRaw(
+          raw, bytes, common.iterations,
+          [&] {
+            return pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to,
+                                 c.whole);
+          },
+          rates[k]);
     }
   }
   std::printf("| transfer | Causeway GB/s | raw TCP GB/s | ratio |\n"
               "|---|---|---|---|\n");
   for (size_t k = 0; k < cases.size(); ++k) {
-    std::printf("| %s: %s | %.2f | %.2f | %.2f |\n", cases[k].name.c_str(),
-                cases[k].description.c_str(), Median(rates[k]),
-                Median(raw_rates[k]), Median(ratios[k]));
+    bench::PrintRatesRow(
+        absl::StrCat(cases[k].name, ": ", cases[k].description), rates[k]);
   }
-  std::printf("(medians of %d samples of %d transfers; ratio: the median of "
-              "per-sample ratios against raw TCP measured right before)\n",
-              flags.repeats, flags.iterations);
+  std::printf(
+      "(medians of %d samples of %d transfers; ratio: the median of "
+      "per-sample ratios against raw TCP measured right before)\n",
+      common.repeats, common.iterations);
   return 0;
 }
