@@ -144,6 +144,35 @@ class CollectivesConformanceTest : public ::testing::Test {
                                  replica_count, execution, harness_.run_id());
   }
 
+  // Two participants meet in all-reduce `ar`, so that later runs over the
+  // same devices find their connections open; the first error, if any.
+  absl::Status OpenConnections(const Instruction* ar) {
+    for (const absl::StatusOr<Literal>&result :
+         Run(2, [&](int64_t d, Collectives&c) {
+           return c.AllReduce(Op(ar, d, 2), {F32({1}, {1.0f})});
+         })) {
+      if (!result.ok()) return result.status();
+    }
+    return absl::OkStatus();
+  }
+
+  // In a new run of two, participant 0 calls all-reduce `ar` on a thread
+  // of its own while participant `cancelled` is cancelled with `status`
+  // (before or during the call): what the call returned.
+  absl::StatusOr<Literal> AllReduceWhileCancelling(const Instruction* ar,
+                                                   int64_t cancelled,
+                                                   absl::Status status) {
+    harness_.StartRun(2, absl::Seconds(20));
+    absl::StatusOr<Literal> result;
+    std::thread waiter([&] {
+      result =
+          harness_.Participant(0).AllReduce(Op(ar, 0, 2), {F32({1}, {1.0f})});
+    });
+    harness_.Cancel(cancelled, std::move(status));
+    waiter.join();
+    return result;
+  }
+
   H harness_;
   CollectiveBuilder builder_;
 };
@@ -657,18 +686,9 @@ TYPED_TEST(CollectivesConformanceTest, CancelBeforeACallFailsItWithTheStatus) {
 TYPED_TEST(CollectivesConformanceTest,
            CancelDuringACallWakesTheWaitingParticipantWithTheStatus) {
   Instruction* ar = this->builder_.Collective(Opcode::kAllReduce);
-  std::vector<absl::StatusOr<Literal>> warm = this->Run(2, [&](int64_t d, Collectives& c) {
-    return c.AllReduce(this->Op(ar, d, 2), {F32({1}, {1.0f})});
-  });
-  ASSERT_TRUE(warm[0].ok()) << warm[0].status();
-  this->harness_.StartRun(2, absl::Seconds(20));
-  absl::StatusOr<Literal> result;
-  std::thread waiter([&] {
-    result = this->harness_.Participant(0).AllReduce(this->Op(ar, 0, 2),
-                                                     {F32({1}, {1.0f})});
-  });
-  this->harness_.Cancel(1, absl::InternalError("partition 1 failed"));
-  waiter.join();
+  ASSERT_EQ(this->OpenConnections(ar), absl::OkStatus());
+  absl::StatusOr<Literal> result = this->AllReduceWhileCancelling(
+      ar, 1, absl::InternalError("partition 1 failed"));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(result.status().message(), HasSubstr("partition 1 failed"));
 }
@@ -677,18 +697,9 @@ TYPED_TEST(CollectivesConformanceTest,
 // for a peer that never comes: its own call ends, not at the timeout.
 TYPED_TEST(CollectivesConformanceTest, CancelEndsTheCancelledParticipantsCall) {
   Instruction* ar = this->builder_.Collective(Opcode::kAllReduce);
-  std::vector<absl::StatusOr<Literal>> warm = this->Run(2, [&](int64_t d, Collectives& c) {
-    return c.AllReduce(this->Op(ar, d, 2), {F32({1}, {1.0f})});
-  });
-  ASSERT_TRUE(warm[0].ok()) << warm[0].status();
-  this->harness_.StartRun(2, absl::Seconds(20));
-  absl::StatusOr<Literal> result;
-  std::thread waiter([&] {
-    result = this->harness_.Participant(0).AllReduce(this->Op(ar, 0, 2),
-                                                     {F32({1}, {1.0f})});
-  });
-  this->harness_.Cancel(0, absl::CancelledError("session closed"));
-  waiter.join();
+  ASSERT_EQ(this->OpenConnections(ar), absl::OkStatus());
+  absl::StatusOr<Literal> result = this->AllReduceWhileCancelling(
+      ar, 0, absl::CancelledError("session closed"));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(result.status().message(), HasSubstr("session closed"));
 }
@@ -706,10 +717,7 @@ TYPED_TEST(CollectivesConformanceTest, MissingPeerEndsInDeadlineExceeded) {
 TYPED_TEST(CollectivesConformanceTest,
            PeerThatNeverCallsOnOpenConnectionsEndsInDeadlineExceeded) {
   Instruction* ar = this->builder_.Collective(Opcode::kAllReduce);
-  std::vector<absl::StatusOr<Literal>> warm = this->Run(2, [&](int64_t d, Collectives& c) {
-    return c.AllReduce(this->Op(ar, d, 2), {F32({1}, {1.0f})});
-  });
-  ASSERT_TRUE(warm[0].ok()) << warm[0].status();
+  ASSERT_EQ(this->OpenConnections(ar), absl::OkStatus());
   this->harness_.StartRun(2, absl::Milliseconds(200));
   auto result = this->harness_.Participant(0).AllReduce(this->Op(ar, 0, 2),
                                                         {F32({1}, {1.0f})});
