@@ -58,6 +58,16 @@ absl::StatusOr<RunningCluster> StartCluster(std::vector<std::string> flags) {
   return out;
 }
 
+// The lines of `lines` that start with `prefix`, in order.
+std::vector<std::string> LinesStartingWith(
+    const std::vector<std::string>& lines, const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const std::string& line : lines) {
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
+  }
+  return found;
+}
+
 TEST(Figure2Test, FOfOneTwoIsThreeFiveAndTwoFourOnTheFakeHead) {
   std::unique_ptr<client::Client> client = FakeClient();
   absl::StatusOr<Figure2Result> result = RunFigure2(*client);
@@ -137,92 +147,74 @@ TEST(MlpDemoTest, TrainsLikeJaxOnFourWorkerProcesses) {
   EXPECT_EQ(*status, 0) << cli::ChildProcess::DescribeWaitStatus(*status);
 }
 
-// The stage programs' math against JAX's one-device training run, one
-// micro-batch per step. (The fake head runs no collectives across
-// partitions, and the stages all-reduce their gradients: the runtime runs
-// them.)
-TEST(PipelineTest, StageProgramsTrainLikeJaxOnOneDeviceWithOneMicroBatch) {
-  absl::StatusOr<PipelineData> data =
-      LoadPipelineData(CAUSEWAY_PIPELINE_DATA_DIR);
-  ASSERT_TRUE(data.ok()) << data.status();
+// JAX's one-device training run of the pipeline, and the check of a run
+// against it.
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<PipelineData> data =
+        LoadPipelineData(CAUSEWAY_PIPELINE_DATA_DIR);
+    ASSERT_TRUE(data.ok()) << data.status();
+    data_ = *std::move(data);
+  }
+
+  // Trains the pipeline on `client`'s cluster, each step in `micro_batches`
+  // micro-batches: every loss and the final parameters are JAX's.
+  void ExpectTrainsLikeJax(client::Client& client, int64_t micro_batches) {
+    PipelineOptions options;
+    options.learning_rate = data_.learning_rate;
+    options.micro_batches = micro_batches;
+    absl::StatusOr<PipelineRunResult> run =
+        TrainPipeline(client, data_, options);
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->losses.size(), data_.reference_losses.size());
+    for (size_t i = 0; i < run->losses.size(); ++i) {
+      EXPECT_NEAR(run->losses[i], data_.reference_losses[i], 1e-5)
+          << "step " << i;
+    }
+    absl::StatusOr<double> diff =
+        MaxParameterDifference(run->final_parameters, data_.reference_final);
+    ASSERT_TRUE(diff.ok()) << diff.status();
+    EXPECT_LT(*diff, 1e-5);
+  }
+
+  PipelineData data_;
+};
+
+// The stage programs' math, one micro-batch per step. (The fake head runs
+// no collectives across partitions, and the stages all-reduce their
+// gradients: the runtime runs them.)
+TEST_F(PipelineTest, StageProgramsTrainLikeJaxOnOneDeviceWithOneMicroBatch) {
   absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
       cluster::LocalCluster::Create({.islands = 4, .devices_per_host = 2});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
-  PipelineOptions options;
-  options.learning_rate = data->learning_rate;
-  absl::StatusOr<PipelineRunResult> run =
-      TrainPipeline(*client, *data, options);
-  ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->losses.size(), data->reference_losses.size());
-  for (size_t i = 0; i < run->losses.size(); ++i) {
-    EXPECT_NEAR(run->losses[i], data->reference_losses[i], 1e-5) << "step " << i;
-  }
-  absl::StatusOr<double> diff =
-      MaxParameterDifference(run->final_parameters, data->reference_final);
-  ASSERT_TRUE(diff.ok()) << diff.status();
-  EXPECT_LT(*diff, 1e-5);
+  ExpectTrainsLikeJax(*client::ConnectLocal(**cluster), /*micro_batches=*/1);
 }
 
 // Four stages on four islands, two devices each, arrays crossing islands
-// every step: the parameters after training equal JAX's one-device run.
-TEST(PipelineTest, PipelinedTrainingOnFourIslandsMatchesJaxOnOneDevice) {
-  absl::StatusOr<PipelineData> data =
-      LoadPipelineData(CAUSEWAY_PIPELINE_DATA_DIR);
-  ASSERT_TRUE(data.ok()) << data.status();
+// every step.
+TEST_F(PipelineTest, PipelinedTrainingOnFourIslandsMatchesJaxOnOneDevice) {
   absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
       cluster::LocalCluster::Create({.islands = 4, .devices_per_host = 2});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
-  PipelineOptions options;
-  options.learning_rate = data->learning_rate;
-  options.micro_batches = 4;
-  absl::StatusOr<PipelineRunResult> run =
-      TrainPipeline(*client, *data, options);
-  ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->losses.size(), data->reference_losses.size());
-  for (size_t i = 0; i < run->losses.size(); ++i) {
-    EXPECT_NEAR(run->losses[i], data->reference_losses[i], 1e-5) << "step " << i;
-  }
-  absl::StatusOr<double> diff =
-      MaxParameterDifference(run->final_parameters, data->reference_final);
-  ASSERT_TRUE(diff.ok()) << diff.status();
-  EXPECT_LT(*diff, 1e-5);
+  ExpectTrainsLikeJax(*client::ConnectLocal(**cluster), /*micro_batches=*/4);
 }
 
 // The same with every stage's island a worker process of its own: arrays
 // cross processes on the TCP data plane every step.
-TEST(PipelineTest, PipelinedTrainingOnAMultiProcessClusterMatchesJaxOnOneDevice) {
-  absl::StatusOr<PipelineData> data =
-      LoadPipelineData(CAUSEWAY_PIPELINE_DATA_DIR);
-  ASSERT_TRUE(data.ok()) << data.status();
+TEST_F(PipelineTest,
+       PipelinedTrainingOnAMultiProcessClusterMatchesJaxOnOneDevice) {
   absl::StatusOr<RunningCluster> cluster = StartCluster(
       {"--islands", "4", "--hosts-per-island", "1", "--devices-per-host", "2"});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  PipelineOptions options;
-  options.learning_rate = data->learning_rate;
-  options.micro_batches = 4;
-  absl::StatusOr<PipelineRunResult> run =
-      TrainPipeline(*cluster->client, *data, options);
-  ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->losses.size(), data->reference_losses.size());
-  for (size_t i = 0; i < run->losses.size(); ++i) {
-    EXPECT_NEAR(run->losses[i], data->reference_losses[i], 1e-5) << "step " << i;
-  }
-  absl::StatusOr<double> diff =
-      MaxParameterDifference(run->final_parameters, data->reference_final);
-  ASSERT_TRUE(diff.ok()) << diff.status();
-  EXPECT_LT(*diff, 1e-5);
+  ExpectTrainsLikeJax(*cluster->client, /*micro_batches=*/4);
 }
 
-// Three sessions want 2 of the island's 4 devices: the third waits and is
-// granted when the first ends, before the second ends.
-TEST(SharingTest, TheThirdSessionRunsAsSoonAsTheFirstEnds) {
-  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
-      cluster::LocalCluster::Create({.islands = 1, .devices_per_host = 4});
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
-  absl::StatusOr<SharingResult> result = RunSharing(*client);
+// Three sessions want 2 of the island's 4 devices of `client`'s cluster:
+// the third waits and is granted when the first ends, before the second
+// ends.
+void ExpectTheThirdSessionRunsAsSoonAsTheFirstEnds(client::Client& client) {
+  absl::StatusOr<SharingResult> result = RunSharing(client);
   ASSERT_TRUE(result.ok()) << result.status();
   SCOPED_TRACE(result->ToString());
   EXPECT_THAT(result->results, ElementsAre(24, 168, 1608));
@@ -230,6 +222,14 @@ TEST(SharingTest, TheThirdSessionRunsAsSoonAsTheFirstEnds) {
   EXPECT_LT(result->Index("A", "closed"), result->Index("C", "granted"));
   EXPECT_LT(result->Index("C", "granted"), result->Index("B", "closed"));
   EXPECT_LT(result->Index("C", "granted"), result->Index("C", "finished"));
+}
+
+TEST(SharingTest, TheThirdSessionRunsAsSoonAsTheFirstEnds) {
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create({.islands = 1, .devices_per_host = 4});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ExpectTheThirdSessionRunsAsSoonAsTheFirstEnds(
+      *client::ConnectLocal(**cluster));
 }
 
 // The same on island 0 of a cluster of two worker processes of 2 devices.
@@ -237,14 +237,7 @@ TEST(SharingTest, TheThirdSessionRunsAsSoonAsTheFirstEndsOnAMultiProcessCluster)
   absl::StatusOr<RunningCluster> cluster = StartCluster(
       {"--islands", "1", "--hosts-per-island", "2", "--devices-per-host", "2"});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  absl::StatusOr<SharingResult> result = RunSharing(*cluster->client);
-  ASSERT_TRUE(result.ok()) << result.status();
-  SCOPED_TRACE(result->ToString());
-  EXPECT_THAT(result->results, ElementsAre(24, 168, 1608));
-  ASSERT_GE(result->Index("C", "waits in the queue"), 0);
-  EXPECT_LT(result->Index("A", "closed"), result->Index("C", "granted"));
-  EXPECT_LT(result->Index("C", "granted"), result->Index("B", "closed"));
-  EXPECT_LT(result->Index("C", "granted"), result->Index("C", "finished"));
+  ExpectTheThirdSessionRunsAsSoonAsTheFirstEnds(*cluster->client);
 }
 
 // Elastic training on an embedded cluster of `hosts` hosts of 4 devices:
@@ -256,11 +249,7 @@ class ElasticTrainingTest : public ::testing::Test {
     std::vector<std::string> lines;
 
     std::vector<std::string> LinesStartingWith(const std::string& prefix) const {
-      std::vector<std::string> found;
-      for (const std::string& line : lines) {
-        if (line.rfind(prefix, 0) == 0) found.push_back(line);
-      }
-      return found;
+      return examples::LinesStartingWith(lines, prefix);
     }
   };
 
@@ -409,11 +398,7 @@ class ElasticOnAClusterTest : public ::testing::Test {
   }
 
   std::vector<std::string> LinesStartingWith(const std::string& prefix) const {
-    std::vector<std::string> found;
-    for (const std::string& line : lines_) {
-      if (line.rfind(prefix, 0) == 0) found.push_back(line);
-    }
-    return found;
+    return examples::LinesStartingWith(lines_, prefix);
   }
 
   std::unique_ptr<cli::ClusterProcess> cluster_;
