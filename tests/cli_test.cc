@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,28 @@ class CliTest : public ::testing::Test {
   }
   std::string OutDir() const { return (dir_ / "out").string(); }
 
+  // `causeway run` arguments for `program` (HLO text, written to p.hlo) on
+  // `partitions` devices, with `input` (written to x.npy) as its one
+  // argument if given, its outputs in OutDir(), then `flags`.
+  std::vector<std::string> RunArgs(const std::string& program, int partitions,
+                                   const std::optional<Literal>& input,
+                                   const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"run", WriteFile("p.hlo", program),
+                                     "--partitions",
+                                     std::to_string(partitions)};
+    if (input.has_value()) {
+      args.insert(args.end(), {"--input", WriteArray("x.npy", *input)});
+    }
+    args.insert(args.end(), {"--output-dir", OutDir()});
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+  CliResult RunProgram(const std::string& program, int partitions,
+                       const std::optional<Literal>& input,
+                       const std::vector<std::string>& flags = {}) {
+    return Cli(RunArgs(program, partitions, input, flags));
+  }
+
   std::string binary_;
   fs::path dir_;
 };
@@ -189,11 +212,8 @@ TEST_F(CliTest, UnknownCommandIsAUsageError) {
 }
 
 TEST_F(CliTest, StackedInputsGiveStackedOutputs) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input =
-      WriteArray("x.npy", F32({2, 3}, {1, 2, 3, 10, 20, 30}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
-                          "--output-dir", OutDir()});
+  CliResult result =
+      RunProgram(kProgram, 2, F32({2, 3}, {1, 2, 3, 10, 20, 30}));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   Literal out0 = ReadOutput("out0.npy");
   EXPECT_EQ(out0.shape().dims(), (std::vector<int64_t>{2, 3}));
@@ -209,13 +229,9 @@ TEST_F(CliTest, ARunOnAClusterGivesWhatTheEmbeddedRunGives) {
                                            "--hosts-per-island", "1",
                                            "--devices-per-host", "2"});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input =
-      WriteArray("x.npy", F32({2, 3}, {1, 2, 3, 10, 20, 30}));
   CliResult result =
-      Cli({"run", program, "--partitions", "2", "--input", input,
-           "--output-dir", OutDir(), "--cluster", (*cluster)->address(),
-           "--timeout", "60"});
+      RunProgram(kProgram, 2, F32({2, 3}, {1, 2, 3, 10, 20, 30}),
+                 {"--cluster", (*cluster)->address(), "--timeout", "60"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(Values(ReadOutput("out0.npy")),
               ElementsAre(12, 23, 34, 12, 23, 34));
@@ -236,30 +252,24 @@ TEST_F(CliTest, ClusterFlagsAreCheckedAgainstEachOther) {
 }
 
 TEST_F(CliTest, GlobalInputsAreSplitAndOutputsAssembledByShardings) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input =
-      WriteArray("x.npy", F32({6}, {1, 2, 3, 10, 20, 30}));
   CliResult result =
-      Cli({"run", program, "--partitions", "2", "--input", input,
-           "--output-dir", OutDir(), "--global", "--output-sharding",
-           "{replicated}", "--output-sharding", "{devices=[2]0,1}"});
+      RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 10, 20, 30}),
+                 {"--global", "--output-sharding", "{replicated}",
+                  "--output-sharding", "{devices=[2]0,1}"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(Values(ReadOutput("out0.npy")), ElementsAre(12, 23, 34));
   EXPECT_THAT(Values(ReadOutput("out1.npy")), ElementsAre(1, 2, 3, 11, 21, 31));
 }
 
 TEST_F(CliTest, GlobalWithoutOutputShardingsSaysHowToGiveThem) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input = WriteArray("x.npy", F32({6}, {1, 2, 3, 4, 5, 6}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
-                          "--output-dir", OutDir(), "--global"});
+  CliResult result =
+      RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 4, 5, 6}), {"--global"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("--output-sharding"));
 }
 
 TEST_F(CliTest, GlobalTakesUnannotatedScalarOutputsAsReplicated) {
-  const std::string program =
-      WriteFile("p.hlo", R"(HloModule sum, num_partitions=2
+  CliResult result = RunProgram(R"(HloModule sum, num_partitions=2
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -271,10 +281,8 @@ ENTRY main {
   local = f32[] reduce(x, zero), dimensions={0}, to_apply=add
   ROOT total = f32[] all-reduce(local), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
 }
-)");
-  const std::string input = WriteArray("x.npy", F32({4}, {1, 2, 3, 4}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
-                          "--output-dir", OutDir(), "--global"});
+)",
+                                2, F32({4}, {1, 2, 3, 4}), {"--global"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   Literal total = ReadOutput("out0.npy");
   EXPECT_EQ(total.shape().rank(), 0);
@@ -282,25 +290,19 @@ ENTRY main {
 }
 
 TEST_F(CliTest, GlobalRefusesParametersWithoutSharding) {
-  const std::string program = WriteFile("p.hlo", R"(HloModule one
+  CliResult result = RunProgram(R"(HloModule one
 ENTRY main {
   ROOT x = f32[2] parameter(0)
 }
-)");
-  const std::string input = WriteArray("x.npy", F32({2}, {1, 2}));
-  CliResult result = Cli({"run", program, "--partitions", "1", "--input", input,
-                          "--output-dir", OutDir(), "--global"});
+)",
+                                1, F32({2}, {1, 2}), {"--global"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr("parameter 0 ('x') has no sharding= annotation"));
 }
 
 TEST_F(CliTest, WrongInputShapeNamesTheParameter) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input =
-      WriteArray("x.npy", F32({3, 2}, {1, 2, 3, 4, 5, 6}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
-                          "--output-dir", OutDir()});
+  CliResult result = RunProgram(kProgram, 2, F32({3, 2}, {1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr("parameter 0 ('x'): expected f32[2,3] "
@@ -308,27 +310,20 @@ TEST_F(CliTest, WrongInputShapeNamesTheParameter) {
 }
 
 TEST_F(CliTest, WrongInputCountListsTheParameters) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  CliResult result =
-      Cli({"run", program, "--partitions", "2", "--output-dir", OutDir()});
+  CliResult result = RunProgram(kProgram, 2, std::nullopt);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("takes 1 parameter ('x': f32[3])"));
 }
 
 TEST_F(CliTest, PartitionCountMismatchIsReported) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input = WriteArray("x.npy", F32({4, 3}, {}));
-  CliResult result = Cli({"run", program, "--partitions", "4", "--input", input,
-                          "--output-dir", OutDir()});
+  CliResult result = RunProgram(kProgram, 4, F32({4, 3}, {}));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("num_partitions=2"));
 }
 
 TEST_F(CliTest, ParseErrorsNameTheLine) {
-  const std::string program =
-      WriteFile("p.hlo", "HloModule m\nENTRY e {\n  x = \n}\n");
   CliResult result =
-      Cli({"run", program, "--partitions", "1", "--output-dir", OutDir()});
+      RunProgram("HloModule m\nENTRY e {\n  x = \n}\n", 1, std::nullopt);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("p.hlo: line 4:1:"));
 }
@@ -400,10 +395,8 @@ ENTRY main {
 )";
 
 TEST_F(CliTest, TimeoutStopsAProgramThatLoopsForever) {
-  const std::string program = WriteFile("p.hlo", kForever);
-  const std::string input = WriteArray("x.npy", F32({2, 3}, {}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
-                          "--output-dir", OutDir(), "--timeout", "0.5"});
+  CliResult result =
+      RunProgram(kForever, 2, F32({2, 3}, {}), {"--timeout", "0.5"});
   EXPECT_EQ(result.exit_code, 124) << result.output;
   EXPECT_THAT(result.output,
               HasSubstr("did not finish within --timeout 0.5 s and was "
@@ -412,12 +405,9 @@ TEST_F(CliTest, TimeoutStopsAProgramThatLoopsForever) {
 }
 
 TEST_F(CliTest, SigintStopsTheRunWithAMessage) {
-  const std::string program = WriteFile("p.hlo", kForever);
-  const std::string input = WriteArray("x.npy", F32({2, 3}, {}));
-  CliResult result =
-      CliSignalledWhen({"run", program, "--partitions", "2", "--input", input,
-                        "--output-dir", OutDir(), "--timeout", "120"},
-                       "running 'forever' on 2 devices", SIGINT);
+  CliResult result = CliSignalledWhen(
+      RunArgs(kForever, 2, F32({2, 3}, {}), {"--timeout", "120"}),
+      "running 'forever' on 2 devices", SIGINT);
   EXPECT_EQ(result.exit_code, 130) << result.output;
   EXPECT_THAT(result.output,
               HasSubstr("interrupted (signal 2); the program was stopped"));
@@ -426,8 +416,8 @@ TEST_F(CliTest, SigintStopsTheRunWithAMessage) {
 TEST_F(CliTest, APartitionLoopingWhileItsPeerWaitsInACollectiveEndsTheRun) {
   // Partition 0 loops forever; partition 1 waits for it in an all-reduce
   // and gives up: the run then stops partition 0 too and exits.
-  const std::string program =
-      WriteFile("p.hlo", R"(HloModule loop_or_wait, num_partitions=2
+  CliResult result =
+      RunProgram(R"(HloModule loop_or_wait, num_partitions=2
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -456,17 +446,14 @@ ENTRY main {
   i = s32[] convert(p)
   ROOT y = f32[] conditional(i, x, x), branch_computations={loop, wait}
 }
-)");
-  const std::string input = WriteArray("x.npy", F32({2}, {1, 1}));
-  CliResult result =
-      Cli({"run", program, "--partitions", "2", "--input", input,
-           "--output-dir", OutDir(), "--collective-timeout", "0.2"});
+)",
+                 2, F32({2}, {1, 1}), {"--collective-timeout", "0.2"});
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_THAT(result.output, HasSubstr("did not arrive within 200ms"));
 }
 
 TEST_F(CliTest, AOnePartitionModuleRunsACopyPerDeviceReadingPartitionIdZero) {
-  const std::string program = WriteFile("p.hlo", R"(HloModule copies
+  CliResult result = RunProgram(R"(HloModule copies
 ENTRY main {
   x = f32[2] parameter(0)
   p = u32[] partition-id()
@@ -474,11 +461,8 @@ ENTRY main {
   b = f32[2] broadcast(pf), dimensions={}
   ROOT y = f32[2] add(x, b)
 }
-)");
-  const std::string input =
-      WriteArray("x.npy", F32({3, 2}, {1, 2, 10, 20, 100, 200}));
-  CliResult result = Cli({"run", program, "--partitions", "3", "--input", input,
-                          "--output-dir", OutDir()});
+)",
+                                3, F32({3, 2}, {1, 2, 10, 20, 100, 200}));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   // Each device kept its own row, and partition-id is 0 on every copy.
   EXPECT_THAT(Values(ReadOutput("out0.npy")),
@@ -486,13 +470,11 @@ ENTRY main {
 }
 
 TEST_F(CliTest, GlobalRefusesAnInputTheShardingDoesNotDivideEvenly) {
-  const std::string program = WriteFile("p.hlo", kProgram);
   // The program's shards are f32[3]: a global f32[5] would be padded.
-  const std::string input = WriteArray("x.npy", F32({5}, {1, 2, 3, 4, 5}));
   CliResult result =
-      Cli({"run", program, "--partitions", "2", "--input", input,
-           "--output-dir", OutDir(), "--global", "--output-sharding",
-           "{replicated}", "--output-sharding", "{devices=[2]0,1}"});
+      RunProgram(kProgram, 2, F32({5}, {1, 2, 3, 4, 5}),
+                 {"--global", "--output-sharding", "{replicated}",
+                  "--output-sharding", "{devices=[2]0,1}"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr("a global f32[5] does not divide evenly by the "
@@ -500,13 +482,10 @@ TEST_F(CliTest, GlobalRefusesAnInputTheShardingDoesNotDivideEvenly) {
 }
 
 TEST_F(CliTest, GlobalRefusesAnOutputShardingForAnotherDeviceCount) {
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input =
-      WriteArray("x.npy", F32({6}, {1, 2, 3, 10, 20, 30}));
   CliResult result =
-      Cli({"run", program, "--partitions", "2", "--input", input,
-           "--output-dir", OutDir(), "--global", "--output-sharding",
-           "{replicated}", "--output-sharding", "{devices=[4]<=[4]}"});
+      RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 10, 20, 30}),
+                 {"--global", "--output-sharding", "{replicated}",
+                  "--output-sharding", "{devices=[4]<=[4]}"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr("output 1 (f32[3] per partition) with "
@@ -520,13 +499,10 @@ TEST_F(CliTest, GlobalRefusesAnOutputShardingForAnotherDeviceCount) {
 TEST_F(CliTest, GlobalRefusesReplicatedForAnOutputWhosePartitionsDiffer) {
   // Output 1 is x + partition_id: each partition's differs, so reading it
   // as replicated would write one partition's values as the whole.
-  const std::string program = WriteFile("p.hlo", kProgram);
-  const std::string input =
-      WriteArray("x.npy", F32({6}, {1, 2, 3, 10, 20, 30}));
   CliResult result =
-      Cli({"run", program, "--partitions", "2", "--input", input,
-           "--output-dir", OutDir(), "--global", "--output-sharding",
-           "{replicated}", "--output-sharding", "{replicated}"});
+      RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 10, 20, 30}),
+                 {"--global", "--output-sharding", "{replicated}",
+                  "--output-sharding", "{replicated}"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
               HasSubstr("says partitions 0 and 1 hold the same part of the "
@@ -535,7 +511,7 @@ TEST_F(CliTest, GlobalRefusesReplicatedForAnOutputWhosePartitionsDiffer) {
 }
 
 TEST_F(CliTest, AValueTooBigForMemoryIsRefusedNamingTheInstruction) {
-  const std::string program = WriteFile("p.hlo", R"(HloModule big
+  CliResult result = RunProgram(R"(HloModule big
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -546,18 +522,15 @@ ENTRY main {
   i = f32[100000000000] iota(), iota_dimension=0
   ROOT r = f32[] reduce(i, zero), dimensions={0}, to_apply=add
 }
-)");
-  const std::string input = WriteArray("z.npy", F32({1}, {0}));
-  CliResult result = Cli({"run", program, "--partitions", "1", "--input", input,
-                          "--output-dir", OutDir()});
+)",
+                                1, F32({1}, {0}));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("instruction 'i' (line 9)"));
   EXPECT_THAT(result.output, HasSubstr("needs a buffer of 400000000000 bytes"));
 }
 
 TEST_F(CliTest, ReplicaGroupsThatLeaveAPartitionOutAreRefusedAtLoad) {
-  const std::string program =
-      WriteFile("p.hlo", R"(HloModule lonely, num_partitions=2
+  CliResult result = RunProgram(R"(HloModule lonely, num_partitions=2
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -567,10 +540,8 @@ ENTRY main {
   x = f32[] parameter(0), sharding={replicated}
   ROOT r = f32[] all-reduce(x), channel_id=1, replica_groups={{0}}, use_global_device_ids=true, to_apply=add
 }
-)");
-  const std::string input = WriteArray("x.npy", F32({2}, {1, 2}));
-  CliResult result = Cli({"run", program, "--partitions", "2", "--input", input,
-                          "--output-dir", OutDir()});
+)",
+                                2, F32({2}, {1, 2}));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("replica_groups leave out device id 1"));
   EXPECT_THAT(result.output, Not(HasSubstr("running")));
