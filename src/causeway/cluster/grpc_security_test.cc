@@ -172,6 +172,48 @@ class GrpcHeadFixture : public ::testing::Test {
     return raw.stream->Finish();
   }
 
+  // The worker service as a hand-written worker dials it: plaintext, no
+  // token.
+  std::unique_ptr<wire::HeadWorkers::Stub> WorkerStub() {
+    return wire::HeadWorkers::NewStub(grpc::CreateChannel(
+        server_->address(), grpc::InsecureChannelCredentials()));
+  }
+
+  // A raw worker stream that registered one device as incarnation
+  // `incarnation` and read the head's `registered`.
+  struct RawWorker {
+    std::unique_ptr<wire::HeadWorkers::Stub> stub;
+    grpc::ClientContext context;
+    std::unique_ptr<
+        grpc::ClientReaderWriter<wire::WorkerToHead, wire::HeadToWorker>>
+        stream;
+  };
+  std::unique_ptr<RawWorker> RegisterRaw(uint64_t incarnation) {
+    auto raw = std::make_unique<RawWorker>();
+    raw->stub = WorkerStub();
+    raw->stream = raw->stub->Worker(&raw->context);
+    wire::WorkerToHead hello;
+    wire::Register* reg = hello.mutable_registration();
+    reg->set_version(1);
+    reg->set_num_devices(1);
+    reg->set_device_kind("cpu");
+    reg->set_memory_per_device(1 << 20);
+    reg->set_incarnation(incarnation);
+    reg->set_name("hostile");
+    CW_CHECK(raw->stream->Write(hello));
+    wire::HeadToWorker registered;
+    CW_CHECK(raw->stream->Read(&registered));
+    CW_CHECK(registered.has_registered()) << registered.DebugString();
+    return raw;
+  }
+  // Reads until the stream ends; returns the call's status.
+  static grpc::Status Drain(RawWorker& raw) {
+    wire::HeadToWorker ignored;
+    while (raw.stream->Read(&ignored)) {
+    }
+    return raw.stream->Finish();
+  }
+
   std::unique_ptr<LocalCluster> cluster_;
   RecordingMembership membership_;
   std::unique_ptr<GrpcHeadServer> server_;
@@ -480,9 +522,7 @@ TEST_F(GrpcHeadFixture, HostileUploadsAreRefusedWithoutAllocatingTheirSize) {
 
 TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
   StartServer({});
-  auto channel = grpc::CreateChannel(server_->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto workers = wire::HeadWorkers::NewStub(channel);
+  std::unique_ptr<wire::HeadWorkers::Stub> workers = WorkerStub();
   grpc::ClientContext context;
   auto stream = workers->Worker(&context);
   wire::WorkerToHead hello;
@@ -499,30 +539,11 @@ TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
 
 TEST_F(GrpcHeadFixture, AWorkerSendingAMalformedNoticeIsCutOffAlone) {
   StartServer({});
-  auto channel = grpc::CreateChannel(server_->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto workers = wire::HeadWorkers::NewStub(channel);
-  grpc::ClientContext context;
-  auto stream = workers->Worker(&context);
-  wire::WorkerToHead hello;
-  wire::Register* reg = hello.mutable_registration();
-  reg->set_version(1);
-  reg->set_num_devices(1);
-  reg->set_device_kind("cpu");
-  reg->set_memory_per_device(1 << 20);
-  reg->set_incarnation(77);
-  reg->set_name("hostile");
-  stream->Write(hello);
-  wire::HeadToWorker registered;
-  ASSERT_TRUE(stream->Read(&registered));
-  ASSERT_TRUE(registered.has_registered());
+  std::unique_ptr<RawWorker> raw = RegisterRaw(77);
   wire::WorkerToHead bad;
   bad.mutable_op_done()->add_done()->set_device(-8);
-  stream->Write(bad);
-  wire::HeadToWorker ignored;
-  while (stream->Read(&ignored)) {
-  }
-  grpc::Status status = stream->Finish();
+  raw->stream->Write(bad);
+  grpc::Status status = Drain(*raw);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("op_done.done[0].device"));
   absl::Status gone = membership_.AwaitDisconnected();
@@ -538,31 +559,16 @@ TEST_F(GrpcHeadFixture, AMalformedKeyValueRequestIsAnsweredAndOneWithoutAnIdEnds
   GrpcHeadServerOptions options;
   options.workers.key_value_store = &store;
   StartServer(std::move(options));
-  auto channel = grpc::CreateChannel(server_->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto workers = wire::HeadWorkers::NewStub(channel);
-  grpc::ClientContext context;
-  auto stream = workers->Worker(&context);
-  wire::WorkerToHead hello;
-  wire::Register* reg = hello.mutable_registration();
-  reg->set_version(1);
-  reg->set_num_devices(1);
-  reg->set_device_kind("cpu");
-  reg->set_memory_per_device(1 << 20);
-  reg->set_incarnation(78);
-  reg->set_name("hostile");
-  stream->Write(hello);
-  wire::HeadToWorker answer;
-  ASSERT_TRUE(stream->Read(&answer));
-  ASSERT_TRUE(answer.has_registered());
+  std::unique_ptr<RawWorker> raw = RegisterRaw(78);
   // A key past the bound: that request fails, the stream goes on.
   wire::WorkerToHead bad;
   bad.mutable_kv()->set_id(5);
   bad.mutable_kv()->mutable_set()->set_key(
       std::string(transport::KeyValueStore::kMaxKeyBytes + 1, 'k'));
-  stream->Write(bad);
+  raw->stream->Write(bad);
+  wire::HeadToWorker answer;
   do {
-    ASSERT_TRUE(stream->Read(&answer));
+    ASSERT_TRUE(raw->stream->Read(&answer));
   } while (!answer.has_kv_reply());
   EXPECT_EQ(answer.kv_reply().id(), 5u);
   EXPECT_EQ(answer.kv_reply().status().code(),
@@ -571,10 +577,8 @@ TEST_F(GrpcHeadFixture, AMalformedKeyValueRequestIsAnsweredAndOneWithoutAnIdEnds
   EXPECT_TRUE(store.Keys().empty());
   // A request without an id cannot be answered: the stream ends.
   bad.mutable_kv()->set_id(0);
-  stream->Write(bad);
-  while (stream->Read(&answer)) {
-  }
-  grpc::Status status = stream->Finish();
+  raw->stream->Write(bad);
+  grpc::Status status = Drain(*raw);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("kv.id"));
 }
@@ -587,9 +591,7 @@ TEST_F(GrpcHeadFixture, BulkCallsOfAnUnknownIncarnationAreNotFound) {
   absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
       transport::GrpcWorkerAgent::Register(worker);
   ASSERT_TRUE(agent.ok()) << agent.status();
-  auto channel = grpc::CreateChannel(server_->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto workers = wire::HeadWorkers::NewStub(channel);
+  std::unique_ptr<wire::HeadWorkers::Stub> workers = WorkerStub();
   {
     wire::ShardRef ref;
     ref.set_host((*agent)->host().value());
