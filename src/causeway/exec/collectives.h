@@ -95,8 +95,8 @@ class Collectives {
   virtual absl::StatusOr<hlo::Literal> CollectivePermute(
       const CollectiveOp& op, hlo::Literal operand) = 0;
 
-  // OK, or why these collectives were cancelled: a peer of the run failed,
-  // so the run's result is lost. The evaluator reads it at every while-loop
+  // OK, or why these collectives were cancelled: a peer of the run failed
+  // or the participant itself was cancelled, so the run's result is lost. The evaluator reads it at every while-loop
   // iteration and stops the run with it, so that a participant looping
   // without collectives does not outlive a failed peer forever. Cheap:
   // called once per iteration. Implementations that cannot tell return OK.

@@ -704,6 +704,17 @@ TYPED_TEST(CollectivesConformanceTest, CancelEndsTheCancelledParticipantsCall) {
   EXPECT_THAT(result.status().message(), HasSubstr("session closed"));
 }
 
+// What the evaluator reads at every while-loop iteration, so that a
+// partition looping without collectives stops once it is cancelled.
+TYPED_TEST(CollectivesConformanceTest, ACancelledParticipantSaysSoToItsLoops) {
+  this->harness_.StartRun(2, absl::Seconds(20));
+  EXPECT_TRUE(this->harness_.Participant(0).Cancelled().ok());
+  this->harness_.Cancel(0, absl::CancelledError("session closed"));
+  absl::Status cancelled = this->harness_.Participant(0).Cancelled();
+  EXPECT_EQ(cancelled.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(cancelled.message(), HasSubstr("session closed"));
+}
+
 TYPED_TEST(CollectivesConformanceTest, MissingPeerEndsInDeadlineExceeded) {
   Instruction* ar = this->builder_.Collective(Opcode::kAllReduce);
   this->harness_.StartRun(3, absl::Milliseconds(200));

@@ -531,12 +531,18 @@ GlooCollectives::GlooCollectives(GlooCommunicators& communicators,
 
 GlooCollectives::~GlooCollectives() = default;
 
-absl::Status GlooCollectives::Cancelled(const exec::CollectiveOp& op) {
+absl::Status GlooCollectives::Cancelled() const {
   absl::MutexLock lock(&mu_);
-  return CancelledLocked(op);
+  return cancelled_;
 }
 
-absl::Status GlooCollectives::CancelledLocked(const exec::CollectiveOp& op) {
+absl::Status GlooCollectives::CheckNotCancelled(const exec::CollectiveOp& op) {
+  absl::MutexLock lock(&mu_);
+  return CheckNotCancelledLocked(op);
+}
+
+absl::Status GlooCollectives::CheckNotCancelledLocked(
+    const exec::CollectiveOp& op) {
   if (cancelled_.ok()) return absl::OkStatus();
   return absl::Status(cancelled_.code(),
                       absl::StrCat(exec::DescribeCollective(op),
@@ -604,7 +610,7 @@ absl::StatusOr<GlooCollectives::Group> GlooCollectives::MakeGroup(
 
 absl::StatusOr<std::shared_ptr<GlooCommunicators::Entry>>
 GlooCollectives::Acquire(const exec::CollectiveOp& op, const Group& group) {
-  CW_RETURN_IF_ERROR(Cancelled(op));
+  CW_RETURN_IF_ERROR(CheckNotCancelled(op));
   const GlooCommunicators::ContextKey key{launch_.island, launch_.epoch,
                                           group.sorted, launch_.devices[me_]};
   CW_ASSIGN_OR_RETURN(std::shared_ptr<GlooCommunicators::Entry> entry,
@@ -620,7 +626,7 @@ GlooCollectives::Acquire(const exec::CollectiveOp& op, const Group& group) {
       GlooCancelKey(launch_.island, launch_.epoch, launch_.seq));
   {
     absl::MutexLock lock(&mu_);
-    if (!cancelled_.ok()) return CancelledLocked(op);
+    if (!cancelled_.ok()) return CheckNotCancelledLocked(op);
     building_ = &store;
   }
   absl::StatusOr<std::shared_ptr<GlooCommunicators::Entry>> built =
@@ -630,7 +636,7 @@ GlooCollectives::Acquire(const exec::CollectiveOp& op, const Group& group) {
     building_ = nullptr;
   }
   if (!built.ok()) {
-    CW_RETURN_IF_ERROR(Cancelled(op));
+    CW_RETURN_IF_ERROR(CheckNotCancelled(op));
     const absl::Status& status = built.status();
     const std::string missing = store.missing_key();
     if (absl::IsDeadlineExceeded(status) && !missing.empty()) {
@@ -661,7 +667,7 @@ GlooCollectives::Acquire(const exec::CollectiveOp& op, const Group& group) {
   }
   // A cancellation that came while the context was connecting may have
   // missed it: close it here.
-  if (absl::Status cancelled = Cancelled(op); !cancelled.ok()) {
+  if (absl::Status cancelled = CheckNotCancelled(op); !cancelled.ok()) {
     communicators_.Close(*built, cancelled);
     communicators_.Release(*built);
     return cancelled;
@@ -682,7 +688,7 @@ absl::Status GlooCollectives::PublishedCancel() {
 absl::Status GlooCollectives::FailureOf(const exec::CollectiveOp& op,
                                         const Group& group,
                                         const std::string& what) {
-  CW_RETURN_IF_ERROR(Cancelled(op));
+  CW_RETURN_IF_ERROR(CheckNotCancelled(op));
   const std::string description = exec::DescribeCollective(op);
   if (absl::StrContains(what, "Timed out")) {
     return absl::DeadlineExceededError(absl::StrCat(
@@ -723,7 +729,7 @@ absl::Status GlooCollectives::RunOnContext(const exec::CollectiveOp& op,
     } catch (const ::gloo::IoException& e) {
       status = FailureOf(op, group, e.what());
     } catch (const std::exception& e) {
-      status = Cancelled(op);
+      status = CheckNotCancelled(op);
       if (status.ok()) {
         status = absl::InternalError(absl::StrCat(
             exec::DescribeCollective(op), ": Gloo failed: ", e.what()));

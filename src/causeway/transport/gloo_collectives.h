@@ -216,6 +216,9 @@ class GlooCollectives final : public exec::Collectives {
   // the peers' waiting calls fail at once and report `status`. Returns at
   // once (the store write and the closing happen on the abort thread).
   void Cancel(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancel's status (OK before it): a device looping without collectives
+  // stops with it.
+  absl::Status Cancelled() const override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Group;
@@ -236,8 +239,10 @@ class GlooCollectives final : public exec::Collectives {
                          const std::string& what);
   // The launch's cancel status, if a peer has set one.
   absl::Status PublishedCancel();
-  absl::Status Cancelled(const exec::CollectiveOp& op) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status CancelledLocked(const exec::CollectiveOp& op)
+  // OK, or `op`'s error if Cancel was called.
+  absl::Status CheckNotCancelled(const exec::CollectiveOp& op)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckNotCancelledLocked(const exec::CollectiveOp& op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Every member's operand, in group order.
@@ -261,7 +266,7 @@ class GlooCollectives final : public exec::Collectives {
   const int64_t me_;
   const Options options_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::Status cancelled_ ABSL_GUARDED_BY(mu_);
   GlooStore* building_ ABSL_GUARDED_BY(mu_) = nullptr;  // A rendezvous.
 };
