@@ -95,6 +95,32 @@ TEST_F(ProcessClusterTest, AProgramRunsAcrossTwoWorkerProcesses) {
   EXPECT_THAT(*y, ElementsAre(3, -8));
 }
 
+// A worker's ready line is what scripts and tests wait on: when it is out,
+// the head has the worker alive and its devices in the pool.
+TEST_F(ProcessClusterTest, AWorkersReadyLineComesOnceTheHeadHasItAlive) {
+  StartHead();
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session =
+      client->OpenSession({.name = "watcher"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int round = 0; round < 3; ++round) {
+    const HostId host = AddWorker(2).host;
+    absl::StatusOr<transport::StatusReport> report =
+        session->Status().AwaitFor(kWait);
+    ASSERT_TRUE(report.ok()) << report.status();
+    const nlohmann::json status = nlohmann::json::parse(report->json);
+    bool alive = false;
+    size_t devices = 0;
+    for (const auto& entry : status["hosts"]) {
+      if (entry["host"].get<int64_t>() != host.value()) continue;
+      alive = entry["alive"].get<bool>();
+      if (entry.contains("devices")) devices = entry["devices"].size();
+    }
+    EXPECT_TRUE(alive) << "host " << host << " in " << report->text;
+    EXPECT_EQ(devices, 2u) << report->text;
+  }
+}
+
 TEST_F(ProcessClusterTest, ArraysMoveBetweenWorkerProcessesOnTheDataPlane) {
   StartHead();
   AddWorker(1);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -31,7 +32,8 @@ constexpr char kWorkerHelp[] = R"(Usage:
 Runs one worker (a host with D CPU devices on island N): it dials the head,
 registers (the head gives it a host id and device ids), and runs what the
 head sends until it is stopped (SIGINT, SIGTERM). Prints
-`worker host H ready: devices A..B on island N` once registered.
+`worker host H ready: devices A..B on island N` once the head has made it
+alive (its devices are in the head's pool then).
 
 When it loses the head it stops everything it holds (that state belonged
 to the head that is gone) and registers again, as a new host, with
@@ -201,22 +203,33 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   options.listener = &agent;
   options.events = &events;
   const HostId self = agent.host();
-  options.on_membership = [&data_plane,
-                           self](const transport::MembershipUpdate& update) {
+  // The head activates a worker after telling it its ids, then sends every
+  // alive worker the new membership: the first update that shows this one
+  // alive means its devices are in the head's pool, and only then is it
+  // ready for whoever waits on its line.
+  std::atomic<bool> announced = false;
+  options.on_membership = [&](const transport::MembershipUpdate& update) {
     ApplyMembership(data_plane, self, update);
+    const bool alive = std::any_of(
+        update.hosts.begin(), update.hosts.end(),
+        [self](const transport::PeerInfo& peer) {
+          return peer.host == self &&
+                 peer.state == transport::HostState::kAlive;
+        });
+    if (!alive || announced.exchange(true)) return;
+    const std::vector<transport::DeviceInfo>& devices = agent.devices();
+    std::printf("worker host %lld ready: devices %lld..%lld on island %lld "
+                "(head %s, data plane %s)\n",
+                static_cast<long long>(self.value()),
+                static_cast<long long>(devices.front().id.value()),
+                static_cast<long long>(devices.back().id.value()),
+                static_cast<long long>(flags.agent.island.value()),
+                flags.agent.head.c_str(), data_plane.address().c_str());
+    std::fflush(stdout);
   };
   CW_ASSIGN_OR_RETURN(std::unique_ptr<worker::Worker> worker,
                       worker::Worker::Create(options));
   data_plane.Attach(agent.host(), worker.get());
-  const std::vector<transport::DeviceInfo>& devices = agent.devices();
-  std::printf("worker host %lld ready: devices %lld..%lld on island %lld "
-              "(head %s, data plane %s)\n",
-              static_cast<long long>(agent.host().value()),
-              static_cast<long long>(devices.front().id.value()),
-              static_cast<long long>(devices.back().id.value()),
-              static_cast<long long>(flags.agent.island.value()),
-              flags.agent.head.c_str(), data_plane.address().c_str());
-  std::fflush(stdout);
   signals.SetHandler([&agent] { agent.Stop(); });
   absl::Status ended = agent.Serve(worker.get(), &events);
   signals.SetHandler(nullptr);
