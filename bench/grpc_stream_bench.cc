@@ -53,13 +53,14 @@ HeadToWorker DispatchMessage() {
   op->set_island(0);
   op->set_seq(7);
   op->set_program(123456789);
-  op->set_program_name("dispatch_1");
+  op->set_program_name(1);  // Names by number, as the head sends them.
   op->set_session(1);
-  op->set_session_name("bench");
+  op->set_session_name(2);
   op->add_participant_hosts(0);
   wire::LaunchInput* in = op->add_inputs();
   in->mutable_buffer()->set_array(42);
-  in->set_source("output 0 of 'dispatch_1' (seq 6) on device 1 (host 0)");
+  in->set_array(5);
+  in->set_producer(3);
   wire::LaunchOutput* out = op->add_outputs();
   out->mutable_buffer()->set_array(43);
   out->mutable_shape()->set_type(wire::F32);

@@ -153,7 +153,7 @@ class GrpcHeadFixture : public ::testing::Test {
     raw->stream = connection.control().Session(&raw->context);
     wire::SessionRequest open;
     open.set_op_id(1);
-    open.mutable_open()->set_version(transport::kMaxProtocolVersion);
+    open.mutable_open()->set_version(transport::kSessionProtocol.max);
     open.mutable_open()->set_name("raw");
     open.mutable_open()->set_weight(1);
     CW_CHECK(raw->stream->Write(open));
@@ -194,7 +194,7 @@ class GrpcHeadFixture : public ::testing::Test {
     raw->stream = raw->stub->Worker(&raw->context);
     wire::WorkerToHead hello;
     wire::Register* reg = hello.mutable_registration();
-    reg->set_version(1);
+    reg->set_version(transport::kWorkerProtocol.max);
     reg->set_num_devices(1);
     reg->set_device_kind("cpu");
     reg->set_memory_per_device(1 << 20);
@@ -254,7 +254,7 @@ TEST_F(GrpcHeadFixture, EveryCallWithoutTheTokenIsRefusedBeforeAnyWork) {
     auto stream = sessions->Session(&context);
     wire::SessionRequest open;
     open.set_op_id(1);
-    open.mutable_open()->set_version(1);
+    open.mutable_open()->set_version(transport::kSessionProtocol.max);
     open.mutable_open()->set_weight(1);
     stream->Write(open);
     wire::SessionResponse response;
@@ -292,7 +292,7 @@ TEST_F(GrpcHeadFixture, EveryCallWithoutTheTokenIsRefusedBeforeAnyWork) {
     grpc::ClientContext context;
     auto stream = workers->Worker(&context);
     wire::WorkerToHead hello;
-    hello.mutable_registration()->set_version(1);
+    hello.mutable_registration()->set_version(transport::kWorkerProtocol.max);
     hello.mutable_registration()->set_num_devices(1);
     stream->Write(hello);
     wire::HeadToWorker command;
@@ -526,7 +526,7 @@ TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
   grpc::ClientContext context;
   auto stream = workers->Worker(&context);
   wire::WorkerToHead hello;
-  hello.mutable_registration()->set_version(1);
+  hello.mutable_registration()->set_version(transport::kWorkerProtocol.max);
   hello.mutable_registration()->set_num_devices(-1);
   stream->Write(hello);
   wire::HeadToWorker command;
@@ -534,6 +534,35 @@ TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
   grpc::Status status = stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("registration.num_devices"));
+  EXPECT_EQ(membership_.admitted(), 0);
+}
+
+TEST_F(GrpcHeadFixture, AWorkerOfProtocolVersionOneIsRefused) {
+  // Version 2 sends names by number: a version-1 worker would misread it.
+  StartServer({});
+  auto workers = WorkerStub();
+  {
+    grpc::ClientContext context;
+    wire::VersionRequest request;
+    request.set_min_version(1);
+    request.set_max_version(1);
+    wire::VersionResponse response;
+    grpc::Status status = workers->GetVersion(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("the peer speaks 1..1, this build 2..2"));
+  }
+  grpc::ClientContext context;
+  auto stream = workers->Worker(&context);
+  wire::WorkerToHead hello;
+  hello.mutable_registration()->set_version(1);
+  hello.mutable_registration()->set_num_devices(1);
+  stream->Write(hello);
+  wire::HeadToWorker command;
+  EXPECT_FALSE(stream->Read(&command));
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("registration.version: 1"));
   EXPECT_EQ(membership_.admitted(), 0);
 }
 

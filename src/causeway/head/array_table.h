@@ -46,7 +46,9 @@ struct ArrayRecord {
   SliceHandle slice;
   ArrayPlacement placement;
   absl::Status error;    // Not OK: an error array, without buffers.
-  std::string producer;  // "output 0 of 'f'", for the status view.
+  // "output 0 of 'f'", for the status view; launches that read the array
+  // share it (LaunchInput::producer).
+  std::shared_ptr<const std::string> producer;
   std::shared_ptr<ArrayBuffers> buffers;  // Null for error arrays.
 };
 

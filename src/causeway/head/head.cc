@@ -846,7 +846,10 @@ Future<> Head::PlaceArray(SessionId session_id, transport::ArraySpec spec,
     array->slice = spec.slice;
     array->placement =
         ArrayPlacement{spec.global_shape, spec.sharding, record.devices};
-    array->producer = "uploaded by the client";
+    static const auto* const kUploaded =
+        new std::shared_ptr<const std::string>(
+            std::make_shared<const std::string>("uploaded by the client"));
+    array->producer = *kUploaded;
     array->buffers =
         NewArrayBuffers(array->internal, array->placement, *topology);
     arrays_.Add(array);

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "causeway/base/status.h"
 #include "causeway/hlo/printer.h"
 #include "causeway/hlo/sharding_util.h"
@@ -17,7 +16,6 @@ using transport::ArraySpec;
 using transport::LaunchInput;
 using transport::LaunchOp;
 using transport::LaunchOutput;
-using transport::PieceOrigin;
 using transport::ReceiveSpec;
 
 std::string ShardingText(const hlo::Sharding& sharding) {
@@ -35,6 +33,7 @@ std::shared_ptr<const ArrayRecord> NewRecord(const PlanContext& context,
                                              ArrayPlacement placement,
                                              ArrayHandle internal,
                                              std::string producer) {
+  // One string per array, shared by every launch that reads it.
   auto record = std::make_shared<ArrayRecord>();
   record->session = context.session;
   record->handle = spec.handle;
@@ -42,7 +41,7 @@ std::shared_ptr<const ArrayRecord> NewRecord(const PlanContext& context,
   record->slice = spec.slice;
   record->buffers = NewArrayBuffers(internal, placement, *context.topology);
   record->placement = std::move(placement);
-  record->producer = std::move(producer);
+  record->producer = std::make_shared<const std::string>(std::move(producer));
   return record;
 }
 
@@ -144,12 +143,9 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
     if (!same.ok()) return WithContext(same.status(), what());
     launch->used.push_back(record->buffers);
     if (*same) {
-      const std::string source =
-          absl::StrCat("array ", op.arguments[a].value(), " (",
-                       record->producer, ") on this device");
       for (int64_t i = 0; i < n; ++i) {
-        inputs[i].push_back(
-            LaunchInput{BufferId{record->internal, i}, false, source});
+        inputs[i].push_back(LaunchInput{BufferId{record->internal, i}, false,
+                                        op.arguments[a], record->producer});
       }
       continue;
     }
@@ -160,17 +156,8 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
     if (!plan.ok()) return WithContext(plan.status(), what());
     for (auto& [host, receive] : plan->receives) {
       const int64_t i = receive.buffer.shard;
-      std::vector<std::string> origins;
-      for (const PieceOrigin& origin : receive.pieces) {
-        origins.push_back(absl::StrCat("device ", origin.device.value(),
-                                       " (host ", origin.host.value(), ")"));
-      }
-      inputs[i].push_back(LaunchInput{
-          BufferId{staged, i}, true,
-          absl::StrCat("transfer of array ", op.arguments[a].value(), " (",
-                       record->producer, ") from ",
-                       origins.empty() ? std::string("nowhere (padding)")
-                                       : absl::StrJoin(origins, ", "))});
+      inputs[i].push_back(LaunchInput{BufferId{staged, i}, true,
+                                      op.arguments[a], record->producer});
       staging[i].push_back(std::move(receive));
     }
     launch->source_sends.emplace_back(record->buffers, std::move(plan->sends));

@@ -53,7 +53,7 @@ class LaunchPlanTest : public ::testing::Test {
     record->placement =
         ArrayPlacement{hlo::Shape(hlo::PrimitiveType::kF32, {4}),
                        Sharding(sharding), std::move(devices)};
-    record->producer = "uploaded";
+    record->producer = std::make_shared<const std::string>("uploaded");
     record->buffers =
         NewArrayBuffers(record->internal, record->placement, topology_);
     arrays_.Add(record);
@@ -93,8 +93,8 @@ TEST_F(LaunchPlanTest, AnArgumentAlreadyInPlaceIsReadDirectly) {
   EXPECT_TRUE(launch.ops[0].second.staging.empty());
   EXPECT_FALSE(launch.ops[0].second.inputs[0].release_after_use);
   EXPECT_EQ(launch.ops[1].second.inputs[0].buffer.shard, 1);
-  EXPECT_THAT(launch.ops[1].second.inputs[0].source,
-              HasSubstr("array 7 (uploaded) on this device"));
+  EXPECT_EQ(transport::DescribeInputSource(launch.ops[1].second, 0),
+            "array 7 (uploaded) on this device");
 }
 
 TEST_F(LaunchPlanTest, EveryDeviceGetsOneOpWritingTheNewOutputs) {
@@ -121,8 +121,8 @@ TEST_F(LaunchPlanTest, AnArgumentElsewhereIsStagedThroughATransfer) {
   const transport::LaunchOp& op = plan->launch->ops[1].second;
   ASSERT_EQ(op.staging.size(), 1u);
   EXPECT_TRUE(op.inputs[0].release_after_use);
-  EXPECT_THAT(op.inputs[0].source,
-              HasSubstr("transfer of array 7 (uploaded) from device 0"));
+  EXPECT_EQ(transport::DescribeInputSource(op, 0),
+            "transfer of array 7 (uploaded) from device 0 (host 0)");
   ASSERT_EQ(plan->launch->source_sends.size(), 1u);
   EXPECT_EQ(plan->launch->source_sends[0].second.size(), 2u);
   EXPECT_EQ(next_transfer_id_, 3u);
@@ -164,7 +164,7 @@ TEST_F(LaunchPlanTest, ACopyPlansATransferIntoANewArray) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->transfer.receives.size(), 2u);
   EXPECT_EQ(plan->destination->handle, ArrayHandle(9));
-  EXPECT_THAT(plan->destination->producer, HasSubstr("copy of array 7"));
+  EXPECT_THAT(*plan->destination->producer, HasSubstr("copy of array 7"));
   EXPECT_EQ(plan->destination->placement.devices,
             (std::vector<DeviceId>{DeviceId(1), DeviceId(2)}));
 }

@@ -93,9 +93,12 @@ struct LaunchInput {
   // another device list or sharding): the launch drops its reference after
   // running, which frees it.
   bool release_after_use = false;
-  // Where the data comes from, for the status view: "output 0 of 'add'
-  // (seq 4) on device 2 (host 1)", "transfer from device 3 (host 1)".
-  std::string source;
+  // Where the data comes from, for the status view (DescribeInput): the
+  // client's handle of the array and what produced it ("output 0 of
+  // 'add'", "uploaded by the client"), shared by every launch that reads
+  // it. A staged input comes from the pieces of its staging receive.
+  ArrayHandle array;
+  std::shared_ptr<const std::string> producer;
 };
 
 struct LaunchOutput {
@@ -136,6 +139,13 @@ struct LaunchOp {
   // sent); its outputs fail with this status, in order.
   absl::Status abandoned;
 };
+
+// Where input `input` of `op` comes from, as the status view shows it:
+// "array 5 (output 0 of 'f') on this device", or for a staged input
+// "transfer of array 5 (output 0 of 'f') from device 1 (host 0)" (the
+// devices its staging receive's pieces come from); "" when the launch does
+// not say.
+std::string DescribeInputSource(const LaunchOp& op, size_t input);
 
 // When `source` (on `device`) is ready, push the box `region` of it to
 // `destination` on `destination_device` of `destination_host`, at

@@ -40,15 +40,15 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-absl::StatusOr<uint32_t> ChooseProtocolVersion(uint32_t peer_min,
+absl::StatusOr<uint32_t> ChooseProtocolVersion(const ProtocolVersions& ours,
+                                               uint32_t peer_min,
                                                uint32_t peer_max) {
-  const uint32_t low = std::max(peer_min, kMinProtocolVersion);
-  const uint32_t high = std::min(peer_max, kMaxProtocolVersion);
+  const uint32_t low = std::max(peer_min, ours.min);
+  const uint32_t high = std::min(peer_max, ours.max);
   if (peer_min > peer_max || low > high) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no common protocol version: the peer speaks ", peer_min, "..",
-        peer_max, ", this build ", kMinProtocolVersion, "..",
-        kMaxProtocolVersion));
+        peer_max, ", this build ", ours.min, "..", ours.max));
   }
   return high;
 }

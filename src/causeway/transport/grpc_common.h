@@ -19,15 +19,27 @@
 
 namespace causeway::transport {
 
-// The protocol versions this build speaks. A peer's GetVersion(min, max)
-// gets the highest version both ranges contain; features added later are
-// gated on the negotiated version.
-inline constexpr uint32_t kMinProtocolVersion = 1;
-inline constexpr uint32_t kMaxProtocolVersion = 1;
+// The protocol versions this build speaks, one range per protocol. A
+// peer's GetVersion(min, max) gets the highest version both ranges
+// contain; features added later are gated on the negotiated version.
+struct ProtocolVersions {
+  uint32_t min = 0;
+  uint32_t max = 0;
+  bool Contains(uint32_t version) const {
+    return version >= min && version <= max;
+  }
+};
+// Client <-> head (proto/session.proto).
+inline constexpr ProtocolVersions kSessionProtocol{1, 1};
+// Worker <-> head (proto/worker.proto). Version 2: names travel by number
+// (wire_names.h) and releases inside dispatches; a worker or head of
+// version 1 is refused at GetVersion.
+inline constexpr ProtocolVersions kWorkerProtocol{2, 2};
 
-// The highest version in both [peer_min, peer_max] and ours;
+// The highest version in both [peer_min, peer_max] and `ours`;
 // FailedPrecondition naming both ranges when they do not meet.
-absl::StatusOr<uint32_t> ChooseProtocolVersion(uint32_t peer_min,
+absl::StatusOr<uint32_t> ChooseProtocolVersion(const ProtocolVersions& ours,
+                                               uint32_t peer_min,
                                                uint32_t peer_max);
 
 // Status conversion at the service edge (codes are the same numbers).

@@ -67,43 +67,28 @@ absl::StatusOr<WorkerHello> HelloFromWire(const wire::Register& message,
 namespace {
 
 template <typename T>
-void MoveAppend(google::protobuf::RepeatedPtrField<T>* from,
-                google::protobuf::RepeatedPtrField<T>* to) {
-  for (T& item : *from) *to->Add() = std::move(item);
+void MoveAppend(std::vector<T>& from, std::vector<T>& to) {
+  if (to.empty()) {
+    to = std::move(from);
+    return;
+  }
+  to.insert(to.end(), std::make_move_iterator(from.begin()),
+            std::make_move_iterator(from.end()));
 }
 
-void MoveAppend(wire::WorkerBatch* from, wire::WorkerBatch* to) {
-  MoveAppend(from->mutable_receives(), to->mutable_receives());
-  MoveAppend(from->mutable_launches(), to->mutable_launches());
-  MoveAppend(from->mutable_sends(), to->mutable_sends());
-  MoveAppend(from->mutable_releases(), to->mutable_releases());
-}
-
-// Fire-and-forget dispatches and releases queued one behind the other go
-// as one message. A worker handles a batch's receives, then launches, then
-// sends, then releases, so merging keeps every launch and send in order
-// and only delays releases (never frees a buffer early).
-bool MergeCommands(wire::HeadToWorker& into, wire::HeadToWorker& next) {
-  if (into.id() != 0 || next.id() != 0) return false;
-  const bool into_dispatch = into.has_dispatch();
-  const bool into_release = into.has_release_buffers();
-  if (!into_dispatch && !into_release) return false;
-  if (next.has_release_buffers()) {
-    auto* releases = into_dispatch ? into.mutable_dispatch()->mutable_releases()
-                                   : into.mutable_release_buffers()->mutable_buffers();
-    MoveAppend(next.mutable_release_buffers()->mutable_buffers(), releases);
-    return true;
-  }
-  if (!next.has_dispatch()) return false;
-  if (into_release) {
-    // A release then a dispatch: one batch, the releases last.
-    wire::DeviceBuffers released = std::move(*into.mutable_release_buffers());
-    *into.mutable_dispatch() = std::move(*next.mutable_dispatch());
-    MoveAppend(released.mutable_buffers(),
-               into.mutable_dispatch()->mutable_releases());
-    return true;
-  }
-  MoveAppend(next.mutable_dispatch(), into.mutable_dispatch());
+// Dispatches (and releases, which travel as dispatches) queued one behind
+// the other go as one message. A worker handles a batch's receives, then
+// launches, then sends, then releases, so merging keeps every launch and
+// send in order and only delays releases (never frees a buffer early).
+bool MergeCommands(GrpcControlChannel::Outgoing& into,
+                   GrpcControlChannel::Outgoing& next) {
+  WorkerBatch* to = std::get_if<WorkerBatch>(&into);
+  WorkerBatch* from = std::get_if<WorkerBatch>(&next);
+  if (to == nullptr || from == nullptr) return false;
+  MoveAppend(from->receives, to->receives);
+  MoveAppend(from->launches, to->launches);
+  MoveAppend(from->sends, to->sends);
+  MoveAppend(from->releases, to->releases);
   return true;
 }
 
@@ -113,11 +98,25 @@ GrpcControlChannel::GrpcControlChannel(
     std::string name, const WireLimits& limits,
     std::function<bool(const wire::HeadToWorker&)> write)
     : name_(std::move(name)), limits_(limits) {
-  StreamWriter<wire::HeadToWorker>::Options options;
-  options.write = std::move(write);
+  StreamWriter<Outgoing>::Options options;
+  // On the writer's thread only: a dispatch becomes its message here, in a
+  // reused arena (no malloc per field, one reset to drop it), and its
+  // names are numbered in the order the worker reads them.
+  options.write = [write = std::move(write),
+                   names = std::make_shared<NameEncoder>(),
+                   arena = std::make_shared<
+                       ReusedArenaMessage<wire::HeadToWorker>>()](
+                      const Outgoing& outgoing) {
+    if (const auto* command = std::get_if<wire::HeadToWorker>(&outgoing)) {
+      return write(*command);
+    }
+    wire::HeadToWorker* message = arena->Next();
+    ToWire(std::get<WorkerBatch>(outgoing), *names,
+           message->mutable_dispatch());
+    return write(*message);
+  };
   options.merge = MergeCommands;
-  writer_ = std::make_unique<StreamWriter<wire::HeadToWorker>>(
-      std::move(options));
+  writer_ = std::make_unique<StreamWriter<Outgoing>>(std::move(options));
 }
 
 GrpcControlChannel::~GrpcControlChannel() {
@@ -140,7 +139,7 @@ absl::Status GrpcControlChannel::GoneLocked() const {
 }
 
 void GrpcControlChannel::Send(wire::HeadToWorker command) {
-  writer_->Send(std::move(command));
+  writer_->Send(Outgoing(std::move(command)));
 }
 
 void GrpcControlChannel::Call(wire::HeadToWorker command, Pending pending) {
@@ -152,7 +151,7 @@ void GrpcControlChannel::Call(wire::HeadToWorker command, Pending pending) {
       const uint64_t id = next_id_++;
       command.set_id(id);
       pending_.emplace(id, std::move(pending));
-      if (!writer_->Send(std::move(command))) {
+      if (!writer_->Send(Outgoing(std::move(command)))) {
         // The stream is breaking; Disconnect fails what is pending.
         return;
       }
@@ -189,9 +188,7 @@ void GrpcControlChannel::UnloadProgram(ProgramId program) {
 }
 
 void GrpcControlChannel::Dispatch(WorkerBatch batch) {
-  wire::HeadToWorker command;
-  ToWire(batch, command.mutable_dispatch());
-  Send(std::move(command));
+  writer_->Send(Outgoing(std::move(batch)));
 }
 
 Future<> GrpcControlChannel::PutBuffer(PutBufferRequest request) {
@@ -223,7 +220,7 @@ Future<> GrpcControlChannel::PutBuffer(PutBufferRequest request) {
             }
             promise.Set(status);
           });
-      writer_->Send(std::move(command));
+      writer_->Send(Outgoing(std::move(command)));
     }
   }
   if (!gone.ok()) return MakeErrorFuture(gone);
@@ -260,7 +257,7 @@ Future<hlo::Literal> GrpcControlChannel::FetchBuffer(DeviceBuffer buffer) {
                                      : status)
             .IgnoreError();
       });
-      writer_->Send(std::move(command));
+      writer_->Send(Outgoing(std::move(command)));
     }
   }
   if (!gone.ok()) return MakeErrorFuture<hlo::Literal>(gone);
@@ -268,11 +265,9 @@ Future<hlo::Literal> GrpcControlChannel::FetchBuffer(DeviceBuffer buffer) {
 }
 
 void GrpcControlChannel::ReleaseBuffers(std::vector<DeviceBuffer> buffers) {
-  wire::HeadToWorker command;
-  for (const DeviceBuffer& buffer : buffers) {
-    ToWire(buffer, command.mutable_release_buffers()->add_buffers());
-  }
-  Send(std::move(command));
+  WorkerBatch batch;
+  batch.releases = std::move(buffers);
+  Dispatch(std::move(batch));
 }
 
 void GrpcControlChannel::PeerLost(HostId host, absl::Status status) {
@@ -469,7 +464,8 @@ grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
                                           wire::VersionResponse* response) {
   if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
   absl::StatusOr<uint32_t> version =
-      ChooseProtocolVersion(request->min_version(), request->max_version());
+      ChooseProtocolVersion(kWorkerProtocol, request->min_version(),
+                            request->max_version());
   if (!version.ok()) return ToGrpcStatus(version.status());
   response->set_version(*version);
   return grpc::Status::OK;
@@ -487,10 +483,10 @@ grpc::Status GrpcWorkerServer::Worker(
         "registration"));
   }
   const uint32_t version = first.registration().version();
-  if (version < kMinProtocolVersion || version > kMaxProtocolVersion) {
+  if (!kWorkerProtocol.Contains(version)) {
     return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
         "WorkerToHead.registration.version: ", version, " is not one this "
-        "head speaks (", kMinProtocolVersion, "..", kMaxProtocolVersion,
+        "head speaks (", kWorkerProtocol.min, "..", kWorkerProtocol.max,
         ")")));
   }
   absl::StatusOr<WorkerHello> hello =
@@ -541,9 +537,10 @@ grpc::Status GrpcWorkerServer::Worker(
   absl::Status ended = activated;
   if (ended.ok()) {
     ReusedArenaMessage<wire::WorkerToHead> notices;
+    NameDecoder trace_names;  // The names of this worker's trace events.
     for (wire::WorkerToHead* notice = notices.Next(); stream->Read(notice);
          notice = notices.Next()) {
-      ended = HandleNotice(connection, *notice);
+      ended = HandleNotice(connection, trace_names, *notice);
       if (!ended.ok()) break;
     }
     if (ended.ok()) {
@@ -569,6 +566,7 @@ grpc::Status GrpcWorkerServer::Worker(
 }
 
 absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
+                                            NameDecoder& trace_names,
                                             const wire::WorkerToHead& notice) {
   const WireLimits& limits = options_.limits;
   switch (notice.notice_case()) {
@@ -579,19 +577,16 @@ absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,
       connection.channel->OnPong(notice.pong());
       return absl::OkStatus();
     case wire::WorkerToHead::kTrace: {
-      const auto& events = notice.trace().events();
-      const FieldPath root("WorkerToHead.trace");
-      if (events.size() > limits.max_entries) {
-        return root.Field("events").Invalid(absl::StrCat(
-            events.size(), " entries (at most ", limits.max_entries, ")"));
-      }
-      std::vector<trace::EventRecord> records;
-      records.reserve(events.size());
-      for (int i = 0; i < events.size(); ++i) {
-        CW_ASSIGN_OR_RETURN(trace::EventRecord record,
-                            FromWire(events[i], limits,
-                                     root.Index("events", i)));
-        records.push_back(std::move(record));
+      int64_t unnamed = 0;
+      CW_ASSIGN_OR_RETURN(
+          std::vector<trace::EventRecord> records,
+          FromWire(notice.trace(), trace_names, limits,
+                   FieldPath("WorkerToHead.trace"), &unnamed));
+      if (unnamed > 0) {
+        CW_LOG(WARNING) << connection.channel->name() << " (host "
+                        << connection.host.value() << "): " << unnamed
+                        << " trace event(s) left out: they use names the "
+                           "worker never defined on its stream";
       }
       membership_->listener().OnTraceEvents(connection.host, std::move(records),
                                             connection.channel->clock_offset());

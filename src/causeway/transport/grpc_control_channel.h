@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -111,6 +112,11 @@ class GrpcControlChannel final : public ControlChannel {
                      std::function<bool(const wire::HeadToWorker&)> write);
   ~GrpcControlChannel() override;
 
+  // What the writer queues: a dispatch (or a release, which travels as
+  // one), made into its message by the writer's thread when written, or
+  // any other command, ready.
+  using Outgoing = std::variant<WorkerBatch, wire::HeadToWorker>;
+
   HostId host() const;
   const std::string& name() const { return name_; }
 
@@ -161,7 +167,7 @@ class GrpcControlChannel final : public ControlChannel {
 
   const std::string name_;
   const WireLimits limits_;
-  std::unique_ptr<StreamWriter<wire::HeadToWorker>> writer_;
+  std::unique_ptr<StreamWriter<Outgoing>> writer_;
 
   mutable absl::Mutex mu_;
   HostId host_ ABSL_GUARDED_BY(mu_);
@@ -214,7 +220,9 @@ class GrpcWorkerServer final : public wire::HeadWorkers::Service {
   absl::StatusOr<std::shared_ptr<GrpcControlChannel>> FindChannel(
       int64_t host, uint64_t incarnation) const;
   // Handles one notice; an error ends the worker's stream.
+  // `trace_names`: the names of the connection's trace events so far.
   absl::Status HandleNotice(const Connection& connection,
+                            NameDecoder& trace_names,
                             const wire::WorkerToHead& notice);
   // Serves a kv request; a malformed one is answered with the error (the
   // stream goes on).

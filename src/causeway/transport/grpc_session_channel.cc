@@ -44,8 +44,8 @@ absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> GrpcHeadConnection::Connect(
   context.set_wait_for_ready(true);
   context.set_deadline(Deadline(opts.connect_timeout));
   wire::VersionRequest request;
-  request.set_min_version(kMinProtocolVersion);
-  request.set_max_version(kMaxProtocolVersion);
+  request.set_min_version(kSessionProtocol.min);
+  request.set_max_version(kSessionProtocol.max);
   wire::VersionResponse response;
   grpc::Status status = connection->control_->GetVersion(&context, request,
                                                          &response);
@@ -60,12 +60,11 @@ absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> GrpcHeadConnection::Connect(
                         absl::StrCat("connecting to the head at ", target,
                                      ": ", error.message()));
   }
-  if (response.version() < kMinProtocolVersion ||
-      response.version() > kMaxProtocolVersion) {
+  if (!kSessionProtocol.Contains(response.version())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the head at ", target, " chose protocol version ",
         response.version(), ", which this client does not speak (",
-        kMinProtocolVersion, "..", kMaxProtocolVersion, ")"));
+        kSessionProtocol.min, "..", kSessionProtocol.max, ")"));
   }
   connection->version_ = response.version();
   return connection;

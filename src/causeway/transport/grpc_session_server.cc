@@ -259,7 +259,8 @@ grpc::Status GrpcSessionServer::GetVersion(grpc::ServerContext* context,
                                            wire::VersionResponse* response) {
   if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
   absl::StatusOr<uint32_t> version =
-      ChooseProtocolVersion(request->min_version(), request->max_version());
+      ChooseProtocolVersion(kSessionProtocol, request->min_version(),
+                            request->max_version());
   if (!version.ok()) return ToGrpcStatus(version.status());
   response->set_version(*version);
   return grpc::Status::OK;
@@ -277,10 +278,10 @@ grpc::Status GrpcSessionServer::Session(
         "SessionRequest: the first request of a session must be `open`"));
   }
   const uint32_t version = first.open().version();
-  if (version < kMinProtocolVersion || version > kMaxProtocolVersion) {
+  if (!kSessionProtocol.Contains(version)) {
     return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
         "SessionRequest.open.version: ", version, " is not one this head "
-        "speaks (", kMinProtocolVersion, "..", kMaxProtocolVersion,
+        "speaks (", kSessionProtocol.min, "..", kSessionProtocol.max,
         "): call GetVersion first")));
   }
   absl::StatusOr<OpenSessionRequest> open =

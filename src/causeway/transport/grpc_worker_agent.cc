@@ -49,8 +49,8 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     context.set_wait_for_ready(true);
     context.set_deadline(Deadline(opts.connect_timeout));
     wire::VersionRequest request;
-    request.set_min_version(kMinProtocolVersion);
-    request.set_max_version(kMaxProtocolVersion);
+    request.set_min_version(kWorkerProtocol.min);
+    request.set_max_version(kWorkerProtocol.max);
     wire::VersionResponse response;
     grpc::Status status =
         agent->control_->GetVersion(&context, request, &response);
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
       return WithContext(error, where);
     }
     version = response.version();
-    if (version < kMinProtocolVersion || version > kMaxProtocolVersion) {
+    if (!kWorkerProtocol.Contains(version)) {
       return absl::FailedPreconditionError(absl::StrCat(
           where, ": the head chose protocol version ", version,
           ", which this worker does not speak"));
@@ -388,6 +388,8 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
 
 void GrpcWorkerAgent::SendTraceEvents(trace::EventBuffer* events,
                                       absl::Duration interval) {
+  // This thread sends every trace notice, in order: it numbers their names.
+  NameEncoder names;
   while (true) {
     bool done = false;
     {
@@ -400,9 +402,7 @@ void GrpcWorkerAgent::SendTraceEvents(trace::EventBuffer* events,
     std::vector<trace::EventRecord> records = events->Take();
     if (!records.empty() && !done) {
       wire::WorkerToHead notice;
-      for (const trace::EventRecord& record : records) {
-        ToWire(record, notice.mutable_trace()->add_events());
-      }
+      ToWire(records, names, notice.mutable_trace());
       writer_->Send(std::move(notice));
     }
     if (done) return;
@@ -509,8 +509,9 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
       worker->UnloadProgram(ProgramId(command.unload_program().program()));
       return absl::OkStatus();
     case wire::HeadToWorker::kDispatch: {
-      CW_ASSIGN_OR_RETURN(WorkerBatch batch, FromWire(command.dispatch(), limits,
-                                                      root.Field("dispatch")));
+      CW_ASSIGN_OR_RETURN(WorkerBatch batch,
+                          FromWire(command.dispatch(), command_names_, limits,
+                                   root.Field("dispatch")));
       worker->Dispatch(std::move(batch));
       return absl::OkStatus();
     }
@@ -540,22 +541,6 @@ absl::Status GrpcWorkerAgent::HandleCommand(WorkerService* worker,
             if (!value.ok()) return Reply(id, value.status());
             Push(id, *value);
           });
-      return absl::OkStatus();
-    }
-    case wire::HeadToWorker::kReleaseBuffers: {
-      std::vector<DeviceBuffer> buffers;
-      const auto& list = command.release_buffers().buffers();
-      if (list.size() > limits.max_entries) {
-        return root.Field("release_buffers").Invalid("too many buffers");
-      }
-      for (int i = 0; i < list.size(); ++i) {
-        CW_ASSIGN_OR_RETURN(
-            DeviceBuffer buffer,
-            FromWire(list[i], limits,
-                     root.Field("release_buffers").Index("buffers", i)));
-        buffers.push_back(buffer);
-      }
-      worker->ReleaseBuffers(std::move(buffers));
       return absl::OkStatus();
     }
     case wire::HeadToWorker::kFailBuffers: {

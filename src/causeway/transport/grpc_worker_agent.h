@@ -181,6 +181,8 @@ class GrpcWorkerAgent final : public WorkerListener {
   std::unique_ptr<StreamWriter<wire::WorkerToHead>> writer_;
   // Bulk calls (blocking) and callbacks that start them.
   std::unique_ptr<ThreadPool> transfers_;
+  // The names of the head's dispatches so far; the command thread's only.
+  NameDecoder command_names_;
 
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

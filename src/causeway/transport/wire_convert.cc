@@ -949,14 +949,14 @@ absl::StatusOr<ReceiveSpec> FromWire(const wire::ReceiveSpec& spec,
   return out;
 }
 
-void ToWire(const LaunchOp& op, wire::LaunchOp* out) {
+void ToWire(const LaunchOp& op, NameEncoder& names, wire::LaunchOp* out) {
   out->set_device(op.device.value());
   out->set_island(op.island.value());
   out->set_seq(op.seq);
   out->set_program(op.program.value());
-  out->set_program_name(op.program_name);
+  out->set_program_name(names.Id(op.program_name));
   out->set_session(op.session.value());
-  out->set_session_name(op.session_name);
+  out->set_session_name(names.Id(op.session_name));
   out->set_partition(op.partition);
   out->set_num_partitions(op.num_partitions);
   out->set_epoch(op.epoch);
@@ -969,7 +969,10 @@ void ToWire(const LaunchOp& op, wire::LaunchOp* out) {
     wire::LaunchInput* in = out->add_inputs();
     ToWire(input.buffer, in->mutable_buffer());
     in->set_release_after_use(input.release_after_use);
-    in->set_source(input.source);
+    in->set_array(input.array.value());
+    if (input.producer != nullptr) {
+      in->set_producer(names.Id(*input.producer));
+    }
   }
   for (const LaunchOutput& output : op.outputs) {
     wire::LaunchOutput* o = out->add_outputs();
@@ -980,23 +983,26 @@ void ToWire(const LaunchOp& op, wire::LaunchOp* out) {
 }
 
 absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
+                                  const NameDecoder& names,
                                   const WireLimits& limits,
                                   const FieldPath& path) {
   LaunchOp out;
+  // The first name that is not defined: the launch is abandoned with it.
+  absl::Status unnamed;
+  auto name = [&](uint32_t id, const FieldPath& field, auto* value) {
+    absl::Status found = names.Find(id, field, value);
+    if (!found.ok() && unnamed.ok()) unnamed = found;
+  };
   CW_ASSIGN_OR_RETURN(out.device,
                       IdFromWire<DeviceId>(op.device(), path.Field("device")));
   CW_ASSIGN_OR_RETURN(out.island,
                       IdFromWire<IslandId>(op.island(), path.Field("island")));
   out.seq = op.seq();
   out.program = ProgramId(op.program());
-  CW_ASSIGN_OR_RETURN(out.program_name, StringFromWire(op.program_name(),
-                                                       limits.max_string_bytes,
-                                                       path.Field("program_name")));
+  name(op.program_name(), path.Field("program_name"), &out.program_name);
   CW_ASSIGN_OR_RETURN(out.session, IdFromWire<SessionId>(op.session(),
                                                          path.Field("session")));
-  CW_ASSIGN_OR_RETURN(out.session_name, StringFromWire(op.session_name(),
-                                                       limits.max_string_bytes,
-                                                       path.Field("session_name")));
+  name(op.session_name(), path.Field("session_name"), &out.session_name);
   if (op.num_partitions() < 1 || op.num_partitions() > Topology::kMaxDevices) {
     return path.Field("num_partitions")
         .Invalid(absl::StrCat(op.num_partitions(), " is not in [1, ",
@@ -1040,10 +1046,8 @@ absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
             CW_ASSIGN_OR_RETURN(in.buffer, FromWire(input.buffer(), limits,
                                                     entry.Field("buffer")));
             in.release_after_use = input.release_after_use();
-            CW_ASSIGN_OR_RETURN(in.source,
-                                StringFromWire(input.source(),
-                                               limits.max_string_bytes,
-                                               entry.Field("source")));
+            in.array = ArrayHandle(input.array());
+            name(input.producer(), entry.Field("producer"), &in.producer);
             return in;
           }));
   CW_ASSIGN_OR_RETURN(
@@ -1063,6 +1067,14 @@ absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
   if (op.has_abandoned()) {
     CW_RETURN_IF_ERROR(StatusFromWire(op.abandoned(), limits,
                                       path.Field("abandoned"), &out.abandoned));
+  }
+  if (out.abandoned.ok() && !unnamed.ok()) {
+    out.abandoned = absl::InvalidArgumentError(absl::StrCat(
+        "program ",
+        out.program_name.empty()
+            ? absl::StrCat(absl::Hex(out.program.value()))
+            : absl::StrCat("'", out.program_name, "'"),
+        " (seq ", out.seq, ") cannot run: ", unnamed.message()));
   }
   return out;
 }
@@ -1113,11 +1125,15 @@ absl::StatusOr<SendSpec> FromWire(const wire::SendSpec& spec,
   return out;
 }
 
-void ToWire(const WorkerBatch& batch, wire::WorkerBatch* out) {
+void ToWire(const WorkerBatch& batch, NameEncoder& names,
+            wire::WorkerBatch* out) {
+  names.Begin(out->mutable_names());
   for (const ReceiveSpec& spec : batch.receives) {
     ToWire(spec, out->add_receives());
   }
-  for (const LaunchOp& op : batch.launches) ToWire(op, out->add_launches());
+  for (const LaunchOp& op : batch.launches) {
+    ToWire(op, names, out->add_launches());
+  }
   for (const SendSpec& spec : batch.sends) ToWire(spec, out->add_sends());
   for (const DeviceBuffer& buffer : batch.releases) {
     ToWire(buffer, out->add_releases());
@@ -1125,9 +1141,11 @@ void ToWire(const WorkerBatch& batch, wire::WorkerBatch* out) {
 }
 
 absl::StatusOr<WorkerBatch> FromWire(const wire::WorkerBatch& batch,
+                                     NameDecoder& names,
                                      const WireLimits& limits,
                                      const FieldPath& path) {
   WorkerBatch out;
+  names.Define(batch.names());
   CW_ASSIGN_OR_RETURN(
       out.receives,
       ConvertAll<ReceiveSpec>(batch.receives(), "receives", limits, path,
@@ -1140,7 +1158,7 @@ absl::StatusOr<WorkerBatch> FromWire(const wire::WorkerBatch& batch,
       ConvertAll<LaunchOp>(batch.launches(), "launches", limits, path,
                            [&](const wire::LaunchOp& op,
                                const FieldPath& entry) {
-                             return FromWire(op, limits, entry);
+                             return FromWire(op, names, limits, entry);
                            }));
   CW_ASSIGN_OR_RETURN(
       out.sends,
@@ -1349,7 +1367,10 @@ absl::StatusOr<MembershipUpdate> FromWire(const wire::MembershipUpdate& update,
   return out;
 }
 
-void ToWire(const trace::EventRecord& record, wire::TraceEvent* out) {
+namespace {
+
+void EventToWire(const trace::EventRecord& record, NameEncoder& names,
+                 wire::TraceEvent* out) {
   using Kind = trace::EventRecord::Kind;
   switch (record.kind) {
     case Kind::kOpEnqueued:
@@ -1381,8 +1402,8 @@ void ToWire(const trace::EventRecord& record, wire::TraceEvent* out) {
     out->set_island(op->island.value());
     out->set_seq(op->seq);
     out->set_session(op->session.value());
-    out->set_session_name(op->session_name);
-    out->set_program(op->program);
+    out->set_session_name(names.Id(op->session_name));
+    out->set_program(names.Id(op->program));
     out->set_partition(op->partition);
     out->set_num_partitions(op->num_partitions);
   } else if (const auto* wait = std::get_if<trace::WaitEvent>(&record.event)) {
@@ -1390,7 +1411,7 @@ void ToWire(const trace::EventRecord& record, wire::TraceEvent* out) {
     out->set_device(wait->device.value());
     out->set_host(wait->host.value());
     out->set_seq(wait->seq);
-    out->set_program(wait->program);
+    out->set_program(names.Id(wait->program));
     out->set_waits_for_memory(wait->reason ==
                               trace::WaitEvent::Reason::kMemory);
     out->set_detail(wait->detail);
@@ -1408,9 +1429,10 @@ void ToWire(const trace::EventRecord& record, wire::TraceEvent* out) {
   if (!record.status.ok()) ToWire(record.status, out->mutable_status());
 }
 
-absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
-                                            const WireLimits& limits,
-                                            const FieldPath& path) {
+// Every name `event` uses is defined in `names` (the caller checked).
+absl::StatusOr<trace::EventRecord> EventFromWire(
+    const wire::TraceEvent& event, const NameDecoder& names,
+    const WireLimits& limits, const FieldPath& path) {
   using Kind = trace::EventRecord::Kind;
   trace::EventRecord out;
   const absl::Time time = absl::FromUnixMicros(event.time_us());
@@ -1437,9 +1459,11 @@ absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
       CW_ASSIGN_OR_RETURN(op.session, IdFromWire<SessionId>(
                                           event.session(),
                                           path.Field("session")));
-      CW_ASSIGN_OR_RETURN(op.session_name,
-                          text(event.session_name(), "session_name"));
-      CW_ASSIGN_OR_RETURN(op.program, text(event.program(), "program"));
+      CW_RETURN_IF_ERROR(names.Find(event.session_name(),
+                                    path.Field("session_name"),
+                                    &op.session_name));
+      CW_RETURN_IF_ERROR(
+          names.Find(event.program(), path.Field("program"), &op.program));
       op.partition = event.partition();
       op.num_partitions = event.num_partitions();
       out.event = std::move(op);
@@ -1458,7 +1482,8 @@ absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
       CW_ASSIGN_OR_RETURN(wait.host,
                           IdFromWire<HostId>(event.host(), path.Field("host")));
       wait.seq = event.seq();
-      CW_ASSIGN_OR_RETURN(wait.program, text(event.program(), "program"));
+      CW_RETURN_IF_ERROR(
+          names.Find(event.program(), path.Field("program"), &wait.program));
       wait.reason = event.waits_for_memory() ? trace::WaitEvent::Reason::kMemory
                                              : trace::WaitEvent::Reason::kInputs;
       CW_ASSIGN_OR_RETURN(wait.detail, text(event.detail(), "detail"));
@@ -1502,6 +1527,37 @@ absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
                                       path.Field("status"), &out.status));
   }
   return out;
+}
+
+}  // namespace
+
+void ToWire(absl::Span<const trace::EventRecord> records, NameEncoder& names,
+            wire::TraceEvents* out) {
+  names.Begin(out->mutable_names());
+  for (const trace::EventRecord& record : records) {
+    EventToWire(record, names, out->add_events());
+  }
+}
+
+absl::StatusOr<std::vector<trace::EventRecord>> FromWire(
+    const wire::TraceEvents& events, NameDecoder& names,
+    const WireLimits& limits, const FieldPath& path, int64_t* unnamed) {
+  names.Define(events.names());
+  CW_RETURN_IF_ERROR(CheckCount(events.events(), limits, path.Field("events")));
+  std::vector<trace::EventRecord> records;
+  records.reserve(events.events().size());
+  for (int i = 0; i < events.events().size(); ++i) {
+    const wire::TraceEvent& event = events.events(i);
+    if (!names.Has(event.session_name()) || !names.Has(event.program())) {
+      ++*unnamed;
+      continue;
+    }
+    CW_ASSIGN_OR_RETURN(trace::EventRecord record,
+                        EventFromWire(event, names, limits,
+                                      path.Index("events", i)));
+    records.push_back(std::move(record));
+  }
+  return records;
 }
 
 void ToWire(const UndeliveredPiece& piece, wire::UndeliveredPiece* out) {

@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/shape.h"
@@ -37,6 +39,7 @@
 #include "causeway/transport/proto/worker.pb.h"
 #include "causeway/transport/session_channel.h"
 #include "causeway/transport/topology.h"
+#include "causeway/transport/wire_names.h"
 
 namespace causeway::transport {
 
@@ -242,8 +245,14 @@ absl::StatusOr<ReceiveSpec> FromWire(const wire::ReceiveSpec& spec,
                                      const WireLimits& limits,
                                      const FieldPath& path);
 
-void ToWire(const LaunchOp& op, wire::LaunchOp* out);
+// Names (the program's, the session's, each input's producer) travel by
+// number (wire_names.h): ToWire defines the ones `names` has not sent in
+// the message being written. FromWire resolves them; a name that is not
+// defined does not fail the conversion: the launch comes back abandoned
+// with that InvalidArgument (its outputs fail with it on the worker).
+void ToWire(const LaunchOp& op, NameEncoder& names, wire::LaunchOp* out);
 absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
+                                  const NameDecoder& names,
                                   const WireLimits& limits,
                                   const FieldPath& path);
 
@@ -252,8 +261,12 @@ absl::StatusOr<SendSpec> FromWire(const wire::SendSpec& spec,
                                   const WireLimits& limits,
                                   const FieldPath& path);
 
-void ToWire(const WorkerBatch& batch, wire::WorkerBatch* out);
+// One message: ToWire begins it on `names` (its definitions go in
+// `out->names`); FromWire applies those definitions to `names` first.
+void ToWire(const WorkerBatch& batch, NameEncoder& names,
+            wire::WorkerBatch* out);
 absl::StatusOr<WorkerBatch> FromWire(const wire::WorkerBatch& batch,
+                                     NameDecoder& names,
                                      const WireLimits& limits,
                                      const FieldPath& path);
 
@@ -272,11 +285,16 @@ absl::StatusOr<MembershipUpdate> FromWire(const wire::MembershipUpdate& update,
                                           const WireLimits& limits,
                                           const FieldPath& path);
 
-// A worker's trace event. Times travel as Unix microseconds.
-void ToWire(const trace::EventRecord& record, wire::TraceEvent* out);
-absl::StatusOr<trace::EventRecord> FromWire(const wire::TraceEvent& event,
-                                            const WireLimits& limits,
-                                            const FieldPath& path);
+// A worker's trace events, one message: times travel as Unix
+// microseconds, the program's and session's names by number (ToWire
+// begins the message on `names`). FromWire applies the message's
+// definitions first; an event that names an undefined name is left out
+// and counted in `*unnamed`; a malformed one is an error.
+void ToWire(absl::Span<const trace::EventRecord> records, NameEncoder& names,
+            wire::TraceEvents* out);
+absl::StatusOr<std::vector<trace::EventRecord>> FromWire(
+    const wire::TraceEvents& events, NameDecoder& names,
+    const WireLimits& limits, const FieldPath& path, int64_t* unnamed);
 
 // A piece that was not delivered. On a push_failed notice the receiver
 // overrides `source_host` with the host whose stream it came on.

@@ -243,7 +243,10 @@ WorkerBatch SampleBatch() {
   launch.num_partitions = 2;
   launch.participant_hosts = {HostId(0), HostId(1)};
   launch.staging = {receive};
-  launch.inputs = {LaunchInput{BufferId{ArrayHandle(8), 1}, true, "transfer"}};
+  launch.inputs = {LaunchInput{BufferId{ArrayHandle(8), 1}, true,
+                               ArrayHandle(5),
+                               std::make_shared<const std::string>(
+                                   "output 0 of 'mul'")}};
   launch.outputs = {
       LaunchOutput{BufferId{ArrayHandle(9), 1},
                    hlo::Shape(hlo::PrimitiveType::kF32, {4})}};
@@ -256,11 +259,18 @@ WorkerBatch SampleBatch() {
   return batch;
 }
 
+// A dispatch written and read through its own stream's name tables.
+absl::StatusOr<WorkerBatch> RoundTrip(const WorkerBatch& batch) {
+  NameEncoder encoder;
+  NameDecoder decoder;
+  wire::WorkerBatch message;
+  ToWire(batch, encoder, &message);
+  return FromWire(message, decoder, kLimits, FieldPath("b"));
+}
+
 TEST(WireConvertTest, WorkerBatchesRoundTripEveryField) {
   WorkerBatch batch = SampleBatch();
-  wire::WorkerBatch message;
-  ToWire(batch, &message);
-  absl::StatusOr<WorkerBatch> back = FromWire(message, kLimits, FieldPath("b"));
+  absl::StatusOr<WorkerBatch> back = RoundTrip(batch);
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->receives.size(), 1u);
   EXPECT_EQ(back->receives[0].pieces[0].description, "array 2 shard 0");
@@ -269,9 +279,17 @@ TEST(WireConvertTest, WorkerBatchesRoundTripEveryField) {
   const LaunchOp& launch = back->launches.at(0);
   EXPECT_EQ(launch.seq, 12u);
   EXPECT_EQ(launch.program, ProgramId(0xfeed));
+  EXPECT_EQ(launch.program_name, "add");
+  EXPECT_EQ(launch.session_name, "bench");
   EXPECT_EQ(launch.participant_hosts, batch.launches[0].participant_hosts);
   EXPECT_EQ(launch.staging.size(), 1u);
   EXPECT_TRUE(launch.inputs.at(0).release_after_use);
+  EXPECT_EQ(launch.inputs.at(0).array, ArrayHandle(5));
+  ASSERT_NE(launch.inputs.at(0).producer, nullptr);
+  EXPECT_EQ(*launch.inputs.at(0).producer, "output 0 of 'mul'");
+  // What the status view shows is built from those, on arrival's side.
+  EXPECT_EQ(DescribeInputSource(launch, 0),
+            "transfer of array 5 (output 0 of 'mul') from device 0 (host 0)");
   EXPECT_EQ(launch.outputs.at(0).buffer, (BufferId{ArrayHandle(9), 1}));
   EXPECT_EQ(launch.abandoned, absl::DataLossError("host 1 is gone"));
   EXPECT_EQ(back->sends.at(0).transfer_id, 77u);
@@ -304,26 +322,155 @@ TEST(WireConvertTest, UndeliveredPiecesRoundTripAndMustSayWhy) {
 }
 
 TEST(WireConvertTest, MalformedLaunchesAreNamed) {
-  wire::WorkerBatch message;
-  ToWire(SampleBatch(), &message);
+  // Each case on fresh tables, as a first message on a stream.
+  auto sample = [] {
+    NameEncoder encoder;
+    wire::WorkerBatch message;
+    ToWire(SampleBatch(), encoder, &message);
+    return message;
+  };
+  auto read = [](const wire::WorkerBatch& message, const char* root) {
+    NameDecoder decoder;
+    return FromWire(message, decoder, kLimits, FieldPath(root)).status();
+  };
+  wire::WorkerBatch message = sample();
   message.mutable_launches(0)->set_partition(2);
-  EXPECT_THAT(FromWire(message, kLimits, FieldPath("HeadToWorker.dispatch"))
-                  .status(),
+  EXPECT_THAT(read(message, "HeadToWorker.dispatch"),
               IsInvalid("HeadToWorker.dispatch.launches[0].partition: 2 is "
                         "not in [0, 2)"));
 
-  message.Clear();
-  ToWire(SampleBatch(), &message);
+  message = sample();
   message.mutable_sends(0)->mutable_region()->add_dims(1);
-  EXPECT_THAT(FromWire(message, kLimits, FieldPath("d")).status(),
+  EXPECT_THAT(read(message, "d"),
               IsInvalid("d.sends[0].region: 1 offsets for 2 dims"));
 
-  message.Clear();
-  ToWire(SampleBatch(), &message);
+  message = sample();
   message.mutable_receives(0)->set_whole(true);
   message.mutable_receives(0)->add_pieces();
-  EXPECT_THAT(FromWire(message, kLimits, FieldPath("d")).status(),
+  EXPECT_THAT(read(message, "d"),
               IsInvalid("d.receives[0].whole: a whole receive has one piece"));
+}
+
+TEST(WireConvertTest, ANameTravelsOnceAndAsANumberAfterThat) {
+  NameEncoder encoder;
+  NameDecoder decoder;
+  wire::WorkerBatch first;
+  ToWire(SampleBatch(), encoder, &first);
+  // "add", "bench" and the producer, defined once each.
+  EXPECT_EQ(first.names().define_size(), 3);
+  EXPECT_FALSE(first.names().reset());
+  ASSERT_TRUE(FromWire(first, decoder, kLimits, FieldPath("b")).ok());
+
+  WorkerBatch again = SampleBatch();
+  again.launches.push_back(again.launches[0]);
+  again.launches[1].session_name = "other";
+  wire::WorkerBatch second;
+  ToWire(again, encoder, &second);
+  ASSERT_EQ(second.names().define_size(), 1);
+  EXPECT_EQ(second.names().define(0).text(), "other");
+  EXPECT_EQ(second.launches(0).program_name(), first.launches(0).program_name());
+  absl::StatusOr<WorkerBatch> back =
+      FromWire(second, decoder, kLimits, FieldPath("b"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->launches[0].session_name, "bench");
+  EXPECT_EQ(back->launches[1].session_name, "other");
+  EXPECT_EQ(back->launches[1].program_name, "add");
+  EXPECT_EQ(*back->launches[1].inputs[0].producer, "output 0 of 'mul'");
+}
+
+TEST(WireConvertTest, AnUndefinedNameFailsThatLaunchOnlyAndSaysSo) {
+  WorkerBatch batch = SampleBatch();
+  batch.launches[0].abandoned = absl::OkStatus();
+  batch.launches.push_back(batch.launches[0]);
+  batch.launches[1].seq = 13;
+  NameEncoder encoder;
+  wire::WorkerBatch message;
+  ToWire(batch, encoder, &message);
+  // The second launch names a session the head never defined here.
+  message.mutable_launches(1)->set_session_name(99);
+  NameDecoder decoder;
+  absl::StatusOr<WorkerBatch> back =
+      FromWire(message, decoder, kLimits, FieldPath("HeadToWorker.dispatch"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->launches[0].abandoned.ok());
+  EXPECT_THAT(back->launches[1].abandoned,
+              IsInvalid("program 'add' (seq 13) cannot run: "
+                        "HeadToWorker.dispatch.launches[1].session_name: "
+                        "name 99 is not defined on this stream (3 names "
+                        "are)"));
+  // A producer's name too.
+  message.mutable_launches(1)->set_session_name(
+      message.launches(0).session_name());
+  message.mutable_launches(1)->mutable_inputs(0)->set_producer(7);
+  NameDecoder fresh;
+  back = FromWire(message, fresh, kLimits, FieldPath("d"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_THAT(back->launches[1].abandoned,
+              IsInvalid("d.launches[1].inputs[0].producer: name 7"));
+}
+
+TEST(WireConvertTest, NameTablesStayBoundedByResets) {
+  NameEncoder encoder;
+  NameDecoder decoder;
+  WorkerBatch batch;
+  LaunchOp launch = SampleBatch().launches[0];
+  launch.inputs.clear();
+  launch.staging.clear();
+  launch.abandoned = absl::OkStatus();
+  // Enough new names in a few messages to pass half the bound.
+  int64_t resets = 0;
+  for (int64_t i = 0; i < kMaxNames; i += 1024) {
+    WorkerBatch batch;
+    for (int64_t k = 0; k < 1024; ++k) {
+      launch.session_name = absl::StrCat("session ", i + k);
+      batch.launches.push_back(launch);
+    }
+    wire::WorkerBatch message;
+    ToWire(batch, encoder, &message);
+    resets += message.names().reset() ? 1 : 0;
+    absl::StatusOr<WorkerBatch> back =
+        FromWire(message, decoder, kLimits, FieldPath("b"));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->launches.back().session_name,
+              absl::StrCat("session ", i + 1023));
+    EXPECT_TRUE(back->launches.back().abandoned.ok());
+    EXPECT_LE(decoder.size(), kMaxNames / 2 + 1024 + 1);
+  }
+  EXPECT_GE(resets, 1);
+  EXPECT_EQ(encoder.size(), decoder.size());
+
+  // A name longer than the bound is cut (at a character boundary).
+  launch.session_name = std::string(kMaxNameBytes - 1, 'x') + "\xc3\xa9";
+  batch.launches = {launch};
+  wire::WorkerBatch message;
+  ToWire(batch, encoder, &message);
+  absl::StatusOr<WorkerBatch> back =
+      FromWire(message, decoder, kLimits, FieldPath("b"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->launches[0].session_name,
+            std::string(kMaxNameBytes - 1, 'x'));
+}
+
+TEST(WireConvertTest, ADecoderKeepsNoDefinitionOutOfOrderOrTooLong) {
+  NameDecoder decoder;
+  wire::Names names;
+  wire::Name* skipped = names.add_define();
+  skipped->set_id(2);  // 1 was never defined.
+  skipped->set_text("b");
+  decoder.Define(names);
+  EXPECT_EQ(decoder.size(), 0);
+  names.Clear();
+  wire::Name* huge = names.add_define();
+  huge->set_id(1);
+  huge->set_text(std::string(kMaxNameBytes + 1, 'x'));
+  decoder.Define(names);
+  EXPECT_EQ(decoder.size(), 0);
+  std::string out;
+  EXPECT_THAT(decoder.Find(1, FieldPath("f"), &out),
+              IsInvalid("f: name 1 is not defined on this stream (0 names "
+                        "are)"));
+  EXPECT_TRUE(decoder.Find(0, FieldPath("f"), &out).ok());
+  EXPECT_EQ(out, "");
 }
 
 TEST(WireConvertTest, ValuesTravelInBoundedChunksAndComeBackEqual) {
@@ -471,39 +618,67 @@ TEST(WireConvertTest, TraceEventsRoundTripWithTheirTimes) {
   t.destination_host = HostId(1);
   t.bytes = 64;
   transfer.event = t;
-  for (const trace::EventRecord& record : {finished, transfer}) {
-    wire::TraceEvent message;
-    ToWire(record, &message);
-    absl::StatusOr<trace::EventRecord> back =
-        FromWire(message, kLimits, FieldPath("e"));
-    ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_EQ(back->kind, record.kind);
-    EXPECT_EQ(back->status, record.status);
-    EXPECT_EQ(back->event.index(), record.event.index());
+  NameEncoder encoder;
+  NameDecoder decoder;
+  int64_t unnamed = 0;
+  const std::vector<trace::EventRecord> records = {finished, transfer};
+  wire::TraceEvents message;
+  ToWire(records, encoder, &message);
+  EXPECT_EQ(message.names().define_size(), 2);  // "s" and "p".
+  absl::StatusOr<std::vector<trace::EventRecord>> back =
+      FromWire(message, decoder, kLimits, FieldPath("e"), &unnamed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 2u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ((*back)[i].kind, records[i].kind);
+    EXPECT_EQ((*back)[i].status, records[i].status);
+    EXPECT_EQ((*back)[i].event.index(), records[i].event.index());
   }
-  wire::TraceEvent message;
-  ToWire(finished, &message);
-  absl::StatusOr<trace::EventRecord> back = FromWire(message, kLimits, FieldPath("e"));
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(std::get<trace::OpEvent>(back->event).time, op.time);
-  EXPECT_EQ(std::get<trace::OpEvent>(back->event).seq, 8u);
-  message.set_device(-1);
-  EXPECT_THAT(FromWire(message, kLimits, FieldPath("e")).status(),
-              IsInvalid("e.device: -1 is negative"));
+  const auto& op_back = std::get<trace::OpEvent>((*back)[0].event);
+  EXPECT_EQ(op_back.time, op.time);
+  EXPECT_EQ(op_back.seq, 8u);
+  EXPECT_EQ(op_back.session_name, "s");
+  EXPECT_EQ(op_back.program, "p");
+
+  // The next message names them by number only.
+  wire::TraceEvents next;
+  ToWire(records, encoder, &next);
+  EXPECT_EQ(next.names().define_size(), 0);
+  back = FromWire(next, decoder, kLimits, FieldPath("e"), &unnamed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(std::get<trace::OpEvent>((*back)[0].event).program, "p");
+  EXPECT_EQ(unnamed, 0);
+
+  // An event with a name never defined is left out, and counted.
+  next.mutable_events(0)->set_program(42);
+  back = FromWire(next, decoder, kLimits, FieldPath("e"), &unnamed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->size(), 1u);
+  EXPECT_EQ(unnamed, 1);
+  // A malformed one is an error.
+  next.mutable_events(0)->set_program(0);
+  next.mutable_events(0)->set_device(-1);
+  EXPECT_THAT(FromWire(next, decoder, kLimits, FieldPath("e"), &unnamed)
+                  .status(),
+              IsInvalid("e.events[0].device: -1 is negative"));
 }
 
 TEST(WireConvertTest, ALaunchsDevicesMustMatchItsPartitions) {
   WorkerBatch batch = SampleBatch();
   batch.launches[0].devices = {DeviceId(2), DeviceId(3)};
   batch.launches[0].epoch = 4;
+  NameEncoder encoder;
   wire::WorkerBatch message;
-  ToWire(batch, &message);
-  absl::StatusOr<WorkerBatch> back = FromWire(message, kLimits, FieldPath("b"));
+  ToWire(batch, encoder, &message);
+  NameDecoder decoder;
+  absl::StatusOr<WorkerBatch> back =
+      FromWire(message, decoder, kLimits, FieldPath("b"));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->launches[0].epoch, 4u);
   EXPECT_EQ(back->launches[0].devices, batch.launches[0].devices);
   message.mutable_launches(0)->set_devices(1, 9);
-  EXPECT_THAT(FromWire(message, kLimits, FieldPath("b")).status(),
+  NameDecoder fresh;
+  EXPECT_THAT(FromWire(message, fresh, kLimits, FieldPath("b")).status(),
               IsInvalid("b.launches[0].devices"));
 }
 

@@ -266,7 +266,8 @@ class ControlChannelTest : public ::testing::TestWithParam<Transport> {
     op.session = SessionId(1);
     op.session_name = "test";
     op.participant_hosts = {host_};
-    op.inputs.push_back({BufferId{ArrayHandle(input), 0}, false, "test"});
+    op.inputs.push_back(
+        {BufferId{ArrayHandle(input), 0}, false, ArrayHandle(input), {}});
     op.outputs.push_back(
         {BufferId{ArrayHandle(output), 0}, Shape(PrimitiveType::kF32, {2})});
     return op;

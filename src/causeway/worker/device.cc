@@ -25,9 +25,11 @@ using transport::OpStatus;
 
 namespace {
 
-std::string DescribeInput(const LaunchInput& input) {
-  std::string text = input.buffer.ToString();
-  if (!input.source.empty()) absl::StrAppend(&text, " <- ", input.source);
+// "array 5 shard 0 <- <where it comes from>", built only for a status.
+std::string DescribeInput(const LaunchOp& op, size_t input) {
+  std::string text = op.inputs[input].buffer.ToString();
+  const std::string source = transport::DescribeInputSource(op, input);
+  if (!source.empty()) absl::StrAppend(&text, " <- ", source);
   return text;
 }
 
@@ -215,7 +217,7 @@ absl::Status Device::AwaitInputs(QueuedLaunch& launch) {
   if (first_pending != launch.input_values.end()) {
     const size_t index = first_pending - launch.input_values.begin();
     WaitEvent wait = MakeWaitEvent(launch.op, WaitEvent::Reason::kInputs,
-                                   DescribeInput(launch.op.inputs[index]));
+                                   DescribeInput(launch.op, index));
     options_.events->WaitStarted(wait);
     for (const Future<hlo::Literal>& value : launch.input_values) {
       value.Await();
@@ -438,7 +440,7 @@ OpStatus Device::MakeOpStatus(const QueuedLaunch& launch) const {
   status.partition = launch.op.partition;
   for (size_t i = 0; i < launch.input_values.size(); ++i) {
     if (!launch.input_values[i].IsReady()) {
-      status.waiting_for.push_back(DescribeInput(launch.op.inputs[i]));
+      status.waiting_for.push_back(DescribeInput(launch.op, i));
     }
   }
   return status;

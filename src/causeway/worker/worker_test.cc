@@ -256,7 +256,8 @@ class WorkerTest : public ::testing::Test {
     }
     op.participant_hosts = {HostId(device / 2)};
     for (uint64_t input : inputs) {
-      op.inputs.push_back({BufferId{ArrayHandle(input), shard}, false, ""});
+      op.inputs.push_back(
+          {BufferId{ArrayHandle(input), shard}, false, ArrayHandle(input), {}});
     }
     for (uint64_t output : outputs) {
       op.outputs.push_back({BufferId{ArrayHandle(output), shard}, shape});
@@ -479,11 +480,15 @@ TEST_F(WorkerTest, StatusNamesTheInputAQueuedLaunchWaitsFor) {
   Load(1, ProgramId(2), kDouble);
   const Shape f2(PrimitiveType::kF32, {2});
   WorkerBatch batch;
-  batch.receives.push_back(ReceiveSpec{
+  LaunchOp op = Launch(2, 5, ProgramId(2), "double", 0, 1, {80}, {81}, f2, 0);
+  // Staged: a transfer from device 0 fills its input.
+  op.staging.push_back(ReceiveSpec{
       DeviceId(2), BufferId{ArrayHandle(80), 0}, f2,
       {PieceOrigin{1, DeviceId(0), HostId(0), "device 0 (host 0)"}}, {}, true});
-  LaunchOp op = Launch(2, 5, ProgramId(2), "double", 0, 1, {80}, {81}, f2, 0);
-  op.inputs[0].source = "transfer from device 0 (host 0)";
+  op.inputs[0].release_after_use = true;
+  op.inputs[0].array = ArrayHandle(3);
+  op.inputs[0].producer =
+      std::make_shared<const std::string>("output 0 of 'double'");
   batch.launches.push_back(op);
   worker(1).Dispatch(std::move(batch));
   auto status = worker(1).GetStatus().Await();
@@ -493,8 +498,8 @@ TEST_F(WorkerTest, StatusNamesTheInputAQueuedLaunchWaitsFor) {
   ASSERT_EQ(device.queued.size(), 1u);
   EXPECT_EQ(device.queued[0].seq, 5u);
   EXPECT_THAT(device.queued[0].waiting_for,
-              ElementsAre("array 80 shard 0 <- transfer from device 0 (host "
-                          "0)"));
+              ElementsAre("array 80 shard 0 <- transfer of array 3 (output 0 "
+                          "of 'double') from device 0 (host 0)"));
   ASSERT_EQ(status->pending_receives.size(), 1u);
   EXPECT_THAT(status->pending_receives[0], HasSubstr("device 0 (host 0)"));
 }
