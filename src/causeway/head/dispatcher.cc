@@ -355,8 +355,8 @@ void Dispatcher::ReleaseLaunch(PreparedLaunch& launch, uint64_t seq) {
     if (!running.empty()) {
       absl::MutexLock inflight_lock(&inflight_mu_);
       inflight_[{launch.island, seq}] =
-          LaunchInFlight{running, epoch, launch.hosts.size() > 1, false,
-                         launch.session};
+          LaunchInFlight{std::move(running), epoch, launch.hosts.size() > 1,
+                         false, launch.session};
       ++epochs_[{launch.island, epoch}];
     } else {
       // Nothing will report back: the window slot is free at once (after

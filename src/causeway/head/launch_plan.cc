@@ -115,6 +115,9 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
   launch->session_name = context.session_name;
   launch->devices = devices;
   std::vector<std::vector<LaunchInput>> inputs(n);
+  for (std::vector<LaunchInput>& list : inputs) {
+    list.reserve(op.arguments.size());
+  }
   std::vector<std::vector<ReceiveSpec>> staging(n);
   for (size_t a = 0; a < op.arguments.size(); ++a) {
     // Built only for a message.
@@ -196,6 +199,7 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
   }
   const std::vector<HostId> participant_hosts(launch->hosts.begin(),
                                               launch->hosts.end());
+  launch->ops.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
     LaunchOp launch_op;
     launch_op.device = devices[i];
@@ -210,6 +214,7 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
     launch_op.participant_hosts = participant_hosts;
     launch_op.staging = std::move(staging[i]);
     launch_op.inputs = std::move(inputs[i]);
+    launch_op.outputs.reserve(op.outputs.size());
     for (size_t k = 0; k < op.outputs.size(); ++k) {
       launch_op.outputs.push_back(LaunchOutput{
           BufferId{result.outputs[k]->internal, i}, program.output_shapes[k]});
