@@ -115,11 +115,15 @@ void EventBuffer::TransferFinished(const TransferEvent& event,
 }
 
 std::vector<EventRecord> EventBuffer::Take() {
-  absl::MutexLock lock(&mu_);
-  std::vector<EventRecord> out(std::make_move_iterator(records_.begin()),
-                               std::make_move_iterator(records_.end()));
-  records_.clear();
-  return out;
+  // Swapped out under the lock, moved outside it: the device threads that
+  // add events never wait for a whole batch to be moved.
+  std::deque<EventRecord> taken;
+  {
+    absl::MutexLock lock(&mu_);
+    taken.swap(records_);
+  }
+  return std::vector<EventRecord>(std::make_move_iterator(taken.begin()),
+                                  std::make_move_iterator(taken.end()));
 }
 
 int64_t EventBuffer::dropped() const {
