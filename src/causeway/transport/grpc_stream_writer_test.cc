@@ -88,8 +88,9 @@ TEST(StreamWriterTest, MessagesQueuedBehindASlowWriteAreMerged) {
     return true;
   };
   StreamWriter<std::string> writer(std::move(options));
-  writer.Send("block");  // The writer is stuck in this write...
-  writer.Send("+1");     // ...while these queue up.
+  writer.Send("block");
+  stream.AwaitBlocked();  // The writer is stuck in this write...
+  writer.Send("+1");      // ...while these queue up.
   writer.Send("+2");
   writer.Send("+3");
   writer.Send("x");
