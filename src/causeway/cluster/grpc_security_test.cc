@@ -206,6 +206,17 @@ class GrpcHeadFixture : public ::testing::Test {
     CW_CHECK(registered.has_registered()) << registered.DebugString();
     return raw;
   }
+  // A registration the head must refuse: sends `hello`, expects the stream
+  // to end without a command, and returns the call's status.
+  grpc::Status RefusedRegistration(const wire::WorkerToHead& hello) {
+    std::unique_ptr<wire::HeadWorkers::Stub> workers = WorkerStub();
+    grpc::ClientContext context;
+    auto stream = workers->Worker(&context);
+    stream->Write(hello);
+    wire::HeadToWorker command;
+    EXPECT_FALSE(stream->Read(&command)) << command.DebugString();
+    return stream->Finish();
+  }
   // Reads until the stream ends; returns the call's status.
   static grpc::Status Drain(RawWorker& raw) {
     wire::HeadToWorker ignored;
@@ -522,16 +533,10 @@ TEST_F(GrpcHeadFixture, HostileUploadsAreRefusedWithoutAllocatingTheirSize) {
 
 TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
   StartServer({});
-  std::unique_ptr<wire::HeadWorkers::Stub> workers = WorkerStub();
-  grpc::ClientContext context;
-  auto stream = workers->Worker(&context);
   wire::WorkerToHead hello;
   hello.mutable_registration()->set_version(transport::kWorkerProtocol.max);
   hello.mutable_registration()->set_num_devices(-1);
-  stream->Write(hello);
-  wire::HeadToWorker command;
-  EXPECT_FALSE(stream->Read(&command));
-  grpc::Status status = stream->Finish();
+  grpc::Status status = RefusedRegistration(hello);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("registration.num_devices"));
   EXPECT_EQ(membership_.admitted(), 0);
@@ -552,15 +557,10 @@ TEST_F(GrpcHeadFixture, AWorkerOfProtocolVersionOneIsRefused) {
     EXPECT_THAT(status.error_message(),
                 HasSubstr("the peer speaks 1..1, this build 2..2"));
   }
-  grpc::ClientContext context;
-  auto stream = workers->Worker(&context);
   wire::WorkerToHead hello;
   hello.mutable_registration()->set_version(1);
   hello.mutable_registration()->set_num_devices(1);
-  stream->Write(hello);
-  wire::HeadToWorker command;
-  EXPECT_FALSE(stream->Read(&command));
-  grpc::Status status = stream->Finish();
+  grpc::Status status = RefusedRegistration(hello);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("registration.version: 1"));
   EXPECT_EQ(membership_.admitted(), 0);
