@@ -206,16 +206,24 @@ class GrpcHeadFixture : public ::testing::Test {
     CW_CHECK(registered.has_registered()) << registered.DebugString();
     return raw;
   }
-  // A registration the head must refuse: sends `hello`, expects the stream
-  // to end without a command, and returns the call's status.
-  grpc::Status RefusedRegistration(const wire::WorkerToHead& hello) {
+  // A registration of `version` and `num_devices` that the head must
+  // refuse with `code`, naming `what`, admitting nobody.
+  void ExpectRegistrationRefused(uint32_t version, int64_t num_devices,
+                                 grpc::StatusCode code,
+                                 const std::string& what) {
     std::unique_ptr<wire::HeadWorkers::Stub> workers = WorkerStub();
     grpc::ClientContext context;
     auto stream = workers->Worker(&context);
+    wire::WorkerToHead hello;
+    hello.mutable_registration()->set_version(version);
+    hello.mutable_registration()->set_num_devices(num_devices);
     stream->Write(hello);
     wire::HeadToWorker command;
     EXPECT_FALSE(stream->Read(&command)) << command.DebugString();
-    return stream->Finish();
+    grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), code);
+    EXPECT_THAT(status.error_message(), HasSubstr(what));
+    EXPECT_EQ(membership_.admitted(), 0);
   }
   // Reads until the stream ends; returns the call's status.
   static grpc::Status Drain(RawWorker& raw) {
@@ -533,13 +541,9 @@ TEST_F(GrpcHeadFixture, HostileUploadsAreRefusedWithoutAllocatingTheirSize) {
 
 TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
   StartServer({});
-  wire::WorkerToHead hello;
-  hello.mutable_registration()->set_version(transport::kWorkerProtocol.max);
-  hello.mutable_registration()->set_num_devices(-1);
-  grpc::Status status = RefusedRegistration(hello);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("registration.num_devices"));
-  EXPECT_EQ(membership_.admitted(), 0);
+  ExpectRegistrationRefused(transport::kWorkerProtocol.max, -1,
+                            grpc::StatusCode::INVALID_ARGUMENT,
+                            "registration.num_devices");
 }
 
 TEST_F(GrpcHeadFixture, AWorkerOfProtocolVersionOneIsRefused) {
@@ -557,13 +561,8 @@ TEST_F(GrpcHeadFixture, AWorkerOfProtocolVersionOneIsRefused) {
     EXPECT_THAT(status.error_message(),
                 HasSubstr("the peer speaks 1..1, this build 2..2"));
   }
-  wire::WorkerToHead hello;
-  hello.mutable_registration()->set_version(1);
-  hello.mutable_registration()->set_num_devices(1);
-  grpc::Status status = RefusedRegistration(hello);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(status.error_message(), HasSubstr("registration.version: 1"));
-  EXPECT_EQ(membership_.admitted(), 0);
+  ExpectRegistrationRefused(1, 1, grpc::StatusCode::FAILED_PRECONDITION,
+                            "registration.version: 1");
 }
 
 TEST_F(GrpcHeadFixture, AWorkerSendingAMalformedNoticeIsCutOffAlone) {
