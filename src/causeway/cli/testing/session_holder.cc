@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--head") head = argv[i + 1];
-    if (flag == "--devices") absl::SimpleAtoi(argv[i + 1], &devices);
+    if (flag == "--devices" && !absl::SimpleAtoi(argv[i + 1], &devices)) {
+      devices = 0;  // Not a number: the usage below.
+    }
   }
   if (head.empty() || devices < 1) {
     std::fprintf(stderr, "usage: session_holder --head HOST:PORT --devices N\n");
