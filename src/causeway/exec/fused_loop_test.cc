@@ -3,13 +3,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "causeway/exec/evaluator.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/hlo/parser.h"
@@ -143,6 +146,21 @@ class FusedLoopTest : public ::testing::Test {
     return *std::move(got);
   }
 
+  // The same for each element type in `types`, written as `$T` in `text`;
+  // and, if `loops` is given, that the body fused into that many loops.
+  void ExpectSameAsOpByOpIn(std::initializer_list<const char*> types,
+                            absl::string_view text,
+                            std::optional<int64_t> loops = std::nullopt) {
+    for (const char* type : types) {
+      SCOPED_TRACE(type);
+      ExpectSameAsOpByOp(absl::StrReplaceAll(text, {{"$T", type}}));
+      if (loops.has_value()) {
+        ASSERT_NE(fused_, nullptr);
+        EXPECT_EQ(fused_->loop_count(), *loops);
+      }
+    }
+  }
+
   std::string text_;
   std::unique_ptr<hlo::Module> module_;
   std::unique_ptr<FusedLoop> fused_;
@@ -186,26 +204,22 @@ TEST_F(FusedLoopTest, TransposedReadsCopiedTileWiseMatchOpByOp) {
   // are copied tiled (attention's [8,64,64] swap of the last two dims),
   // chunks that straddle a dim (rows of 100, 32 to a chunk) and the tail
   // element by element; in f32 and f16.
-  for (const char* type : {"f32", "f16"}) {
-    SCOPED_TRACE(type);
-    ExpectSameAsOpByOp(absl::StrCat(R"(
+  ExpectSameAsOpByOpIn({"f32", "f16"}, R"(
 HloModule m
 ENTRY body {
-  x = )", type, R"([8,64,64] parameter(0)
-  y = )", type, R"([8,64,64] parameter(1)
-  z = )", type, R"([3,16,100] parameter(2)
-  w = )", type, R"([3,100,16] parameter(3)
-  yt = )", type, R"([8,64,64] transpose(y), dimensions={0,2,1}
-  zt = )", type, R"([3,100,16] transpose(z), dimensions={0,2,1}
-  a = )", type, R"([8,64,64] add(x, yt)
-  b = )", type, R"([3,100,16] multiply(w, zt)
-  ra = )", type, R"([2048,16] reshape(a)
-  rb = )", type, R"([300,16] reshape(b)
-  c = )", type, R"([2348,16] concatenate(ra, rb), dimensions={0}
-  ROOT e = )", type, R"([2348,16] exponential(c)
-})"));
-    EXPECT_EQ(fused_->loop_count(), 3);
-  }
+  x = $T[8,64,64] parameter(0)
+  y = $T[8,64,64] parameter(1)
+  z = $T[3,16,100] parameter(2)
+  w = $T[3,100,16] parameter(3)
+  yt = $T[8,64,64] transpose(y), dimensions={0,2,1}
+  zt = $T[3,100,16] transpose(z), dimensions={0,2,1}
+  a = $T[8,64,64] add(x, yt)
+  b = $T[3,100,16] multiply(w, zt)
+  ra = $T[2048,16] reshape(a)
+  rb = $T[300,16] reshape(b)
+  c = $T[2348,16] concatenate(ra, rb), dimensions={0}
+  ROOT e = $T[2348,16] exponential(c)
+})", 3);
 }
 
 TEST_F(FusedLoopTest, LoneTransposeBroadcastAndSliceRootsMatchOpByOp) {
@@ -230,26 +244,23 @@ TEST_F(FusedLoopTest, BroadcastRowsFilledOncePerRunMatchOpByOp) {
   // [2,64] table over a batch) are filled once and read by every chunk,
   // the tail included; a period that does not divide a chunk (63) is
   // gathered chunk by chunk.
-  for (const char* type : {"f32", "bf16"}) {
-    SCOPED_TRACE(type);
-    ExpectSameAsOpByOp(absl::StrCat(R"(
+  ExpectSameAsOpByOpIn({"f32", "bf16"}, R"(
 HloModule m
 ENTRY body {
-  x = )", type, R"([9,14,64] parameter(0)
-  scale = )", type, R"([64] parameter(1)
-  table = )", type, R"([2,64] parameter(2)
-  odd = )", type, R"([63] parameter(3)
-  y = )", type, R"([9,14,63] parameter(4)
-  s = )", type, R"([9,14,64] broadcast(scale), dimensions={2}
-  tb = )", type, R"([63,2,64] broadcast(table), dimensions={1,2}
-  t = )", type, R"([9,14,64] bitcast(tb)
-  o = )", type, R"([9,14,63] broadcast(odd), dimensions={2}
-  a = )", type, R"([9,14,64] multiply(x, s)
-  b = )", type, R"([9,14,64] add(a, t)
-  c = )", type, R"([9,14,63] subtract(y, o)
-  ROOT r = ()", type, R"([9,14,64], )", type, R"([9,14,63]) tuple(b, c)
-})"));
-  }
+  x = $T[9,14,64] parameter(0)
+  scale = $T[64] parameter(1)
+  table = $T[2,64] parameter(2)
+  odd = $T[63] parameter(3)
+  y = $T[9,14,63] parameter(4)
+  s = $T[9,14,64] broadcast(scale), dimensions={2}
+  tb = $T[63,2,64] broadcast(table), dimensions={1,2}
+  t = $T[9,14,64] bitcast(tb)
+  o = $T[9,14,63] broadcast(odd), dimensions={2}
+  a = $T[9,14,64] multiply(x, s)
+  b = $T[9,14,64] add(a, t)
+  c = $T[9,14,63] subtract(y, o)
+  ROOT r = ($T[9,14,64], $T[9,14,63]) tuple(b, c)
+})");
 }
 
 TEST_F(FusedLoopTest, BinaryOpsReadingRowBroadcastsInPlaceMatchOpByOp) {
@@ -257,51 +268,45 @@ TEST_F(FusedLoopTest, BinaryOpsReadingRowBroadcastsInPlaceMatchOpByOp) {
   // either side of divide, subtract and maximum; a broadcast read twice
   // is gathered into a register as before. f32, f64 and f16 (which always
   // gathers).
-  for (const char* type : {"f32", "f64", "f16"}) {
-    SCOPED_TRACE(type);
-    ExpectSameAsOpByOp(absl::StrCat(R"(
+  ExpectSameAsOpByOpIn({"f32", "f64", "f16"}, R"(
 HloModule m
 ENTRY body {
-  x = )", type, R"([7,11,96] parameter(0)
-  v = )", type, R"([7,11] parameter(1)
-  w = )", type, R"([7,11] parameter(2)
-  vs = )", type, R"([7,11,96] broadcast(v), dimensions={0,1}
-  ws = )", type, R"([7,11,96] broadcast(w), dimensions={0,1}
-  a = )", type, R"([7,11,96] divide(x, vs)
-  b = )", type, R"([7,11,96] subtract(ws, a)
-  c = )", type, R"([7,11,96] maximum(b, x)
-  vt = )", type, R"([7,11,96] broadcast(v), dimensions={0,1}
-  d = )", type, R"([7,11,96] multiply(vt, vt)
-  ROOT e = )", type, R"([7,11,96] add(c, d)
-})"));
-  }
+  x = $T[7,11,96] parameter(0)
+  v = $T[7,11] parameter(1)
+  w = $T[7,11] parameter(2)
+  vs = $T[7,11,96] broadcast(v), dimensions={0,1}
+  ws = $T[7,11,96] broadcast(w), dimensions={0,1}
+  a = $T[7,11,96] divide(x, vs)
+  b = $T[7,11,96] subtract(ws, a)
+  c = $T[7,11,96] maximum(b, x)
+  vt = $T[7,11,96] broadcast(v), dimensions={0,1}
+  d = $T[7,11,96] multiply(vt, vt)
+  ROOT e = $T[7,11,96] add(c, d)
+})");
 }
 
 TEST_F(FusedLoopTest, MultiplyAddsReadingRowBroadcastsInPlaceMatchOpByOp) {
   // Contracted multiply-adds whose first factor, second factor or addend
   // is a per-row value over rows of 96 (straddling chunks), one with its
   // product negated (c - a * b).
-  for (const char* type : {"f32", "f64"}) {
-    SCOPED_TRACE(type);
-    ExpectSameAsOpByOp(absl::StrCat(R"(
+  ExpectSameAsOpByOpIn({"f32", "f64"}, R"(
 HloModule m
 ENTRY body {
-  x = )", type, R"([7,11,96] parameter(0)
-  y = )", type, R"([7,11,96] parameter(1)
-  u = )", type, R"([7,11] parameter(2)
-  v = )", type, R"([7,11] parameter(3)
-  w = )", type, R"([7,11] parameter(4)
-  us = )", type, R"([7,11,96] broadcast(u), dimensions={0,1}
-  vs = )", type, R"([7,11,96] broadcast(v), dimensions={0,1}
-  ws = )", type, R"([7,11,96] broadcast(w), dimensions={0,1}
-  p = )", type, R"([7,11,96] multiply(us, x)
-  a = )", type, R"([7,11,96] add(p, y)
-  q = )", type, R"([7,11,96] multiply(a, vs)
-  b = )", type, R"([7,11,96] subtract(x, q)
-  r = )", type, R"([7,11,96] multiply(b, y)
-  ROOT c = )", type, R"([7,11,96] add(r, ws)
-})"));
-  }
+  x = $T[7,11,96] parameter(0)
+  y = $T[7,11,96] parameter(1)
+  u = $T[7,11] parameter(2)
+  v = $T[7,11] parameter(3)
+  w = $T[7,11] parameter(4)
+  us = $T[7,11,96] broadcast(u), dimensions={0,1}
+  vs = $T[7,11,96] broadcast(v), dimensions={0,1}
+  ws = $T[7,11,96] broadcast(w), dimensions={0,1}
+  p = $T[7,11,96] multiply(us, x)
+  a = $T[7,11,96] add(p, y)
+  q = $T[7,11,96] multiply(a, vs)
+  b = $T[7,11,96] subtract(x, q)
+  r = $T[7,11,96] multiply(b, y)
+  ROOT c = $T[7,11,96] add(r, ws)
+})");
 }
 
 TEST_F(FusedLoopTest, SlicesBitcastsAndCopiesMatchOpByOp) {
