@@ -68,6 +68,21 @@ def with_output_sharding(text, sharding):
     return "\n".join(lines)
 
 
+def timed(fn, x, w, count):
+    """Feeds x = fn(x, w) WARMUP times, then `count` times timed; returns
+    the last x, the timed part's wall seconds and this process's CPU
+    seconds."""
+    for _ in range(WARMUP):
+        x = fn(x, w)
+    x.block_until_ready()
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for _ in range(count):
+        x = fn(x, w)
+    x.block_until_ready()
+    return x, time.perf_counter() - t0, time.process_time() - c0
+
+
 def calibrate(args):
     import jax
     import jax.numpy as jnp
@@ -83,18 +98,8 @@ def calibrate(args):
             m = lax.fori_loop(0, k, lambda i, m: m @ w, m)
             return m[0, 0:1] * n + 1
 
-        x = jnp.zeros((1,), jnp.float32)
-        for _ in range(WARMUP):
-            x = compute(x, w)
-        x.block_until_ready()
         steps = max(20, int(2000 / max(k, 1)))
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            x = compute(x, w)
-        x.block_until_ready()
-        cpu = time.process_time() - c0
-        wall = time.perf_counter() - t0
+        x, wall, cpu = timed(compute, jnp.zeros((1,), jnp.float32), w, steps)
         if float(np.asarray(x)[0]) != WARMUP + steps:
             sys.exit(f"calibrate: k={k}: got {np.asarray(x)[0]}, want {WARMUP + steps}")
         print(json.dumps({"k": k, "cpu_ms": cpu * 1e3 / steps,
@@ -144,16 +149,7 @@ def run(args):
             path = os.path.join(args.hlo_dir, f"step_n{args.num_processes}_k{k}.hlo")
             with open(path, "w") as f:
                 f.write(text)
-        for _ in range(WARMUP):
-            x = step(x, w)
-        x.block_until_ready()
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        for _ in range(programs):
-            x = step(x, w)
-        x.block_until_ready()
-        seconds = time.perf_counter() - t0
-        cpu = time.process_time() - c0
+        x, seconds, cpu = timed(step, x, w, programs)
         got = float(np.asarray(x.addressable_shards[0].data)[0])
         if got != WARMUP + programs:
             sys.exit(f"k={k}: got {got}, want {WARMUP + programs}")
