@@ -42,10 +42,12 @@ def load(path):
     return a.view(ml_dtypes.bfloat16) if a.dtype == np.dtype("V2") else a
 
 
-def run_causeway(*args, check=True):
-    """Runs `causeway ARGS`; returns the CompletedProcess."""
+def run_causeway(*args, check=True, env=None):
+    """Runs `causeway ARGS` (with `env` added to the environment); returns
+    the CompletedProcess."""
     result = subprocess.run([CAUSEWAY, *map(str, args)], capture_output=True,
-                            text=True, timeout=120)
+                            text=True, timeout=120,
+                            env=None if env is None else {**os.environ, **env})
     if check and result.returncode != 0:
         raise AssertionError(f"causeway {' '.join(map(str, args))} failed:\n"
                              f"{result.stdout}\n{result.stderr}")

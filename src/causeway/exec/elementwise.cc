@@ -6,8 +6,9 @@
 // Each kernel dispatches once on the element type and the opcode, then runs
 // a tight typed loop over the elements. f16/bf16 compute in float and round
 // to storage after each op, as XLA's CPU backend does (docs/hlo.md,
-// "Rounding"). f32 exp, log, tanh (Eigen's, bit for bit XLA's), rsqrt
-// (the processor's estimate and two Newton steps), erf, expm1, log1p and
+// "Rounding"). f32 exp, log, tanh (Eigen's, bit for bit XLA's), f32 and
+// f64 rsqrt (the processor's estimate and Newton steps, as XLA chooses for
+// the processor: exec/xla_cpu_target.h), erf, expm1, log1p and
 // logistic follow XLA's own formulas, with its contractions. Kernels run with denormals flushed
 // to zero and read as zero, as XLA's do.
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
 #include "causeway/exec/multiply_add.h"
+#include "causeway/exec/xla_cpu_target.h"
 #include "causeway/exec/xla_math.h"
 
 namespace causeway::exec {
@@ -115,9 +117,6 @@ absl::Status UnaryScalarFloat(const Instruction& instr, const T* in, T* out,
     case Opcode::kTanh: MapUnary(in, out, n, [](C x) { return std::tanh(x); }); break;
     case Opcode::kLogistic:
       MapUnary(in, out, n, [](C x) { return C{1} / (C{1} + std::exp(-x)); });
-      break;
-    case Opcode::kRsqrt:
-      MapUnary(in, out, n, [](C x) { return C{1} / std::sqrt(x); });
       break;
     case Opcode::kSqrt: MapUnary(in, out, n, [](C x) { return std::sqrt(x); }); break;
     case Opcode::kCbrt: MapUnary(in, out, n, [](C x) { return std::cbrt(x); }); break;
@@ -419,16 +418,24 @@ inline bool RsqrtEstimateIsFinal(float x) {
 
 // One Newton step for 1/sqrt(x) from y, with XLA's contractions:
 // y + (-y/2) * (x*y*y - 1).
-inline float RsqrtNewtonStep(float x, float y) {
-  const float e = std::fma(x * y, y, -1.0f);
-  return std::fma(y * -0.5f, e, y);
+template <typename F>
+inline F RsqrtNewtonStep(F x, F y) {
+  const F e = std::fma(x * y, y, F{-1});
+  return std::fma(y * F{-0.5}, e, y);
 }
 
-// rsqrt as XLA's CPU emitter computes it: the processor's estimate
-// (RSQRTSS/RSQRTPS) refined by two Newton steps, the estimate itself for
-// zeros, infinities, denormals and negatives. The estimate is the
-// processor's own table, so this matches XLA on the same processor.
+// rsqrt as XLA's CPU emitter computes it (exec/xla_cpu_target.h): the
+// processor's estimate (RSQRTSS/RSQRTPS) refined by two Newton steps (one
+// on AMD), the estimate itself for zeros, infinities, denormals and
+// negatives; 1/sqrt(x) without platform-dependent math. The estimate is
+// the processor's own table, so this matches XLA on the same processor.
 void RsqrtXla(const float* in, float* out, int64_t n) {
+  const XlaCpuTarget& target = ActiveXlaCpuTarget();
+  if (!target.platform_dependent_math) {
+    for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / std::sqrt(in[i]);
+    return;
+  }
+  const int steps = target.amd ? 1 : 2;
   int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
   const __m256 minus_one = _mm256_set1_ps(-1.0f);
@@ -437,7 +444,7 @@ void RsqrtXla(const float* in, float* out, int64_t n) {
     const __m256 x = _mm256_loadu_ps(in + i);
     const __m256 y0 = _mm256_rsqrt_ps(x);
     __m256 y = y0;
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < steps; ++step) {
       const __m256 e =
           _mm256_fmadd_ps(_mm256_mul_ps(x, y), y, minus_one);
       y = _mm256_fmadd_ps(_mm256_mul_ps(y, minus_half), e, y);
@@ -461,10 +468,55 @@ void RsqrtXla(const float* in, float* out, int64_t n) {
 #else
     estimate = 1.0f / std::sqrt(in[i]);
 #endif
-    out[i] = RsqrtEstimateIsFinal(in[i])
-                 ? estimate
-                 : RsqrtNewtonStep(in[i], RsqrtNewtonStep(in[i], estimate));
+    float y = estimate;
+    for (int step = 0; step < steps; ++step) y = RsqrtNewtonStep(in[i], y);
+    out[i] = RsqrtEstimateIsFinal(in[i]) ? estimate : y;
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// VRSQRT14PD of each element (AVX-512 F; the caller checks for it).
+__attribute__((target("avx512f"))) void Rsqrt14(const double* in,
+                                                double* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // maskz: GCC 12 warns of the undefined source _mm512_rsqrt14_pd uses.
+    _mm512_storeu_pd(out + i,
+                     _mm512_maskz_rsqrt14_pd(0xFF, _mm512_loadu_pd(in + i)));
+  }
+  for (; i < n; ++i) {
+    out[i] = _mm_cvtsd_f64(
+        _mm_rsqrt14_sd(_mm_setzero_pd(), _mm_set_sd(in[i])));
+  }
+}
+#endif
+
+// f64 rsqrt as XLA computes it: with AVX-512 F, the processor's estimate
+// (VRSQRT14PD) refined by two Newton steps, the estimate itself below the
+// smallest normal number and at infinity; else 1/sqrt(x).
+void RsqrtXla(const double* in, double* out, int64_t n) {
+  const XlaCpuTarget& target = ActiveXlaCpuTarget();
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (target.platform_dependent_math && target.avx512f) {
+    constexpr int64_t kBlock = 256;  // `in` and `out` may be one array.
+    double estimate[kBlock];
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+      const int64_t m = std::min(kBlock, n - begin);
+      Rsqrt14(in + begin, estimate, m);
+      for (int64_t k = 0; k < m; ++k) {
+        const double x = in[begin + k];
+        const double y0 = estimate[k];
+        out[begin + k] =
+            x < std::numeric_limits<double>::min() ||
+                    x == std::numeric_limits<double>::infinity()
+                ? y0
+                : RsqrtNewtonStep(x, RsqrtNewtonStep(x, y0));
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = 1.0 / std::sqrt(in[i]);
 }
 
 absl::Status UnaryF32(const Instruction& instr, const float* in, float* out,
@@ -518,6 +570,10 @@ absl::Status UnaryFloat(const Instruction& instr, const T* in, T* out,
     }
     return absl::OkStatus();
   } else {
+    if (instr.opcode == Opcode::kRsqrt) {
+      RsqrtXla(in, out, n);
+      return absl::OkStatus();
+    }
     return UnaryScalarFloat<T>(instr, in, out, n);
   }
 }
@@ -1704,6 +1760,9 @@ void SqrtArray(const float* in, float* out, int64_t n) { SqrtF32(in, out, n); }
 void RsqrtArray(const float* in, float* out, int64_t n) {
   RsqrtXla(in, out, n);
 }
+void RsqrtArray(const double* in, double* out, int64_t n) {
+  RsqrtXla(in, out, n);
+}
 void SinArray(const float* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::sin(in[i]);
 }
@@ -1717,7 +1776,7 @@ void PowArray(const float* x, const float* y, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
 }
 
-// f64: the C library, as UnaryScalarFloat<double> computes.
+// f64: the C library, as UnaryScalarFloat<double> computes (rsqrt: RsqrtXla).
 #define CW_DOUBLE_ARRAY_FN(name, expr)                         \
   void name(const double* in, double* out, int64_t n) {        \
     for (int64_t i = 0; i < n; ++i) {                          \
@@ -1731,7 +1790,6 @@ CW_DOUBLE_ARRAY_FN(Log1pArray, std::log1p(x))
 CW_DOUBLE_ARRAY_FN(Expm1Array, std::expm1(x))
 CW_DOUBLE_ARRAY_FN(TanhArray, std::tanh(x))
 CW_DOUBLE_ARRAY_FN(SqrtArray, std::sqrt(x))
-CW_DOUBLE_ARRAY_FN(RsqrtArray, 1.0 / std::sqrt(x))
 CW_DOUBLE_ARRAY_FN(SinArray, std::sin(x))
 CW_DOUBLE_ARRAY_FN(CosArray, std::cos(x))
 #undef CW_DOUBLE_ARRAY_FN

@@ -53,7 +53,7 @@ inline bool RowOperandsSupported(hlo::PrimitiveType type) {
 
 // out[i] = round(±(a[i] * b[i]) ± c[i]) with one rounding (a fused
 // multiply-add, as XLA's CPU backend contracts a multiply into an add; see
-// multiply_add.h). `type` is f16, f32 or f64 (ContractsMultiplyAdd).
+// multiply_add.h). `type` is f16, f32 or f64.
 absl::Status MultiplyAddElements(hlo::PrimitiveType type, bool negate_product,
                                  bool negate_addend, const void* a,
                                  const void* b, const void* c, void* out,

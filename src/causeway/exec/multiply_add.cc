@@ -12,9 +12,10 @@ using hlo::Instruction;
 using hlo::Opcode;
 using hlo::PrimitiveType;
 
-bool ContractsMultiplyAdd(PrimitiveType type) {
-  return type == PrimitiveType::kF16 || type == PrimitiveType::kF32 ||
-         type == PrimitiveType::kF64;
+bool ContractsMultiplyAdd(PrimitiveType type,
+                          const XlaCpuTarget& target) {
+  return (type == PrimitiveType::kF16 && target.avx512fp16) ||
+         type == PrimitiveType::kF32 || type == PrimitiveType::kF64;
 }
 
 namespace {
@@ -74,7 +75,7 @@ std::unordered_map<const Instruction*, int64_t> Ranks(
 }  // namespace
 
 std::unordered_map<const Instruction*, MultiplyAdd> FindMultiplyAdds(
-    const hlo::Computation& fusion_body) {
+    const hlo::Computation& fusion_body, const XlaCpuTarget& target) {
   std::unordered_map<const Instruction*, int64_t> users;
   for (const auto& instruction : fusion_body.instructions()) {
     for (const Instruction* operand : instruction->operands) ++users[operand];
@@ -118,7 +119,7 @@ std::unordered_map<const Instruction*, MultiplyAdd> FindMultiplyAdds(
     const Instruction* add = owned.get();
     if ((add->opcode != Opcode::kAdd && add->opcode != Opcode::kSubtract) ||
         add->operands.size() != 2 || !add->shape.IsArray() ||
-        !ContractsMultiplyAdd(add->shape.type())) {
+        !ContractsMultiplyAdd(add->shape.type(), target)) {
       continue;
     }
     // LLVM orders the operands of a commutative add by rank, the lower

@@ -3,12 +3,15 @@
 // XLA compiles each fusion into one loop of LLVM IR and lets LLVM contract
 // a multiply feeding an add into one fused multiply-add (FMA: a*b + c
 // rounded once). Measured with JAX 0.10.2 on this project's machine kind
-// (x86-64 with AVX-512 FP16), inside a fusion body:
+// (x86-64 with AVX-512 FP16, and with --xla_cpu_max_isa=AVX2 as on a
+// processor without it), inside a fusion body:
 //  - add(multiply(a, b), c), add(c, multiply(a, b)), subtract(multiply, c),
 //    subtract(c, multiply) and the same with negate(multiply) in place of
-//    the multiply are computed as one FMA, for f16 (the processor's own
-//    half-precision FMA), f32 and f64, when the multiply (and the negate)
-//    has no other user and is not the fusion's result;
+//    the multiply are computed as one FMA, for f32 and f64, and for f16
+//    where XLA computes f16 natively (AVX512-FP16: the processor's own
+//    half-precision FMA; exec/xla_cpu_target.h), when the multiply (and the
+//    negate) has no other user and is not the fusion's result; elsewhere
+//    XLA computes each f16 operation in f32 and rounds, contracting none;
 //  - when both operands of an add are such products, the one of lower
 //    rank is contracted, the first on a tie: LLVM orders a commutative
 //    add's operands by rank (Ranks in multiply_add.cc: roughly the depth
@@ -32,6 +35,7 @@
 
 #include <unordered_map>
 
+#include "causeway/exec/xla_cpu_target.h"
 #include "causeway/hlo/ir.h"
 
 namespace causeway::exec {
@@ -48,12 +52,15 @@ struct MultiplyAdd {
 };
 
 // The contractions XLA's CPU backend makes in `fusion_body` (a computation
-// called by a fusion instruction), keyed by the add or subtract.
+// called by a fusion instruction) for `target`, keyed by the add or
+// subtract.
 std::unordered_map<const hlo::Instruction*, MultiplyAdd> FindMultiplyAdds(
-    const hlo::Computation& fusion_body);
+    const hlo::Computation& fusion_body,
+    const XlaCpuTarget& target = ActiveXlaCpuTarget());
 
-// Whether `type` is one XLA contracts (f16, f32, f64).
-bool ContractsMultiplyAdd(hlo::PrimitiveType type);
+// Whether `type` is one XLA contracts on `target` (f32, f64; f16 with
+// AVX512-FP16).
+bool ContractsMultiplyAdd(hlo::PrimitiveType type, const XlaCpuTarget& target);
 
 }  // namespace causeway::exec
 

@@ -9,14 +9,19 @@
 namespace causeway::exec {
 namespace {
 
+// A processor on which XLA computes f16 natively, and one on which it
+// does not (exec/xla_cpu_target.h).
+constexpr XlaCpuTarget kNativeF16{.avx512f = true, .avx512fp16 = true};
+constexpr XlaCpuTarget kPromotedF16{.avx512f = true, .avx512fp16 = false};
+
 class MultiplyAddTest : public ::testing::Test {
  protected:
   // Parses `text` and finds the contractions of its entry computation.
-  void Find(std::string_view text) {
+  void Find(std::string_view text, const XlaCpuTarget& target = kNativeF16) {
     auto module = hlo::ParseModule(text);
     ASSERT_TRUE(module.ok()) << module.status();
     module_ = *std::move(module);
-    found_ = FindMultiplyAdds(*module_->entry());
+    found_ = FindMultiplyAdds(*module_->entry(), target);
   }
   const MultiplyAdd* Of(std::string_view add) const {
     auto it = found_.find(module_->entry()->FindInstruction(add));
@@ -118,6 +123,29 @@ ENTRY body {
   ROOT r = f32[8] add(s3, hw)
 })");
   EXPECT_TRUE(found_.empty());
+}
+
+TEST_F(MultiplyAddTest, F16ContractsOnlyWhereXlaComputesHalfPrecisionNatively) {
+  constexpr std::string_view kBody = R"(
+HloModule m
+ENTRY body {
+  a = f16[8] parameter(0)
+  b = f16[8] parameter(1)
+  x = f32[8] parameter(2)
+  m = f16[8] multiply(a, b)
+  s = f16[8] add(m, b)
+  mx = f32[8] multiply(x, x)
+  sx = f32[8] add(mx, x)
+  w = f32[8] convert(s)
+  ROOT r = f32[8] add(sx, w)
+})";
+  Find(kBody, kNativeF16);
+  EXPECT_EQ(found_.size(), 2u);
+  ASSERT_NE(Of("s"), nullptr);
+  Find(kBody, kPromotedF16);
+  ASSERT_EQ(found_.size(), 1u);
+  EXPECT_EQ(Of("s"), nullptr);
+  EXPECT_EQ(MultiplyOf("sx"), "mx");
 }
 
 }  // namespace

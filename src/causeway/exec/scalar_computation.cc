@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
+#include "causeway/exec/xla_math.h"
 
 namespace causeway::exec {
 namespace {
@@ -145,7 +146,11 @@ C ApplyUnary(C x) {
     if constexpr (kOp == Opcode::kLog) return std::log(x);
     if constexpr (kOp == Opcode::kLog1p) return std::log1p(x);
     if constexpr (kOp == Opcode::kSqrt) return std::sqrt(x);
-    if constexpr (kOp == Opcode::kRsqrt) return C{1} / std::sqrt(x);
+    if constexpr (kOp == Opcode::kRsqrt) {
+      C y;
+      RsqrtArray(&x, &y, 1);
+      return y;
+    }
     if constexpr (kOp == Opcode::kTanh) return std::tanh(x);
     if constexpr (kOp == Opcode::kLogistic) return C{1} / (C{1} + std::exp(-x));
     if constexpr (kOp == Opcode::kFloor) return std::floor(x);
