@@ -63,10 +63,11 @@ inline constexpr char kSecurityFlagsHelp[] =
     R"(  --token-file F    The cluster's shared secret: every call carries the
                     token in F, and a head with one refuses anyone without
                     it (UNAUTHENTICATED).
-  --tls-ca F        TLS: trust the head certificate signed by (or equal
-                    to) the PEM certificate in F.
-  --tls-cert F      TLS: this process's certificate (PEM); a head needs one
-  --tls-key F       and its key, a client or worker only for mutual TLS.
+  --tls-ca F        TLS, on a client or worker: trust the head certificate
+                    signed by (or equal to) the PEM certificate in F.
+  --tls-cert F      TLS, on the head: its certificate (PEM) and its key.
+  --tls-key F       The head does not ask clients or workers for
+                    certificates (no mutual TLS): they pass --tls-ca only.
 )";
 absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(
     const ParsedFlags& flags);

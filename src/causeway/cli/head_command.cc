@@ -180,10 +180,11 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
   // An empty head at start: slices wait for workers to join.
   out.head.slices_wait_for_hosts = true;
   CW_ASSIGN_OR_RETURN(out.server.security, SecurityFromFlags(flags));
-  if (!out.server.security.tls_ca_file.empty() &&
-      out.server.security.tls_cert_file.empty()) {
+  if (!out.server.security.tls_ca_file.empty()) {
     return absl::InvalidArgumentError(
-        "--tls-ca on a head needs --tls-cert and --tls-key");
+        "--tls-ca is for clients and workers (the certificate they check the "
+        "head's against): the head does not ask for client certificates, so "
+        "it takes --tls-cert and --tls-key only");
   }
   out.server.sessions.lease = out.head.session_lease;
   out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
