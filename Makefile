@@ -41,19 +41,21 @@ $(VENV)/.installed: Makefile
 
 py-deps: $(VENV)/.installed
 
-$(BUILD)/build.ninja: apt-deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The venv's Python has nanobind, for the extension built in the same tree.
+$(BUILD)/build.ninja: apt-deps py-deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
 
 build: apt-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j$(JOBS)
 	$(MAKE) python
 
-# The `causeway` Python package, built by the project's CMake through
-# scikit-build-core (its own tree, build-python/, kept between builds) and
-# installed into .venv (python/pyproject.toml builds with -j2).
-python: py-deps
+# The `causeway` Python package installed into .venv: scikit-build-core
+# takes $(BUILD) as its build directory, where the extension is already
+# built with everything else, so it compiles nothing again.
+python: py-deps $(BUILD)/build.ninja
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
-	  --no-deps ./python
+	  --no-deps --config-settings=build-dir=$(abspath $(BUILD)) ./python
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -344,6 +344,14 @@ TEST_F(CliTest, AWorkersDataPlaneAddressMustBeOneItsPeersCanDial) {
   }
 }
 
+TEST_F(CliTest, AHeadRefusesTlsCaSinceItAsksForNoClientCertificates) {
+  CliResult result = Cli({"head", "--tls-cert", "c.pem", "--tls-key",
+                          "k.pem", "--tls-ca", "ca.pem"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.output,
+              HasSubstr("the head does not ask for client certificates"));
+}
+
 TEST_F(CliTest, ADirectoryAsTheProgramIsNamedAsSuch) {
   CliResult result = Cli(
       {"run", dir_.string(), "--partitions", "1", "--output-dir", OutDir()});
