@@ -134,19 +134,19 @@ class ProcessCluster:
                 return line
         raise AssertionError(f"no line starts with {prefix!r}:\n{self.output()}")
 
-    def wait_for_line(self, prefix: str, timeout: float = 60.0) -> str:
-        """Reads its output until a line that starts with `prefix` (lines
-        read meanwhile stay in `lines`); AssertionError after `timeout`."""
+    def wait_for_line(self, text: str, timeout: float = 60.0) -> str:
+        """Reads its output until a line that contains `text` (members' lines
+        come prefixed with `[pid P] `; lines read meanwhile stay in `lines`);
+        AssertionError after `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"no line starting with {prefix!r} in time:\n"
-                                     f"{self.output()}")
+                raise AssertionError(f"no line with {text!r} in time:\n{self.output()}")
             if line is None:
-                raise AssertionError(f"it exited before {prefix!r}:\n{self.output()}")
-            if line.startswith(prefix):
+                raise AssertionError(f"it exited before {text!r}:\n{self.output()}")
+            if text in line:
                 return line
 
     def kill_worker(self, host: int) -> int:

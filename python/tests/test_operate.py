@@ -266,3 +266,48 @@ def test_a_killed_worker_shows_dead_with_its_reason(token_file):
         assert values[("causeway_hosts", frozenset({("state", "dead")}))] == 1
     finally:
         cluster.stop()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser(url, *flags):
+    """Headless Chromium on `url` after its script ran for a while of virtual
+    time; returns the CompletedProcess (stdout: the DOM with --dump-dom)."""
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--virtual-time-budget=3000", *flags, url],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian: apt-get install chromium)")
+def test_the_page_in_a_browser_shows_every_device_and_a_dead_one(tmp_path):
+    cluster = ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 2,
+                             "--http-listen", "127.0.0.1:0")
+    try:
+        http = cluster.line_starting_with(HTTP_LINE)[len(HTTP_LINE):].strip()
+        victim = max(cluster.worker_pids)
+        cluster.kill_worker(victim)
+        cluster.wait_for_line(f"causeway head: host {victim} dead: ")
+        dom = browser(f"http://{http}/#device=0", "--dump-dom").stdout
+        states = {int(d): s for s, d in re.findall(r'class="dev s-(\w+)(?: sel)?" data-dev="(\d+)"',
+                                                  dom)}
+        assert sorted(states) == [0, 1, 2, 3], dom
+        dead = [d for d, s in states.items() if s == "dead"]
+        assert dead == [2 * victim, 2 * victim + 1], states
+        assert "its connection broke" in dom
+        # The device named in the address is shown with its queue.
+        assert "<h2>Device 0</h2>" in dom and "queued (0)" in dom
+        shot = tmp_path / "page.png"
+        browser(f"http://{http}/", f"--screenshot={shot}", "--window-size=1400,900")
+        assert shot.stat().st_size > 10_000
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian: apt-get install chromium)")
+def test_with_a_token_the_page_asks_for_it(served):
+    _, http = served
+    dom = browser(f"http://{http}/", "--dump-dom").stdout
+    assert "This head needs a token" in dom
+    assert 'id="login" style="display: flex;"' in dom, dom
+    assert not re.search(r'data-dev="\d', dom)

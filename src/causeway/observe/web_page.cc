@@ -30,7 +30,7 @@ section h2 { font-size:13px; margin:0 0 8px; text-transform:uppercase; letter-sp
 .host.dead { border-color:var(--dead); background:#fdf0f0; }
 .host .title { font-size:12px; color:var(--muted); margin-bottom:4px; display:flex; justify-content:space-between; gap:8px; }
 .devices { display:flex; flex-wrap:wrap; gap:6px; }
-.dev { width:132px; border-radius:4px; padding:5px 6px; color:#fff; cursor:pointer; border:2px solid transparent; }
+.dev { width:150px; border-radius:4px; padding:5px 6px; color:#fff; cursor:pointer; border:2px solid transparent; }
 .dev.sel { border-color:#1d232b; }
 .dev .id { font-weight:600; display:flex; justify-content:space-between; }
 .dev .op { font-size:11px; white-space:nowrap; overflow:hidden; text-overflow:ellipsis; min-height:15px; }
@@ -65,7 +65,7 @@ canvas { width:100%; height:150px; display:block; }
   </section>
   <section id="detail"><h2>Device</h2><div class="empty">Click a device to see its running and queued ops and what each waits for.</div></section>
   <section><h2>Activity (last minutes)</h2>
-    <div class="chartkey"><span style="color:#2e6fd6">■ launches/s</span><span style="color:#2e9e44">■ utilisation %</span></div>
+    <div class="chartkey"><span style="color:#2e6fd6">■ launches/s (5 s mean)</span><span style="color:#2e9e44">■ utilisation %</span></div>
     <canvas id="chart" width="800" height="150"></canvas>
   </section>
 </div>
@@ -81,10 +81,11 @@ canvas { width:100%; height:150px; display:block; }
 <script>
 "use strict";
 const KEY = "causeway-token";
-let selected = null, last = null, timer = null;
+// A device to show at once: /#device=3 (a link to it).
+let selected = (m => m ? Number(m[1]) : null)(location.hash.match(/device=(\d+)/)), last = null, timer = null;
 const $ = (id) => document.getElementById(id);
 function esc(s) { return String(s == null ? "" : s).replace(/[&<>"']/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;","\"":"&quot;","'":"&#39;"}[c])); }
-function bytes(n) { if (n == null) return "?"; const u = ["B","KiB","MiB","GiB","TiB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + " " + u[i]; }
+function bytes(n) { if (n == null) return "?"; const u = ["B","KiB","MiB","GiB","TiB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return (i && n < 10 && n !== Math.round(n) ? n.toFixed(1) : Math.round(n)) + " " + u[i]; }
 function ago(t, now) { const s = Math.max(0, now - t); return s < 60 ? s.toFixed(0) + " s ago" : s < 3600 ? (s / 60).toFixed(0) + " min ago" : (s / 3600).toFixed(1) + " h ago"; }
 function clock(t) { return new Date(t * 1000).toLocaleTimeString(); }
 function table(head, rows) {
@@ -119,7 +120,7 @@ function renderGrid(s) {
         html += '<div class="dev s-' + esc(d.state) + (selected === d.device ? " sel" : "") + '" data-dev="' + d.device + '" title="' + esc(d.state) + '">' +
           '<div class="id"><span>dev ' + d.device + '</span><span>' + Math.round(100 * d.busy_ratio) + '%</span></div>' +
           '<div class="op">' + op + '</div>' +
-          '<div class="q">queue ' + d.queue_length + ' · ' + bytes(used) + ' / ' + bytes(budget) + '</div>' +
+          '<div class="q">queue ' + d.queue_length + ' · ' + bytes(used) + '/' + bytes(budget) + '</div>' +
           '<div class="bar"><div style="width:' + pct.toFixed(1) + '%"></div></div></div>';
       }
       html += "</div></div>";
@@ -157,14 +158,18 @@ function renderChart(s) {
   ctx.fillStyle = "#66707a"; ctx.font = (11 * (window.devicePixelRatio || 1)) + "px sans-serif";
   if (pts.length < 2) { ctx.fillText("collecting…", pad + 6, h / 2); return; }
   const t0 = pts[0].time_unix_seconds, t1 = pts[pts.length - 1].time_unix_seconds;
-  const maxL = Math.max(1, ...pts.map(p => p.launches_per_second));
+  // Launches per second over a 5 s moving window: launches come in bursts
+  // that a one-second sample shows as spikes.
+  const rate = pts.map((p, i) => { const w = pts.slice(Math.max(0, i - 4), i + 1); return w.reduce((a, q) => a + q.launches_per_second, 0) / w.length; });
+  const maxL = Math.max(1, ...rate);
   const x = t => pad + (w - pad) * (t1 > t0 ? (t - t0) / (t1 - t0) : 1);
   const y = v => pad / 2 + (h - pad) * (1 - v);
   ctx.fillText(maxL.toFixed(maxL < 10 ? 1 : 0) + "/s", 2, pad / 2 + 4);
   ctx.fillText("0", 2, h - pad / 2);
+  ctx.fillStyle = "#2e9e44"; ctx.fillText("100%", w - 34 * (window.devicePixelRatio || 1), pad / 2 + 4); ctx.fillStyle = "#66707a";
   ctx.fillText(((t1 - t0) / 60).toFixed(1) + " min", w - 60 * (window.devicePixelRatio || 1), h - 2);
-  const line = (color, f) => { ctx.strokeStyle = color; ctx.lineWidth = 2 * (window.devicePixelRatio || 1); ctx.beginPath(); pts.forEach((p, i) => { const X = x(p.time_unix_seconds), Y = y(f(p)); i ? ctx.lineTo(X, Y) : ctx.moveTo(X, Y); }); ctx.stroke(); };
-  line("#2e6fd6", p => p.launches_per_second / maxL);
+  const line = (color, f) => { ctx.strokeStyle = color; ctx.lineWidth = 2 * (window.devicePixelRatio || 1); ctx.beginPath(); pts.forEach((p, i) => { const X = x(p.time_unix_seconds), Y = y(f(p, i)); i ? ctx.lineTo(X, Y) : ctx.moveTo(X, Y); }); ctx.stroke(); };
+  line("#2e6fd6", (p, i) => rate[i] / maxL);
   line("#2e9e44", p => p.utilisation);
 }
 
@@ -216,6 +221,7 @@ $("grid").addEventListener("click", e => {
   const el = e.target.closest(".dev"); if (!el) return;
   const id = Number(el.dataset.dev);
   selected = selected === id ? null : id;
+  history.replaceState(null, "", selected === null ? location.pathname : "#device=" + selected);
   if (last) { renderGrid(last); renderDetail(last); }
 });
 $("loginform").addEventListener("submit", e => {
