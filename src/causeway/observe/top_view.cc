@@ -116,7 +116,7 @@ std::vector<std::string> RenderTop(const json& status,
   lines.push_back("");
   lines.push_back(absl::StrCat(
       bold,
-      absl::StrFormat("%4s %4s %3s %-8s %-22s %5s %-21s %s", "DEV", "HOST",
+      absl::StrFormat("%4s %4s %3s %-8s %-23s %5s %-23s %s", "DEV", "HOST",
                       "ISL", "STATE", "UTIL (1 min)", "QUEUE", "MEMORY",
                       "RUNNING"),
       reset));
@@ -146,7 +146,7 @@ std::vector<std::string> RenderTop(const json& status,
         Bytes(memory.value("used_bytes", json())), "/",
         Bytes(memory.value("budget_bytes", json())));
     lines.push_back(absl::StrFormat(
-        "%4d %4d %3d %s%-8s%s %s %3.0f%% %5d %-10s %-10s %s",
+        "%4d %4d %3d %s%-8s%s %s %3.0f%% %5d %-12s %-10s %s",
         device.value("device", -1), device.value("host", -1),
         device.value("island", -1), options.color ? StateColor(state) : "",
         state, reset, Bar(busy, 16), 100 * busy,
