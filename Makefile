@@ -10,10 +10,12 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libeigen3-dev liblapack-dev libabsl-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev libasio-dev nlohmann-json3-dev python3-venv libgrpc++-dev \
                 libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl \
-                libgloo-dev libgoogle-perftools-dev
+                libgloo-dev libgoogle-perftools-dev libcpp-httplib-dev
 # nanobind and scikit-build-core build the Python package (python/), tqdm is
-# the training example's progress bar.
-PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm
+# the training example's progress bar, prometheus_client parses the head's
+# /metrics in its test (python/tests/test_operate.py).
+PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
+               prometheus_client
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean

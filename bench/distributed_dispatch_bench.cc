@@ -17,12 +17,18 @@
 //
 //   distributed_dispatch_bench [--workers=2,4] [--programs=4096]
 //                              [--repeats=3] [--collectives]
-//                              [--causeway=PATH,PATH...]
+//                              [--causeway=PATH,PATH...] [--http]
 //
 // --causeway names the `causeway` binaries whose head and workers run the
 // processes mode (default: this build's); with several, each round runs
 // the processes mode once with each, in turn (A/B of two builds in the same
 // run, on the same load).
+//
+// --http measures what the head's HTTP endpoint costs dispatch
+// (docs/operate.md): each binary's processes mode runs three times a round,
+// the head without --http-listen, with it and nobody asking, and with a
+// scraper in this process fetching /, /api/status and /metrics every
+// 100 ms each for the whole timed run.
 //
 // Prints one JSON object per line and a table; the last value is checked.
 #include <unistd.h>
@@ -43,6 +49,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/synchronization/notification.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
 #include "causeway/client/client.h"
@@ -52,6 +59,7 @@
 #include "causeway/exec/evaluator.h"
 #include "causeway/exec/in_process_collectives.h"
 #include "causeway/hlo/parser.h"
+#include "httplib.h"
 
 namespace causeway {
 namespace {
@@ -101,6 +109,7 @@ struct Result {
   double head_cpu_us = 0;
   double worker_cpu_us = 0;  // All workers together.
   double client_cpu_us = 0;
+  int64_t http_requests = 0;  // Answered 200 during the run (--http).
   double micros_per_program() const { return seconds * 1e6 / programs; }
 };
 
@@ -180,9 +189,13 @@ absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs,
 
 // Chained programs on a slice of every device `client` has. `meter`, if
 // given, measures the head (first) and workers during the timed run.
+// `during`, if given, is started before the timed run and told to stop
+// after it (it returns what it counted).
+using Background = std::function<std::function<int64_t()>()>;
 absl::StatusOr<Result> Chained(client::Client& client, const std::string& mode,
                                int64_t devices, int64_t programs,
-                               bool collectives, CpuMeter* meter = nullptr) {
+                               bool collectives, CpuMeter* meter = nullptr,
+                               Background during = nullptr) {
   CW_ASSIGN_OR_RETURN(client::Session session,
                       client.OpenSession({.name = "dispatch_bench"}));
   CW_ASSIGN_OR_RETURN(client::Slice slice, session.CreateSlice(devices));
@@ -216,8 +229,12 @@ absl::StatusOr<Result> Chained(client::Client& client, const std::string& mode,
   CpuMeter self{{getpid()}, {}};
   self.Start();
   if (meter != nullptr) meter->Start();
-  CW_ASSIGN_OR_RETURN(double seconds, run(programs));
+  std::function<int64_t()> stop = during ? during() : nullptr;
+  absl::StatusOr<double> timed = run(programs);
+  const int64_t counted = stop ? stop() : 0;
+  CW_ASSIGN_OR_RETURN(double seconds, std::move(timed));
   Result result{mode, devices, programs, seconds};
+  result.http_requests = counted;
   const double per_program = 1e6 / static_cast<double>(programs);
   result.client_cpu_us = self.Used()[0] * per_program;
   if (meter != nullptr) {
@@ -239,11 +256,58 @@ absl::StatusOr<Result> Embedded(int64_t workers, int64_t programs,
   return Chained(*client, "embedded chained", workers, programs, collectives);
 }
 
+enum class Http { kOff, kIdle, kScraped };
+const char* ProcessesMode(Http http) {
+  switch (http) {
+    case Http::kOff:
+      return "processes chained";
+    case Http::kIdle:
+      return "processes, http on";
+    case Http::kScraped:
+      return "processes, scraped 100ms";
+  }
+  return "";
+}
+
+// Fetches /, /api/status and /metrics from `address` every 100 ms each
+// until the returned function is called; it returns how many answered 200.
+std::function<int64_t()> StartScraper(const std::string& address) {
+  auto stop = std::make_shared<absl::Notification>();
+  auto answered = std::make_shared<int64_t>(0);
+  auto thread = std::make_shared<std::thread>([address, stop, answered] {
+    httplib::Client http("http://" + address);
+    http.set_keep_alive(true);
+    do {
+      for (const char* path : {"/", "/api/status", "/metrics"}) {
+        httplib::Result result = http.Get(path);
+        if (result && result->status == 200) ++*answered;
+      }
+    } while (!stop->WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  });
+  return [stop, answered, thread] {
+    stop->Notify();
+    thread->join();
+    return *answered;
+  };
+}
+
 // A head and `workers` worker processes, stopped on return.
 absl::StatusOr<Result> Processes(const std::string& binary, int64_t workers,
-                                 int64_t programs, bool collectives) {
+                                 int64_t programs, bool collectives,
+                                 Http http = Http::kOff) {
+  std::vector<std::string> head_argv = {binary, "head"};
+  if (http != Http::kOff) {
+    head_argv.insert(head_argv.end(), {"--http-listen", "127.0.0.1:0"});
+  }
   CW_ASSIGN_OR_RETURN(std::unique_ptr<cli::ChildProcess> head,
-                      cli::ChildProcess::Start({binary, "head"}));
+                      cli::ChildProcess::Start(head_argv));
+  std::string http_address;
+  if (http != Http::kOff) {
+    CW_ASSIGN_OR_RETURN(std::string http_line,
+                        head->ReadLineStartingWith("http listening on ",
+                                                   absl::Seconds(30)));
+    http_address = http_line.substr(std::string("http listening on ").size());
+  }
   CW_ASSIGN_OR_RETURN(std::string line,
                       head->ReadLineStartingWith("head listening on ",
                                                  absl::Seconds(30)));
@@ -265,8 +329,16 @@ absl::StatusOr<Result> Processes(const std::string& binary, int64_t workers,
   CpuMeter meter;
   meter.pids.push_back(head->pid());
   for (const auto& member : members) meter.pids.push_back(member->pid());
-  absl::StatusOr<Result> result = Chained(*client, "processes chained", workers,
-                                          programs, collectives, &meter);
+  Background scraper;
+  if (http == Http::kScraped) {
+    scraper = [http_address] { return StartScraper(http_address); };
+  }
+  absl::StatusOr<Result> result =
+      Chained(*client, ProcessesMode(http), workers, programs, collectives,
+              &meter, scraper);
+  if (result.ok() && http == Http::kScraped && result->http_requests == 0) {
+    return absl::InternalError("the scraper got no answer from the head");
+  }
   client.reset();
   for (auto& member : members) member->Stop(absl::Seconds(10));
   head->Stop(absl::Seconds(10));
@@ -279,6 +351,7 @@ int Main(int argc, char** argv) {
   int64_t repeats = 3;
   bool collectives = false;
   std::vector<std::string> binaries = {CAUSEWAY_BINARY};
+  bool http = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--workers=", 0) == 0) {
@@ -297,32 +370,40 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(arg.substr(10), &repeats) || repeats < 1) return 2;
     } else if (arg == "--collectives") {
       collectives = true;
+    } else if (arg == "--http") {
+      http = true;
     } else if (arg.rfind("--causeway=", 0) == 0) {
       binaries = absl::StrSplit(arg.substr(11), ',', absl::SkipEmpty());
       if (binaries.empty()) return 2;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--workers=2,4] [--programs=N] [--repeats=R] "
-                   "[--collectives] [--causeway=PATH,...]\n",
+                   "[--collectives] [--causeway=PATH,...] [--http]\n",
                    argv[0]);
       return 2;
     }
   }
-  std::printf("| workers | causeway | executor streamed | embedded chained | "
+  const std::vector<Http> http_modes =
+      http ? std::vector<Http>{Http::kOff, Http::kIdle, Http::kScraped}
+           : std::vector<Http>{Http::kOff};
+  std::printf("| workers | causeway | mode | executor streamed | embedded chained | "
               "processes chained | overhead per program: embedded / "
-              "processes |\n|---|---|---|---|---|---|\n");
+              "processes |\n|---|---|---|---|---|---|---|\n");
   for (int64_t workers : worker_counts) {
     // Each mode's median over `repeats` rounds; the modes (and binaries)
     // alternate within a round so that all see the same machine load.
-    // us[0]: streamed, us[1]: embedded, us[2 + b]: processes of binary b.
-    std::vector<std::vector<double>> us(2 + binaries.size());
+    // us[0]: streamed, us[1]: embedded, us[2 + b * modes + m]: processes
+    // of binary b in http mode m.
+    std::vector<std::vector<double>> us(2 + binaries.size() * http_modes.size());
     for (int64_t r = 0; r < repeats; ++r) {
       std::vector<std::pair<std::string, absl::StatusOr<Result>>> results;
       results.emplace_back("", ExecutorStreamed(workers, programs, collectives));
       results.emplace_back("", Embedded(workers, programs, collectives));
       for (const std::string& binary : binaries) {
-        results.emplace_back(binary,
-                             Processes(binary, workers, programs, collectives));
+        for (Http mode : http_modes) {
+          results.emplace_back(
+              binary, Processes(binary, workers, programs, collectives, mode));
+        }
       }
       for (size_t i = 0; i < results.size(); ++i) {
         const auto& [binary, result] = results[i];
@@ -337,11 +418,12 @@ int Main(int argc, char** argv) {
             "\"causeway\":\"%s\",\"workers\":%lld,\"programs\":%lld,"
             "\"collectives\":%s,\"us_per_program\":%.2f,"
             "\"client_cpu_us\":%.2f,\"head_cpu_us\":%.2f,"
-            "\"workers_cpu_us\":%.2f}\n",
+            "\"workers_cpu_us\":%.2f,\"http_requests\":%lld}\n",
             result->mode.c_str(), binary.c_str(),
             static_cast<long long>(workers), static_cast<long long>(programs),
             collectives ? "true" : "false", result->micros_per_program(),
-            result->client_cpu_us, result->head_cpu_us, result->worker_cpu_us);
+            result->client_cpu_us, result->head_cpu_us, result->worker_cpu_us,
+            static_cast<long long>(result->http_requests));
         us[i].push_back(result->micros_per_program());
       }
       std::fflush(stdout);
@@ -352,10 +434,15 @@ int Main(int argc, char** argv) {
       medians.push_back(v[v.size() / 2]);
     }
     for (size_t b = 0; b < binaries.size(); ++b) {
-      std::printf("| %lld | %s | %.1f us | %.1f us | %.1f us | %.1f / %.1f us |\n",
-                  static_cast<long long>(workers), binaries[b].c_str(),
-                  medians[0], medians[1], medians[2 + b],
-                  medians[1] - medians[0], medians[2 + b] - medians[0]);
+      for (size_t m = 0; m < http_modes.size(); ++m) {
+        const double processes = medians[2 + b * http_modes.size() + m];
+        std::printf(
+            "| %lld | %s | %s | %.1f us | %.1f us | %.1f us | %.1f / %.1f us "
+            "|\n",
+            static_cast<long long>(workers), binaries[b].c_str(),
+            ProcessesMode(http_modes[m]), medians[0], medians[1], processes,
+            medians[1] - medians[0], processes - medians[0]);
+      }
     }
     std::fflush(stdout);
   }

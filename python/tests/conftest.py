@@ -129,6 +129,28 @@ class ProcessCluster:
     def output(self) -> str:
         return "\n".join(self.lines)
 
+    def line_starting_with(self, prefix: str) -> str:
+        """The first line read so far that starts with `prefix`."""
+        for line in self.lines:
+            if line.startswith(prefix):
+                return line
+        raise AssertionError(f"no line starts with {prefix!r}:\n{self.output()}")
+
+    def wait_for_line(self, text: str, timeout: float = 60.0) -> str:
+        """Reads its output until a line that contains `text` (members' lines
+        come prefixed with `[pid P] `; lines read meanwhile stay in `lines`);
+        AssertionError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line with {text!r} in time:\n{self.output()}")
+            if line is None:
+                raise AssertionError(f"it exited before {text!r}:\n{self.output()}")
+            if text in line:
+                return line
+
     def kill_worker(self, host: int) -> int:
         """SIGKILLs the worker process of host `host`; returns its pid."""
         pid = self.worker_pids[host]

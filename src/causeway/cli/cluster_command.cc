@@ -26,7 +26,7 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--spare-hosts K] [--memory-per-device BYTES]
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
-                   [--token-file F]
+                   [--token-file F] [--http-listen HOST:PORT]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
@@ -52,6 +52,10 @@ slices); if the head dies, everything stops with status 1.
   --heartbeat-interval S, --worker-timeout S, --session-lease S
                           Passed to the head (see causeway head --help).
   --token-file F          Passed to the head and every worker.
+  --http-listen HOST:PORT The head's HTTP endpoint (web page, /api/status,
+                          /metrics; see causeway head --help): printed as
+                          `http listening on HOST:PORT` before the head's
+                          line.
 )";
 
 // A line on our own pipe: the signal thread wakes the watch loop.
@@ -111,7 +115,8 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--heartbeat-interval"},
              {"--worker-timeout"},
              {"--session-lease"},
-             {"--token-file"}});
+             {"--token-file"},
+             {"--http-listen"}});
   if (parsed.ok() && parsed->help) {
     std::printf("%s", kClusterHelp);
     return kExitOk;
@@ -155,8 +160,8 @@ int ClusterCommand(const std::vector<std::string>& args) {
   if (std::optional<std::string> token = parsed->Get("--token-file")) {
     shared = {"--token-file", *token};
   }
-  for (const char* passed :
-       {"--heartbeat-interval", "--worker-timeout", "--session-lease"}) {
+  for (const char* passed : {"--heartbeat-interval", "--worker-timeout",
+                             "--session-lease", "--http-listen"}) {
     if (std::optional<std::string> value = parsed->Get(passed)) {
       head_argv.push_back(passed);
       head_argv.push_back(*value);
@@ -173,6 +178,17 @@ int ClusterCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> head = ChildProcess::Start(head_argv);
   if (!head.ok()) return fail(std::string(head.status().message()));
   members.push_back({"head", *std::move(head)});
+  std::string http_line;
+  if (parsed->Has("--http-listen")) {
+    absl::StatusOr<std::string> http =
+        members[0].process->ReadLineStartingWith("http listening on ",
+                                                 kStartTimeout);
+    if (!http.ok()) {
+      return fail(absl::StrCat("the head's HTTP endpoint did not start: ",
+                               http.status().message()));
+    }
+    http_line = *http;
+  }
   absl::StatusOr<std::string> listening =
       members[0].process->ReadLineStartingWith("head listening on ", kStartTimeout);
   if (!listening.ok()) {
@@ -214,6 +230,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
     // On stdout too, for whoever wants to kill a worker of a given host.
     std::printf("pid %d: %s\n", members[i].process->pid(), ready->c_str());
   }
+  if (!http_line.empty()) std::printf("%s\n", http_line.c_str());
   std::printf("head listening on %s\n", address.c_str());
   std::fflush(stdout);
 

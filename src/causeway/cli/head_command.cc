@@ -15,6 +15,9 @@
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
 #include "causeway/head/head.h"
+#include "causeway/observe/cluster_observer.h"
+#include "causeway/observe/http_server.h"
+#include "causeway/observe/metrics_sink.h"
 #include "causeway/trace/trace_recorder.h"
 #include "causeway/transport/grpc_head_server.h"
 #include "causeway/transport/gloo_collectives.h"
@@ -28,6 +31,7 @@ constexpr char kHeadHelp[] = R"(Usage:
                 [--heartbeat-interval S] [--worker-timeout S]
                 [--session-lease S] [--max-inflight-launches N]
                 [--tls-cert F --tls-key F] [--token-file F]
+                [--http-listen HOST:PORT]
 
 Runs a cluster's head: the single controller that clients connect to
 (client::Connect, `causeway run --cluster`) and workers register with
@@ -55,6 +59,14 @@ register with it again, old sessions are gone.
                           embedded default, 64, halves throughput over
                           gRPC); fewer makes sessions' fair shares react
                           sooner.
+
+  --http-listen HOST:PORT
+                          Also serve the web page, /api/status, /metrics and
+                          /trace over HTTP there (docs/operate.md); port 0
+                          picks a free one. Prints `http listening on
+                          HOST:PORT` before the head's own line. With
+                          --token-file every endpoint but the page's HTML
+                          needs `Authorization: Bearer TOKEN`.
 
 Membership changes are printed as they happen: `causeway head: host H
 alive`, `causeway head: host H dead: REASON`.
@@ -126,6 +138,9 @@ class HeadEventSink final : public trace::EventSink {
   absl::StatusOr<std::string> ExportChromeTrace() override {
     return recorder_.ExportChromeTrace();
   }
+  absl::StatusOr<std::string> ExportChromeTraceSince(absl::Time since) {
+    return recorder_.ExportChromeTraceSince(since);
+  }
 
  private:
   trace::TraceRecorder recorder_;
@@ -154,6 +169,7 @@ struct HeadFlags {
   transport::GrpcHeadServerOptions server;
   head::HeadOptions head;
   std::string port_file;
+  std::string http_listen;  // Empty: no HTTP.
 };
 
 absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
@@ -163,6 +179,10 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
     CW_ASSIGN_OR_RETURN(out.server.listen, AddressFlag(flags, "--listen"));
   }
   out.port_file = flags.Get("--port-file").value_or("");
+  if (flags.Has("--http-listen")) {
+    CW_ASSIGN_OR_RETURN(out.http_listen, AddressFlag(flags, "--http-listen"));
+    CW_RETURN_IF_ERROR(observe::SplitHostPort(out.http_listen).status());
+  }
   CW_ASSIGN_OR_RETURN(out.head.heartbeat_interval,
                       SecondsFlag(flags, "--heartbeat-interval",
                                   absl::Milliseconds(500)));
@@ -201,7 +221,8 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--heartbeat-interval"},
                                           {"--worker-timeout"},
                                           {"--session-lease"},
-                                          {"--max-inflight-launches"}}));
+                                          {"--max-inflight-launches"},
+                                          {"--http-listen"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s", kHeadHelp, kSecurityFlagsHelp);
     return kExitOk;
@@ -220,7 +241,9 @@ int HeadCommand(const std::vector<std::string>& args) {
   }
 
   HeadEventSink events;
-  flags->head.events = &events;
+  // Counted for /metrics and /api/status, then recorded for the trace.
+  observe::MetricsSink metrics(&events);
+  flags->head.events = &metrics;
   // The workers' rendezvous for their Gloo collectives; an epoch's keys go
   // once no launch of it is in flight (it outlives the head).
   transport::InProcessKeyValueStore key_value_store;
@@ -246,6 +269,29 @@ int HeadCommand(const std::vector<std::string>& args) {
                  std::string(server.status().message()).c_str());
     return kExitFailure;
   }
+  std::unique_ptr<observe::ClusterObserver> observer;
+  std::unique_ptr<observe::HttpServer> http;
+  if (!flags->http_listen.empty()) {
+    observer = std::make_unique<observe::ClusterObserver>(
+        raw, &metrics, observe::ClusterObserver::Options());
+    observer->Start();
+    absl::StatusOr<std::unique_ptr<observe::HttpServer>> started =
+        observe::HttpServer::Start(
+            observe::HttpServerOptions{.listen = flags->http_listen,
+                                       .token = flags->server.security.token,
+                                       .observer = observer.get(),
+                                       .trace = [&events](absl::Time since) {
+                                         return events.ExportChromeTraceSince(
+                                             since);
+                                       }});
+    if (!started.ok()) {
+      std::fprintf(stderr, "causeway head: --http-listen: %s\n",
+                   std::string(started.status().message()).c_str());
+      return kExitFailure;
+    }
+    http = *std::move(started);
+    std::printf("http listening on %s\n", http->address().c_str());
+  }
   const std::string line =
       absl::StrCat("head listening on ", (*server)->address());
   if (!flags->port_file.empty()) {
@@ -260,6 +306,8 @@ int HeadCommand(const std::vector<std::string>& args) {
   std::fflush(stdout);
 
   signals.Wait();
+  if (http != nullptr) http->Shutdown();
+  if (observer != nullptr) observer->Stop();
   (*server)->Shutdown();
   (*head)->Shutdown();
   server->reset();

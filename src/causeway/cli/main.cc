@@ -9,6 +9,8 @@
 #include "causeway/cli/head_command.h"
 #include "causeway/cli/run_command.h"
 #include "causeway/cli/status_command.h"
+#include "causeway/cli/top_command.h"
+#include "causeway/cli/trace_command.h"
 #include "causeway/cli/worker_command.h"
 
 namespace causeway::cli {
@@ -27,6 +29,8 @@ Commands:
   cluster   A head and its workers as processes on this machine.
   worker    One host of a cluster: dials its head and runs what it sends.
   status    The status view of a running cluster.
+  top       A live terminal view of a running cluster (its HTTP endpoint).
+  trace     The cluster's recent work as a Perfetto trace file.
 
 Options:
   --help    Show this help. `causeway <command> --help` for a command's.
@@ -49,6 +53,8 @@ int Main(int argc, char** argv) {
   if (command == "cluster") return ClusterCommand(rest);
   if (command == "worker") return WorkerCommand(rest);
   if (command == "status") return StatusCommand(rest);
+  if (command == "top") return TopCommand(rest);
+  if (command == "trace") return TraceCommand(rest);
   std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),
                kMainHelp);
   return kExitUsage;

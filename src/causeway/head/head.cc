@@ -1429,22 +1429,8 @@ void Head::OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
 // ---------------------------------------------------------------------------
 // Status and trace.
 
-Future<transport::StatusReport> Head::GetStatus() {
+Future<WorkerStatuses> Head::GetWorkerStatuses(absl::Duration timeout) {
   Outbox::Flush flush(outbox_);
-  auto inputs = std::make_shared<StatusInputs>();
-  inputs->topology = membership_.topology();
-  inputs->deaths = membership_.Deaths();
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, session] : sessions_) {
-      inputs->sessions.push_back(SessionSummary{
-          id, session->name, static_cast<int64_t>(session->slices.size()),
-          static_cast<int64_t>(session->executables.size()), arrays_.Count(id),
-          static_cast<int64_t>(session->deferred.size()), session->leased});
-    }
-  }
-  inputs->resources = resources_->DebugString();
-  inputs->scheduling = dispatcher_->DebugString();
   // Asked after everything already sent, so that the view includes it.
   std::vector<std::pair<HostId, Future<WorkerStatus>>> reports;
   for (const auto& [host, channel] : membership_.LiveChannels()) {
@@ -1465,16 +1451,93 @@ Future<transport::StatusReport> Head::GetStatus() {
           });
     });
   }
-  auto [promise, future] = MakePromise<transport::StatusReport>();
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  status_pool_->Execute([inputs, reports = std::move(reports), deadline,
+  auto [promise, future] = MakePromise<WorkerStatuses>();
+  const absl::Time deadline = absl::Now() + timeout;
+  status_pool_->Execute([reports = std::move(reports), deadline,
                          promise = std::move(promise)]() mutable {
+    WorkerStatuses statuses;
     for (const auto& [host, report] : reports) {
-      inputs->workers.emplace(host, report.AwaitUntil(deadline));
+      statuses.emplace(host, report.AwaitUntil(deadline));
     }
-    promise.Set(BuildStatusReport(*inputs));
+    promise.Set(std::move(statuses));
   });
   return future;
+}
+
+Future<transport::StatusReport> Head::GetStatus() {
+  auto inputs = std::make_shared<StatusInputs>();
+  inputs->topology = membership_.topology();
+  inputs->deaths = membership_.Deaths();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) {
+      inputs->sessions.push_back(SessionSummary{
+          id, session->name, static_cast<int64_t>(session->slices.size()),
+          static_cast<int64_t>(session->executables.size()), arrays_.Count(id),
+          static_cast<int64_t>(session->deferred.size()), session->leased});
+    }
+  }
+  inputs->resources = resources_->DebugString();
+  inputs->scheduling = dispatcher_->DebugString();
+  auto [promise, future] = MakePromise<transport::StatusReport>();
+  GetWorkerStatuses(absl::Seconds(5))
+      .OnReady(InlineExecutor::Instance(),
+               [inputs, promise = std::move(promise)](
+                   const absl::StatusOr<WorkerStatuses>& workers) mutable {
+                 if (workers.ok()) inputs->workers = *workers;
+                 promise.Set(BuildStatusReport(*inputs));
+               });
+  return future;
+}
+
+namespace {
+
+const char* SliceRecordStateName(int state) {
+  static constexpr const char* kNames[] = {"requesting", "queued",   "granted",
+                                           "broken",     "released", "failed"};
+  return state >= 0 && state < 6 ? kNames[state] : "unknown";
+}
+
+}  // namespace
+
+ClusterView Head::View() const {
+  ClusterView view;
+  view.topology = membership_.topology();
+  view.deaths = membership_.Deaths();
+  {
+    absl::MutexLock lock(&mu_);
+    view.sessions.reserve(sessions_.size());
+    for (const auto& [id, session] : sessions_) {
+      SessionView out;
+      out.id = id;
+      out.name = session->name;
+      out.leased = session->leased;
+      out.priority = session->priority;
+      out.weight = session->weight;
+      out.executables = static_cast<int64_t>(session->executables.size());
+      out.arrays = arrays_.Count(id);
+      out.deferred = static_cast<int64_t>(session->deferred.size());
+      for (const auto& [handle, record] : session->slices) {
+        SessionView::Slice slice;
+        slice.handle = handle;
+        slice.state = SliceRecordStateName(static_cast<int>(record->state));
+        slice.requested_devices = record->request.num_devices;
+        slice.requested_island = record->request.island;
+        slice.island = record->island;
+        slice.devices = record->devices;
+        slice.mesh_shape = record->mesh_shape;
+        slice.generation = record->generation;
+        if (!record->failure.ok()) {
+          slice.failure = std::string(record->failure.message());
+        }
+        out.slices.push_back(std::move(slice));
+      }
+      view.sessions.push_back(std::move(out));
+    }
+  }
+  view.slices = resources_->ListSlices();
+  view.heartbeat_ages = health_->HeartbeatAges();
+  return view;
 }
 
 Future<std::string> Head::GetTrace() {

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -93,6 +94,44 @@ struct HeadOptions {
   SessionLimits session_limits;
 };
 
+// What the head knows of its sessions and hosts at one moment, for the
+// HTTP status view and metrics (observe/): taken under the head's locks
+// briefly (Head::View), no worker asked.
+struct SessionView {
+  struct Slice {
+    SliceHandle handle;
+    // "requesting", "queued", "granted", "broken", "released", "failed".
+    std::string state;
+    int64_t requested_devices = 0;
+    std::optional<IslandId> requested_island;
+    IslandId island;  // Granted or broken: where.
+    std::vector<DeviceId> devices;
+    std::vector<int64_t> mesh_shape;
+    uint64_t generation = 0;
+    std::string failure;  // Failed: why.
+  };
+  SessionId id;
+  std::string name;
+  bool leased = false;
+  int priority = 0;
+  double weight = 1.0;
+  int64_t executables = 0;
+  int64_t arrays = 0;
+  int64_t deferred = 0;  // Operations waiting for a slice.
+  std::vector<Slice> slices;
+};
+struct ClusterView {
+  std::shared_ptr<const transport::Topology> topology;
+  std::map<HostId, HostDeath> deaths;
+  std::vector<SessionView> sessions;
+  // The resource manager's slices (queued requests included), by id.
+  std::vector<SliceInfo> slices;
+  // Alive hosts: how long since each last answered a heartbeat.
+  std::map<HostId, absl::Duration> heartbeat_ages;
+};
+using WorkerStatuses =
+    std::map<HostId, absl::StatusOr<transport::WorkerStatus>>;
+
 class Head final : public transport::SessionService,
                    public transport::WorkerListener {
  public:
@@ -134,6 +173,14 @@ class Head final : public transport::SessionService,
   void Delete(SessionId session, std::vector<ArrayHandle> arrays) override;
   Future<transport::StatusReport> GetStatus() override;
   Future<std::string> GetTrace() override;
+
+  // --- Observation (observe/: the HTTP view, metrics). ---
+  // The sessions, slices and hosts now; takes each part's lock briefly.
+  ClusterView View() const;
+  // Every alive worker's status (its devices' running and queued ops and
+  // memory), each asked after everything already sent; a worker that does
+  // not answer within `timeout` gets DeadlineExceeded in its place.
+  Future<WorkerStatuses> GetWorkerStatuses(absl::Duration timeout);
 
   // --- Membership (docs/membership.md). ---
   // A host joins in two steps: Register gives it its ids (Membership), and

@@ -51,6 +51,16 @@ void HealthMonitor::Loop() {
   }
 }
 
+std::map<HostId, absl::Duration> HealthMonitor::HeartbeatAges() const {
+  const absl::Time now = hosts_->clock();
+  std::map<HostId, absl::Duration> ages;
+  absl::MutexLock lock(&hosts_->mu);
+  for (const auto& [host, state] : hosts_->hosts) {
+    ages.emplace(host, now - state.last_ok);
+  }
+  return ages;
+}
+
 void HealthMonitor::CheckNow() {
   const bool pinging = options_.heartbeat_interval > absl::ZeroDuration();
   const absl::Time now = hosts_->clock();

@@ -75,6 +75,10 @@ class HealthMonitor {
   void Touch(SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
   void ForgetSession(SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // For every watched host, how long ago it last answered a heartbeat OK
+  // (or was first watched), by the monitor's clock.
+  std::map<HostId, absl::Duration> HeartbeatAges() const;
+
  private:
   struct Host {
     absl::Time last_ok;  // Of its last OK answer, or of WatchHost.

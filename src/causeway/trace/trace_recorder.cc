@@ -1,9 +1,11 @@
 #include "causeway/trace/trace_recorder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -87,7 +89,7 @@ void TraceRecorder::AddLocked(Entry entry) {
     events_.pop_front();
     ++dropped_;
   }
-  events_.push_back(std::move(entry));
+  events_.push_back(Recorded{absl::Now(), std::move(entry)});
 }
 
 void TraceRecorder::NoteTrackLocked(int64_t pid, int64_t tid) {
@@ -263,14 +265,26 @@ void TraceRecorder::HostStateChanged(const HostEvent& event) {
 }
 
 absl::StatusOr<std::string> TraceRecorder::ExportChromeTrace() {
+  return ExportChromeTraceSince(absl::InfinitePast());
+}
+
+absl::StatusOr<std::string> TraceRecorder::ExportChromeTraceSince(
+    absl::Time since) {
   // The events are copied under the lock and formatted after it, so that
   // recording never waits for the formatting.
-  std::deque<Entry> events;
+  std::vector<Entry> events;
   int64_t dropped = 0;
   std::set<std::pair<int64_t, int64_t>> tracks;
   {
     absl::MutexLock lock(&mu_);
-    events = events_;
+    // Recorded in order: the recent ones are at the back.
+    auto first = std::partition_point(
+        events_.begin(), events_.end(),
+        [since](const Recorded& recorded) { return recorded.at < since; });
+    events.reserve(events_.end() - first);
+    for (auto it = first; it != events_.end(); ++it) {
+      events.push_back(it->entry);
+    }
     dropped = dropped_;
     tracks = tracks_;
   }

@@ -71,6 +71,10 @@ class TraceRecorder final : public EventSink {
 
   // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}.
   absl::StatusOr<std::string> ExportChromeTrace() override;
+  // The same with only the events recorded at or after `since` (by this
+  // process's clock when the recorder got them): the recent work, for the
+  // head's /trace?seconds=N.
+  absl::StatusOr<std::string> ExportChromeTraceSince(absl::Time since);
 
   // Finished events held now, and how many were dropped to stay bounded.
   size_t num_events() const;
@@ -107,7 +111,11 @@ class TraceRecorder final : public EventSink {
   const Options options_;
   const absl::Time epoch_;
   mutable absl::Mutex mu_;
-  std::deque<Entry> events_ ABSL_GUARDED_BY(mu_);
+  struct Recorded {
+    absl::Time at;  // When AddLocked got it.
+    Entry entry;
+  };
+  std::deque<Recorded> events_ ABSL_GUARDED_BY(mu_);
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<OpKey, absl::Time> enqueued_ ABSL_GUARDED_BY(mu_);
   std::map<OpKey, absl::Time> started_ ABSL_GUARDED_BY(mu_);

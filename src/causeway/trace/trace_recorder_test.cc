@@ -8,7 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "causeway/base/logging.h"
 #include "gtest/gtest.h"
 
 namespace causeway::trace {
@@ -190,6 +192,31 @@ TEST_F(TraceRecorderTest, AnOpBecomesACompleteEventOnItsDeviceTrack) {
   EXPECT_EQ(op.Get("args")->Get("partition")->string, "1/2");
   EXPECT_NEAR(op.Get("args")->Get("queued_us")->number, 100, 0.01);
   EXPECT_EQ(op.Get("args")->Get("status")->string, "OK");
+}
+
+TEST_F(TraceRecorderTest, ExportSinceKeepsOnlyWhatWasRecordedSinceThen) {
+  recorder_.OpStarted(Op(0, 1, t0_));
+  recorder_.OpFinished(Op(0, 1, t0_ + absl::Microseconds(10)), absl::OkStatus());
+  // Recorded strictly before `since`, whatever the clock's resolution.
+  const absl::Time since = absl::Now() + absl::Milliseconds(1);
+  while (absl::Now() <= since) {
+  }
+  recorder_.OpStarted(Op(0, 2, t0_ + absl::Microseconds(20)));
+  recorder_.OpFinished(Op(0, 2, t0_ + absl::Microseconds(30)), absl::OkStatus());
+  auto seqs = [&](absl::Time from) {
+    absl::StatusOr<std::string> text = recorder_.ExportChromeTraceSince(from);
+    CW_CHECK(text.ok()) << text.status();
+    std::unique_ptr<Json> json = JsonReader(*text).ParseDocument();
+    CW_CHECK(json != nullptr) << *text;
+    std::vector<double> out;
+    for (const Json* op : Events(*json, "X")) {
+      out.push_back(op->Get("args")->Get("seq")->number);
+    }
+    return out;
+  };
+  EXPECT_EQ(seqs(absl::InfinitePast()), (std::vector<double>{1, 2}));
+  EXPECT_EQ(seqs(since), (std::vector<double>{2}));
+  EXPECT_TRUE(seqs(absl::InfiniteFuture()).empty());
 }
 
 TEST_F(TraceRecorderTest, TracksAreNamedByHostAndDevice) {

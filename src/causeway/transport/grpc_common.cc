@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "causeway/base/constant_time.h"
 #include "causeway/base/status.h"
 
 namespace causeway::transport {
@@ -26,16 +27,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
 
 int Milliseconds(absl::Duration d) {
   return static_cast<int>(absl::ToInt64Milliseconds(d));
-}
-
-// Equal strings, in time that does not depend on where they differ.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
 }
 
 }  // namespace

@@ -1,0 +1,181 @@
+#include "causeway/observe/http_server.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "causeway/base/constant_time.h"
+#include "causeway/base/logging.h"
+#include "causeway/observe/status_json.h"
+#include "causeway/observe/web_page.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace causeway::observe {
+namespace {
+
+constexpr char kJson[] = "application/json";
+constexpr char kPrometheus[] = "text/plain; version=0.0.4; charset=utf-8";
+constexpr int kThreads = 4;
+constexpr double kMaxTraceSeconds = 3600;
+
+void Error(httplib::Response& response, int status, const std::string& what) {
+  response.status = status;
+  response.set_content(
+      nlohmann::json{{"error", what}}.dump(-1, ' ', false,
+                                           nlohmann::json::error_handler_t::replace),
+      kJson);
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
+    const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "' is not HOST:PORT"));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "': the port must be 0..65535"));
+  }
+  return std::make_pair(host, port);
+}
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : options_(std::move(options)),
+      server_(std::make_unique<httplib::Server>()) {}
+
+HttpServer::~HttpServer() { Shutdown(); }
+
+void HttpServer::Shutdown() {
+  if (server_ != nullptr) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    HttpServerOptions options) {
+  CW_CHECK(options.observer != nullptr);
+  auto [host, port] = SplitHostPort(options.listen).value_or(
+      std::make_pair(std::string(), -1));
+  if (port < 0) return SplitHostPort(options.listen).status();
+  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options)));
+  httplib::Server& http = *server->server_;
+  const HttpServerOptions& opts = server->options_;
+  http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  http.set_read_timeout(5, 0);
+  http.set_write_timeout(5, 0);
+  http.set_payload_max_length(64 << 10);
+  http.set_keep_alive_max_count(1000);
+
+  const std::string expected = absl::StrCat("Bearer ", opts.token);
+  const bool need_token = !opts.token.empty();
+  http.set_pre_routing_handler(
+      [need_token, expected](const httplib::Request& request,
+                             httplib::Response& response) {
+        if (request.method != "GET" && request.method != "HEAD") {
+          Error(response, 405, absl::StrCat(request.method,
+                                            " is not served: use GET"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        // The page's HTML and the liveness probe say nothing about the
+        // cluster: the page asks for the token itself.
+        if (!need_token || request.path == "/" || request.path == "/healthz") {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        const std::string& given =
+            request.get_header_value("Authorization");
+        if (!ConstantTimeEquals(given, expected)) {
+          response.set_header("WWW-Authenticate", "Bearer realm=\"causeway\"");
+          Error(response, 401,
+                given.empty() ? "this head needs a token: send the header "
+                                "'Authorization: Bearer TOKEN'"
+                              : "wrong token");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+
+  ClusterObserver* observer = opts.observer;
+  http.Get("/", [](const httplib::Request&, httplib::Response& response) {
+    response.set_header("Cache-Control", "no-store");
+    response.set_content(std::string(WebPage()), "text/html; charset=utf-8");
+  });
+  http.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("ok\n", "text/plain");
+  });
+  http.Get("/api/status", [observer](const httplib::Request&,
+                                     httplib::Response& response) {
+    const std::string body = StatusJson(observer->Observe())
+                                 .dump(-1, ' ', false,
+                                       nlohmann::json::error_handler_t::replace);
+    response.set_header("Cache-Control", "no-store");
+    response.set_content(body, kJson);
+  });
+  http.Get("/metrics", [observer](const httplib::Request&,
+                                  httplib::Response& response) {
+    response.set_content(PrometheusText(observer->Observe()), kPrometheus);
+  });
+  auto trace = opts.trace;
+  http.Get("/trace", [trace](const httplib::Request& request,
+                             httplib::Response& response) {
+    if (trace == nullptr) {
+      Error(response, 501, "this head records no trace");
+      return;
+    }
+    double seconds = 10;
+    if (request.has_param("seconds") &&
+        (!absl::SimpleAtod(request.get_param_value("seconds"), &seconds) ||
+         !(seconds > 0 && seconds <= kMaxTraceSeconds))) {
+      Error(response, 400,
+            absl::StrCat("seconds must be a number in (0, ", kMaxTraceSeconds,
+                         "], not '", request.get_param_value("seconds"), "'"));
+      return;
+    }
+    absl::StatusOr<std::string> exported =
+        trace(absl::Now() - absl::Seconds(seconds));
+    if (!exported.ok()) {
+      Error(response, 500, std::string(exported.status().message()));
+      return;
+    }
+    response.set_content(*std::move(exported), kJson);
+  });
+  http.Get(".*", [](const httplib::Request& request,
+                    httplib::Response& response) {
+    Error(response, 404,
+          absl::StrCat("no such endpoint '", request.path,
+                       "': see / , /api/status, /metrics, /trace, /healthz"));
+  });
+  http.set_exception_handler([](const httplib::Request&,
+                                httplib::Response& response,
+                                std::exception_ptr) {
+    Error(response, 500, "internal error");
+  });
+
+  if (port == 0) {
+    port = http.bind_to_any_port(host);
+    if (port < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", opts.listen));
+    }
+  } else if (!http.bind_to_port(host, port)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", opts.listen));
+  }
+  server->address_ = host.find(':') == std::string::npos
+                         ? absl::StrCat(host, ":", port)
+                         : absl::StrCat("[", host, "]:", port);
+  server->thread_ = std::thread([&http] { http.listen_after_bind(); });
+  return server;
+}
+
+}  // namespace causeway::observe

@@ -1,0 +1,267 @@
+// The head's HTTP endpoint against a real embedded cluster (LocalCluster:
+// the same head and workers as the processes, in this one) and a real
+// HTTP client on loopback.
+#include "causeway/observe/http_server.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "causeway/client/client.h"
+#include "causeway/client/local_client.h"
+#include "causeway/client/test_programs.h"
+#include "causeway/cluster/local_cluster.h"
+#include "causeway/hlo/literal_test_util.h"
+#include "causeway/observe/cluster_observer.h"
+#include "causeway/observe/metrics_sink.h"
+#include "causeway/observe/prometheus_parser_test_util.h"
+#include "causeway/observe/top_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace causeway::observe {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+constexpr char kToken[] = "s3cret-token-for-the-test";
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  // A cluster of one island, two hosts of two devices, and its endpoint.
+  void Start(const std::string& token = "") {
+    metrics_ = std::make_shared<MetricsSink>();
+    absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+        cluster::LocalCluster::Create({.islands = 1,
+                                       .hosts_per_island = 2,
+                                       .devices_per_host = 2,
+                                       .memory_per_device = 64 << 20,
+                                       .event_sink = metrics_});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    observer_ = std::make_unique<ClusterObserver>(
+        &cluster_->head(), metrics_.get(), ClusterObserver::Options());
+    // Rounds are taken by the test (RefreshNow), not by a thread.
+    observer_->RefreshNow();
+    absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
+        {.listen = "127.0.0.1:0",
+         .token = token,
+         .observer = observer_.get(),
+         .trace = nullptr});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    http_ = std::make_unique<httplib::Client>("http://" + server_->address());
+  }
+
+  httplib::Result Get(const std::string& path, const std::string& token = "") {
+    httplib::Headers headers;
+    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    return http_->Get(path.c_str(), headers);
+  }
+
+  json Status(const std::string& token = "") {
+    observer_->RefreshNow();
+    httplib::Result result = Get("/api/status", token);
+    CW_CHECK(result) << httplib::to_string(result.error());
+    CW_CHECK(result->status == 200) << result->status << " " << result->body;
+    return json::parse(result->body);
+  }
+
+  testing::PrometheusText Metrics() {
+    observer_->RefreshNow();
+    httplib::Result result = Get("/metrics");
+    CW_CHECK(result) << httplib::to_string(result.error());
+    CW_CHECK(result->status == 200) << result->status << " " << result->body;
+    absl::StatusOr<testing::PrometheusText> parsed =
+        testing::ParsePrometheusText(result->body, "causeway_");
+    CW_CHECK(parsed.ok()) << parsed.status() << "\n" << result->body;
+    return *std::move(parsed);
+  }
+
+  // y = 2x on a fresh 2-device slice of a session named "job".
+  void RunTimesTwo() {
+    std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster_);
+    absl::StatusOr<client::Session> session =
+        client->OpenSession({.name = "job"});
+    ASSERT_TRUE(session.ok()) << session.status();
+    absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+    ASSERT_TRUE(slice.ok()) << slice.status();
+    absl::StatusOr<client::Executable> program = session->Compile(
+        client::testing::ElementwiseProgram("times_two", "multiply", 2, 2),
+        *slice);
+    ASSERT_TRUE(program.ok()) << program.status();
+    absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+    ASSERT_TRUE(tiled.ok());
+    absl::StatusOr<client::Array> x = session->FromHost(
+        hlo::testutil::F32({2}, {1.5, -4}), *slice, *tiled);
+    ASSERT_TRUE(x.ok()) << x.status();
+    absl::StatusOr<std::vector<client::Array>> y = program->Execute({*x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    absl::StatusOr<hlo::Literal> value = (*y)[0].ToHost().AwaitFor(kWait);
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_THAT(hlo::testutil::Values(*value), ::testing::ElementsAre(3, -8));
+  }
+
+  std::shared_ptr<MetricsSink> metrics_;
+  std::unique_ptr<cluster::LocalCluster> cluster_;
+  std::unique_ptr<ClusterObserver> observer_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+TEST_F(HttpServerTest, TheStatusListsEveryIslandHostAndDevice) {
+  Start();
+  const json status = Status();
+  EXPECT_EQ(status["schema"], 1);
+  EXPECT_EQ(status["summary"]["devices"], 4);
+  EXPECT_EQ(status["summary"]["hosts_alive"], 2);
+  ASSERT_EQ(status["islands"].size(), 1u);
+  EXPECT_EQ(status["islands"][0]["hosts"], json::array({0, 1}));
+  ASSERT_EQ(status["devices"].size(), 4u);
+  for (const json& device : status["devices"]) {
+    // In no slice, nothing queued: spare, with its memory budget.
+    EXPECT_EQ(device["state"], "spare") << device.dump();
+    EXPECT_EQ(device["memory"]["budget_bytes"], 64 << 20);
+    EXPECT_EQ(device["memory"]["used_bytes"], 0);
+    EXPECT_EQ(device["queue_length"], 0);
+  }
+}
+
+TEST_F(HttpServerTest, AStoppedHostShowsDeadWithItsReasonAndItsDevicesDead) {
+  Start();
+  ASSERT_TRUE(cluster_->StopHost(HostId(1)).ok());
+  const json status = Status();
+  const json& host = status["hosts"][1];
+  EXPECT_EQ(host["state"], "dead");
+  ASSERT_TRUE(host["death"].is_object()) << host.dump();
+  EXPECT_THAT(host["death"]["reason"].get<std::string>(),
+              HasSubstr("connection broke"));
+  EXPECT_EQ(status["devices"][2]["state"], "dead");
+  EXPECT_EQ(status["devices"][3]["state"], "dead");
+  EXPECT_EQ(status["devices"][0]["state"], "spare");
+  ASSERT_EQ(status["deaths"].size(), 1u);
+  EXPECT_EQ(status["deaths"][0]["host"], 1);
+  EXPECT_EQ(status["deaths"][0]["reason_label"], "connection");
+  EXPECT_EQ(Metrics().Value("causeway_host_deaths_total",
+                            {{"reason", "connection"}}),
+            1);
+}
+
+TEST_F(HttpServerTest, MetricsParseAsPrometheusTextAndCountTheLaunches) {
+  Start();
+  const testing::PrometheusText before = Metrics();
+  EXPECT_EQ(before.types.at("causeway_dispatch_latency_seconds"), "histogram");
+  EXPECT_EQ(before.types.at("causeway_launches_total"), "counter");
+  EXPECT_EQ(before.Value("causeway_launches_total", {{"island", "0"}}), 0);
+  EXPECT_EQ(before.Count("causeway_device_memory_budget_bytes"), 4u);
+  EXPECT_EQ(before.Value("causeway_sessions"), 0);
+  RunTimesTwo();
+  const testing::PrometheusText after = Metrics();
+  EXPECT_EQ(after.Value("causeway_launches_total", {{"island", "0"}}), 1);
+  // One op per device of the launch, each dispatched and run.
+  EXPECT_EQ(after.Value("causeway_dispatch_latency_seconds_count"), 2);
+  EXPECT_EQ(after.Value("causeway_device_ops_total", {{"code", "OK"}}), 2);
+  EXPECT_EQ(after.Value("causeway_op_duration_seconds_count"), 2);
+  EXPECT_EQ(after.Count("causeway_host_heartbeat_age_seconds"), 2u);
+}
+
+TEST_F(HttpServerTest, ASessionShowsWithItsSliceOnItsDevices) {
+  Start();
+  std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster_);
+  absl::StatusOr<client::Session> session =
+      client->OpenSession({.name = "watched"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  // More than the cluster has free: it waits.
+  absl::StatusOr<client::Slice> waiting = session->CreateSlice(3);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  const json status = Status();
+  ASSERT_EQ(status["sessions"].size(), 1u);
+  const json& s = status["sessions"][0];
+  EXPECT_EQ(s["name"], "watched");
+  ASSERT_EQ(s["slices"].size(), 2u);
+  EXPECT_EQ(s["slices"][0]["state"], "granted");
+  EXPECT_EQ(s["slices"][0]["devices"].size(), 2u);
+  for (const json& device : s["slices"][0]["devices"]) {
+    const json& row = status["devices"][device.get<int>()];
+    EXPECT_EQ(row["state"], "idle") << row.dump();
+    EXPECT_EQ(row["sessions"], json::array({s["session"]}));
+  }
+  ASSERT_EQ(status["slice_requests"].size(), 1u);
+  EXPECT_EQ(status["slice_requests"][0]["devices"], 3);
+  EXPECT_THAT(status["slice_requests"][0]["blocked_by"].get<std::string>(),
+              HasSubstr("2 free"));
+  EXPECT_EQ(Metrics().Value("causeway_slice_requests_waiting"), 1);
+}
+
+TEST_F(HttpServerTest, WithATokenEveryEndpointButThePageNeedsIt) {
+  Start(kToken);
+  for (const char* path : {"/api/status", "/metrics", "/trace?seconds=1"}) {
+    httplib::Result none = Get(path);
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 401) << path;
+    EXPECT_THAT(none->body, HasSubstr("Authorization: Bearer"));
+    httplib::Result wrong = Get(path, "not-the-token");
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401) << path;
+    EXPECT_THAT(wrong->body, HasSubstr("wrong token"));
+  }
+  EXPECT_EQ(Status(kToken)["summary"]["devices"], 4);
+  httplib::Result page = Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_THAT(page->body, HasSubstr("sessionStorage"));
+  // The page itself holds nothing of the cluster.
+  EXPECT_THAT(page->body, ::testing::Not(HasSubstr("\"devices\":")));
+}
+
+TEST_F(HttpServerTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
+  Start();
+  httplib::Result unknown = Get("/api/nothing");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_THAT(json::parse(unknown->body)["error"].get<std::string>(),
+              HasSubstr("no such endpoint '/api/nothing'"));
+  httplib::Result posted = http_->Post("/api/status", "x", "text/plain");
+  ASSERT_TRUE(posted);
+  EXPECT_EQ(posted->status, 405);
+  EXPECT_EQ(Status()["summary"]["hosts"], 2);
+}
+
+TEST_F(HttpServerTest, TopRendersARowForEveryDevice) {
+  Start();
+  ASSERT_TRUE(cluster_->StopHost(HostId(0)).ok());
+  const std::vector<std::string> lines =
+      RenderTop(Status(), {.width = 200, .color = false, .title = "t"});
+  for (int device = 0; device < 4; ++device) {
+    const std::string state = device < 2 ? "dead" : "spare";
+    const std::string row = absl::StrFormat("%4d %4d %3d %-8s", device,
+                                            device / 2, 0, state);
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [&](const std::string& line) {
+                              return absl::StartsWith(line, row);
+                            }),
+              1)
+        << row << " in\n" << absl::StrJoin(lines, "\n");
+  }
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const auto& line) {
+    return absl::StrContains(line, "host 0 at") &&
+           absl::StrContains(line, "connection broke");
+  }));
+}
+
+}  // namespace
+}  // namespace causeway::observe
