@@ -12,8 +12,10 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl \
                 libgloo-dev libgoogle-perftools-dev
 # nanobind and scikit-build-core build the Python package (python/), tqdm is
-# the training example's progress bar.
-PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm
+# the training example's progress bar, pathwaysutils registers jaxlib's IFRT
+# proxy backend for JAX through `causeway proxy` (docs/jax.md).
+PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
+               pathwaysutils
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean

@@ -7,6 +7,7 @@
 #include "causeway/cli/cluster_command.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/head_command.h"
+#include "causeway/cli/proxy_command.h"
 #include "causeway/cli/run_command.h"
 #include "causeway/cli/status_command.h"
 #include "causeway/cli/worker_command.h"
@@ -27,6 +28,7 @@ Commands:
   cluster   A head and its workers as processes on this machine.
   worker    One host of a cluster: dials its head and runs what it sends.
   status    The status view of a running cluster.
+  proxy     Serves the IFRT proxy protocol: unmodified JAX on a cluster.
 
 Options:
   --help    Show this help. `causeway <command> --help` for a command's.
@@ -49,6 +51,7 @@ int Main(int argc, char** argv) {
   if (command == "cluster") return ClusterCommand(rest);
   if (command == "worker") return WorkerCommand(rest);
   if (command == "status") return StatusCommand(rest);
+  if (command == "proxy") return ProxyCommand(rest);
   std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),
                kMainHelp);
   return kExitUsage;
