@@ -185,3 +185,65 @@ def test_program_error_reaches_jax_as_jax_runtime_error(proxy_cluster):
     """)
     assert out["kind"] in ("JaxRuntimeError", "RuntimeError", "ValueError"), out
     assert "delete" in out["msg"].lower()
+
+
+HOW_TO = '''
+import jax
+import jax.numpy as jnp
+from jax import lax
+import pathwaysutils
+pathwaysutils.initialize()
+devices = jax.devices()
+print("Available devices:", len(devices))
+num_tpus = jax.device_count()
+x = jnp.arange(num_tpus)
+def distributed_sum(value):
+  return lax.psum(1, "devices")
+calculate = jax.pmap(distributed_sum, axis_name="devices")
+result = calculate(x)
+print("Distributed result:", result)
+'''
+
+
+def test_how_to_program_runs_verbatim_on_one_island():
+    """The Pathways how-to's program, unchanged (pmap spans every device, so
+    the cluster is one island: Causeway runs a program on one island)."""
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 2,
+                        "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        result = subprocess.run([sys.executable, "-c", HOW_TO],
+                                env=jax_env(cluster.proxy_address), capture_output=True,
+                                text=True, timeout=JAX_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Available devices: 4" in result.stdout
+    assert "Distributed result: [4 4 4 4]" in result.stdout
+
+
+def test_pmap_across_islands_is_refused_with_a_clear_error(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        from jax import lax
+        try:
+            jax.pmap(lambda v: lax.psum(v, "d"), axis_name="d")(jnp.arange(8))
+            emit(msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] == "JaxRuntimeError"
+    assert "several islands" in out["msg"]
+
+
+def test_host_callback_is_refused_as_unimplemented(proxy_cluster):
+    # jaxlib's proxy client itself refuses jax.debug.print's callback before
+    # the program reaches the proxy (the proxy refuses any that arrive).
+    out = run_jax(proxy_cluster.proxy_address, """
+        def f(x):
+            jax.debug.print("x = {}", x)
+            return x + 1
+        try:
+            jax.jit(f)(jnp.ones(3))
+            emit(msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] == "JaxRuntimeError"
+    assert "UNIMPLEMENTED" in out["msg"] and "host callback" in out["msg"]
