@@ -90,6 +90,12 @@ def _varint(data: bytes, i: int):
             return value, i
 
 
+_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
+          "NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7,
+          "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9, "ABORTED": 10,
+          "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
+          "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
+
 _clients: dict = {}
 
 
@@ -161,12 +167,11 @@ def compile_program(header: dict, program: bytes, options: bytes) -> dict:
         executable = client.compile_and_load(program, list(devices), compile_options)
     except Exception as e:  # XLA's errors reach JAX with XLA's message.
         message = str(e)
+        # XLA's status text starts with its code's name: keep code and text.
         code = 3
-        for name, number in (("UNIMPLEMENTED", 12), ("INVALID_ARGUMENT", 3),
-                             ("RESOURCE_EXHAUSTED", 8), ("INTERNAL", 13)):
-            if message.startswith(name):
-                code = number
-                break
+        name, sep, rest = message.partition(": ")
+        if sep and name in _CODES:
+            code, message = _CODES[name], rest
         return {"ok": False, "code": code, "message": message}
     modules = executable.hlo_modules()
     if len(modules) != 1:

@@ -247,3 +247,19 @@ def test_host_callback_is_refused_as_unimplemented(proxy_cluster):
     """)
     assert out["kind"] == "JaxRuntimeError"
     assert "UNIMPLEMENTED" in out["msg"] and "host callback" in out["msg"]
+
+
+def test_compile_error_reaches_jax_with_xlas_code_and_message(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        def f(x):
+            return jax.ffi.ffi_call("causeway_no_such_target",
+                                    jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+        try:
+            jax.jit(f)(jnp.ones(3)).block_until_ready()
+            emit(kind=None, msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] == "JaxRuntimeError"
+    assert out["msg"].startswith("NOT_FOUND: ")
+    assert "No FFI handler registered for causeway_no_such_target" in out["msg"]
