@@ -131,6 +131,25 @@ def _with_output_shardings(text: str, shardings) -> str:
     raise ValueError("the compiled module has no ENTRY computation with a ROOT")
 
 
+def _donated_parameters(text: str) -> list:
+    """Parameter numbers the module aliases to outputs (JAX's donated
+    arguments), from its header's `input_output_alias={ {0}: (1, {}, ...) }`."""
+    import re
+    header = text.split("\n", 1)[0]
+    start = header.find("input_output_alias={")
+    if start < 0:
+        return []
+    depth, i = 0, start + len("input_output_alias=")
+    for j in range(i, len(header)):
+        depth += {"{": 1, "}": -1}.get(header[j], 0)
+        if depth == 0:
+            body = header[i:j + 1]
+            break
+    else:
+        return []
+    return sorted({int(m) for m in re.findall(r":\s*\((\d+)\s*,", body)})
+
+
 def compile_program(header: dict, program: bytes, options: bytes) -> dict:
     from jax._src.lib import _jax
     import jaxlib._hlo as _hlo
@@ -184,12 +203,7 @@ def compile_program(header: dict, program: bytes, options: bytes) -> dict:
                      for s in executable.get_output_shardings() or []]
     if out_shardings:
         text = _with_output_shardings(text, out_shardings)
-    donated = []
-    try:
-        for alias in modules[0].input_output_alias_config() or []:
-            donated.append(alias)
-    except Exception:
-        donated = []
+    donated = _donated_parameters(text)
     return {"ok": True, "hlo_text": text, "name": modules[0].name,
             "num_partitions": partitions, "num_replicas": replicas,
             "donated": donated}

@@ -263,3 +263,15 @@ def test_compile_error_reaches_jax_with_xlas_code_and_message(proxy_cluster):
     assert out["kind"] == "JaxRuntimeError"
     assert out["msg"].startswith("NOT_FOUND: ")
     assert "No FFI handler registered for causeway_no_such_target" in out["msg"]
+
+
+def test_donated_argument_is_deleted_and_the_result_is_right(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        g = jax.jit(lambda a: a * 3, donate_argnums=0)
+        a = jax.device_put(np.arange(4, dtype=np.float32), jax.devices()[1])
+        b = g(a)
+        c = g(b)
+        emit(b_deleted=b.is_deleted(), a_deleted=a.is_deleted(), c=np.asarray(c).tolist())
+    """)
+    assert out["a_deleted"] is True and out["b_deleted"] is True
+    assert out["c"] == [0.0, 9.0, 18.0, 27.0]

@@ -1038,7 +1038,10 @@ Future<IfrtResponse> ProxySession::Execute(
   Future<std::vector<client::Array>> launched =
       JoinFutures(std::move(args))
           .Map(*executor_,
-               [entry](const std::vector<std::shared_ptr<const ArrayEntry>>& arrays)
+               [entry, non_donatable = std::vector<int32_t>(
+                           request.execute_options().non_donatable_input_indices().begin(),
+                           request.execute_options().non_donatable_input_indices().end())](
+                   const std::vector<std::shared_ptr<const ArrayEntry>>& arrays)
                    -> absl::StatusOr<std::vector<client::Array>> {
                  std::vector<client::Array> inputs;
                  for (const auto& a : arrays) {
@@ -1053,7 +1056,21 @@ Future<IfrtResponse> ProxySession::Execute(
                    }
                    inputs.push_back(a->array);
                  }
-                 return entry->executable.Execute(inputs);
+                 absl::StatusOr<std::vector<client::Array>> outputs =
+                     entry->executable.Execute(inputs);
+                 if (!outputs.ok()) return outputs.status();
+                 // Donated arguments are freed once the launch has read them
+                 // (JAX marks them deleted on its side).
+                 for (int32_t d : entry->donated_inputs) {
+                   if (d < 0 || static_cast<size_t>(d) >= arrays.size()) continue;
+                   if (std::find(non_donatable.begin(), non_donatable.end(), d) !=
+                       non_donatable.end()) {
+                     continue;
+                   }
+                   arrays[d]->deleted->store(true);
+                   arrays[d]->array.Delete();
+                 }
+                 return outputs;
                });
   std::vector<Future<>> done;
   IfrtResponse response;
