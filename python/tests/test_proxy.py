@@ -275,3 +275,19 @@ def test_donated_argument_is_deleted_and_the_result_is_right(proxy_cluster):
     """)
     assert out["a_deleted"] is True and out["b_deleted"] is True
     assert out["c"] == [0.0, 9.0, 18.0, 27.0]
+
+
+def test_proxy_with_a_wrong_cluster_token_is_refused(tmp_path):
+    from conftest import run_causeway
+    good, bad = tmp_path / "token", tmp_path / "wrong"
+    good.write_text("the-right-token\n")
+    bad.write_text("not-the-token\n")
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 1, "--devices-per-host", 2,
+                        "--token-file", good, "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        # The cluster's own proxy (given the token) serves.
+        assert cluster.proxy_address
+        refused = run_causeway("proxy", "--head", cluster.address, "--token-file", bad,
+                               check=False)
+    assert refused.returncode == 1
+    assert "the token does not match the head's" in refused.stderr
