@@ -13,9 +13,11 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libgloo-dev libgoogle-perftools-dev libcpp-httplib-dev
 # nanobind and scikit-build-core build the Python package (python/), tqdm is
 # the training example's progress bar, prometheus_client parses the head's
-# /metrics in its test (python/tests/test_operate.py).
+# /metrics in its test (python/tests/test_operate.py), pathwaysutils
+# registers jaxlib's IFRT proxy backend for JAX through `causeway proxy`
+# (docs/jax.md).
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
-               prometheus_client
+               prometheus_client pathwaysutils
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean

@@ -87,12 +87,16 @@ class ProcessCluster:
     _WORKER = re.compile(r"causeway cluster: worker \d+ \(island \d+\), pid (\d+): "
                          r"worker host (\d+) ready")
     _LISTENING = "head listening on "
+    _PROXY_LISTENING = "proxy listening on "
 
     def __init__(self, *args, command: str = "cluster", start_timeout: float = 90.0):
         self.args = [command, *map(str, args)]
         self.lines: list[str] = []
         self.worker_pids: dict[int, int] = {}
         self.address = None
+        # With --proxy-listen: the proxy's HOST:PORT (printed after the head's).
+        self.proxy_address = None
+        self._want_proxy = "--proxy-listen" in self.args
         self._lines = queue.Queue()
         self.process = subprocess.Popen([CAUSEWAY, *self.args],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -112,7 +116,7 @@ class ProcessCluster:
         self._lines.put(None)  # The end of its output: it exited.
 
     def _wait_until_listening(self, deadline: float):
-        while self.address is None:
+        while self.address is None or (self._want_proxy and self.proxy_address is None):
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
@@ -125,6 +129,8 @@ class ProcessCluster:
                 self.worker_pids[int(m[2])] = int(m[1])
             elif line.startswith(self._LISTENING):
                 self.address = line[len(self._LISTENING):].strip()
+            elif line.startswith(self._PROXY_LISTENING):
+                self.proxy_address = line[len(self._PROXY_LISTENING):].strip()
 
     def output(self) -> str:
         return "\n".join(self.lines)

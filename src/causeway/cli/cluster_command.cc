@@ -27,6 +27,7 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
                    [--token-file F] [--http-listen HOST:PORT]
+                   [--proxy-listen HOST:PORT]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
@@ -56,6 +57,13 @@ slices); if the head dies, everything stops with status 1.
                           /metrics; see causeway head --help): printed as
                           `http listening on HOST:PORT` before the head's
                           line.
+  --proxy-listen HOST:PORT
+                          Also start `causeway proxy` (unmodified JAX:
+                          docs/jax.md) on HOST:PORT (port 0 picks one) once
+                          the workers are ready, and print its
+                          `proxy listening on HOST:PORT` line after the
+                          head's.
+  --proxy-python PATH     The Python the proxy's compile worker runs.
 )";
 
 // A line on our own pipe: the signal thread wakes the watch loop.
@@ -116,7 +124,9 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--worker-timeout"},
              {"--session-lease"},
              {"--token-file"},
-             {"--http-listen"}});
+             {"--http-listen"},
+             {"--proxy-listen"},
+             {"--proxy-python"}});
   if (parsed.ok() && parsed->help) {
     std::printf("%s", kClusterHelp);
     return kExitOk;
@@ -233,6 +243,31 @@ int ClusterCommand(const std::vector<std::string>& args) {
   if (!http_line.empty()) std::printf("%s\n", http_line.c_str());
   std::printf("head listening on %s\n", address.c_str());
   std::fflush(stdout);
+
+  if (std::optional<std::string> proxy_listen = parsed->Get("--proxy-listen")) {
+    std::vector<std::string> proxy_argv = {self, "proxy", "--head", address,
+                                           "--listen", *proxy_listen};
+    if (std::optional<std::string> python = parsed->Get("--proxy-python")) {
+      proxy_argv.push_back("--python");
+      proxy_argv.push_back(*python);
+    }
+    proxy_argv.insert(proxy_argv.end(), shared.begin(), shared.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> proxy =
+        ChildProcess::Start(proxy_argv);
+    if (!proxy.ok()) return fail(std::string(proxy.status().message()));
+    members.push_back({"proxy", *std::move(proxy)});
+    absl::StatusOr<std::string> proxy_ready =
+        members.back().process->ReadLineStartingWith("proxy listening on ",
+                                                     kStartTimeout);
+    if (!proxy_ready.ok()) {
+      return fail(absl::StrCat("the proxy did not start: ",
+                               proxy_ready.status().message()));
+    }
+    std::fprintf(stderr, "causeway cluster: proxy, pid %d: %s\n",
+                 members.back().process->pid(), proxy_ready->c_str());
+    std::printf("%s\n", proxy_ready->c_str());
+    std::fflush(stdout);
+  }
 
   // Watch every member's output until a signal (or the head's death).
   Wakeup wakeup;

@@ -7,6 +7,7 @@
 #include "causeway/cli/cluster_command.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/head_command.h"
+#include "causeway/cli/proxy_command.h"
 #include "causeway/cli/run_command.h"
 #include "causeway/cli/status_command.h"
 #include "causeway/cli/top_command.h"
@@ -31,6 +32,7 @@ Commands:
   status    The status view of a running cluster.
   top       A live terminal view of a running cluster (its HTTP endpoint).
   trace     The cluster's recent work as a Perfetto trace file.
+  proxy     Serves the IFRT proxy protocol: unmodified JAX on a cluster.
 
 Options:
   --help    Show this help. `causeway <command> --help` for a command's.
@@ -55,6 +57,7 @@ int Main(int argc, char** argv) {
   if (command == "status") return StatusCommand(rest);
   if (command == "top") return TopCommand(rest);
   if (command == "trace") return TraceCommand(rest);
+  if (command == "proxy") return ProxyCommand(rest);
   std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),
                kMainHelp);
   return kExitUsage;

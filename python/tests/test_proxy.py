@@ -1,0 +1,293 @@
+"""Unmodified JAX on Causeway through `causeway proxy`: jaxlib's own IFRT
+proxy client (JAX_PLATFORMS=proxy) against a `causeway cluster` the test
+starts with --proxy-listen. Each JAX program runs in its own process (the
+proxy backend must be chosen before JAX starts) and prints one JSON line;
+the assertions compare it with numpy or with JAX's CPU backend in this
+process."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import ProcessCluster
+
+# Every JAX process of these tests: jaxlib's PyPI client only speaks plain
+# gRPC, and only with IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS=true.
+JAX_TIMEOUT = 240
+
+
+def jax_env(proxy_address: str) -> dict:
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    env.update(JAX_PLATFORMS="proxy",
+               JAX_BACKEND_TARGET=f"grpc://{proxy_address}",
+               IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
+    return env
+
+
+def run_jax(proxy_address: str, body: str) -> dict:
+    """Runs `body` (Python, with jax/jnp/np imported) in a JAX process on the
+    proxy; `emit(**values)` in it reports results. Returns them."""
+    script = ("import json, pathwaysutils\n"
+              "pathwaysutils.initialize()\n"
+              "import jax, jax.numpy as jnp, numpy as np\n"
+              "def emit(**kw):\n"
+              "    print('RESULT ' + json.dumps(kw), flush=True)\n"
+              + textwrap.dedent(body))
+    result = subprocess.run([sys.executable, "-c", script], env=jax_env(proxy_address),
+                            capture_output=True, text=True, timeout=JAX_TIMEOUT,
+                            stdin=subprocess.DEVNULL)
+    lines = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")]
+    if result.returncode != 0 or not lines:
+        raise AssertionError(f"the JAX process failed (exit {result.returncode}):\n"
+                             f"{result.stdout}\n{result.stderr[-6000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def proxy_cluster():
+    """Two islands of 2 hosts x 2 devices (8 devices), with a proxy."""
+    cluster = ProcessCluster("--islands", 2, "--hosts-per-island", 2,
+                             "--devices-per-host", 2, "--proxy-listen", "127.0.0.1:0",
+                             "--proxy-python", sys.executable)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_cluster_prints_the_proxy_line(proxy_cluster):
+    assert proxy_cluster.proxy_address.startswith("127.0.0.1:")
+    assert any(l.startswith("proxy listening on 127.0.0.1:") for l in proxy_cluster.lines)
+
+
+def test_jax_devices_lists_the_cluster_devices(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        ds = jax.devices()
+        emit(n=len(ds), ids=[d.id for d in ds], slices=[d.slice_index for d in ds],
+             procs=[d.process_index for d in ds], kinds=[d.device_kind for d in ds],
+             count=jax.device_count())
+    """)
+    assert out["n"] == 8 and out["count"] == 8
+    assert out["ids"] == list(range(8))
+    assert out["slices"] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert out["procs"] == [0] * 8
+    assert set(out["kinds"]) == {"cpu"}
+
+
+def test_device_put_and_back_on_one_device(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        x = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5
+        y = jax.device_put(x, jax.devices()[5])
+        back = np.asarray(y)
+        i = jax.device_put(np.array([1, -2, 3], np.int64 if jax.config.x64_enabled else np.int32),
+                           jax.devices()[1])
+        emit(back=back.tolist(), dtype=str(back.dtype), dev=[d.id for d in y.devices()],
+             ints=np.asarray(i).tolist())
+    """)
+    assert out["back"] == (np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5).tolist()
+    assert out["dtype"] == "float32"
+    assert out["dev"] == [5]
+    assert out["ints"] == [1, -2, 3]
+
+
+def test_sharded_device_put_and_back_over_four_devices(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+        x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+        y = jax.device_put(x, NamedSharding(mesh, P("x", "y")))
+        r = jax.device_put(x, NamedSharding(mesh, P()))
+        rows = jax.device_put(x, NamedSharding(mesh, P("y")))
+        shards = sorted((s.device.id, np.asarray(s.data).tolist()) for s in y.addressable_shards)
+        emit(back=np.asarray(y).tolist(), replicated=np.asarray(r).tolist(),
+             rows=np.asarray(rows).tolist(), shard0=shards[0],
+             nshards=len(shards))
+    """)
+    x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    assert out["back"] == x.tolist()
+    assert out["replicated"] == x.tolist()
+    assert out["rows"] == x.tolist()
+    assert out["nshards"] == 4
+    assert out["shard0"] == [0, x[:4, :3].tolist()]
+
+
+def test_deleted_array_is_deleted_and_refuses_reads(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        y = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
+        y.block_until_ready()
+        y.delete()
+        try:
+            np.asarray(y)
+            err = None
+        except Exception as e:
+            err = str(e)
+        emit(deleted=y.is_deleted(), err=err)
+    """)
+    assert out["deleted"] is True
+    assert out["err"] and "deleted" in out["err"].lower()
+
+
+def test_jit_matches_jax_cpu_backend(proxy_cluster):
+    import jax
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    out = run_jax(proxy_cluster.proxy_address, """
+        x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+        f = jax.jit(lambda x: x * 2 + 1)
+        y = f(x)
+        z = f(y)  # a second call: the client's fire-and-forget path
+        emit(y=np.asarray(y).tolist(), z=np.asarray(z).tolist(),
+             t=np.asarray(jax.jit(lambda a: jnp.tanh(a).sum(axis=0))(x)).tolist())
+    """)
+    f = jax.jit(lambda x: x * 2 + 1)
+    np.testing.assert_array_equal(np.asarray(out["y"], np.float32), np.asarray(f(x)))
+    np.testing.assert_array_equal(np.asarray(out["z"], np.float32), np.asarray(f(f(x))))
+    np.testing.assert_allclose(np.asarray(out["t"], np.float32),
+                               np.asarray(jax.jit(lambda a: jax.numpy.tanh(a).sum(axis=0))(x)),
+                               rtol=1e-6)
+
+
+def test_sharded_jit_with_named_shardings_matches_jax_cpu_backend(proxy_cluster):
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    x = np.arange(8 * 4, dtype=np.float32).reshape(8, 4) / 7.0
+    out = run_jax(proxy_cluster.proxy_address, """
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        mesh = Mesh(np.array(jax.devices()[:4]), ("d",))
+        x = np.arange(8 * 4, dtype=np.float32).reshape(8, 4) / 7.0
+        xs = jax.device_put(x, NamedSharding(mesh, P("d")))
+        f = jax.jit(lambda a: (a * a).sum(axis=1),
+                    in_shardings=NamedSharding(mesh, P("d")),
+                    out_shardings=NamedSharding(mesh, P()))
+        y = f(xs)
+        emit(y=np.asarray(y).tolist(), devices=sorted(d.id for d in y.devices()))
+    """)
+    mesh = Mesh(np.array(jax.devices()[:4]), ("d",))
+    f = jax.jit(lambda a: (a * a).sum(axis=1), in_shardings=NamedSharding(mesh, P("d")),
+                out_shardings=NamedSharding(mesh, P()))
+    np.testing.assert_allclose(np.asarray(out["y"], np.float32), np.asarray(f(x)), rtol=1e-6)
+    assert out["devices"] == [0, 1, 2, 3]
+
+
+def test_program_error_reaches_jax_as_jax_runtime_error(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        y = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
+        y.delete()
+        try:
+            jax.jit(lambda a: a + 1)(y).block_until_ready()
+            emit(kind=None, msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] in ("JaxRuntimeError", "RuntimeError", "ValueError"), out
+    assert "delete" in out["msg"].lower()
+
+
+HOW_TO = '''
+import jax
+import jax.numpy as jnp
+from jax import lax
+import pathwaysutils
+pathwaysutils.initialize()
+devices = jax.devices()
+print("Available devices:", len(devices))
+num_tpus = jax.device_count()
+x = jnp.arange(num_tpus)
+def distributed_sum(value):
+  return lax.psum(1, "devices")
+calculate = jax.pmap(distributed_sum, axis_name="devices")
+result = calculate(x)
+print("Distributed result:", result)
+'''
+
+
+def test_how_to_program_runs_verbatim_on_one_island():
+    """The Pathways how-to's program, unchanged (pmap spans every device, so
+    the cluster is one island: Causeway runs a program on one island)."""
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 2,
+                        "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        result = subprocess.run([sys.executable, "-c", HOW_TO],
+                                env=jax_env(cluster.proxy_address), capture_output=True,
+                                text=True, timeout=JAX_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Available devices: 4" in result.stdout
+    assert "Distributed result: [4 4 4 4]" in result.stdout
+
+
+def test_pmap_across_islands_is_refused_with_a_clear_error(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        from jax import lax
+        try:
+            jax.pmap(lambda v: lax.psum(v, "d"), axis_name="d")(jnp.arange(8))
+            emit(msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] == "JaxRuntimeError"
+    assert "several islands" in out["msg"]
+
+
+def test_host_callback_is_refused_as_unimplemented(proxy_cluster):
+    # jaxlib's proxy client itself refuses jax.debug.print's callback before
+    # the program reaches the proxy (the proxy refuses any that arrive).
+    out = run_jax(proxy_cluster.proxy_address, """
+        def f(x):
+            jax.debug.print("x = {}", x)
+            return x + 1
+        try:
+            jax.jit(f)(jnp.ones(3))
+            emit(msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] == "JaxRuntimeError"
+    assert "UNIMPLEMENTED" in out["msg"] and "host callback" in out["msg"]
+
+
+def test_compile_error_reaches_jax_with_xlas_code_and_message(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        def f(x):
+            return jax.ffi.ffi_call("causeway_no_such_target",
+                                    jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+        try:
+            jax.jit(f)(jnp.ones(3)).block_until_ready()
+            emit(kind=None, msg=None)
+        except Exception as e:
+            emit(kind=type(e).__name__, msg=str(e))
+    """)
+    assert out["kind"] == "JaxRuntimeError"
+    assert out["msg"].startswith("NOT_FOUND: ")
+    assert "No FFI handler registered for causeway_no_such_target" in out["msg"]
+
+
+def test_donated_argument_is_deleted_and_the_result_is_right(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, """
+        g = jax.jit(lambda a: a * 3, donate_argnums=0)
+        a = jax.device_put(np.arange(4, dtype=np.float32), jax.devices()[1])
+        b = g(a)
+        c = g(b)
+        emit(b_deleted=b.is_deleted(), a_deleted=a.is_deleted(), c=np.asarray(c).tolist())
+    """)
+    assert out["a_deleted"] is True and out["b_deleted"] is True
+    assert out["c"] == [0.0, 9.0, 18.0, 27.0]
+
+
+def test_proxy_with_a_wrong_cluster_token_is_refused(tmp_path):
+    from conftest import run_causeway
+    good, bad = tmp_path / "token", tmp_path / "wrong"
+    good.write_text("the-right-token\n")
+    bad.write_text("not-the-token\n")
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 1, "--devices-per-host", 2,
+                        "--token-file", good, "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        # The cluster's own proxy (given the token) serves.
+        assert cluster.proxy_address
+        refused = run_causeway("proxy", "--head", cluster.address, "--token-file", bad,
+                               check=False)
+    assert refused.returncode == 1
+    assert "the token does not match the head's" in refused.stderr

@@ -1,0 +1,286 @@
+#include "causeway/proxy/proxy_server.h"
+
+#include <atomic>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "causeway/base/executor.h"
+#include "causeway/base/logging.h"
+#include "causeway/proxy/proto/grpc_ifrt_service.grpc.pb.h"
+#include "causeway/proxy/proxy_session.h"
+#include "causeway/proxy/version.h"
+#include "causeway/transport/grpc_common.h"
+
+namespace causeway::proxy {
+namespace {
+
+namespace pb = xla::ifrt::proxy;
+
+constexpr char kSessionMetadataKey[] = "ifrt-proxy-grpc-ifrt-session-metadata-bin";
+constexpr char kStoreMetadataKey[] = "ifrt-proxy-grpc-host-buffer-store-metadata-bin";
+constexpr size_t kChunkBytes = 1 << 20;
+// How long a lookup waits for a buffer that is not stored yet.
+constexpr absl::Duration kLookupTimeout = absl::Minutes(10);
+
+grpc::Status GrpcError(const absl::Status& status) {
+  return transport::ToGrpcStatus(status);
+}
+
+template <typename T>
+absl::StatusOr<T> ParseHeader(const grpc::ServerContext& context, const char* key) {
+  auto [begin, end] = context.client_metadata().equal_range(key);
+  if (begin == end) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the call has no '", key, "' header"));
+  }
+  T message;
+  if (!message.ParseFromArray(begin->second.data(),
+                              static_cast<int>(begin->second.size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the '", key, "' header does not parse"));
+  }
+  return message;
+}
+
+// Writes one stream's responses from any thread; drops them once the
+// handler has returned.
+class ResponseWriter {
+ public:
+  explicit ResponseWriter(grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream)
+      : stream_(stream) {}
+  void Write(const pb::IfrtResponse& response) {
+    absl::MutexLock lock(&mu_);
+    if (stream_ != nullptr) stream_->Write(response);
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
+ public:
+  Service(client::Client* client, CompileService* compiler,
+          ProxyServerOptions options)
+      : client_(client),
+        compiler_(compiler),
+        options_(std::move(options)),
+        executor_("proxy", options_.executor_threads) {}
+
+  grpc::Status GetVersion(grpc::ServerContext*, const pb::GrpcGetVersionRequest* request,
+                          pb::GrpcGetVersionResponse* response) override {
+    absl::StatusOr<pb::IfrtProxyVersion> version = NegotiateVersion(*request);
+    if (!version.ok()) {
+      CW_LOG(WARNING) << "proxy: refused a client: " << version.status().message();
+      return GrpcError(version.status());
+    }
+    *response->mutable_version() = *version;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status IfrtSession(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream) override {
+    absl::StatusOr<pb::GrpcIfrtSessionMetadata> metadata =
+        ParseHeader<pb::GrpcIfrtSessionMetadata>(*context, kSessionMetadataKey);
+    if (!metadata.ok()) return GrpcError(metadata.status());
+    if (absl::Status s = CheckSessionVersion(metadata->version()); !s.ok()) {
+      return GrpcError(s);
+    }
+    const uint64_t id = next_session_id_.fetch_add(1);
+    ProxySession::Options session_options;
+    session_options.session_id = id;
+    session_options.protocol_version = metadata->version().protocol_version();
+    session_options.name =
+        absl::StrCat("jax proxy session ", id, " (", context->peer(), ")");
+    session_options.host_buffer_limits = options_.host_buffer_limits;
+    absl::StatusOr<std::unique_ptr<ProxySession>> created = ProxySession::Create(
+        client_, compiler_, &executor_, std::move(session_options));
+    if (!created.ok()) {
+      return GrpcError(absl::Status(
+          created.status().code(),
+          absl::StrCat("Causeway's proxy could not open a session on the cluster: ",
+                       created.status().message())));
+    }
+    std::shared_ptr<ProxySession> session = *std::move(created);
+    {
+      absl::MutexLock lock(&mu_);
+      sessions_[id] = session;
+    }
+    CW_LOG(INFO) << "proxy: session " << id << " opened by " << context->peer();
+    auto writer = std::make_shared<ResponseWriter>(stream);
+    pb::IfrtRequest request;
+    while (stream->Read(&request)) {
+      session->Process(request, [writer](pb::IfrtResponse response) {
+        writer->Write(response);
+      });
+      request.Clear();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      sessions_.erase(id);
+    }
+    session->Close();
+    writer->Detach();
+    CW_LOG(INFO) << "proxy: session " << id << " ended";
+    return grpc::Status::OK;
+  }
+
+  grpc::Status HostBufferStore(
+      grpc::ServerContext* context,
+      grpc::ServerReader<pb::GrpcHostBufferStoreRequest>* reader,
+      pb::GrpcHostBufferStoreResponse*) override {
+    absl::StatusOr<pb::GrpcHostBufferStoreMetadata> metadata =
+        ParseHeader<pb::GrpcHostBufferStoreMetadata>(*context, kStoreMetadataKey);
+    if (!metadata.ok()) return GrpcError(metadata.status());
+    absl::StatusOr<std::shared_ptr<ProxySession>> session =
+        FindSession(metadata->session_id());
+    if (!session.ok()) return GrpcError(session.status());
+    const int64_t size = metadata->buffer_size();
+    if (absl::Status s = (*session)->host_buffers().CheckSize(size); !s.ok()) {
+      return GrpcError(s);
+    }
+    auto data = std::make_shared<std::string>();
+    data->reserve(size);
+    pb::GrpcHostBufferStoreRequest chunk;
+    while (reader->Read(&chunk)) {
+      if (static_cast<int64_t>(data->size() + chunk.data().size()) > size) {
+        return GrpcError(absl::DataLossError(absl::StrCat(
+            "host buffer ", metadata->handle(), ": more than the ", size,
+            " bytes its header announced")));
+      }
+      data->append(chunk.data());
+    }
+    if (static_cast<int64_t>(data->size()) != size) {
+      return GrpcError(absl::DataLossError(absl::StrCat(
+          "host buffer ", metadata->handle(), ": ", data->size(),
+          " bytes arrived of the ", size, " its header announced")));
+    }
+    return GrpcError((*session)->host_buffers().Store(metadata->handle(), std::move(data)));
+  }
+
+  grpc::Status HostBufferLookup(
+      grpc::ServerContext* context, const pb::GrpcHostBufferLookupRequest* request,
+      grpc::ServerWriter<pb::GrpcHostBufferLookupResponse>* writer) override {
+    absl::StatusOr<std::shared_ptr<ProxySession>> session =
+        FindSession(request->session_id());
+    if (!session.ok()) return GrpcError(session.status());
+    Future<HostBuffer> buffer = (*session)->host_buffers().Lookup(request->handle());
+    session->reset();  // Do not keep a closed session alive while waiting.
+    const absl::Time deadline = std::min(absl::Now() + kLookupTimeout,
+                                         absl::FromChrono(context->deadline()));
+    absl::StatusOr<HostBuffer> data = buffer.AwaitUntil(deadline);
+    if (!data.ok()) {
+      if (data.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        return GrpcError(absl::DeadlineExceededError(absl::StrCat(
+            "host buffer ", request->handle(), " was not stored in time")));
+      }
+      return GrpcError(data.status());
+    }
+    const std::string& bytes = **data;
+    pb::GrpcHostBufferLookupResponse chunk;
+    size_t offset = 0;
+    do {
+      const size_t n = std::min(kChunkBytes, bytes.size() - offset);
+      chunk.set_data(bytes.data() + offset, n);
+      if (!writer->Write(chunk)) break;
+      offset += n;
+    } while (offset < bytes.size());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status HostBufferDelete(grpc::ServerContext*,
+                                const pb::GrpcHostBufferDeleteRequest* request,
+                                pb::GrpcHostBufferDeleteResponse*) override {
+    absl::StatusOr<std::shared_ptr<ProxySession>> session =
+        FindSession(request->session_id());
+    if (!session.ok()) return GrpcError(session.status());
+    return GrpcError((*session)->host_buffers().Delete(request->handle()));
+  }
+
+  grpc::Status HostBufferReadFromDisk(grpc::ServerContext*,
+                                      const pb::GrpcHostBufferReadFromDiskRequest*,
+                                      pb::GrpcHostBufferReadFromDiskResponse*) override {
+    return GrpcError(absl::UnimplementedError(
+        "HostBufferReadFromDisk is not supported by Causeway's proxy (leave "
+        "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_THRESHOLD_BYTES unset)"));
+  }
+
+  void CloseAll() {
+    std::map<uint64_t, std::shared_ptr<ProxySession>> sessions;
+    {
+      absl::MutexLock lock(&mu_);
+      sessions = sessions_;
+    }
+    for (auto& [id, session] : sessions) session->Close();
+  }
+
+ private:
+  absl::StatusOr<std::shared_ptr<ProxySession>> FindSession(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("no proxy session ", id));
+    }
+    return it->second;
+  }
+
+  client::Client* const client_;
+  CompileService* const compiler_;
+  const ProxyServerOptions options_;
+  ThreadPool executor_;
+  std::atomic<uint64_t> next_session_id_{1};
+  absl::Mutex mu_;
+  std::map<uint64_t, std::shared_ptr<ProxySession>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(
+    client::Client* client, CompileService* compiler, ProxyServerOptions options) {
+  const size_t colon = options.listen.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the listening address '", options.listen, "' is not HOST:PORT"));
+  }
+  std::unique_ptr<ProxyServer> server(new ProxyServer());
+  server->service_ = std::make_unique<Service>(client, compiler, options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<int64_t>(options.max_message_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(static_cast<int>(
+      std::min<int64_t>(options.max_message_bytes, INT32_MAX)));
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen));
+  }
+  server->address_ = absl::StrCat(options.listen.substr(0, colon), ":", port);
+  return server;
+}
+
+ProxyServer::~ProxyServer() { Stop(); }
+
+void ProxyServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+void ProxyServer::Stop() {
+  if (server_ == nullptr) return;
+  service_->CloseAll();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace causeway::proxy

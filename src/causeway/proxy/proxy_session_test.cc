@@ -1,0 +1,166 @@
+// ProxySession on an embedded cluster: malformed or hostile requests fail
+// alone, and the session goes on serving. (The whole path with jaxlib's own
+// client is python/tests/test_proxy.py.)
+#include "causeway/proxy/proxy_session.h"
+
+#include <memory>
+
+#include "causeway/base/executor.h"
+#include "causeway/client/local_client.h"
+#include "causeway/cluster/local_cluster.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace causeway::proxy {
+namespace {
+
+using ::testing::HasSubstr;
+namespace pb = xla::ifrt::proxy;
+
+class NoCompiler final : public CompileService {
+ public:
+  Future<std::shared_ptr<const CompiledProgram>> Compile(CompileJob) override {
+    return MakeReadyFuture<std::shared_ptr<const CompiledProgram>>(
+        absl::UnimplementedError("no compiler in this test"));
+  }
+};
+
+class ProxySessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster::LocalClusterOptions options;
+    options.islands = 2;
+    options.hosts_per_island = 1;
+    options.devices_per_host = 2;
+    absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+        cluster::LocalCluster::Create(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    client_ = client::ConnectLocal(*cluster_);
+    ProxySession::Options session_options;
+    session_options.session_id = 7;
+    absl::StatusOr<std::unique_ptr<ProxySession>> session =
+        ProxySession::Create(client_.get(), &compiler_, &executor_, session_options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = *std::move(session);
+  }
+  void TearDown() override {
+    session_.reset();
+    client_.reset();
+    cluster_.reset();
+  }
+
+  pb::IfrtResponse Call(pb::IfrtRequest request, uint64_t op_id) {
+    request.mutable_request_metadata()->set_op_id(op_id);
+    auto [promise, future] = MakePromise<pb::IfrtResponse>();
+    auto shared = std::make_shared<Promise<pb::IfrtResponse>>(std::move(promise));
+    session_->Process(request, [shared](pb::IfrtResponse r) { shared->Set(std::move(r)); });
+    absl::StatusOr<pb::IfrtResponse> response = future.AwaitFor(absl::Seconds(30));
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : pb::IfrtResponse();
+  }
+
+  // A MakeArrayFromHostBuffer of f32[4] on `device` with the given bytes.
+  pb::IfrtResponse MakeArray(uint64_t handle, int32_t device, std::string bytes) {
+    EXPECT_TRUE(session_->host_buffers()
+                    .Store(handle, std::make_shared<const std::string>(std::move(bytes)))
+                    .ok());
+    pb::IfrtRequest request;
+    auto* make = request.mutable_make_array_from_host_buffer_request();
+    make->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
+    make->mutable_shape()->add_dims(4);
+    xla::ifrt::SingleDeviceShardingProto single;
+    single.set_device_id(device);
+    make->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+        kSingleDeviceShardingTypeName);
+    make->mutable_sharding()->mutable_serialized_sharding()->set_data(
+        single.SerializeAsString());
+    make->set_host_buffer_handle(handle);
+    make->set_array_handle(handle);
+    return Call(request, handle);
+  }
+
+  NoCompiler compiler_;
+  ThreadPool executor_{"proxy-test", 2};
+  std::unique_ptr<cluster::LocalCluster> cluster_;
+  std::unique_ptr<client::Client> client_;
+  std::unique_ptr<ProxySession> session_;
+};
+
+TEST_F(ProxySessionTest, InitListsEveryDeviceWithItsIslandAsSliceIndex) {
+  pb::IfrtRequest request;
+  request.mutable_init_request();
+  pb::IfrtResponse response = Call(request, 1);
+  EXPECT_EQ(response.response_metadata().op_id(), 1u);
+  ASSERT_EQ(response.init_response().all_devices_size(), 4);
+  EXPECT_EQ(response.init_response().session_id(), 7u);
+  const auto& last = response.init_response().all_devices(3);
+  EXPECT_EQ(last.id(), 3);
+  EXPECT_EQ(last.attributes().attributes(0).key(), "slice_index");
+  EXPECT_EQ(last.attributes().attributes(0).value().int64_value(), 1);
+}
+
+TEST_F(ProxySessionTest, ArrayOnAnUnknownDeviceFailsAloneAndTheSessionGoesOn) {
+  pb::IfrtResponse bad = MakeArray(1, 99, std::string(16, '\0'));
+  EXPECT_EQ(bad.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.response_metadata().status().message(), HasSubstr("device 99"));
+  pb::IfrtResponse good = MakeArray(2, 1, std::string(16, '\0'));
+  EXPECT_EQ(good.response_metadata().status().code(), 0);
+  EXPECT_EQ(good.make_array_from_host_buffer_response().array_handle(), 2u);
+}
+
+TEST_F(ProxySessionTest, HostBufferOfTheWrongSizeFailsThatArrayAndLaterUsesOfIt) {
+  pb::IfrtResponse bad = MakeArray(3, 0, std::string(15, '\0'));
+  EXPECT_EQ(bad.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(3);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(30);
+  pb::IfrtResponse fetched = Call(copy, 4);
+  EXPECT_EQ(fetched.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(ProxySessionTest, ArrayRoundTripsThroughTheHostBufferStore) {
+  const float values[4] = {1, 2, 3, 4};
+  ASSERT_EQ(MakeArray(5, 2, std::string(reinterpret_cast<const char*>(values), 16))
+                .response_metadata()
+                .status()
+                .code(),
+            0);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(5);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(50);
+  ASSERT_EQ(Call(copy, 6).response_metadata().status().code(), 0);
+  absl::StatusOr<HostBuffer> bytes =
+      session_->host_buffers().Lookup(50).AwaitFor(absl::Seconds(10));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(**bytes, std::string(reinterpret_cast<const char*>(values), 16));
+}
+
+TEST_F(ProxySessionTest, ClientHandleInTheServersRangeIsRefused) {
+  pb::IfrtResponse response = MakeArray(kServerHandlesStart + 1, 0, std::string(16, '\0'));
+  EXPECT_EQ(response.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(ProxySessionTest, UnservedRequestIsUnimplementedAndNamed) {
+  pb::IfrtRequest request;
+  request.mutable_remap_arrays_request();
+  pb::IfrtResponse response = Call(request, 9);
+  EXPECT_EQ(response.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(response.response_metadata().status().message(),
+              HasSubstr("remap_arrays_request"));
+}
+
+TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {
+  pb::IfrtRequest request;
+  request.mutable_check_future_request()->set_future_handle(12345);
+  EXPECT_EQ(Call(request, 10).response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace causeway::proxy
