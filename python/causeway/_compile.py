@@ -33,21 +33,14 @@ from jax._src.lib import _jax
 from jax._src.sharding_impls import GSPMDSharding
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from . import _compile_common
+from ._compile_common import compile_devices
 from .errors import InvalidArgumentError
 
 _PRINT_OPTIONS = _hlo.HloPrintOptions()
 # XLA prints constants of more than 10 elements as `{...}` by default; such
 # text cannot be run (the head refuses it), so print them in full.
 _PRINT_OPTIONS.print_large_constants = True
-
-
-@functools.lru_cache(maxsize=None)
-def compile_devices(num_devices: int) -> tuple:
-    """N devices of a compile-only XLA CPU client, in partition order."""
-    client = _jax.get_tfrt_cpu_client(asynchronous=True, num_devices=num_devices)
-    devices = tuple(client.devices())
-    assert len(devices) == num_devices
-    return devices
 
 
 @functools.lru_cache(maxsize=None)
@@ -162,30 +155,8 @@ def module_text(compiled) -> str:
 
 
 def with_output_shardings(text: str, shardings: Sequence[str]) -> str:
-    """The module with its root annotated with the outputs' shardings.
-
-    XLA prints the parameters' shardings in a partitioned module but not the
-    root's; the runtime reads both from the text, so the shardings JAX
-    reports for the compiled outputs are written onto the entry's root
-    instruction (a tuple sharding for a tuple root). A root that declares
-    one already is left as it is.
-    """
-    lines = text.split("\n")
-    in_entry = False
-    for i, line in enumerate(lines):
-        if line.startswith("ENTRY "):
-            in_entry = True
-        elif in_entry and line.lstrip().startswith("ROOT "):
-            if " sharding={" in line:
-                return text
-            shape = line.split("=", 1)[1].lstrip()
-            if shape.startswith("("):
-                value = "{" + ", ".join(shardings) + "}"
-            elif len(shardings) == 1:
-                value = shardings[0]
-            else:
-                raise InvalidArgumentError(
-                    f"the module's root is one array but JAX reports {len(shardings)} outputs")
-            lines[i] = f"{line}, sharding={value}"
-            return "\n".join(lines)
-    raise InvalidArgumentError("the compiled module has no ENTRY computation with a ROOT")
+    """_compile_common.with_output_shardings, its errors InvalidArgumentError."""
+    try:
+        return _compile_common.with_output_shardings(text, shardings)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None

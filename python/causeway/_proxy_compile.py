@@ -19,8 +19,9 @@ process exits when stdin closes.
 
 It runs as a script (`python _proxy_compile.py`), not as part of the
 `causeway` package, so that the proxy needs only jax, not the package's
-native extension; the few lines it shares with _compile.py (the compile-only
-client, the print options, the root's shardings) are repeated here.
+native extension; what it shares with _compile.py (the compile-only client,
+the root's shardings) it imports from _compile_common.py beside it, which
+imports nothing of the package's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import json
 import os
 import struct
 import sys
+
+from _compile_common import compile_devices, with_output_shardings
 
 
 def _read_frame(stream) -> bytes | None:
@@ -96,41 +99,6 @@ _CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDE
           "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
           "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
 
-_clients: dict = {}
-
-
-def _compile_devices(n: int):
-    """n devices of a compile-only XLA CPU client (see _compile.py)."""
-    from jax._src.lib import _jax
-    if n not in _clients:
-        client = _jax.get_tfrt_cpu_client(asynchronous=True, num_devices=n)
-        _clients[n] = (client, tuple(client.devices()))
-    return _clients[n]
-
-
-def _with_output_shardings(text: str, shardings) -> str:
-    """The module with its ROOT annotated with the outputs' shardings
-    (as _compile.with_output_shardings)."""
-    lines = text.split("\n")
-    in_entry = False
-    for i, line in enumerate(lines):
-        if line.startswith("ENTRY "):
-            in_entry = True
-        elif in_entry and line.lstrip().startswith("ROOT "):
-            if " sharding={" in line:
-                return text
-            shape = line.split("=", 1)[1].lstrip()
-            if shape.startswith("("):
-                value = "{" + ", ".join(shardings) + "}"
-            elif len(shardings) == 1:
-                value = shardings[0]
-            else:
-                raise ValueError(f"one root array but {len(shardings)} output shardings")
-            lines[i] = f"{line}, sharding={value}"
-            return "\n".join(lines)
-    raise ValueError("the compiled module has no ENTRY computation with a ROOT")
-
-
 def _donated_parameters(text: str) -> list:
     """Parameter numbers the module aliases to outputs (JAX's donated
     arguments), from its header's `input_output_alias={ {0}: (1, {}, ...) }`."""
@@ -172,7 +140,8 @@ def compile_program(header: dict, program: bytes, options: bytes) -> dict:
         return {"ok": False, "code": 3, "message":
                 f"the compile options ask for {replicas} replicas x {partitions} "
                 f"partitions but name {n} devices"}
-    client, devices = _compile_devices(n)
+    devices = compile_devices(n)
+    client = devices[0].client
     # The compile-only client's devices 0..n-1 stand for the program's
     # devices in assignment order (what Causeway's slice numbers).
     build.device_assignment = _jax.DeviceAssignment.create(
@@ -202,7 +171,7 @@ def compile_program(header: dict, program: bytes, options: bytes) -> dict:
     out_shardings = [str(_hlo.HloSharding.from_proto(s))
                      for s in executable.get_output_shardings() or []]
     if out_shardings:
-        text = _with_output_shardings(text, out_shardings)
+        text = with_output_shardings(text, out_shardings)
     donated = _donated_parameters(text)
     return {"ok": True, "hlo_text": text, "name": modules[0].name,
             "num_partitions": partitions, "num_replicas": replicas,

@@ -1,0 +1,50 @@
+"""What both compile paths share: `causeway.jit` (_compile.py) and the IFRT
+proxy's compile worker (_proxy_compile.py, which runs as a script with only
+jax installed, so this module imports nothing of causeway's)."""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+
+@functools.lru_cache(maxsize=None)
+def compile_devices(num_devices: int) -> tuple:
+    """N devices of a compile-only XLA CPU client, in partition order.
+
+    jaxlib's `get_tfrt_cpu_client` is not public API; pyproject.toml pins
+    the jaxlib it was written against."""
+    from jax._src.lib import _jax
+    client = _jax.get_tfrt_cpu_client(asynchronous=True, num_devices=num_devices)
+    devices = tuple(client.devices())
+    assert len(devices) == num_devices
+    return devices
+
+
+def with_output_shardings(text: str, shardings: Sequence[str]) -> str:
+    """The module with its root annotated with the outputs' shardings.
+
+    XLA prints the parameters' shardings in a partitioned module but not the
+    root's; the runtime reads both from the text, so the shardings JAX
+    reports for the compiled outputs are written onto the entry's root
+    instruction (a tuple sharding for a tuple root). A root that declares
+    one already is left as it is. ValueError when they do not fit.
+    """
+    lines = text.split("\n")
+    in_entry = False
+    for i, line in enumerate(lines):
+        if line.startswith("ENTRY "):
+            in_entry = True
+        elif in_entry and line.lstrip().startswith("ROOT "):
+            if " sharding={" in line:
+                return text
+            shape = line.split("=", 1)[1].lstrip()
+            if shape.startswith("("):
+                value = "{" + ", ".join(shardings) + "}"
+            elif len(shardings) == 1:
+                value = shardings[0]
+            else:
+                raise ValueError(
+                    f"the module's root is one array but JAX reports {len(shardings)} outputs")
+            lines[i] = f"{line}, sharding={value}"
+            return "\n".join(lines)
+    raise ValueError("the compiled module has no ENTRY computation with a ROOT")
