@@ -22,6 +22,22 @@ namespace causeway::corpus {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The corpus's outputs are what JAX computed on the processor that wrote
+// them (Intel with AVX512-FP16: docs/hlo.md, "Rounding"), so its programs
+// run as XLA runs there, on any processor: the executor emulates native f16
+// (exec/xla_cpu_target.h), and the clusters this binary starts inherit it.
+// Set before main, so before anything reads it; an explicit
+// CAUSEWAY_XLA_CPU wins. What XLA computes on the processor at hand is
+// checked against live JAX by python/tests/test_rounding_vs_jax.py.
+const bool kRunsAsTheCorpusWasWritten = [] {
+  setenv("CAUSEWAY_XLA_CPU", "avx512fp16,intel", /*overwrite=*/0);
+  return true;
+}();
+
+}  // namespace
+
 fs::path CorpusDir() {
   const char* dir = std::getenv("CAUSEWAY_CORPUS_DIR");
   return fs::path(dir != nullptr && *dir != '\0' ? dir : CAUSEWAY_CORPUS_DIR);
