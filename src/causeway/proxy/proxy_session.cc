@@ -161,6 +161,8 @@ Future<ProxySession::Response> ProxySession::Dispatch(const IfrtRequest& request
     case IfrtRequest::kGetDefaultDeviceAssignmentRequest:
       return ready(DefaultDeviceAssignment(
           request.get_default_device_assignment_request()));
+    case IfrtRequest::kGetDefaultLayoutRequest:
+      return ready(DefaultLayout(request.get_default_layout_request()));
     case IfrtRequest::kCompileRequest:
       return Compile(request.compile_request());
     case IfrtRequest::kLoadedExecutableMetadataRequest:
@@ -841,6 +843,36 @@ absl::StatusOr<IfrtResponse> ProxySession::DefaultDeviceAssignment(
       computation->add_replica_device_ids(static_cast<int64_t>(c * replicas + r));
     }
   }
+  return response;
+}
+
+absl::StatusOr<IfrtResponse> ProxySession::DefaultLayout(
+    const xla::ifrt::proxy::GetDefaultLayoutRequest& request) {
+  absl::StatusOr<hlo::PrimitiveType> type = DTypeFromProto(request.dtype());
+  if (!type.ok()) return type.status();
+  if (request.device_id() < 0 ||
+      static_cast<size_t>(request.device_id()) >= devices_.size()) {
+    return absl::NotFoundError(
+        absl::StrCat("no device ", request.device_id(), " for a default layout (the cluster has ",
+                     devices_.size(), ")"));
+  }
+  if (request.dims_size() > kMaxRank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a default layout of rank ", request.dims_size(), " (at most ", kMaxRank, ")"));
+  }
+  // Dense row-major, as every Causeway array is; sub-byte types say their
+  // width, as XLA's CPU client does.
+  std::string layout = "{";
+  for (int d = request.dims_size() - 1; d >= 0; --d) {
+    absl::StrAppend(&layout, d, d > 0 ? "," : "");
+  }
+  if (const int64_t bits = hlo::BitWidth(*type); bits < 8) {
+    absl::StrAppend(&layout, ":E(", bits, ")");
+  }
+  layout += "}";
+  IfrtResponse response;
+  response.mutable_get_default_layout_response()->set_serialized_pjrt_layout(
+      std::move(layout));
   return response;
 }
 

@@ -122,6 +122,8 @@ class ProxySession {
       const xla::ifrt::proxy::DisassembleIntoSingleDeviceArraysRequest& request);
   absl::StatusOr<Response> DefaultDeviceAssignment(
       const xla::ifrt::proxy::GetDefaultDeviceAssignmentRequest& request);
+  absl::StatusOr<Response> DefaultLayout(
+      const xla::ifrt::proxy::GetDefaultLayoutRequest& request);
   Future<Response> Compile(const xla::ifrt::proxy::CompileRequest& request);
   absl::StatusOr<Response> ExecutableMetadata(uint64_t handle);
   Future<Response> Execute(

@@ -155,6 +155,36 @@ TEST_F(ProxySessionTest, UnservedRequestIsUnimplementedAndNamed) {
               HasSubstr("remap_arrays_request"));
 }
 
+// The texts are what XLA's CPU client writes (PjRtLayout::Serialize) for the
+// same arrays in JAX 0.10.2: f32[2,3,4] {2,1,0}, f32[] {}, s4[2,3,4]
+// {2,1,0:E(4)}.
+TEST_F(ProxySessionTest, DefaultLayoutIsDenseRowMajorAsXlasCpuClientWritesIt) {
+  auto layout = [&](xla::ifrt::DTypeProto::Kind kind, std::vector<int64_t> dims,
+                    int32_t device) {
+    pb::IfrtRequest request;
+    auto* get = request.mutable_get_default_layout_request();
+    get->mutable_dtype()->set_kind(kind);
+    for (int64_t d : dims) get->add_dims(d);
+    get->set_device_id(device);
+    return Call(request, 11);
+  };
+  pb::IfrtResponse f32 = layout(xla::ifrt::DTypeProto::KIND_F32, {2, 3, 4}, 0);
+  EXPECT_EQ(f32.response_metadata().status().code(), 0);
+  EXPECT_EQ(f32.get_default_layout_response().serialized_pjrt_layout(), "{2,1,0}");
+  EXPECT_EQ(layout(xla::ifrt::DTypeProto::KIND_F32, {}, 3)
+                .get_default_layout_response()
+                .serialized_pjrt_layout(),
+            "{}");
+  EXPECT_EQ(layout(xla::ifrt::DTypeProto::KIND_S4, {2, 3, 4}, 1)
+                .get_default_layout_response()
+                .serialized_pjrt_layout(),
+            "{2,1,0:E(4)}");
+  pb::IfrtResponse unknown = layout(xla::ifrt::DTypeProto::KIND_F32, {2}, 4);
+  EXPECT_EQ(unknown.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(unknown.response_metadata().status().message(), HasSubstr("no device 4"));
+}
+
 TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {
   pb::IfrtRequest request;
   request.mutable_check_future_request()->set_future_handle(12345);

@@ -248,14 +248,21 @@ Future<hlo::Literal> GrpcControlChannel::FetchBuffer(DeviceBuffer buffer) {
       const uint64_t id = next_id_++;
       command.set_id(id);
       fetches_.emplace(id, std::move(pair.promise));
-      // The value comes on PushShard; the stream answers only a failure.
+      // A small value comes in the answer; a larger one on PushShard, and
+      // then the stream answers only a failure.
       pending_.emplace(id, [this, id](const absl::Status& status,
-                                      const wire::Reply*) mutable {
-        DeliverFetch(id, status.ok() ? absl::InternalError(
-                                           "the worker answered a fetch "
-                                           "without pushing its value")
-                                     : status)
-            .IgnoreError();
+                                      const wire::Reply* reply) mutable {
+        if (!status.ok()) {
+          DeliverFetch(id, status).IgnoreError();
+        } else if (reply != nullptr && reply->has_value()) {
+          DeliverFetch(id, FromWire(reply->value(), limits_,
+                                    FieldPath("Reply").Field("value")))
+              .IgnoreError();
+        } else {
+          DeliverFetch(id, absl::InternalError("the worker answered a fetch "
+                                               "without its value"))
+              .IgnoreError();
+        }
       });
       writer_->Send(Outgoing(std::move(command)));
     }

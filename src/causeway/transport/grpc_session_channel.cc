@@ -520,6 +520,11 @@ Future<hlo::Literal> GrpcSessionChannel::Fetch(ArrayHandle array) {
         if (!answer.ok()) return promise.Set(answer.status());
         absl::Status status = AnswerStatus(*answer, limits);
         if (!status.ok()) return promise.Set(status);
+        if (answer->fetched().has_value()) {
+          return promise.Set(FromWire(
+              answer->fetched().value(), limits,
+              FieldPath("SessionResponse").Field("fetched").Field("value")));
+        }
         transfers_->Execute(
             [this, host_buffer, promise = std::move(promise)]() mutable {
               Download(host_buffer, std::move(promise));

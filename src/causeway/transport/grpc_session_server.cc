@@ -507,12 +507,15 @@ bool GrpcSessionServer::HandleRequest(
                        session->Answer(op_id, value.status());
                        return;
                      }
-                     const int64_t bytes = value->size_bytes();
-                     absl::Status stored =
-                         session->buffers.StoreDownload(host_buffer, *value);
                      wire::SessionResponse response;
                      response.mutable_fetched()->set_host_buffer(host_buffer);
-                     response.mutable_fetched()->set_byte_size(bytes);
+                     response.mutable_fetched()->set_byte_size(value->size_bytes());
+                     absl::Status stored;
+                     if (TravelsInline(*value)) {
+                       ToWire(*value, response.mutable_fetched()->mutable_value());
+                     } else {
+                       stored = session->buffers.StoreDownload(host_buffer, *value);
+                     }
                      session->Answer(op_id, stored, std::move(response));
                    });
       return true;

@@ -673,6 +673,12 @@ void GrpcWorkerAgent::Push(uint64_t id, const hlo::Literal& value) {
                   ", not an array")));
     return;
   }
+  if (TravelsInline(value)) {
+    wire::Reply reply;
+    ToWire(value, reply.mutable_value());
+    Reply(id, absl::OkStatus(), std::move(reply));
+    return;
+  }
   grpc::ClientContext context;
   AddCredentials(options_.security, &context);
   {

@@ -417,6 +417,35 @@ absl::StatusOr<hlo::Literal> ValueAssembler::Finish() && {
   return std::move(value_);
 }
 
+bool TravelsInline(const hlo::Literal& value) {
+  return value.shape().IsArray() && value.size_bytes() <= kInlineValueBytes;
+}
+
+void ToWire(const hlo::Literal& value, wire::InlineValue* out) {
+  *out->mutable_header() = ValueHeaderOf(value);
+  out->set_data(static_cast<const char*>(value.untyped_data()),
+                static_cast<size_t>(value.size_bytes()));
+}
+
+absl::StatusOr<hlo::Literal> FromWire(const wire::InlineValue& value,
+                                      const WireLimits& limits,
+                                      const FieldPath& path) {
+  if (static_cast<int64_t>(value.data().size()) > kInlineValueBytes) {
+    return path.Field("data").Invalid(absl::StrCat(
+        value.data().size(), " bytes (an inline value has at most ",
+        kInlineValueBytes, ")"));
+  }
+  CW_ASSIGN_OR_RETURN(ValueAssembler assembler,
+                      ValueAssembler::Create(value.header(), limits,
+                                             path.Field("header")));
+  CW_RETURN_IF_ERROR(assembler.Append(value.data()));
+  absl::StatusOr<hlo::Literal> whole = std::move(assembler).Finish();
+  if (!whole.ok()) {
+    return path.Field("data").Invalid(std::string(whole.status().message()));
+  }
+  return whole;
+}
+
 // --- Session protocol. ---
 
 void ToWire(const OpenSessionRequest& request, wire::OpenSession* out) {

@@ -130,6 +130,16 @@ absl::Status ForEachValueChunk(
     const hlo::Literal& value,
     absl::FunctionRef<absl::Status(std::string_view bytes)> chunk);
 
+// Values up to this size travel whole inside an answer (InlineValue)
+// instead of on a bulk call of their own: a scalar fetch then costs one
+// message, not a call's setup.
+inline constexpr int64_t kInlineValueBytes = int64_t{64} << 10;
+bool TravelsInline(const hlo::Literal& value);
+void ToWire(const hlo::Literal& value, wire::InlineValue* out);
+absl::StatusOr<hlo::Literal> FromWire(const wire::InlineValue& value,
+                                      const WireLimits& limits,
+                                      const FieldPath& path);
+
 // Rebuilds a value from its header and chunks. Not thread-safe.
 class ValueAssembler {
  public:

@@ -492,6 +492,38 @@ TEST(WireConvertTest, ValuesTravelInBoundedChunksAndComeBackEqual) {
   EXPECT_EQ(*back, value);
 }
 
+TEST(WireConvertTest, SmallValuesTravelWholeInsideAMessage) {
+  hlo::Literal scalar(hlo::Shape(hlo::PrimitiveType::kF32, {}));
+  scalar.mutable_data<float>()[0] = 2.5f;
+  ASSERT_TRUE(TravelsInline(scalar));
+  wire::InlineValue message;
+  ToWire(scalar, &message);
+  absl::StatusOr<hlo::Literal> back = FromWire(message, kLimits, FieldPath("v"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, scalar);
+
+  EXPECT_TRUE(TravelsInline(
+      hlo::Literal(hlo::Shape(hlo::PrimitiveType::kU8, {kInlineValueBytes}))));
+  EXPECT_FALSE(TravelsInline(
+      hlo::Literal(hlo::Shape(hlo::PrimitiveType::kU8, {kInlineValueBytes + 1}))));
+}
+
+TEST(WireConvertTest, InlineValuesWhoseDataDisagreesWithTheirHeaderAreRefused) {
+  wire::InlineValue message;
+  message.mutable_header()->mutable_shape()->set_type(wire::S32);
+  message.mutable_header()->mutable_shape()->add_dims(4);
+  message.mutable_header()->set_byte_size(16);
+  message.set_data(std::string(12, 'x'));
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("v")).status(),
+              IsInvalid("v.data: value data ended after 12 of 16 bytes"));
+  message.set_data(std::string(20, 'x'));
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("v")).status(),
+              IsInvalid("runs past its declared 16 bytes"));
+  message.set_data(std::string(kInlineValueBytes + 1, 'x'));
+  EXPECT_THAT(FromWire(message, kLimits, FieldPath("v")).status(),
+              IsInvalid("v.data: 65537 bytes (an inline value has at most 65536)"));
+}
+
 TEST(WireConvertTest, ValueHeadersAndDataThatDisagreeAreRefused) {
   wire::ValueHeader header;
   header.mutable_shape()->set_type(wire::S32);
