@@ -13,10 +13,10 @@
 // Whether an id names something that exists (a device of the topology, a
 // handle of the session) is for the receiver's logic to say: it knows.
 //
-// Values (array bytes) never ride a message of their own: they travel in
-// chunks on the bulk calls (ValueHeader, then Chunks of at most
-// kChunkBytes), written by ForEachValueChunk and read back by
-// ValueAssembler.
+// Values (array bytes) larger than kInlineValueBytes never ride a message
+// of their own: they travel in chunks on the bulk calls (ValueHeader, then
+// Chunks of at most kChunkBytes), written by ForEachValueChunk and read back
+// by ValueAssembler. Smaller ones come whole inside an answer (InlineValue).
 #ifndef CAUSEWAY_TRANSPORT_WIRE_CONVERT_H_
 #define CAUSEWAY_TRANSPORT_WIRE_CONVERT_H_
 
