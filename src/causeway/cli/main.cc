@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "causeway/base/lock_order.h"
 #include "causeway/cli/cluster_command.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/head_command.h"
@@ -66,4 +67,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace causeway::cli
 
-int main(int argc, char** argv) { return causeway::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  causeway::SkipAbseilLockOrderGraph();
+  return causeway::cli::Main(argc, argv);
+}

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/lock_order.h"
 #include "causeway/base/status.h"
 #include "causeway/transport/grpc_session_channel.h"
 
@@ -10,6 +11,7 @@ namespace causeway::client {
 
 absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& head,
                                                 ConnectOptions options) {
+  SkipAbseilLockOrderGraph();
   transport::GrpcClientOptions grpc;
   grpc.security.token = options.token;
   if (!options.token_file.empty()) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "causeway/base/lock_order.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/head/island_scheduler.h"
@@ -145,13 +146,7 @@ void Head::ResolveLater(std::shared_ptr<Promise<T>> promise,
 // Construction.
 
 absl::StatusOr<std::unique_ptr<Head>> Head::Create(HeadOptions options) {
-  // Debian's abseil is built with its debug-mode lock-order checker on: it
-  // records every Mutex acquisition in a global graph, which cost ~25% of
-  // all CPU time in a dispatch profile (futures and launches create and
-  // lock many short-lived mutexes). The lock order of every absl::Mutex is
-  // checked instead by the ThreadSanitizer run of `make sanitize`, whose
-  // lock-order-inversion detector sees every Mutex (docs/async.md).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  SkipAbseilLockOrderGraph();
   if (options.heartbeat_interval > absl::ZeroDuration() &&
       options.heartbeat_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

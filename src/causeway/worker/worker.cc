@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "causeway/base/lock_order.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/exec/evaluator.h"
@@ -77,12 +78,7 @@ struct Worker::PushReports {
 };
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
-  // As Head::Create: Debian's abseil checks every Mutex acquisition's lock
-  // order in a global graph. A worker process has no head to turn it off,
-  // and it cost the workers about a fifth of their CPU in the dispatch
-  // benchmark (every launch reserves, fills and releases buffers under
-  // short-lived mutexes). ThreadSanitizer checks the lock order instead.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  SkipAbseilLockOrderGraph();
   if (options.devices.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker for host ", options.host.value(), " has no devices"));
