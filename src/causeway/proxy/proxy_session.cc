@@ -118,8 +118,10 @@ void ProxySession::Close() {
 
 void ProxySession::Process(const IfrtRequest& request, Respond respond) {
   const uint64_t op_id = request.request_metadata().op_id();
+  // An answer ready at once is written by the stream's reader, one that
+  // waits by the thread that completes it: no hop through the pool.
   Dispatch(request).OnReady(
-      *executor_, [op_id, respond = std::move(respond)](
+      InlineExecutor::Instance(), [op_id, respond = std::move(respond)](
                       const absl::StatusOr<Response>& result) mutable {
         Response response = result.ok() ? *result : ErrorResponse(result.status());
         response.mutable_response_metadata()->set_op_id(op_id);
@@ -1066,10 +1068,17 @@ Future<IfrtResponse> ProxySession::Execute(
                                      : MintHandle();
   std::vector<ArrayFuture> args;
   for (uint64_t h : request.args_handles()) args.push_back(FindArray(h));
-  // The outputs, once every argument is made and the launch is sent.
+  Future<std::vector<std::shared_ptr<const ArrayEntry>>> inputs =
+      JoinFutures(std::move(args));
+  // The outputs, once every argument is made and the launch is sent: at
+  // once when the arguments are there (a chained step's are), else on the
+  // pool once they come (so that a chain of launches waiting on one slow
+  // upload does not run nested on the thread that completes it).
+  Executor& launcher =
+      inputs.IsReady() ? static_cast<Executor&>(InlineExecutor::Instance()) : *executor_;
   Future<std::vector<client::Array>> launched =
-      JoinFutures(std::move(args))
-          .Map(*executor_,
+      std::move(inputs)
+          .Map(launcher,
                [entry, non_donatable = std::vector<int32_t>(
                            request.execute_options().non_donatable_input_indices().begin(),
                            request.execute_options().non_donatable_input_indices().end())](
