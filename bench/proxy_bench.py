@@ -1,59 +1,123 @@
-"""Per-call overhead of unmodified JAX through `causeway proxy`, against JAX's
-local CPU backend in the same run (BENCHMARKS.md, "IFRT proxy").
+"""Per-call overhead and small-fetch latency of unmodified JAX through
+`causeway proxy`, against causeway.jit on the same cluster and JAX's local CPU
+backend, each in its own process, in the same run (BENCHMARKS.md, "IFRT
+proxy").
 
-    .venv/bin/python bench/proxy_bench.py [--causeway build/bin/causeway]
+    .venv/bin/python bench/proxy_bench.py [--causeway build/bin/causeway] [--rounds 3]
 
 Starts `causeway cluster --islands 1 --hosts-per-island 2 --devices-per-host 2
---proxy-listen 127.0.0.1:0`, then runs the same measurement in two JAX
-processes: one on the proxy (JAX_PLATFORMS=proxy, through pathwaysutils),
-one on JAX's CPU backend with 4 host devices. Measures
-  * a chained small jax.jit step (x = f(x), 4-element f32, one device),
-    N calls then one block_until_ready: microseconds per call;
-  * jax.device_get of a scalar jit result: milliseconds per round trip.
+--proxy-listen 127.0.0.1:0` (two worker processes of two devices each), then
+measures, in rounds that alternate the sides:
+  * proxy: jax.jit through the proxy (JAX_PLATFORMS=proxy, pathwaysutils);
+  * causeway.jit: the Python client connected to the same head;
+  * JAX CPU: jax.jit on JAX's CPU backend with 4 host devices.
+Figures, best of 5 repetitions within a side's run:
+  * step1: a chained small step (x = f(x), 4-element f32, one device), N calls
+    then one block_until_ready: microseconds per call;
+  * step4: the same on an f32[8, 128] sharded over all 4 devices
+    (PartitionSpec("x")), microseconds per call;
+  * fetch: jax.device_get (numpy.asarray for causeway.jit) of a scalar
+    result of a fresh call: milliseconds per round trip.
+Each side's table row is the median over rounds, with the range.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
-import time
 
-CHILD = r"""
+JAX_SIDE = r"""
 import json, os, time
 if os.environ.get("JAX_PLATFORMS") == "proxy":
     import pathwaysutils
     pathwaysutils.initialize()
 import jax, jax.numpy as jnp, numpy as np
-f = jax.jit(lambda x: x * 1.0001 + 0.5)
-x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
-for _ in range(50):
-    x = f(x)
-x.block_until_ready()
-best = None
-for _ in range(5):
-    t = time.perf_counter()
-    for _ in range(500):
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+def chained(f, x, calls):
+    for _ in range(50):
         x = f(x)
     x.block_until_ready()
-    per = (time.perf_counter() - t) / 500 * 1e6
-    best = per if best is None else min(best, per)
+    best = None
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(calls):
+            x = f(x)
+        x.block_until_ready()
+        per = (time.perf_counter() - t) / calls * 1e6
+        best = per if best is None else min(best, per)
+    return best
+
+step = lambda x: x * 1.0001 + 0.5
+x1 = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
+step1 = chained(jax.jit(step), x1, 500)
+mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+shard = NamedSharding(mesh, P("x"))
+x4 = jax.device_put(np.ones((8, 128), np.float32), shard)
+step4 = chained(jax.jit(step, in_shardings=shard, out_shardings=shard), x4, 500)
 s = jax.jit(lambda x: x.sum())
-v = s(x); jax.device_get(v)
+jax.device_get(s(x1))
 fetch = None
 for _ in range(5):
     t = time.perf_counter()
     for _ in range(50):
-        jax.device_get(s(x))
+        jax.device_get(s(x1))
     per = (time.perf_counter() - t) / 50 * 1e3
     fetch = per if fetch is None else min(fetch, per)
-print("RESULT " + json.dumps({"jit_us": best, "fetch_ms": fetch}), flush=True)
+print("RESULT " + json.dumps({"step1": step1, "step4": step4, "fetch": fetch}), flush=True)
+"""
+
+CAUSEWAY_SIDE = r"""
+import json, sys, time
+import numpy as np
+import causeway
+from jax.sharding import PartitionSpec as P
+causeway.connect(sys.argv[1])
+
+def chained(f, x, calls):
+    for _ in range(50):
+        x = f(x)
+    x.block_until_ready()
+    best = None
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(calls):
+            x = f(x)
+        x.block_until_ready()
+        per = (time.perf_counter() - t) / calls * 1e6
+        best = per if best is None else min(best, per)
+    return best
+
+step = lambda x: x * 1.0001 + 0.5
+client = causeway.current_client()
+# One session per slice size: the cluster has 4 devices.
+with client.session("one device") as session:
+    one = session.make_virtual_device_set().add_slice(devices=1)
+    x1 = session.device_put(np.ones(4, np.float32), one)
+    step1 = chained(causeway.jit(step, devices=one), x1, 500)
+    s = causeway.jit(lambda x: x.sum(), devices=one)
+    np.asarray(s(x1))
+    fetch = None
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(50):
+            np.asarray(s(x1))
+        per = (time.perf_counter() - t) / 50 * 1e3
+        fetch = per if fetch is None else min(fetch, per)
+with client.session("four devices") as session:
+    four = session.make_virtual_device_set().add_slice(devices=4, mesh={"x": 4})
+    x4 = session.device_put(np.ones((8, 128), np.float32), four, P("x"))
+    step4 = chained(causeway.jit(step, devices=four, in_shardings=P("x"),
+                                 out_shardings=P("x")), x4, 500)
+print("RESULT " + json.dumps({"step1": step1, "step4": step4, "fetch": fetch}), flush=True)
 """
 
 
-def run_child(env):
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
-                         text=True, timeout=600)
+def run_side(code, env, args=()):
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                         text=True, timeout=900)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -64,35 +128,51 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser()
     parser.add_argument("--causeway", default=os.path.join(root, "build", "bin", "causeway"))
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     cluster = subprocess.Popen(
         [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "2",
          "--devices-per-host", "2", "--proxy-listen", "127.0.0.1:0",
          "--proxy-python", sys.executable],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    results = {"proxy": [], "causeway.jit": [], "JAX CPU": []}
     try:
-        address = None
+        head = proxy = None
         for line in cluster.stdout:
-            m = re.match(r"proxy listening on (\S+)", line)
-            if m:
-                address = m.group(1)
+            m = re.match(r"(head|proxy) listening on (\S+)", line)
+            if m and m.group(1) == "head":
+                head = m.group(2)
+            elif m:
+                proxy = m.group(2)
                 break
-        if address is None:
-            raise SystemExit("the cluster's proxy did not start")
+        if head is None or proxy is None:
+            raise SystemExit("the cluster or its proxy did not start")
         base = dict(os.environ)
         base.pop("XLA_FLAGS", None)
-        proxy = run_child(dict(base, JAX_PLATFORMS="proxy",
-                               JAX_BACKEND_TARGET=f"grpc://{address}",
-                               IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true"))
-        local = run_child(dict(base, JAX_PLATFORMS="cpu",
-                               XLA_FLAGS="--xla_force_host_platform_device_count=4"))
+        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
+                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
+        local_env = dict(base, JAX_PLATFORMS="cpu",
+                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
+        for _ in range(args.rounds):
+            results["proxy"].append(run_side(JAX_SIDE, proxy_env))
+            results["causeway.jit"].append(run_side(CAUSEWAY_SIDE, base, (head,)))
+            results["JAX CPU"].append(run_side(JAX_SIDE, local_env))
     finally:
         cluster.terminate()
         cluster.wait(30)
-    print(f"chained jit step, per call:  proxy {proxy['jit_us']:.1f} us   "
-          f"JAX CPU backend {local['jit_us']:.1f} us")
-    print(f"device_get of a scalar:      proxy {proxy['fetch_ms']:.3f} ms   "
-          f"JAX CPU backend {local['fetch_ms']:.3f} ms")
+
+    def cell(side, key, fmt):
+        values = [r[key] for r in results[side]]
+        return (f"{fmt.format(statistics.median(values))} "
+                f"({fmt.format(min(values))}–{fmt.format(max(values))})")
+
+    print(f"{args.rounds} rounds; median (min–max) of each side's best of 5")
+    print("| side | step, 1 device (µs/call) | step, 4 devices (µs/call) | "
+          "scalar fetch (ms) |")
+    print("|---|---|---|---|")
+    for side in results:
+        print(f"| {side} | {cell(side, 'step1', '{:.1f}')} | "
+              f"{cell(side, 'step4', '{:.1f}')} | {cell(side, 'fetch', '{:.3f}')} |")
 
 
 if __name__ == "__main__":
