@@ -17,7 +17,7 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # registers jaxlib's IFRT proxy backend for JAX through `causeway proxy`
 # (docs/jax.md).
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
-               prometheus_client pathwaysutils
+               prometheus_client pathwaysutils flax optax
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean

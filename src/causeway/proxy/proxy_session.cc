@@ -147,6 +147,8 @@ Future<ProxySession::Response> ProxySession::Dispatch(const IfrtRequest& request
           request.make_arrays_from_host_buffer_shards_request());
     case IfrtRequest::kCopyToHostBufferRequest:
       return CopyToHostBuffer(request.copy_to_host_buffer_request());
+    case IfrtRequest::kAssembleArrayFromSingleDeviceArraysRequest:
+      return AssembleArray(request.assemble_array_from_single_device_arrays_request());
     case IfrtRequest::kDisassembleIntoSingleDeviceArraysRequest:
       return DisassembleArray(
           request.disassemble_into_single_device_arrays_request());
@@ -739,6 +741,116 @@ Future<IfrtResponse> ProxySession::FullyReplicatedShard(
                          result);
                      return response;
                    });
+}
+
+Future<IfrtResponse> ProxySession::AssembleArray(
+    const xla::ifrt::proxy::AssembleArrayFromSingleDeviceArraysRequest& request) {
+  auto fail = [](absl::Status s) { return MakeReadyFuture<IfrtResponse>(std::move(s)); };
+  if (absl::Status s = CheckHandleCount(request.single_device_array_handles_size(),
+                                        "AssembleArrayFromSingleDeviceArrays");
+      !s.ok()) {
+    return fail(s);
+  }
+  absl::StatusOr<IfrtSharding> sharding =
+      ShardingFromProto(request.sharding(), devices_.size());
+  if (!sharding.ok()) return fail(sharding.status());
+  absl::StatusOr<client::Sharding> causeway_sharding =
+      client::Sharding::FromHlo(sharding->sharding);
+  if (!causeway_sharding.ok()) return fail(causeway_sharding.status());
+  if (static_cast<size_t>(request.single_device_array_handles_size()) !=
+      sharding->devices.size()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "AssembleArrayFromSingleDeviceArrays names ",
+        request.single_device_array_handles_size(), " arrays for a sharding over ",
+        sharding->devices.size(), " devices")));
+  }
+  absl::StatusOr<client::Slice> slice = SliceFor(sharding->devices);
+  if (!slice.ok()) return fail(slice.status());
+  std::vector<ArrayFuture> parts;
+  for (uint64_t h : request.single_device_array_handles()) parts.push_back(FindArray(h));
+  const uint64_t result = request.result_handle() != 0 ? request.result_handle() : MintHandle();
+  const bool has_dtype = request.has_dtype();
+  ArrayFuture assembled =
+      JoinFutures(std::move(parts))
+          .AndThen(
+              *executor_,
+              [this, request_shape = request.shape(), dtype = request.dtype(), has_dtype,
+               sharding = *sharding, causeway_sharding = *causeway_sharding,
+               slice = *slice](const std::vector<std::shared_ptr<const ArrayEntry>>& parts)
+                  -> ArrayFuture {
+                auto error = [](absl::Status s) {
+                  return MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(std::move(s));
+                };
+                absl::StatusOr<xla::ifrt::DTypeProto> type =
+                    has_dtype ? absl::StatusOr<xla::ifrt::DTypeProto>(dtype)
+                              : DTypeToProto(parts.front()->shape.type());
+                if (!type.ok()) return error(type.status());
+                absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(*type, request_shape);
+                if (!shape.ok()) return error(shape.status());
+                absl::StatusOr<hlo::Shape> shard_shape = causeway_sharding.ShardShape(
+                    *shape, static_cast<int64_t>(sharding.devices.size()));
+                if (!shard_shape.ok()) return error(shard_shape.status());
+                for (size_t i = 0; i < parts.size(); ++i) {
+                  const ArrayEntry& part = *parts[i];
+                  if (part.deleted->load()) {
+                    return error(absl::FailedPreconditionError(
+                        absl::StrCat("single-device array ", i, " has been deleted")));
+                  }
+                  if (part.sharding.devices != std::vector<int32_t>{sharding.devices[i]} ||
+                      !part.shape.Compatible(*shard_shape)) {
+                    return error(absl::InvalidArgumentError(absl::StrCat(
+                        "single-device array ", i, " is ", part.shape.ToString(false),
+                        " on ", part.sharding.devices.size(), " device(s); the sharding wants ",
+                        shard_shape->ToString(false), " on device ", sharding.devices[i])));
+                  }
+                }
+                auto entry_of = [shape = *shape, sharding](client::Array array) {
+                  auto e = std::make_shared<ArrayEntry>();
+                  e->shape = shape;
+                  e->sharding = sharding;
+                  e->array = std::move(array);
+                  return std::shared_ptr<const ArrayEntry>(std::move(e));
+                };
+                // Every device holds the whole array: the first copy, sent
+                // worker to worker to the others.
+                if (causeway_sharding.IsReplicated() && parts.front()->array.valid()) {
+                  absl::StatusOr<client::Array> copied =
+                      session_.Copy(parts.front()->array, slice, causeway_sharding);
+                  if (!copied.ok()) return error(copied.status());
+                  return MakeReadyFuture(entry_of(*std::move(copied)));
+                }
+                // Tiles: through the proxy (fetched, then uploaded as shards).
+                std::vector<Future<hlo::Literal>> values;
+                for (const auto& part : parts) {
+                  if (part->array.valid()) {
+                    values.push_back(part->array.ToHost());
+                  } else {
+                    const int64_t index = part->shard_index;
+                    values.push_back(part->parent.ShardsToHost().Map(
+                        InlineExecutor::Instance(),
+                        [index](const std::vector<hlo::Literal>& shards) {
+                          return shards.at(index);
+                        }));
+                  }
+                }
+                return JoinFutures(std::move(values))
+                    .Map(*executor_,
+                         [this, entry_of, shape = *shape, slice, causeway_sharding](
+                             const std::vector<hlo::Literal>& shards)
+                             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
+                           absl::StatusOr<client::Array> made =
+                               session_.FromShards(shards, shape, slice, causeway_sharding);
+                           if (!made.ok()) return made.status();
+                           return entry_of(*std::move(made));
+                         });
+              });
+  if (absl::Status s = AddArray(result, assembled, request.result_handle() == 0); !s.ok()) {
+    return fail(s);
+  }
+  IfrtResponse response;
+  response.mutable_assemble_array_from_single_device_arrays_response()->set_array_handle(
+      result);
+  return MakeReadyFuture<IfrtResponse>(std::move(response));
 }
 
 Future<IfrtResponse> ProxySession::DisassembleArray(

@@ -118,6 +118,8 @@ class ProxySession {
   Future<Response> CopyArrays(const xla::ifrt::proxy::CopyArraysRequest& request);
   Future<Response> FullyReplicatedShard(
       const xla::ifrt::proxy::FullyReplicatedShardRequest& request);
+  Future<Response> AssembleArray(
+      const xla::ifrt::proxy::AssembleArrayFromSingleDeviceArraysRequest& request);
   Future<Response> DisassembleArray(
       const xla::ifrt::proxy::DisassembleIntoSingleDeviceArraysRequest& request);
   absl::StatusOr<Response> DefaultDeviceAssignment(

@@ -185,6 +185,47 @@ TEST_F(ProxySessionTest, DefaultLayoutIsDenseRowMajorAsXlasCpuClientWritesIt) {
   EXPECT_THAT(unknown.response_metadata().status().message(), HasSubstr("no device 4"));
 }
 
+TEST_F(ProxySessionTest, AssemblingReplicasCopiesTheFirstAndAWrongCountFailsAlone) {
+  const float values[4] = {5, 6, 7, 8};
+  const std::string bytes(reinterpret_cast<const char*>(values), 16);
+  ASSERT_EQ(MakeArray(20, 0, bytes).response_metadata().status().code(), 0);
+  ASSERT_EQ(MakeArray(21, 1, bytes).response_metadata().status().code(), 0);
+  pb::IfrtRequest request;
+  auto* assemble = request.mutable_assemble_array_from_single_device_arrays_request();
+  assemble->mutable_shape()->add_dims(4);
+  xla::ifrt::HloShardingProto hlo;
+  hlo.mutable_devices()->add_device_ids(0);
+  hlo.mutable_devices()->add_device_ids(1);
+  hlo.mutable_xla_op_sharding()->set_type(xla::OpSharding::REPLICATED);
+  assemble->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+      kHloShardingTypeName);
+  assemble->mutable_sharding()->mutable_serialized_sharding()->set_data(
+      hlo.SerializeAsString());
+  assemble->add_single_device_array_handles(20);
+  assemble->add_single_device_array_handles(21);
+  assemble->set_result_handle(22);
+  pb::IfrtResponse made = Call(request, 12);
+  ASSERT_EQ(made.response_metadata().status().code(), 0)
+      << made.response_metadata().status().message();
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(22);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(220);
+  ASSERT_EQ(Call(copy, 13).response_metadata().status().code(), 0);
+  absl::StatusOr<HostBuffer> back =
+      session_->host_buffers().Lookup(220).AwaitFor(absl::Seconds(10));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(**back, bytes);
+
+  assemble->clear_single_device_array_handles();
+  assemble->add_single_device_array_handles(20);
+  assemble->set_result_handle(23);
+  pb::IfrtResponse wrong = Call(request, 14);
+  EXPECT_EQ(wrong.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(wrong.response_metadata().status().message(),
+              HasSubstr("names 1 arrays for a sharding over 2 devices"));
+}
+
 TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {
   pb::IfrtRequest request;
   request.mutable_check_future_request()->set_future_handle(12345);
