@@ -1985,17 +1985,6 @@ absl::StatusOr<Shape> InferShape(const Instruction& instr,
   return Inferrer(instr, &counts).Infer();
 }
 
-CollectiveGroupMode GetCollectiveGroupMode(const Instruction& instr) {
-  if (!instr.channel_id.has_value()) return CollectiveGroupMode::kCrossReplica;
-  bool has_global_flag = instr.opcode == Opcode::kAllReduce ||
-                         instr.opcode == Opcode::kAllGather ||
-                         instr.opcode == Opcode::kReduceScatter;
-  if (!has_global_flag) return CollectiveGroupMode::kCrossPartition;
-  return instr.use_global_device_ids
-             ? CollectiveGroupMode::kFlattenedId
-             : CollectiveGroupMode::kCrossReplicaAndPartition;
-}
-
 std::optional<int64_t> CollectiveGroupSize(const Instruction& instr,
                                            const DeviceCounts* counts) {
   const CollectiveGroupMode mode = GetCollectiveGroupMode(instr);
