@@ -93,20 +93,6 @@ bool AcceptsComplex(Opcode op) {
   }
 }
 
-std::string_view FftTypeName(FftType type) {
-  switch (type) {
-    case FftType::kFft:
-      return "FFT";
-    case FftType::kIfft:
-      return "IFFT";
-    case FftType::kRfft:
-      return "RFFT";
-    case FftType::kIrfft:
-      return "IRFFT";
-  }
-  return "?";
-}
-
 // Infers one instruction's shape. Holds the instruction for error messages.
 class Inferrer {
  public:
