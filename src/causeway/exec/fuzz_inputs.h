@@ -7,8 +7,10 @@
 #define CAUSEWAY_EXEC_FUZZ_INPUTS_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/hlo/shape.h"
@@ -104,6 +106,15 @@ inline void Fill(hlo::Literal& literal, std::string_view pattern,
   if (literal.shape().type() == hlo::PrimitiveType::kPred) {
     for (int64_t i = 0; i < size; ++i) bytes[i] &= 1;
   }
+}
+
+// Why an input was refused, on stderr, in the seed replay only (the
+// replay builds define CAUSEWAY_FUZZ_REPLAY); libFuzzer's own runs refuse
+// most mutations and stay quiet.
+inline void ReplayNote(const absl::Status& why) {
+#ifdef CAUSEWAY_FUZZ_REPLAY
+  std::fprintf(stderr, "%s\n", why.ToString().c_str());
+#endif
 }
 
 }  // namespace causeway::exec::fuzz

@@ -293,9 +293,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           std::string_view(reinterpret_cast<const char*>(data), size));
   absl::StatusOr<std::unique_ptr<Module>> module =
       causeway::hlo::ParseModule(input.text);
-  if (!module.ok() || !causeway::hlo::VerifyModule(**module).ok() ||
-      !Runnable(**module)) {
-    return 0;
+  // Not a program this target runs: kept out of the corpus (libFuzzer's
+  // -1), and a seed the replay test fails on (fuzz/replay_main.cc), which
+  // says why.
+  if (!module.ok()) {
+    causeway::exec::fuzz::ReplayNote(module.status());
+    return -1;
+  }
+  if (absl::Status verified = causeway::hlo::VerifyModule(**module);
+      !verified.ok()) {
+    causeway::exec::fuzz::ReplayNote(verified);
+    return -1;
+  }
+  if (!Runnable(**module)) {
+    causeway::exec::fuzz::ReplayNote(absl::FailedPreconditionError(
+        "not a program this target runs (see its opening comment)"));
+    return -1;
   }
   absl::StatusOr<std::unique_ptr<Evaluator>> evaluator =
       Evaluator::Create(**module);
