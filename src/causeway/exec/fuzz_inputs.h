@@ -8,12 +8,16 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
+#include "causeway/hlo/parser.h"
 #include "causeway/hlo/shape.h"
+#include "causeway/hlo/verifier.h"
 
 namespace causeway::exec::fuzz {
 
@@ -106,6 +110,22 @@ inline void Fill(hlo::Literal& literal, std::string_view pattern,
   if (literal.shape().type() == hlo::PrimitiveType::kPred) {
     for (int64_t i = 0; i < size; ++i) bytes[i] &= 1;
   }
+}
+
+// The module `text` holds, parsed and verified, if `runnable` says the
+// target runs it; else why not.
+inline absl::StatusOr<std::unique_ptr<hlo::Module>> RunnableModule(
+    std::string_view text, bool (*runnable)(const hlo::Module&)) {
+  absl::StatusOr<std::unique_ptr<hlo::Module>> module = hlo::ParseModule(text);
+  if (!module.ok()) return module.status();
+  if (absl::Status verified = hlo::VerifyModule(**module); !verified.ok()) {
+    return verified;
+  }
+  if (!runnable(**module)) {
+    return absl::FailedPreconditionError(
+        "not a program this target runs (see its opening comment)");
+  }
+  return module;
 }
 
 // Why an input was refused, on stderr, in the seed replay only (the

@@ -292,22 +292,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       causeway::exec::fuzz::SplitInput(
           std::string_view(reinterpret_cast<const char*>(data), size));
   absl::StatusOr<std::unique_ptr<Module>> module =
-      causeway::hlo::ParseModule(input.text);
-  // Not a program this target runs: kept out of the corpus (libFuzzer's
-  // -1), and a seed the replay test fails on (fuzz/replay_main.cc), which
-  // says why.
+      causeway::exec::fuzz::RunnableModule(input.text, Runnable);
   if (!module.ok()) {
+    // Kept out of the corpus (libFuzzer's -1); a seed the replay test
+    // fails on (fuzz/replay_main.cc), which says why.
     causeway::exec::fuzz::ReplayNote(module.status());
-    return -1;
-  }
-  if (absl::Status verified = causeway::hlo::VerifyModule(**module);
-      !verified.ok()) {
-    causeway::exec::fuzz::ReplayNote(verified);
-    return -1;
-  }
-  if (!Runnable(**module)) {
-    causeway::exec::fuzz::ReplayNote(absl::FailedPreconditionError(
-        "not a program this target runs (see its opening comment)"));
     return -1;
   }
   absl::StatusOr<std::unique_ptr<Evaluator>> evaluator =
