@@ -19,16 +19,16 @@
 #include "causeway/cli/cluster_process.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
-#include "causeway/client/fake_session_channel.h"
 #include "causeway/client/local_client.h"
+#include "causeway/client/testing/fake_session_channel.h"
 #include "causeway/cluster/local_cluster.h"
 #include "elastic_lib.h"
 #include "figure2_lib.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "mlp_lib.h"
 #include "pipeline_lib.h"
 #include "sharing_lib.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 namespace causeway::examples {
 namespace {

@@ -1,6 +1,9 @@
 // Runs a libFuzzer target over files (or every file in folders) without
 // libFuzzer: how the seed corpora are replayed as tests in every build.
-// Exits 0 when every input ran (the target aborts on a bug).
+// Exits 0 when every input ran; 1, naming them, when the target refused
+// inputs (returned -1: a seed that no longer parses, verifies or runs is a
+// seed that no longer tests anything). A bug aborts the target, and so the
+// replay.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -27,13 +30,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s FILE_OR_FOLDER...\n", argv[0]);
     return 2;
   }
+  size_t refused = 0;
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "%s: cannot be read\n", file.c_str());
+      ++refused;
+      continue;
+    }
     std::stringstream bytes;
     bytes << in.rdbuf();
     const std::string input = bytes.str();
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()),
-                           input.size());
+    if (LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()),
+                               input.size()) != 0) {
+      std::fprintf(stderr,
+                   "%s: the target refused it (it no longer parses, "
+                   "verifies or is a program the target runs)\n",
+                   file.c_str());
+      ++refused;
+    }
+  }
+  if (refused > 0) {
+    std::fprintf(stderr, "%zu of %zu inputs were refused\n", refused,
+                 files.size());
+    return 1;
   }
   std::printf("%zu inputs ran cleanly\n", files.size());
   return 0;

@@ -14,13 +14,11 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -30,6 +28,7 @@
 #include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
+#include "causeway/cli/flags.h"
 #include "causeway/cli/interrupts.h"
 #include "causeway/client/connect.h"
 #include "causeway/client/local_client.h"
@@ -143,119 +142,72 @@ struct RunFlags {
   client::ConnectOptions connect;
 };
 
-// A usage error: printed with a pointer to --help, exit status 2.
-struct UsageError {
-  std::string message;
-};
-
-// A positive number of seconds, or a usage error naming the option.
-std::optional<UsageError> ParseSeconds(const std::string& option,
-                                       const std::string& value,
-                                       double* seconds) {
-  if (!absl::SimpleAtod(value, seconds) || !(*seconds > 0) || *seconds > 1e9) {
-    return UsageError{absl::StrCat(
-        option, " must be a positive number of seconds, got '", value, "'")};
-  }
-  return std::nullopt;
+// The run command's flags (cli/flags.h parses them as every command's).
+std::vector<FlagSpec> RunFlagSpecs() {
+  return {{"--partitions"},
+          {"--input", /*takes_value=*/true, /*repeatable=*/true},
+          {"--output-dir"},
+          {"--global", /*takes_value=*/false},
+          {"--output-sharding", /*takes_value=*/true, /*repeatable=*/true},
+          {"--collective-timeout"},
+          {"--timeout"},
+          {"--cluster"},
+          {"--token-file"},
+          {"--tls-ca"}};
 }
 
-std::variant<RunFlags, UsageError, bool> ParseRunFlags(
-    const std::vector<std::string>& args) {
+// InvalidArgument (a usage error, printed with a pointer to --help) for
+// flags that are malformed, missing or do not go together.
+absl::StatusOr<RunFlags> RunFlagsOf(const ParsedFlags& parsed) {
+  auto usage = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(parts...));
+  };
   RunFlags flags;
-  bool have_partitions = false;
-  // Options that take one value: the value each was given.
-  std::map<std::string, std::string> given;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--help" || arg == "-h") return true;
-    std::optional<std::string> value;
-    if (arg.rfind("--", 0) == 0) {
-      const size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-    } else {
-      if (!flags.program_path.empty()) {
-        return UsageError{absl::StrCat("unexpected argument '", arg,
-                                       "' (the program is '",
-                                       flags.program_path, "')")};
-      }
-      flags.program_path = arg;
-      continue;
-    }
-    if (arg == "--global") {
-      if (value) return UsageError{"--global takes no value"};
-      if (flags.global) return UsageError{"--global given twice"};
-      flags.global = true;
-      continue;
-    }
-    const bool repeatable = arg == "--input" || arg == "--output-sharding";
-    if (!repeatable && arg != "--partitions" && arg != "--output-dir" &&
-        arg != "--collective-timeout" && arg != "--timeout" &&
-        arg != "--cluster" && arg != "--token-file" && arg != "--tls-ca") {
-      return UsageError{absl::StrCat("unknown option '", arg, "'")};
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) {
-        return UsageError{absl::StrCat(arg, " needs a value")};
-      }
-      value = args[++i];
-    }
-    if (!repeatable) {
-      auto [first, fresh] = given.try_emplace(arg, *value);
-      if (!fresh) {
-        return UsageError{absl::StrCat(arg, " given twice ('", first->second,
-                                       "' and '", *value, "')")};
-      }
-    }
-    if (arg == "--partitions") {
-      const int64_t most = cluster::LocalCluster::kMaxDevices;
-      if (!absl::SimpleAtoi(*value, &flags.partitions) ||
-          flags.partitions < 1 || flags.partitions > most) {
-        return UsageError{
-            absl::StrCat("--partitions must be a whole number from 1 to ", most,
-                         ", got '", *value, "'")};
-      }
-      have_partitions = true;
-    } else if (arg == "--input") {
-      flags.inputs.push_back(*value);
-    } else if (arg == "--output-dir") {
-      flags.output_dir = *value;
-    } else if (arg == "--output-sharding") {
-      flags.output_shardings.push_back(*value);
-    } else if (arg == "--collective-timeout") {
-      if (auto error = ParseSeconds(arg, *value, &flags.collective_timeout_s)) {
-        return *error;
-      }
-    } else if (arg == "--timeout") {
-      double seconds = 0;
-      if (auto error = ParseSeconds(arg, *value, &seconds)) return *error;
-      flags.timeout_s = seconds;
-    } else if (arg == "--cluster") {
-      flags.cluster = *value;
-    } else if (arg == "--token-file") {
-      flags.connect.token_file = *value;
-    } else if (arg == "--tls-ca") {
-      flags.connect.tls_ca_file = *value;
-    }
+  if (parsed.positional.empty()) {
+    return usage("missing the program (an .hlo text file)");
   }
-  if (flags.cluster.empty() && (given.contains("--token-file") ||
-                                given.contains("--tls-ca"))) {
-    return UsageError{"--token-file and --tls-ca need --cluster HOST:PORT"};
+  flags.program_path = parsed.positional[0];
+  if (parsed.positional.size() > 1) {
+    return usage("unexpected argument '", parsed.positional[1],
+                 "' (the program is '", flags.program_path, "')");
   }
-  if (!flags.cluster.empty() && given.contains("--collective-timeout")) {
-    return UsageError{
-        "--collective-timeout applies to an embedded run: a cluster's "
-        "workers have their own (causeway worker --collective-timeout)"};
+  if (!parsed.Has("--partitions")) return usage("missing --partitions N");
+  CW_ASSIGN_OR_RETURN(flags.partitions,
+                      IntFlag(parsed, "--partitions", 0, 1,
+                              cluster::LocalCluster::kMaxDevices));
+  flags.output_dir = parsed.Get("--output-dir").value_or("");
+  if (flags.output_dir.empty()) return usage("missing --output-dir DIR");
+  flags.global = parsed.Has("--global");
+  if (auto it = parsed.values.find("--input"); it != parsed.values.end()) {
+    flags.inputs = it->second;
   }
-  if (flags.program_path.empty()) {
-    return UsageError{"missing the program (an .hlo text file)"};
+  if (auto it = parsed.values.find("--output-sharding");
+      it != parsed.values.end()) {
+    flags.output_shardings = it->second;
   }
-  if (!have_partitions) return UsageError{"missing --partitions N"};
-  if (flags.output_dir.empty()) return UsageError{"missing --output-dir DIR"};
   if (!flags.output_shardings.empty() && !flags.global) {
-    return UsageError{"--output-sharding only applies with --global"};
+    return usage("--output-sharding only applies with --global");
+  }
+  CW_ASSIGN_OR_RETURN(absl::Duration collective_timeout,
+                      SecondsFlag(parsed, "--collective-timeout",
+                                  absl::Seconds(flags.collective_timeout_s)));
+  flags.collective_timeout_s = absl::ToDoubleSeconds(collective_timeout);
+  if (parsed.Has("--timeout")) {
+    CW_ASSIGN_OR_RETURN(absl::Duration timeout,
+                        SecondsFlag(parsed, "--timeout", absl::ZeroDuration()));
+    flags.timeout_s = absl::ToDoubleSeconds(timeout);
+  }
+  flags.cluster = parsed.Get("--cluster").value_or("");
+  flags.connect.token_file = parsed.Get("--token-file").value_or("");
+  flags.connect.tls_ca_file = parsed.Get("--tls-ca").value_or("");
+  if (flags.cluster.empty() &&
+      (parsed.Has("--token-file") || parsed.Has("--tls-ca"))) {
+    return usage("--token-file and --tls-ca need --cluster HOST:PORT");
+  }
+  if (!flags.cluster.empty() && parsed.Has("--collective-timeout")) {
+    return usage(
+        "--collective-timeout applies to an embedded run: a cluster's "
+        "workers have their own (causeway worker --collective-timeout)");
   }
   return flags;
 }
@@ -873,19 +825,22 @@ RunResult RunProgram(const RunFlags& flags, RunWatch& watch, Runtime& runtime) {
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
-  auto parsed = ParseRunFlags(args);
-  if (std::holds_alternative<bool>(parsed)) {
+  absl::StatusOr<ParsedFlags> parsed = ParseFlags(args, RunFlagSpecs());
+  if (parsed.ok() && parsed->help) {
     std::fputs(kRunHelp, stdout);
     return kExitOk;
   }
-  if (auto* usage = std::get_if<UsageError>(&parsed)) {
+  absl::StatusOr<RunFlags> run_flags =
+      parsed.ok() ? RunFlagsOf(*parsed)
+                  : absl::StatusOr<RunFlags>(parsed.status());
+  if (!run_flags.ok()) {
     std::fprintf(stderr,
                  "causeway run: %s\nTry 'causeway run --help' for the "
                  "options.\n",
-                 usage->message.c_str());
+                 std::string(run_flags.status().message()).c_str());
     return kExitUsage;
   }
-  const RunFlags& flags = std::get<RunFlags>(parsed);
+  const RunFlags& flags = *run_flags;
   RunWatch watch;
   Runtime runtime;
   RunResult result;

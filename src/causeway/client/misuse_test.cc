@@ -7,15 +7,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "causeway/client/array.h"
 #include "causeway/client/executable.h"
-#include "causeway/client/fake_session_channel.h"
 #include "causeway/client/local_client.h"
 #include "causeway/client/program_trace.h"
 #include "causeway/client/session.h"
 #include "causeway/client/test_programs.h"
+#include "causeway/client/testing/fake_session_channel.h"
 #include "causeway/cluster/local_cluster.h"
-#include "absl/synchronization/notification.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/trace/events.h"
 #include "gmock/gmock.h"

@@ -7,8 +7,8 @@
 
 #include "causeway/client/array.h"
 #include "causeway/client/executable.h"
-#include "causeway/client/fake_session_channel.h"
 #include "causeway/client/test_programs.h"
+#include "causeway/client/testing/fake_session_channel.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -14,76 +14,13 @@
 namespace causeway::exec {
 namespace {
 
+using hlo::CollectiveGroupMode;
 using hlo::Literal;
 using hlo::Opcode;
 using hlo::PrimitiveType;
 using hlo::Shape;
 
 std::string Str(std::string_view s) { return std::string(s); }
-
-// Expands an iota replica-group list `[G,S]<=[dims]T(perm)`.
-std::vector<std::vector<int64_t>> ExpandIota(
-    const hlo::ReplicaGroups::Iota& iota) {
-  int64_t total = 1;
-  for (int64_t d : iota.reshape_dims) {
-    if (d < 0 || (d > 0 && total > (int64_t{1} << 24) / d)) return {};
-    total *= d;
-  }
-  std::vector<int64_t> perm = iota.transpose_perm;
-  const int64_t rank = static_cast<int64_t>(iota.reshape_dims.size());
-  if (perm.empty()) {
-    for (int64_t i = 0; i < rank; ++i) perm.push_back(i);
-  }
-  if (static_cast<int64_t>(perm.size()) != rank) return {};
-  for (int64_t axis : perm) {
-    if (axis < 0 || axis >= rank) return {};
-  }
-  // Transposed dims and the source strides they read.
-  std::vector<int64_t> src_strides = hlo::RowMajorStrides(iota.reshape_dims);
-  std::vector<int64_t> dims(rank), strides(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    dims[i] = iota.reshape_dims[perm[i]];
-    strides[i] = src_strides[perm[i]];
-  }
-  std::vector<int64_t> flat;
-  flat.reserve(total);
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t n = 0; n < total; ++n) {
-    int64_t value = 0;
-    for (int64_t i = 0; i < rank; ++i) value += index[i] * strides[i];
-    flat.push_back(value);
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      if (++index[i] < dims[i]) break;
-      index[i] = 0;
-    }
-  }
-  std::vector<std::vector<int64_t>> groups;
-  if (iota.group_size <= 0) return groups;
-  for (int64_t g = 0; g < iota.num_groups; ++g) {
-    const int64_t begin = g * iota.group_size;
-    if (begin + iota.group_size > total) break;
-    groups.emplace_back(flat.begin() + begin,
-                        flat.begin() + begin + iota.group_size);
-  }
-  return groups;
-}
-
-const std::vector<std::vector<int64_t>>& GroupsOf(
-    const hlo::ReplicaGroups& groups,
-    std::vector<std::vector<int64_t>>& storage) {
-  if (groups.groups.empty() && groups.iota.has_value()) {
-    storage = ExpandIota(*groups.iota);
-    return storage;
-  }
-  return groups.groups;
-}
-
-// Op kinds that carry the use_global_device_ids flag in XLA (the others
-// have no flag, which changes what a channel_id means).
-bool HasGlobalDeviceIdsFlag(Opcode opcode) {
-  return opcode == Opcode::kAllReduce || opcode == Opcode::kAllGather ||
-         opcode == Opcode::kReduceScatter;
-}
 
 enum class ReducerKind {
   kAdd,
@@ -304,18 +241,6 @@ std::string DescribeCollective(const CollectiveOp& op) {
                       ")");
 }
 
-CollectiveGroupMode GroupModeOf(const hlo::Instruction& instruction) {
-  if (!instruction.channel_id.has_value()) {
-    return CollectiveGroupMode::kCrossReplica;
-  }
-  if (!HasGlobalDeviceIdsFlag(instruction.opcode)) {
-    return CollectiveGroupMode::kCrossPartition;
-  }
-  return instruction.use_global_device_ids
-             ? CollectiveGroupMode::kFlattenedId
-             : CollectiveGroupMode::kCrossReplicaAndPartition;
-}
-
 absl::StatusOr<std::vector<int64_t>> GroupOf(const CollectiveOp& op) {
   if (op.instruction == nullptr) {
     return absl::InvalidArgumentError("collective without an instruction");
@@ -330,7 +255,7 @@ absl::StatusOr<std::vector<int64_t>> GroupOf(const CollectiveOp& op) {
         ", partition ", op.partition_id, ") is outside the device grid of ",
         replica_count, " replicas × ", num_partitions, " partitions"));
   }
-  const CollectiveGroupMode mode = GroupModeOf(*op.instruction);
+  const CollectiveGroupMode mode = hlo::GetCollectiveGroupMode(*op.instruction);
   // The id space the groups are written in, and my id in it.
   int64_t id_count = 0;
   int64_t my_id = 0;
@@ -349,8 +274,21 @@ absl::StatusOr<std::vector<int64_t>> GroupOf(const CollectiveOp& op) {
       my_id = op.device_index();
       break;
   }
-  std::vector<std::vector<int64_t>> storage;
-  const auto& groups = GroupsOf(op.instruction->replica_groups, storage);
+  // Groups written as an iota are expanded here; listed ones are read in
+  // place (this runs for every collective a program executes).
+  const hlo::ReplicaGroups& written = op.instruction->replica_groups;
+  std::vector<std::vector<int64_t>> expanded;
+  if (written.groups.empty() && written.iota.has_value()) {
+    absl::StatusOr<std::vector<std::vector<int64_t>>> from_iota =
+        hlo::ExpandReplicaGroups(written);
+    if (!from_iota.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          DescribeCollective(op), ": ", from_iota.status().message()));
+    }
+    expanded = *std::move(from_iota);
+  }
+  const std::vector<std::vector<int64_t>>& groups =
+      expanded.empty() ? written.groups : expanded;
   std::vector<int64_t> ids;
   if (groups.empty()) {
     for (int64_t i = 0; i < id_count; ++i) ids.push_back(i);

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/hlo/collective_groups.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
 
@@ -104,20 +105,6 @@ class Collectives {
 };
 
 // --- Semantics shared by implementations. ---
-
-// How the ids in replica_groups / source_target_pairs are read
-// (XLA's CollectiveOpGroupMode).
-enum class CollectiveGroupMode {
-  kCrossReplica,              // No channel_id: replica ids, my partition.
-  kCrossPartition,            // channel_id, op without the flag: partition
-                              // ids, my replica.
-  kCrossReplicaAndPartition,  // channel_id, use_global_device_ids=false on
-                              // an op with the flag: replica ids, every
-                              // partition of each replica in the group.
-  kFlattenedId,               // use_global_device_ids=true: device indices
-                              // replica × num_partitions + partition.
-};
-CollectiveGroupMode GroupModeOf(const hlo::Instruction& instruction);
 
 // The devices (grid indices, replica × num_partitions + partition) in the
 // caller's group, in group order; the caller is among them. InvalidArgument

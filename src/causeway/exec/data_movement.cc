@@ -23,6 +23,7 @@
 namespace causeway::exec {
 namespace {
 
+using hlo::IsPermutation;
 using hlo::PrimitiveType;
 using hlo::Shape;
 
@@ -44,31 +45,6 @@ absl::Status CheckSameType(const Instruction& instr, const Literal& operand) {
                                        instr.shape.ToString(false)));
   }
   return absl::OkStatus();
-}
-
-// True when `perm` is a permutation of 0..rank-1.
-bool IsPermutation(const std::vector<int64_t>& perm, int64_t rank) {
-  if (static_cast<int64_t>(perm.size()) != rank) return false;
-  std::vector<bool> seen(rank, false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[p]) return false;
-    seen[p] = true;
-  }
-  return true;
-}
-
-// True when the shape's layout stores elements in row-major order: the
-// dims of extent > 1 appear major to minor in increasing order (unit dims
-// may sit anywhere).
-bool PhysicalOrderIsRowMajor(const Shape& shape) {
-  const std::vector<int64_t> m2m = MinorToMajorOrDefault(shape);
-  int64_t previous = -1;
-  for (auto it = m2m.rbegin(); it != m2m.rend(); ++it) {
-    if (shape.dim(*it) == 1) continue;
-    if (*it < previous) return false;
-    previous = *it;
-  }
-  return true;
 }
 
 // Writes the transpose of row-major `src` (dims `in_dims`) into `dst`:
@@ -201,7 +177,7 @@ absl::StatusOr<Literal> EvalBitcast(const Instruction& instr,
     return Invalid(instr, absl::StrCat("invalid layout in ", in.ToString(),
                                        " -> ", out.ToString()));
   }
-  if (PhysicalOrderIsRowMajor(in) && PhysicalOrderIsRowMajor(out)) {
+  if (LayoutIsRowMajor(in) && LayoutIsRowMajor(out)) {
     return operand.WithShape(out);  // Same bytes in the same order.
   }
   const int64_t width = hlo::ByteWidth(in.type());

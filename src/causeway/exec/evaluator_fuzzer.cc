@@ -44,10 +44,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       causeway::exec::fuzz::SplitInput(
           std::string_view(reinterpret_cast<const char*>(data), size));
   absl::StatusOr<std::unique_ptr<Module>> module =
-      causeway::hlo::ParseModule(input.text);
-  if (!module.ok() || !causeway::hlo::VerifyModule(**module).ok() ||
-      !Runnable(**module)) {
-    return 0;
+      causeway::exec::fuzz::RunnableModule(input.text, Runnable);
+  if (!module.ok()) {
+    // Kept out of the corpus (libFuzzer's -1); a seed the replay test
+    // fails on (fuzz/replay_main.cc), which says why.
+    causeway::exec::fuzz::ReplayNote(module.status());
+    return -1;
   }
   absl::StatusOr<std::unique_ptr<causeway::exec::Evaluator>> evaluator =
       causeway::exec::Evaluator::Create(**module);

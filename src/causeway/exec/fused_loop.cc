@@ -24,6 +24,7 @@
 namespace causeway::exec {
 namespace {
 
+using hlo::IsPermutation;
 using hlo::Opcode;
 using hlo::PrimitiveType;
 using hlo::Shape;
@@ -46,32 +47,6 @@ bool ShapesAgree(const Shape& expected, const Shape& actual) {
 bool SameArray(const Shape& a, const Shape& b) {
   return a.IsArray() && b.IsArray() && a.type() == b.type() &&
          a.dims() == b.dims();
-}
-
-bool IsPermutation(const std::vector<int64_t>& perm, int64_t rank) {
-  if (static_cast<int64_t>(perm.size()) != rank) return false;
-  std::vector<bool> seen(rank, false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[p]) return false;
-    seen[p] = true;
-  }
-  return true;
-}
-
-// Whether the layout is a valid one that stores elements in row-major
-// order (dims of extent > 1 major to minor in increasing order), as
-// data_movement's bitcast decides whether it may share storage.
-bool LayoutIsRowMajor(const Shape& shape) {
-  const std::vector<int64_t>& m2m = shape.minor_to_major();
-  if (m2m.empty()) return true;
-  if (!IsPermutation(m2m, shape.rank())) return false;
-  int64_t previous = -1;
-  for (auto it = m2m.rbegin(); it != m2m.rend(); ++it) {
-    if (shape.dim(*it) == 1) continue;
-    if (*it < previous) return false;
-    previous = *it;
-  }
-  return true;
 }
 
 // Opcodes a fused program never runs: the evaluator owns them.

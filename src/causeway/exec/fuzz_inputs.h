@@ -7,11 +7,17 @@
 #define CAUSEWAY_EXEC_FUZZ_INPUTS_H_
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string_view>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/literal.h"
+#include "causeway/hlo/parser.h"
 #include "causeway/hlo/shape.h"
+#include "causeway/hlo/verifier.h"
 
 namespace causeway::exec::fuzz {
 
@@ -104,6 +110,31 @@ inline void Fill(hlo::Literal& literal, std::string_view pattern,
   if (literal.shape().type() == hlo::PrimitiveType::kPred) {
     for (int64_t i = 0; i < size; ++i) bytes[i] &= 1;
   }
+}
+
+// The module `text` holds, parsed and verified, if `runnable` says the
+// target runs it; else why not.
+inline absl::StatusOr<std::unique_ptr<hlo::Module>> RunnableModule(
+    std::string_view text, bool (*runnable)(const hlo::Module&)) {
+  absl::StatusOr<std::unique_ptr<hlo::Module>> module = hlo::ParseModule(text);
+  if (!module.ok()) return module.status();
+  if (absl::Status verified = hlo::VerifyModule(**module); !verified.ok()) {
+    return verified;
+  }
+  if (!runnable(**module)) {
+    return absl::FailedPreconditionError(
+        "not a program this target runs (see its opening comment)");
+  }
+  return module;
+}
+
+// Why an input was refused, on stderr, in the seed replay only (the
+// replay builds define CAUSEWAY_FUZZ_REPLAY); libFuzzer's own runs refuse
+// most mutations and stay quiet.
+inline void ReplayNote(const absl::Status& why) {
+#ifdef CAUSEWAY_FUZZ_REPLAY
+  std::fprintf(stderr, "%s\n", why.ToString().c_str());
+#endif
 }
 
 }  // namespace causeway::exec::fuzz

@@ -407,6 +407,23 @@ inline bool HasDefaultLayout(const hlo::Shape& shape) {
   return true;
 }
 
+// True when the layout is a valid one (absent, or a permutation of the
+// dims) that stores the elements in row-major order: the dims of extent > 1
+// appear major to minor in increasing order (unit dims may sit anywhere), so
+// a bitcast or a fused loop may read the buffer as row-major.
+inline bool LayoutIsRowMajor(const hlo::Shape& shape) {
+  const std::vector<int64_t>& m2m = shape.minor_to_major();
+  if (m2m.empty()) return true;
+  if (!hlo::IsPermutation(m2m, shape.rank())) return false;
+  int64_t previous = -1;
+  for (auto it = m2m.rbegin(); it != m2m.rend(); ++it) {
+    if (shape.dim(*it) == 1) continue;
+    if (*it < previous) return false;
+    previous = *it;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Strided block copy.
 //

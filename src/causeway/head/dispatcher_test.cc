@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "causeway/transport/fake_control_channel.h"
+#include "causeway/transport/testing/fake_control_channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "causeway/transport/fake_control_channel.h"
+#include "causeway/transport/testing/fake_control_channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "causeway/transport/fake_control_channel.h"
+#include "causeway/transport/testing/fake_control_channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

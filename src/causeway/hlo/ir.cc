@@ -25,6 +25,20 @@ std::string_view OpcodeName(Opcode opcode) {
   return "unknown";
 }
 
+std::string_view FftTypeName(FftType type) {
+  switch (type) {
+    case FftType::kFft:
+      return "FFT";
+    case FftType::kIfft:
+      return "IFFT";
+    case FftType::kRfft:
+      return "RFFT";
+    case FftType::kIrfft:
+      return "IRFFT";
+  }
+  return "FFT";
+}
+
 Opcode OpcodeFromName(std::string_view name) {
   for (const OpcodeEntry& entry : kOpcodes) {
     if (entry.name == name) return entry.opcode;

@@ -141,6 +141,8 @@ enum class RandomAlgorithm { kDefault, kThreeFry, kPhilox };
 // fft fft_type=: forward and inverse complex transforms, real-to-complex
 // (half spectrum) and its inverse.
 enum class FftType { kFft, kIfft, kRfft, kIrfft };
+// "FFT", "IFFT", "RFFT", "IRFFT": fft_type as XLA writes it.
+std::string_view FftTypeName(FftType type);
 
 // dot: which dims of each operand are batch and contracting dims.
 struct DotDimensionNumbers {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/status.h"
+#include "causeway/hlo/collective_groups.h"
 #include "causeway/hlo/float16.h"
 #include "causeway/hlo/literal.h"
 
@@ -146,36 +147,6 @@ bool MultiplyBounded(int64_t a, int64_t b, int64_t limit, int64_t* out) {
   if (a != 0 && b > limit / a) return false;
   *out = a * b;
   return *out <= limit;
-}
-
-// iota(prod(dims)) reshaped to `dims`, transposed by `perm` (empty:
-// identity), flattened.
-std::vector<int64_t> ExpandIota(const std::vector<int64_t>& dims,
-                                const std::vector<int64_t>& perm) {
-  int64_t total = 1;
-  for (int64_t d : dims) total *= d;
-  std::vector<int64_t> result;
-  result.reserve(static_cast<size_t>(total));
-  if (total == 0) return result;
-  size_t rank = dims.size();
-  std::vector<int64_t> strides = RowMajorStrides(dims);
-  std::vector<int64_t> out_dims(rank), out_strides(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    size_t source = perm.empty() ? i : static_cast<size_t>(perm[i]);
-    out_dims[i] = dims[source];
-    out_strides[i] = strides[source];
-  }
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t n = 0; n < total; ++n) {
-    int64_t value = 0;
-    for (size_t i = 0; i < rank; ++i) value += index[i] * out_strides[i];
-    result.push_back(value);
-    for (size_t i = rank; i-- > 0;) {
-      if (++index[i] < out_dims[i]) break;
-      index[i] = 0;
-    }
-  }
-  return result;
 }
 
 // A computation named by an instruction, resolved once all are parsed.
@@ -2040,13 +2011,13 @@ absl::StatusOr<ReplicaGroups> Parser::ParseReplicaGroups() {
     CW_ASSIGN_OR_RETURN(ReplicaGroups::Iota iota, ParseIota(true));
     CW_RETURN_IF_ERROR(
         ChargeExpansion(start, iota.num_groups * (iota.group_size + 4)));
-    std::vector<int64_t> ids =
-        ExpandIota(iota.reshape_dims, iota.transpose_perm);
-    for (int64_t g = 0; g < iota.num_groups; ++g) {
-      groups.groups.emplace_back(ids.begin() + g * iota.group_size,
-                                 ids.begin() + (g + 1) * iota.group_size);
-    }
     groups.iota = std::move(iota);
+    absl::StatusOr<std::vector<std::vector<int64_t>>> expanded =
+        ExpandReplicaGroups(groups);
+    if (!expanded.ok()) {
+      return ErrorAt(start, std::string(expanded.status().message()));
+    }
+    groups.groups = *std::move(expanded);
     return groups;
   }
   if (PeekWord() == "mesh") return ParseMeshReplicaGroups(start);
@@ -2143,7 +2114,11 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
                          absl::StrCat("mesh device_ids has ", count,
                                       " entries, the mesh has ", total));
         }
-        device_ids = ExpandIota(dims, perm);
+        absl::StatusOr<std::vector<int64_t>> ids = ExpandIota(dims, perm);
+        if (!ids.ok()) {
+          return ErrorAt(ids_pos, std::string(ids.status().message()));
+        }
+        device_ids = *std::move(ids);
       } else {
         do {
           CW_ASSIGN_OR_RETURN(int64_t id, ParseNonNegativeInt("device id"));
@@ -2258,7 +2233,12 @@ absl::StatusOr<ReplicaGroups> Parser::ParseMeshReplicaGroups(size_t start) {
     group_size *= reshape_dims[static_cast<size_t>(d)];
   }
   CW_RETURN_IF_ERROR(ChargeExpansion(start, total + 4 * (total / group_size)));
-  std::vector<int64_t> order = ExpandIota(reshape_dims, perm);
+  absl::StatusOr<std::vector<int64_t>> expanded =
+      ExpandIota(reshape_dims, perm);
+  if (!expanded.ok()) {
+    return ErrorAt(start, std::string(expanded.status().message()));
+  }
+  const std::vector<int64_t>& order = *expanded;
   ReplicaGroups groups;
   int64_t num_groups = total / group_size;
   for (int64_t g = 0; g < num_groups; ++g) {
@@ -2375,8 +2355,12 @@ absl::StatusOr<Sharding> Parser::ParseShardingAt(int depth) {
                          " devices but the tile assignment needs ", total));
       }
       CW_RETURN_IF_ERROR(ChargeExpansion(devices_pos, total));
-      sharding.tile_devices =
+      absl::StatusOr<std::vector<int64_t>> devices =
           ExpandIota(iota.reshape_dims, iota.transpose_perm);
+      if (!devices.ok()) {
+        return ErrorAt(devices_pos, std::string(devices.status().message()));
+      }
+      sharding.tile_devices = *std::move(devices);
       sharding.iota = std::move(iota);
     } else {
       do {

@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "causeway/hlo/collective_groups.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/shape.h"
 
@@ -44,7 +45,7 @@ inline constexpr int kMaxNestingDepth = 256;
 // Most elements one array shape may have.
 inline constexpr int64_t kMaxElementCount = int64_t{1} << 40;
 // Most devices an iota device list (sharding, replica groups) may expand to.
-inline constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
+inline constexpr int64_t kMaxIotaDevices = kMaxIotaIds;
 
 // Parses a whole module. If no computation is marked ENTRY, the last one is
 // the entry. Instructions get unique ids in order of appearance.

@@ -364,20 +364,6 @@ std::string_view RngAlgorithmText(RandomAlgorithm algorithm) {
   return "rng_default";
 }
 
-std::string_view FftTypeText(FftType type) {
-  switch (type) {
-    case FftType::kFft:
-      return "FFT";
-    case FftType::kIfft:
-      return "IFFT";
-    case FftType::kRfft:
-      return "RFFT";
-    case FftType::kIrfft:
-      return "IRFFT";
-  }
-  return "FFT";
-}
-
 std::string ComputationName(const Computation* computation) {
   return computation == nullptr ? "%<null>"
                                 : absl::StrCat("%", computation->name());
@@ -546,7 +532,7 @@ void AppendAttributes(const Instruction& inst, std::string* out) {
       attr("algorithm", RngAlgorithmText(inst.rng_algorithm));
       break;
     case Opcode::kFft:
-      attr("fft_type", FftTypeText(inst.fft_type));
+      attr("fft_type", FftTypeName(inst.fft_type));
       attr("fft_length", absl::StrCat("{", absl::StrJoin(inst.fft_length, ","),
                                       "}"));
       break;

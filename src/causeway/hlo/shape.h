@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -142,6 +143,10 @@ class Shape {
 
 // Row-major strides (in elements) for `dims`.
 std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims);
+
+// True when `perm` holds each of 0..rank-1 exactly once (a transpose's
+// permutation, a layout's minor_to_major).
+bool IsPermutation(std::span<const int64_t> perm, int64_t rank);
 
 }  // namespace causeway::hlo
 

@@ -93,20 +93,6 @@ bool AcceptsComplex(Opcode op) {
   }
 }
 
-std::string_view FftTypeName(FftType type) {
-  switch (type) {
-    case FftType::kFft:
-      return "FFT";
-    case FftType::kIfft:
-      return "IFFT";
-    case FftType::kRfft:
-      return "RFFT";
-    case FftType::kIrfft:
-      return "IRFFT";
-  }
-  return "?";
-}
-
 // Infers one instruction's shape. Holds the instruction for error messages.
 class Inferrer {
  public:
@@ -1983,17 +1969,6 @@ absl::StatusOr<Shape> InferShape(const Instruction& instr) {
 absl::StatusOr<Shape> InferShape(const Instruction& instr,
                                  const DeviceCounts& counts) {
   return Inferrer(instr, &counts).Infer();
-}
-
-CollectiveGroupMode GetCollectiveGroupMode(const Instruction& instr) {
-  if (!instr.channel_id.has_value()) return CollectiveGroupMode::kCrossReplica;
-  bool has_global_flag = instr.opcode == Opcode::kAllReduce ||
-                         instr.opcode == Opcode::kAllGather ||
-                         instr.opcode == Opcode::kReduceScatter;
-  if (!has_global_flag) return CollectiveGroupMode::kCrossPartition;
-  return instr.use_global_device_ids
-             ? CollectiveGroupMode::kFlattenedId
-             : CollectiveGroupMode::kCrossReplicaAndPartition;
 }
 
 std::optional<int64_t> CollectiveGroupSize(const Instruction& instr,

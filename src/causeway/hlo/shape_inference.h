@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "causeway/hlo/collective_groups.h"
 #include "causeway/hlo/ir.h"
 #include "causeway/hlo/shape.h"
 
@@ -47,19 +48,6 @@ absl::StatusOr<Shape> InferShape(const Instruction& instr,
 // the reverse. Used by shape inference and by the fft kernel.
 absl::StatusOr<Shape> InferFftShape(const Shape& operand, FftType type,
                                     const std::vector<int64_t>& fft_length);
-
-// How a collective's replica_groups ids are to be read (XLA's
-// CollectiveOpGroupMode, chosen by channel_id and use_global_device_ids).
-enum class CollectiveGroupMode {
-  kCrossReplica,              // No channel_id: replica ids.
-  kCrossPartition,            // channel_id, no flag: partition ids.
-  kCrossReplicaAndPartition,  // channel_id, use_global_device_ids=false on
-                              // all-reduce/all-gather/reduce-scatter:
-                              // replica ids, all partitions of each replica.
-  kFlattenedId,               // use_global_device_ids=true: ids are
-                              // replica * num_partitions + partition.
-};
-CollectiveGroupMode GetCollectiveGroupMode(const Instruction& instr);
 
 // The number of devices in each group of collective `instr`; nullopt when
 // it depends on device counts that are not given.

@@ -937,19 +937,6 @@ TEST_F(ShapeInferenceTest, CollectivePermuteKeepsShape) {
   EXPECT_EQ(Str(InferShape(*cp)), "f32[8,8]");
 }
 
-TEST_F(ShapeInferenceTest, GroupModeFollowsChannelAndGlobalIds) {
-  auto ar = Make(Opcode::kAllReduce, {});
-  EXPECT_EQ(GetCollectiveGroupMode(*ar), CollectiveGroupMode::kCrossReplica);
-  ar->channel_id = 3;
-  EXPECT_EQ(GetCollectiveGroupMode(*ar),
-            CollectiveGroupMode::kCrossReplicaAndPartition);
-  ar->use_global_device_ids = true;
-  EXPECT_EQ(GetCollectiveGroupMode(*ar), CollectiveGroupMode::kFlattenedId);
-  auto cp = Make(Opcode::kCollectivePermute, {});
-  cp->channel_id = 3;
-  EXPECT_EQ(GetCollectiveGroupMode(*cp), CollectiveGroupMode::kCrossPartition);
-}
-
 TEST_F(ShapeInferenceTest, GroupSizeFromIotaGroups) {
   auto ag = Make(Opcode::kAllGather, {});
   ag->channel_id = 1;

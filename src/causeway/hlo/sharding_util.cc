@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/status.h"
+#include "causeway/hlo/collective_groups.h"
 
 namespace causeway::hlo {
 namespace {
@@ -32,44 +33,6 @@ std::string Describe(const Sharding& sharding) {
           "}");
   }
   return "sharding";
-}
-
-// Expands an iota device list: iota(prod(dims)) reshaped to `dims`,
-// transposed by `perm`, flattened.
-std::vector<int64_t> IotaDevices(const ReplicaGroups::Iota& iota) {
-  const int64_t rank = static_cast<int64_t>(iota.reshape_dims.size());
-  std::vector<int64_t> perm = iota.transpose_perm;
-  if (perm.empty()) {
-    for (int64_t i = 0; i < rank; ++i) perm.push_back(i);
-  }
-  if (static_cast<int64_t>(perm.size()) != rank) return {};
-  // Nonsense or absurdly large lists expand to nothing; the caller then
-  // reports that the device count does not fit.
-  int64_t total = 1;
-  for (int64_t d : iota.reshape_dims) {
-    if (d < 0 || (d > 0 && total > (int64_t{1} << 24) / d)) return {};
-    total *= d;
-  }
-  std::vector<int64_t> src_strides = RowMajorStrides(iota.reshape_dims);
-  std::vector<int64_t> dims(rank), strides(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= rank) return {};
-    dims[i] = iota.reshape_dims[perm[i]];
-    strides[i] = src_strides[perm[i]];
-  }
-  std::vector<int64_t> out;
-  out.reserve(total);
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t n = 0; n < total; ++n) {
-    int64_t value = 0;
-    for (int64_t i = 0; i < rank; ++i) value += index[i] * strides[i];
-    out.push_back(value);
-    for (int64_t i = rank - 1; i >= 0; --i) {
-      if (++index[i] < dims[i]) break;
-      index[i] = 0;
-    }
-  }
-  return out;
 }
 
 // Copies the block `extent` at `src_offsets` of `src` (dims `src_dims`) to
@@ -152,7 +115,13 @@ absl::StatusOr<Tiling> CheckTiling(const Sharding& sharding,
   }
   std::vector<int64_t> devices = sharding.tile_devices;
   if (devices.empty() && sharding.iota.has_value()) {
-    devices = IotaDevices(*sharding.iota);
+    absl::StatusOr<std::vector<int64_t>> expanded =
+        ExpandIota(sharding.iota->reshape_dims, sharding.iota->transpose_perm);
+    if (!expanded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sharding ", Describe(sharding), ": ", expanded.status().message()));
+    }
+    devices = *std::move(expanded);
   }
   int64_t tile_count = 1;
   for (int64_t t : tile_dims) {

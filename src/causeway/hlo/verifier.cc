@@ -8,13 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/status.h"
+#include "causeway/hlo/collective_groups.h"
 #include "causeway/hlo/custom_call.h"
 #include "causeway/hlo/shape_inference.h"
 
 namespace causeway::hlo {
 namespace {
-
-constexpr int64_t kMaxExpandedIds = int64_t{1} << 20;
 
 // "instruction 'x' (line L)", as InferShape writes it.
 std::string Where(const Instruction& instr) {
@@ -312,74 +311,6 @@ class ModuleVerifier {
 };
 
 }  // namespace
-
-absl::StatusOr<std::vector<std::vector<int64_t>>> ExpandReplicaGroups(
-    const ReplicaGroups& groups) {
-  if (!groups.groups.empty() || !groups.iota.has_value()) {
-    return groups.groups;
-  }
-  const ReplicaGroups::Iota& iota = *groups.iota;
-  if (iota.num_groups < 1 || iota.group_size < 1 ||
-      iota.num_groups > kMaxExpandedIds || iota.group_size > kMaxExpandedIds ||
-      iota.num_groups * iota.group_size > kMaxExpandedIds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iota replica groups [", iota.num_groups, ",",
-                     iota.group_size, "] are empty or too large"));
-  }
-  const int64_t total = iota.num_groups * iota.group_size;
-  std::vector<int64_t> dims = iota.reshape_dims;
-  if (dims.empty()) dims = {total};
-  int64_t product = 1;
-  for (int64_t d : dims) {
-    if (d < 1 || d > total) {
-      product = -1;
-      break;
-    }
-    product *= d;
-    if (product > total) break;
-  }
-  if (product != total) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "iota replica groups reshape dims do not multiply to ", total));
-  }
-  const size_t rank = dims.size();
-  std::vector<int64_t> perm = iota.transpose_perm;
-  if (perm.empty()) {
-    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(i));
-  }
-  std::vector<bool> used(rank, false);
-  bool valid = perm.size() == rank;
-  for (size_t i = 0; valid && i < rank; ++i) {
-    valid =
-        perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !used[perm[i]];
-    if (valid) used[perm[i]] = true;
-  }
-  if (!valid) {
-    return absl::InvalidArgumentError(
-        "iota replica groups transpose is not a permutation of the reshape "
-        "dims");
-  }
-  // Element k of the transposed array is iota value sum(index[perm[j]] *
-  // stride[perm[j]]) for the multi-index of k over the transposed dims.
-  std::vector<int64_t> strides = RowMajorStrides(dims);
-  std::vector<int64_t> out_dims(rank), out_strides(rank);
-  for (size_t j = 0; j < rank; ++j) {
-    out_dims[j] = dims[perm[j]];
-    out_strides[j] = strides[perm[j]];
-  }
-  std::vector<int64_t> index(rank, 0);
-  std::vector<std::vector<int64_t>> result(iota.num_groups);
-  for (int64_t k = 0; k < total; ++k) {
-    int64_t value = 0;
-    for (size_t j = 0; j < rank; ++j) value += index[j] * out_strides[j];
-    result[k / iota.group_size].push_back(value);
-    for (int64_t j = static_cast<int64_t>(rank) - 1; j >= 0; --j) {
-      if (++index[j] < out_dims[j]) break;
-      index[j] = 0;
-    }
-  }
-  return result;
-}
 
 absl::Status VerifyModule(const Module& module) {
   return ModuleVerifier(module).Run();

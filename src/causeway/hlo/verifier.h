@@ -38,13 +38,6 @@ namespace causeway::hlo {
 
 absl::Status VerifyModule(const Module& module);
 
-// The groups of `groups` as lists of ids: the explicit groups, or the iota
-// form expanded when only it is given. Empty means one group of everyone.
-// InvalidArgument for an iota form that is inconsistent or expands to more
-// than 2^20 ids.
-absl::StatusOr<std::vector<std::vector<int64_t>>> ExpandReplicaGroups(
-    const ReplicaGroups& groups);
-
 }  // namespace causeway::hlo
 
 #endif  // CAUSEWAY_HLO_VERIFIER_H_

@@ -442,39 +442,6 @@ TEST_F(VerifierStructureTest, BuiltInstructionsWithoutLinesOmitThem) {
             "unsupported op 'cholesky' (instruction 'f')");
 }
 
-// ---- Iota replica groups -------------------------------------------------
-
-TEST(ExpandReplicaGroupsTest, ExpandsTransposedIota) {
-  ReplicaGroups groups;
-  groups.iota = ReplicaGroups::Iota{2, 4, {4, 2}, {1, 0}};
-  absl::StatusOr<std::vector<std::vector<int64_t>>> expanded =
-      ExpandReplicaGroups(groups);
-  ASSERT_TRUE(expanded.ok()) << expanded.status();
-  EXPECT_EQ(*expanded,
-            (std::vector<std::vector<int64_t>>{{0, 2, 4, 6}, {1, 3, 5, 7}}));
-}
-
-TEST(ExpandReplicaGroupsTest, ExpandsXlaDocumentedExample) {
-  // [2,10]<=[4,5]T(1,0) from XLA's collective_device_list_test.
-  ReplicaGroups groups;
-  groups.iota = ReplicaGroups::Iota{2, 10, {4, 5}, {1, 0}};
-  absl::StatusOr<std::vector<std::vector<int64_t>>> expanded =
-      ExpandReplicaGroups(groups);
-  ASSERT_TRUE(expanded.ok()) << expanded.status();
-  EXPECT_EQ((*expanded)[0],
-            (std::vector<int64_t>{0, 5, 10, 15, 1, 6, 11, 16, 2, 7}));
-  EXPECT_EQ((*expanded)[1],
-            (std::vector<int64_t>{12, 17, 3, 8, 13, 18, 4, 9, 14, 19}));
-}
-
-TEST(ExpandReplicaGroupsTest, RejectsInconsistentIota) {
-  ReplicaGroups groups;
-  groups.iota = ReplicaGroups::Iota{2, 4, {3, 2}, {}};
-  EXPECT_FALSE(ExpandReplicaGroups(groups).ok());
-  groups.iota = ReplicaGroups::Iota{2, 4, {4, 2}, {0, 0}};
-  EXPECT_FALSE(ExpandReplicaGroups(groups).ok());
-}
-
 // ---- Real JAX modules ----------------------------------------------------
 
 std::filesystem::path TestdataDir() {

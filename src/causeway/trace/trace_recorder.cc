@@ -3,67 +3,27 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 
 namespace causeway::trace {
 namespace {
 
-// A JSON string literal. Bytes outside printable ASCII are escaped, so the
-// output is valid JSON (and ASCII) whatever the names contain.
-std::string Quote(std::string_view text) {
-  // Most names need no escape: one copy.
-  bool plain = true;
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) {
-      plain = false;
-      break;
-    }
-  }
-  if (plain) {
-    std::string out;
-    out.reserve(text.size() + 2);
-    out += '"';
-    out.append(text);
-    out += '"';
-    return out;
-  }
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
+using Json = nlohmann::json;
 
-// `value` (microseconds) with three decimals, rounded to the nanosecond,
-// without printf's floating-point formatting: events are recorded on device
-// threads, and printf's exact decimal conversion cost more than the rest of
-// the recording.
-std::string Number(double value) {
-  const int64_t thousandths = std::llround(value * 1000);
-  const uint64_t magnitude = thousandths < 0
-                                 ? -static_cast<uint64_t>(thousandths)
-                                 : static_cast<uint64_t>(thousandths);
-  return absl::StrCat(thousandths < 0 ? "-" : "", magnitude / 1000, ".",
-                      absl::Dec(magnitude % 1000, absl::kZeroPad3));
+// Microseconds with three decimals (the nanosecond): what the viewers read.
+double Rounded(double micros) { return std::round(micros * 1000) / 1000; }
+
+// One trace event per line. Names are UTF-8 as the user wrote them; bytes
+// that are not UTF-8 become U+FFFD rather than an invalid document.
+void AppendEvent(const Json& event, std::string& out) {
+  if (!out.empty() && out.back() != '[') out += ",";
+  out += "\n";
+  out += event.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 std::string StatusText(const absl::Status& status) {
@@ -141,46 +101,134 @@ void TraceRecorder::OpFinished(const OpEvent& event,
   AddLocked(std::move(op));
 }
 
-std::string TraceRecorder::ToJson(const Entry& entry) const {
-  if (const auto* json = std::get_if<std::string>(&entry)) return *json;
+void TraceRecorder::AppendJson(const Entry& entry, std::string& out) const {
   if (const auto* launch = std::get_if<LaunchEvent>(&entry)) {
-    std::vector<int64_t> devices;
+    Json devices = Json::array();
     for (DeviceId device : launch->devices) devices.push_back(device.value());
-    return absl::StrCat(
-        "{\"name\":", Quote(launch->program),
-        ",\"cat\":\"launch\",\"ph\":\"i\",\"s\":\"t\",\"pid\":", kHeadPid,
-        ",\"tid\":", launch->island.value(),
-        ",\"ts\":", Number(Micros(launch->time)),
-        ",\"args\":{\"session\":", Quote(launch->session_name),
-        ",\"seq\":", launch->seq, ",\"devices\":[",
-        absl::StrJoin(devices, ","), "]}}");
+    AppendEvent({{"name", launch->program},
+                 {"cat", "launch"},
+                 {"ph", "i"},
+                 {"s", "t"},
+                 {"pid", kHeadPid},
+                 {"tid", launch->island.value()},
+                 {"ts", Rounded(Micros(launch->time))},
+                 {"args",
+                  {{"session", launch->session_name},
+                   {"seq", launch->seq},
+                   {"devices", std::move(devices)}}}},
+                out);
+    return;
+  }
+  if (const auto* wait = std::get_if<FinishedWait>(&entry)) {
+    const WaitEvent& event = wait->event;
+    const double begin = Micros(wait->started);
+    AppendEvent({{"name", WaitName(event.reason)},
+                 {"cat", "wait"},
+                 {"ph", "X"},
+                 {"pid", event.host.value()},
+                 {"tid", event.device.value()},
+                 {"ts", Rounded(begin)},
+                 {"dur", Rounded(Micros(event.time) - begin)},
+                 {"args",
+                  {{"program", event.program},
+                   {"seq", event.seq},
+                   {"detail", event.detail}}}},
+                out);
+    return;
+  }
+  if (const auto* transfer = std::get_if<FinishedTransfer>(&entry)) {
+    const TransferEvent& event = transfer->event;
+    const double begin = Rounded(Micros(transfer->started));
+    const double dur = Rounded(Micros(event.time) - Micros(transfer->started));
+    const int64_t src_tid = kTransferTidOffset + event.source_device.value();
+    const int64_t dst_tid =
+        kTransferTidOffset + event.destination_device.value();
+    const Json args = {{"bytes", event.bytes},
+                       {"what", event.description},
+                       {"status", StatusText(transfer->status)}};
+    AppendEvent({{"name", "send"},
+                 {"cat", "transfer"},
+                 {"ph", "X"},
+                 {"pid", event.source_host.value()},
+                 {"tid", src_tid},
+                 {"ts", begin},
+                 {"dur", dur},
+                 {"args", args}},
+                out);
+    AppendEvent({{"name", "recv"},
+                 {"cat", "transfer"},
+                 {"ph", "X"},
+                 {"pid", event.destination_host.value()},
+                 {"tid", dst_tid},
+                 {"ts", begin},
+                 {"dur", dur},
+                 {"args", args}},
+                out);
+    // A flow arrow from the send to the receive.
+    AppendEvent({{"name", "transfer"},
+                 {"cat", "transfer"},
+                 {"ph", "s"},
+                 {"id", event.transfer_id},
+                 {"pid", event.source_host.value()},
+                 {"tid", src_tid},
+                 {"ts", begin}},
+                out);
+    AppendEvent({{"name", "transfer"},
+                 {"cat", "transfer"},
+                 {"ph", "f"},
+                 {"bp", "e"},
+                 {"id", event.transfer_id},
+                 {"pid", event.destination_host.value()},
+                 {"tid", dst_tid},
+                 {"ts", begin}},
+                out);
+    return;
+  }
+  if (const auto* host = std::get_if<HostEvent>(&entry)) {
+    AppendEvent(
+        {{"name", absl::StrCat("host ", host->host.value(), ": ", host->what)},
+         {"cat", "host"},
+         {"ph", "i"},
+         {"s", "g"},
+         {"pid", host->host.value()},
+         {"tid", 0},
+         {"ts", Rounded(Micros(host->time))}},
+        out);
+    return;
   }
   const FinishedOp& op = std::get<FinishedOp>(entry);
   const OpEvent& event = op.event;
-  std::string args = absl::StrCat(
-      "{\"session\":", Quote(event.session_name), ",\"seq\":", event.seq,
-      ",\"partition\":", Quote(absl::StrCat(event.partition, "/",
-                                            event.num_partitions)),
-      ",\"status\":", Quote(StatusText(op.status)));
+  Json args = {
+      {"session", event.session_name},
+      {"seq", event.seq},
+      {"partition", absl::StrCat(event.partition, "/", event.num_partitions)},
+      {"status", StatusText(op.status)}};
   if (op.queued.has_value()) {
-    absl::StrAppend(&args, ",\"queued_us\":",
-                    Number(absl::ToDoubleMicroseconds(*op.queued)));
+    args["queued_us"] = Rounded(absl::ToDoubleMicroseconds(*op.queued));
   }
-  args += "}";
   if (!op.started.has_value()) {
     // Never ran: its inputs failed, or its host lost a peer.
-    return absl::StrCat(
-        "{\"name\":", Quote(absl::StrCat(event.program, " (not run)")),
-        ",\"cat\":\"op\",\"ph\":\"i\",\"s\":\"t\",\"pid\":", event.host.value(),
-        ",\"tid\":", event.device.value(),
-        ",\"ts\":", Number(Micros(event.time)), ",\"args\":", args, "}");
+    AppendEvent({{"name", absl::StrCat(event.program, " (not run)")},
+                 {"cat", "op"},
+                 {"ph", "i"},
+                 {"s", "t"},
+                 {"pid", event.host.value()},
+                 {"tid", event.device.value()},
+                 {"ts", Rounded(Micros(event.time))},
+                 {"args", std::move(args)}},
+                out);
+    return;
   }
   const double begin = Micros(*op.started);
-  return absl::StrCat(
-      "{\"name\":", Quote(event.program),
-      ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":", event.host.value(),
-      ",\"tid\":", event.device.value(), ",\"ts\":", Number(begin), ",\"dur\":",
-      Number(Micros(event.time) - begin), ",\"args\":", args, "}");
+  AppendEvent({{"name", event.program},
+               {"cat", "op"},
+               {"ph", "X"},
+               {"pid", event.host.value()},
+               {"tid", event.device.value()},
+               {"ts", Rounded(begin)},
+               {"dur", Rounded(Micros(event.time) - begin)},
+               {"args", std::move(args)}},
+              out);
 }
 
 void TraceRecorder::WaitStarted(const WaitEvent& event) {
@@ -198,16 +246,10 @@ void TraceRecorder::WaitFinished(const WaitEvent& event) {
   auto it = waiting_.find(
       {event.device.value(), event.seq, static_cast<int>(event.reason)});
   if (it == waiting_.end()) return;
-  const double begin = Micros(it->second);
+  const absl::Time started = it->second;
   waiting_.erase(it);
   NoteTrackLocked(event.host.value(), event.device.value());
-  AddLocked(absl::StrCat(
-      "{\"name\":", Quote(WaitName(event.reason)),
-      ",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":", event.host.value(),
-      ",\"tid\":", event.device.value(), ",\"ts\":", Number(begin),
-      ",\"dur\":", Number(Micros(event.time) - begin),
-      ",\"args\":{\"program\":", Quote(event.program), ",\"seq\":", event.seq,
-      ",\"detail\":", Quote(event.detail), "}}"));
+  AddLocked(FinishedWait{event, started});
 }
 
 void TraceRecorder::TransferStarted(const TransferEvent& event) {
@@ -225,43 +267,16 @@ void TraceRecorder::TransferFinished(const TransferEvent& event,
   auto it = transfers_.find(event.transfer_id);
   const absl::Time start = it != transfers_.end() ? it->second : event.time;
   if (it != transfers_.end()) transfers_.erase(it);
-  const double begin = Micros(start);
-  const double dur = Micros(event.time) - begin;
-  const int64_t src_tid = kTransferTidOffset + event.source_device.value();
-  const int64_t dst_tid = kTransferTidOffset + event.destination_device.value();
-  const std::string args = absl::StrCat(
-      "{\"bytes\":", event.bytes, ",\"what\":", Quote(event.description),
-      ",\"status\":", Quote(StatusText(status)), "}");
-  NoteTrackLocked(event.source_host.value(), src_tid);
-  NoteTrackLocked(event.destination_host.value(), dst_tid);
-  AddLocked(absl::StrCat(
-      "{\"name\":\"send\",\"cat\":\"transfer\",\"ph\":\"X\",\"pid\":",
-      event.source_host.value(), ",\"tid\":", src_tid, ",\"ts\":",
-      Number(begin), ",\"dur\":", Number(dur), ",\"args\":", args, "}"));
-  AddLocked(absl::StrCat(
-      "{\"name\":\"recv\",\"cat\":\"transfer\",\"ph\":\"X\",\"pid\":",
-      event.destination_host.value(), ",\"tid\":", dst_tid, ",\"ts\":",
-      Number(begin), ",\"dur\":", Number(dur), ",\"args\":", args, "}"));
-  // A flow arrow from the send to the receive.
-  AddLocked(absl::StrCat(
-      "{\"name\":\"transfer\",\"cat\":\"transfer\",\"ph\":\"s\",\"id\":",
-      event.transfer_id, ",\"pid\":", event.source_host.value(),
-      ",\"tid\":", src_tid, ",\"ts\":", Number(begin), "}"));
-  AddLocked(absl::StrCat(
-      "{\"name\":\"transfer\",\"cat\":\"transfer\",\"ph\":\"f\",\"bp\":\"e\","
-      "\"id\":",
-      event.transfer_id, ",\"pid\":", event.destination_host.value(),
-      ",\"tid\":", dst_tid, ",\"ts\":", Number(begin), "}"));
+  NoteTrackLocked(event.source_host.value(),
+                  kTransferTidOffset + event.source_device.value());
+  NoteTrackLocked(event.destination_host.value(),
+                  kTransferTidOffset + event.destination_device.value());
+  AddLocked(FinishedTransfer{event, status, start});
 }
 
 void TraceRecorder::HostStateChanged(const HostEvent& event) {
   absl::MutexLock lock(&mu_);
-  AddLocked(absl::StrCat(
-      "{\"name\":", Quote(absl::StrCat("host ", event.host.value(), ": ",
-                                       event.what)),
-      ",\"cat\":\"host\",\"ph\":\"i\",\"s\":\"g\",\"pid\":",
-      event.host.value(), ",\"tid\":0,\"ts\":", Number(Micros(event.time)),
-      "}"));
+  AddLocked(event);
 }
 
 absl::StatusOr<std::string> TraceRecorder::ExportChromeTrace() {
@@ -288,20 +303,18 @@ absl::StatusOr<std::string> TraceRecorder::ExportChromeTraceSince(
     dropped = dropped_;
     tracks = tracks_;
   }
-  std::string out = "{\"traceEvents\":[\n";
-  bool first = true;
-  auto add = [&](const std::string& json) {
-    if (!first) out += ",\n";
-    first = false;
-    out += json;
-  };
+  std::string out = "{\"traceEvents\":[";
   std::set<int64_t> pids;
   for (const auto& [pid, tid] : tracks) pids.insert(pid);
   for (int64_t pid : pids) {
     const std::string name =
         pid == kHeadPid ? "head" : absl::StrCat("host ", pid);
-    add(absl::StrCat("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
-                     ",\"tid\":0,\"args\":{\"name\":", Quote(name), "}}"));
+    AppendEvent({{"name", "process_name"},
+                 {"ph", "M"},
+                 {"pid", pid},
+                 {"tid", 0},
+                 {"args", {{"name", name}}}},
+                out);
   }
   for (const auto& [pid, tid] : tracks) {
     std::string name;
@@ -316,14 +329,20 @@ absl::StatusOr<std::string> TraceRecorder::ExportChromeTraceSince(
       name = absl::StrCat("device ", tid);
       sort = 2 * tid;
     }
-    add(absl::StrCat("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
-                     ",\"tid\":", tid, ",\"args\":{\"name\":", Quote(name),
-                     "}}"));
-    add(absl::StrCat("{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":",
-                     pid, ",\"tid\":", tid, ",\"args\":{\"sort_index\":",
-                     sort, "}}"));
+    AppendEvent({{"name", "thread_name"},
+                 {"ph", "M"},
+                 {"pid", pid},
+                 {"tid", tid},
+                 {"args", {{"name", name}}}},
+                out);
+    AppendEvent({{"name", "thread_sort_index"},
+                 {"ph", "M"},
+                 {"pid", pid},
+                 {"tid", tid},
+                 {"args", {{"sort_index", sort}}}},
+                out);
   }
-  for (const Entry& event : events) add(ToJson(event));
+  for (const Entry& event : events) AppendJson(event, out);
   absl::StrAppend(&out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{",
                   "\"dropped_events\":", dropped, "}}\n");
   return out;

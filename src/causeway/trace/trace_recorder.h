@@ -88,21 +88,31 @@ class TraceRecorder final : public EventSink {
   // (device, seq, reason).
   using WaitKey = std::tuple<int64_t, uint64_t, int>;
 
-  // The two events every launch records (the head records every launch,
-  // and replays every op of its workers) are kept as they came and written
-  // as JSON only when the trace is exported: recording one costs a copy.
+  // Events are kept as they came and written as JSON (nlohmann-json) only
+  // when the trace is exported, outside the lock: recording one costs a
+  // copy, and never waits for a formatting.
   struct FinishedOp {
     OpEvent event;
     absl::Status status;
     std::optional<absl::Time> started;  // Empty: it never ran.
     std::optional<absl::Duration> queued;
   };
-  // A finished event: a JSON object, or one of those to format.
-  using Entry = std::variant<std::string, FinishedOp, LaunchEvent>;
+  struct FinishedWait {
+    WaitEvent event;
+    absl::Time started;
+  };
+  struct FinishedTransfer {
+    TransferEvent event;
+    absl::Status status;
+    absl::Time started;
+  };
+  using Entry = std::variant<FinishedOp, FinishedWait, FinishedTransfer,
+                             LaunchEvent, HostEvent>;
 
   // Microseconds since `epoch_`.
   double Micros(absl::Time time) const;
-  std::string ToJson(const Entry& entry) const;
+  // Appends the trace events `entry` stands for to `out`, one per line.
+  void AppendJson(const Entry& entry, std::string& out) const;
   // Appends one finished event, dropping the oldest when full.
   void AddLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteTrackLocked(int64_t pid, int64_t tid)

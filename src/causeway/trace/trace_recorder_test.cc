@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "causeway/base/logging.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace causeway::trace {
 namespace {
@@ -337,6 +338,46 @@ TEST_F(TraceRecorderTest, KeepsOnlyTheNewestEventsAndCountsTheRest) {
   std::vector<const Json*> ops = Events(*trace, "X");
   ASSERT_EQ(ops.size(), 4u);
   EXPECT_EQ(ops[0]->Get("args")->Get("seq")->number, 6);  // Oldest kept.
+}
+
+TEST_F(TraceRecorderTest, NonAsciiProgramNamesComeBackAsWritten) {
+  // UTF-8 of two, three and four bytes a character, read back by a JSON
+  // library that decodes the text as UTF-8.
+  const std::string program = "\u0448\u0430\u0433 \u5b66\u4e60 \U0001F680";
+  OpEvent op = Op(1, 4, t0_);
+  op.program = program;
+  op.session_name = "s\u00e9ance";
+  recorder_.OpStarted(op);
+  op.time += absl::Microseconds(5);
+  recorder_.OpFinished(op, absl::OkStatus());
+  absl::StatusOr<std::string> text = recorder_.ExportChromeTrace();
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json trace = nlohmann::json::parse(*text);
+  std::vector<nlohmann::json> ops;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] == "X") ops.push_back(event);
+  }
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]["name"].get<std::string>(), program);
+  EXPECT_EQ(ops[0]["args"]["session"].get<std::string>(), "s\u00e9ance");
+}
+
+TEST_F(TraceRecorderTest, BytesThatAreNotUtf8StillExportValidJson) {
+  OpEvent op = Op(0, 1, t0_);
+  op.program = "step\xff\xfe";
+  recorder_.OpStarted(op);
+  recorder_.OpFinished(op, absl::OkStatus());
+  absl::StatusOr<std::string> text = recorder_.ExportChromeTrace();
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json trace = nlohmann::json::parse(*text);
+  bool found = false;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    found = true;
+    // Each invalid byte is U+FFFD (EF BF BD).
+    EXPECT_EQ(event["name"].get<std::string>(), "step\xef\xbf\xbd\xef\xbf\xbd");
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(TraceRecorderTest, AnEmptyRecorderExportsAnEmptyValidTrace) {

@@ -730,15 +730,10 @@ grpc::Status GrpcWorkerServer::PullShard(
   if (!value.ok()) return ToGrpcStatus(value.status());
   wire::ShardData message;
   *message.mutable_header()->mutable_value() = ValueHeaderOf(*value);
-  if (!writer->Write(message)) {
+  if (!WriteValueStream(*writer, message, *value)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the pull broke");
   }
-  absl::Status sent = ForEachValueChunk(*value, [&](std::string_view bytes) {
-    message.mutable_chunk()->set_data(bytes.data(), bytes.size());
-    return writer->Write(message) ? absl::OkStatus()
-                                  : absl::CancelledError("the pull broke");
-  });
-  return ToGrpcStatus(sent);
+  return grpc::Status::OK;
 }
 
 grpc::Status GrpcWorkerServer::PushShard(

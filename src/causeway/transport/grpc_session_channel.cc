@@ -448,16 +448,7 @@ void GrpcSessionChannel::Upload(uint64_t host_buffer, hlo::Literal value) {
   wire::HostBufferPutResponse response;
   std::unique_ptr<grpc::ClientWriter<wire::HostBufferPut>> writer =
       connection_->bulk().PutHostBuffer(&context, &response);
-  bool written = writer->Write(message);
-  if (written) {
-    written = ForEachValueChunk(value, [&](std::string_view bytes) {
-                message.mutable_chunk()->set_data(bytes.data(), bytes.size());
-                return writer->Write(message)
-                           ? absl::OkStatus()
-                           : absl::UnavailableError("the upload broke");
-              }).ok();
-  }
-  if (written) writer->WritesDone();
+  if (WriteValueStream(*writer, message, value)) writer->WritesDone();
   grpc::Status status = writer->Finish();
   {
     absl::MutexLock lock(&mu_);

@@ -721,17 +721,10 @@ grpc::Status GrpcSessionServer::GetHostBuffer(
   if (!value.ok()) return ToGrpcStatus(value.status());
   wire::HostBufferData message;
   *message.mutable_header() = ValueHeaderOf(*value);
-  if (!writer->Write(message)) {
+  if (!WriteValueStream(*writer, message, *value)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the download broke");
   }
-  absl::Status sent = ForEachValueChunk(*value, [&](std::string_view bytes) {
-    message.mutable_chunk()->set_data(bytes.data(), bytes.size());
-    if (!writer->Write(message)) {
-      return absl::CancelledError("the download broke");
-    }
-    return absl::OkStatus();
-  });
-  return ToGrpcStatus(sent);
+  return grpc::Status::OK;
 }
 
 grpc::Status GrpcSessionServer::GetClusterStatus(

@@ -695,16 +695,7 @@ void GrpcWorkerAgent::Push(uint64_t id, const hlo::Literal& value) {
   header->set_incarnation(incarnation_);
   header->set_command(id);
   *header->mutable_value() = ValueHeaderOf(value);
-  bool written = writer->Write(message);
-  if (written) {
-    written = ForEachValueChunk(value, [&](std::string_view bytes) {
-                message.mutable_chunk()->set_data(bytes.data(), bytes.size());
-                return writer->Write(message)
-                           ? absl::OkStatus()
-                           : absl::UnavailableError("the push broke");
-              }).ok();
-  }
-  if (written) writer->WritesDone();
+  if (WriteValueStream(*writer, message, value)) writer->WritesDone();
   grpc::Status status = writer->Finish();
   {
     absl::MutexLock lock(&mu_);

@@ -15,8 +15,9 @@
 //
 // Values (array bytes) larger than kInlineValueBytes never ride a message
 // of their own: they travel in chunks on the bulk calls (ValueHeader, then
-// Chunks of at most kChunkBytes), written by ForEachValueChunk and read back
-// by ValueAssembler. Smaller ones come whole inside an answer (InlineValue).
+// Chunks of at most kChunkBytes), written by WriteValueStream
+// (ForEachValueChunk) and read back by ValueAssembler. Smaller ones come
+// whole inside an answer (InlineValue).
 #ifndef CAUSEWAY_TRANSPORT_WIRE_CONVERT_H_
 #define CAUSEWAY_TRANSPORT_WIRE_CONVERT_H_
 
@@ -139,6 +140,26 @@ void ToWire(const hlo::Literal& value, wire::InlineValue* out);
 absl::StatusOr<hlo::Literal> FromWire(const wire::InlineValue& value,
                                       const WireLimits& limits,
                                       const FieldPath& path);
+
+// Writes one value stream on a bulk call: `message`, which holds the
+// stream's header in its `part` oneof, then the same message with each
+// chunk of `value` in place of the header. `writer` is a gRPC
+// ClientWriter or ServerWriter of `Message`. False as soon as a write
+// fails (the call broke; its Finish, or the handler's caller, says why).
+template <typename Writer, typename Message>
+bool WriteValueStream(Writer& writer, Message& message,
+                      const hlo::Literal& value) {
+  if (!writer.Write(message)) return false;
+  return ForEachValueChunk(
+             value,
+             [&](std::string_view bytes) {
+               message.mutable_chunk()->set_data(bytes.data(), bytes.size());
+               return writer.Write(message)
+                          ? absl::OkStatus()
+                          : absl::UnavailableError("the stream broke");
+             })
+      .ok();
+}
 
 // Rebuilds a value from its header and chunks. Not thread-safe.
 class ValueAssembler {

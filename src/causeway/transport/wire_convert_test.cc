@@ -1,12 +1,14 @@
 #include "causeway/transport/wire_convert.h"
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "causeway/hlo/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "causeway/hlo/parser.h"
 
 namespace causeway::transport {
 namespace {
@@ -522,6 +524,54 @@ TEST(WireConvertTest, InlineValuesWhoseDataDisagreesWithTheirHeaderAreRefused) {
   message.set_data(std::string(kInlineValueBytes + 1, 'x'));
   EXPECT_THAT(FromWire(message, kLimits, FieldPath("v")).status(),
               IsInvalid("v.data: 65537 bytes (an inline value has at most 65536)"));
+}
+
+// A stream writer that keeps what it is given and breaks after `capacity`
+// messages, as a gRPC writer whose call has broken.
+struct RecordingWriter {
+  size_t capacity = SIZE_MAX;
+  std::vector<wire::HostBufferData> written;
+  bool Write(const wire::HostBufferData& message) {
+    if (written.size() >= capacity) return false;
+    written.push_back(message);
+    return true;
+  }
+};
+
+TEST(WireConvertTest, AValueStreamIsItsHeaderThenItsChunks) {
+  hlo::Literal value(hlo::Shape(hlo::PrimitiveType::kS32, {(1 << 18) + 3}));
+  std::span<int32_t> data = value.mutable_data<int32_t>();
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i);
+  wire::HostBufferData message;
+  *message.mutable_header() = ValueHeaderOf(value);
+  RecordingWriter writer;
+  ASSERT_TRUE(WriteValueStream(writer, message, value));
+  ASSERT_EQ(writer.written.size(), 3u);
+  ASSERT_TRUE(writer.written[0].has_header());
+  absl::StatusOr<ValueAssembler> assembler = ValueAssembler::Create(
+      writer.written[0].header(), kLimits, FieldPath("v"));
+  ASSERT_TRUE(assembler.ok()) << assembler.status();
+  for (size_t i = 1; i < writer.written.size(); ++i) {
+    ASSERT_TRUE(writer.written[i].has_chunk());
+    ASSERT_TRUE(assembler->Append(writer.written[i].chunk().data()).ok());
+  }
+  absl::StatusOr<hlo::Literal> back = std::move(*assembler).Finish();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, value);
+}
+
+TEST(WireConvertTest, AValueStreamStopsAtTheFirstWriteThatFails) {
+  hlo::Literal value(hlo::Shape(hlo::PrimitiveType::kU8, {3 << 20}));
+  wire::HostBufferData message;
+  *message.mutable_header() = ValueHeaderOf(value);
+  RecordingWriter writer;
+  writer.capacity = 2;
+  EXPECT_FALSE(WriteValueStream(writer, message, value));
+  EXPECT_EQ(writer.written.size(), 2u);
+  writer = RecordingWriter();
+  writer.capacity = 0;
+  EXPECT_FALSE(WriteValueStream(writer, message, value));
+  EXPECT_TRUE(writer.written.empty());
 }
 
 TEST(WireConvertTest, ValueHeadersAndDataThatDisagreeAreRefused) {

@@ -1,4 +1,4 @@
-#include "causeway/client/fake_session_channel.h"
+#include "causeway/client/testing/fake_session_channel.h"
 
 #include <algorithm>
 #include <utility>
@@ -300,7 +300,8 @@ void FakeSessionChannel::EnqueueExecuteLocked(transport::ExecuteOp op) {
   std::shared_ptr<SliceEntry> slice;
   if (auto it = executables_.find(op.executable); it != executables_.end()) {
     exe = it->second;
-    if (auto s = slices_.find(exe->slice); s != slices_.end()) slice = s->second;
+    if (auto s = slices_.find(exe->slice); s != slices_.end())
+      slice = s->second;
   }
   worker_->Execute([exe, slice, args = std::move(args),
                     outputs = std::move(outputs),
@@ -326,8 +327,8 @@ void FakeSessionChannel::EnqueueExecuteLocked(transport::ExecuteOp op) {
     for (size_t i = 0; i < args.size(); ++i) {
       const absl::StatusOr<hlo::Literal>& value = args[i].Await();
       if (!value.ok()) return fail(value.status());
-      absl::StatusOr<std::vector<hlo::Literal>> shards = hlo::SplitGlobal(
-          *value, exe->info.parameter_shardings[i], n);
+      absl::StatusOr<std::vector<hlo::Literal>> shards =
+          hlo::SplitGlobal(*value, exe->info.parameter_shardings[i], n);
       if (!shards.ok()) return fail(WithProgram(exe->name, shards.status()));
       for (int64_t p = 0; p < n; ++p) {
         per_partition[p].push_back(std::move((*shards)[p]));

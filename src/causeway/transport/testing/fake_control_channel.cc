@@ -1,4 +1,4 @@
-#include "causeway/transport/fake_control_channel.h"
+#include "causeway/transport/testing/fake_control_channel.h"
 
 #include <utility>
 

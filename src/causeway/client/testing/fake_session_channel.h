@@ -11,8 +11,8 @@
 // Submit per trace, no round trip per Execute, deletes).
 //
 // For tests only. Thread-safe.
-#ifndef CAUSEWAY_CLIENT_FAKE_SESSION_CHANNEL_H_
-#define CAUSEWAY_CLIENT_FAKE_SESSION_CHANNEL_H_
+#ifndef CAUSEWAY_CLIENT_TESTING_FAKE_SESSION_CHANNEL_H_
+#define CAUSEWAY_CLIENT_TESTING_FAKE_SESSION_CHANNEL_H_
 
 #include <cstdint>
 #include <memory>
@@ -133,4 +133,4 @@ class FakeSessionChannel final : public transport::SessionChannel {
 
 }  // namespace causeway::client
 
-#endif  // CAUSEWAY_CLIENT_FAKE_SESSION_CHANNEL_H_
+#endif  // CAUSEWAY_CLIENT_TESTING_FAKE_SESSION_CHANNEL_H_

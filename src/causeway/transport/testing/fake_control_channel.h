@@ -1,7 +1,7 @@
 // A fake control channel for tests of the head's parts: it records every
 // call and answers from a script. No worker behind it.
-#ifndef CAUSEWAY_TRANSPORT_FAKE_CONTROL_CHANNEL_H_
-#define CAUSEWAY_TRANSPORT_FAKE_CONTROL_CHANNEL_H_
+#ifndef CAUSEWAY_TRANSPORT_TESTING_FAKE_CONTROL_CHANNEL_H_
+#define CAUSEWAY_TRANSPORT_TESTING_FAKE_CONTROL_CHANNEL_H_
 
 #include <functional>
 #include <memory>
@@ -68,4 +68,4 @@ class FakeControlChannel final : public ControlChannel {
 
 }  // namespace causeway::transport
 
-#endif  // CAUSEWAY_TRANSPORT_FAKE_CONTROL_CHANNEL_H_
+#endif  // CAUSEWAY_TRANSPORT_TESTING_FAKE_CONTROL_CHANNEL_H_
