@@ -9,7 +9,10 @@
 #  4. on a cluster of processes (`causeway cluster`: a head and two workers
 #     of 4 CPU devices on loopback, one of them spare): Figure 2, then
 #     elastic training of that MLP uninterrupted and again with the
-#     worker under its slice SIGKILLed in the middle; both final losses.
+#     worker under its slice SIGKILLed in the middle; both final losses;
+#  5. unmodified JAX (jaxlib's IFRT proxy client, through pathwaysutils): the
+#     Pathways how-to's program on a cluster of two workers of 2 devices with
+#     `causeway proxy` in front (docs/jax.md).
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -72,4 +75,14 @@ if [ "$whole" != "$killed" ]; then
   exit 1
 fi
 echo "identical, bit for bit"
+stop_cluster
+echo
+echo "== Unmodified JAX through the IFRT proxy: the Pathways how-to's program"
+start_cluster "$build" "$build/demo/proxy_cluster.log" --islands 1 \
+  --hosts-per-island 2 --devices-per-host 2 \
+  --proxy-listen 127.0.0.1:0 --proxy-python .venv/bin/python
+echo "causeway cluster: head at $CLUSTER_ADDRESS, proxy at $CLUSTER_PROXY_ADDRESS"
+JAX_PLATFORMS=proxy JAX_BACKEND_TARGET="grpc://$CLUSTER_PROXY_ADDRESS" \
+  IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS=true \
+  .venv/bin/python examples/python/pathways_howto.py 2> "$build/demo/proxy_jax.log"
 stop_cluster

@@ -8,6 +8,8 @@
 #         CLUSTER_ADDRESS       HOST:PORT of the head
 #         CLUSTER_PID           the cluster's pid
 #         CLUSTER_WORKER_PID    host id -> worker pid (an associative array)
+#         CLUSTER_PROXY_ADDRESS HOST:PORT of its IFRT proxy, with --proxy-listen
+#                               (read from its `proxy listening on` line)
 #   stop_cluster
 #       SIGTERM to the cluster (it stops its head and workers) and waits.
 #   start_reading COMMAND...
@@ -22,6 +24,7 @@
 declare -gA CLUSTER_WORKER_PID=()
 CLUSTER_PID=
 CLUSTER_ADDRESS=
+CLUSTER_PROXY_ADDRESS=
 CLUSTER_COPY_PID=
 
 start_reading() {
@@ -37,14 +40,22 @@ start_cluster() {
   local build=$1 log=$2
   shift 2
   CLUSTER_WORKER_PID=()
-  local fd re='^pid ([0-9]+): worker host ([0-9]+) ready'
+  CLUSTER_PROXY_ADDRESS=
+  local fd re='^pid ([0-9]+): worker host ([0-9]+) ready' want_proxy=0 arg
+  for arg in "$@"; do [[ $arg == --proxy-listen ]] && want_proxy=1; done
   exec {fd}< <(exec "$build/bin/causeway" cluster "$@" 2> "$log")
   CLUSTER_PID=$!
   while read_line "$fd" 60; do
     if [[ $LINE =~ $re ]]; then
       CLUSTER_WORKER_PID[${BASH_REMATCH[2]}]=${BASH_REMATCH[1]}
-    elif [[ $LINE == "head listening on "* ]]; then
+    elif [[ $LINE == "head listening on "* && $want_proxy == 1 ]]; then
       CLUSTER_ADDRESS=${LINE#head listening on }
+    elif [[ $LINE == "head listening on "* || $LINE == "proxy listening on "* ]]; then
+      if [[ $LINE == "proxy listening on "* ]]; then
+        CLUSTER_PROXY_ADDRESS=${LINE#proxy listening on }
+      else
+        CLUSTER_ADDRESS=${LINE#head listening on }
+      fi
       # Nothing more comes on its stdout; drained anyway, so that it could
       # never block on a full pipe.
       cat <&"$fd" > /dev/null &

@@ -263,22 +263,9 @@ def test_program_error_reaches_jax_as_jax_runtime_error(proxy_cluster):
     assert "delete" in out["msg"].lower()
 
 
-HOW_TO = '''
-import jax
-import jax.numpy as jnp
-from jax import lax
-import pathwaysutils
-pathwaysutils.initialize()
-devices = jax.devices()
-print("Available devices:", len(devices))
-num_tpus = jax.device_count()
-x = jnp.arange(num_tpus)
-def distributed_sum(value):
-  return lax.psum(1, "devices")
-calculate = jax.pmap(distributed_sum, axis_name="devices")
-result = calculate(x)
-print("Distributed result:", result)
-'''
+# The Pathways how-to's program, verbatim (also run by `make demo`).
+HOW_TO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "examples", "python", "pathways_howto.py")
 
 
 def test_how_to_program_runs_verbatim_on_one_island():
@@ -287,7 +274,7 @@ def test_how_to_program_runs_verbatim_on_one_island():
     with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 2,
                         "--proxy-listen", "127.0.0.1:0",
                         "--proxy-python", sys.executable) as cluster:
-        result = subprocess.run([sys.executable, "-c", HOW_TO],
+        result = subprocess.run([sys.executable, HOW_TO],
                                 env=jax_env(cluster.proxy_address), capture_output=True,
                                 text=True, timeout=JAX_TIMEOUT, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-4000:]
