@@ -354,3 +354,37 @@ def test_proxy_with_a_wrong_cluster_token_is_refused(tmp_path):
                                check=False)
     assert refused.returncode == 1
     assert "the token does not match the head's" in refused.stderr
+
+
+def test_figure2_with_jax_jit_on_three_islands():
+    """The Pathways paper's Figure 2 written with jax.jit: a, b and c on three
+    device sets of three islands, the arrays moved island to island with
+    jax.device_put (CopyArrays: worker to worker)."""
+    with ProcessCluster("--islands", 3, "--hosts-per-island", 1, "--devices-per-host", 2,
+                        "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        out = run_jax(cluster.proxy_address, """
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            by_island = {}
+            for d in jax.devices():
+                by_island.setdefault(d.slice_index, []).append(d)
+            A, B, C = (NamedSharding(Mesh(np.array(by_island[i]), ("x",)), P("x"))
+                       for i in (0, 1, 2))
+            a = jax.jit(lambda v: v * 2.0 + 1.0)
+            b = jax.jit(lambda v: jnp.sin(v))
+            c = jax.jit(lambda v: v - 3.0)
+            v = jax.device_put(np.arange(8, dtype=np.float32), A)
+            av = a(v)
+            bav = b(jax.device_put(av, B))
+            cav = c(jax.device_put(av, C))
+            acav = a(jax.device_put(cav, A))
+            emit(bav=np.asarray(bav).tolist(), acav=np.asarray(acav).tolist(),
+                 islands=[sorted({d.slice_index for d in r.devices()})
+                          for r in (av, bav, cav, acav)])
+        """)
+    x = np.arange(8, dtype=np.float32)
+    av = x * np.float32(2) + np.float32(1)
+    np.testing.assert_allclose(out["bav"], np.sin(av), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out["acav"], np.float32),
+                                  (av - np.float32(3)) * np.float32(2) + np.float32(1))
+    assert out["islands"] == [[0], [1], [2], [0]]
