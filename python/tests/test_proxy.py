@@ -388,3 +388,64 @@ def test_figure2_with_jax_jit_on_three_islands():
     np.testing.assert_array_equal(np.asarray(out["acav"], np.float32),
                                   (av - np.float32(3)) * np.float32(2) + np.float32(1))
     assert out["islands"] == [[0], [1], [2], [0]]
+
+
+def test_donation_frees_the_donated_buffer_in_the_workers_accounting():
+    """A donated argument's buffer is given back on its worker: the device's
+    memory in the head's /api/status falls back to one array's worth, where
+    an argument kept alive (no donation) holds two."""
+    import json as json_module
+    import time
+    import urllib.request
+    size = 16 << 20  # bytes of one f32 array
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 1, "--devices-per-host", 1,
+                        "--http-listen", "127.0.0.1:0", "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        http = cluster.line_starting_with("http listening on ")[len("http listening on "):]
+
+        def used() -> int:
+            with urllib.request.urlopen(f"http://{http}/api/status", timeout=30) as r:
+                status = json_module.load(r)
+            return status["devices"][0]["memory"]["used_bytes"]
+
+        def settles_at(predicate, what: str) -> int:
+            # The status is refreshed about once a second: read it until it
+            # shows the state (the event), for at most a minute.
+            deadline = time.monotonic() + 60
+            while True:
+                value = used()
+                if predicate(value):
+                    return value
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"device 0's memory never {what}: {value} bytes")
+                time.sleep(0.2)
+
+        script = ("import sys, pathwaysutils\n"
+                  "pathwaysutils.initialize()\n"
+                  "import jax, numpy as np\n"
+                  f"n = {size // 4}\n"
+                  "keep = jax.jit(lambda a: a + 1)\n"
+                  "give = jax.jit(lambda a: a + 1, donate_argnums=0)\n"
+                  "a = jax.device_put(np.zeros(n, np.float32), jax.devices()[0])\n"
+                  "b = keep(a); b.block_until_ready()\n"
+                  "print('KEPT', flush=True); sys.stdin.readline()\n"
+                  "c = give(b); c.block_until_ready(); del a\n"
+                  "print('DONATED', b.is_deleted(), float(c[0]), flush=True)\n"
+                  "sys.stdin.readline()\n")
+        jax_process = subprocess.Popen([sys.executable, "-c", script],
+                                       env=jax_env(cluster.proxy_address), text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
+        try:
+            assert jax_process.stdout.readline().strip() == "KEPT", jax_process.stderr.read()
+            # a and b: two arrays' worth.
+            settles_at(lambda v: v >= 2 * size, "held both arrays")
+            jax_process.stdin.write("\n")
+            jax_process.stdin.flush()
+            assert jax_process.stdout.readline().split() == ["DONATED", "True", "2.0"]
+            # b was donated to c, a deleted: one array's worth left.
+            settles_at(lambda v: v < 2 * size, "fell back to one array")
+            assert used() >= size  # c itself is still there.
+        finally:
+            jax_process.kill()
+            jax_process.wait()
