@@ -11,10 +11,15 @@ from typing import Sequence
 def compile_devices(num_devices: int) -> tuple:
     """N devices of a compile-only XLA CPU client, in partition order.
 
-    jaxlib's `get_tfrt_cpu_client` is not public API; pyproject.toml pins
-    the jaxlib it was written against."""
-    from jax._src.lib import _jax
-    client = _jax.get_tfrt_cpu_client(asynchronous=True, num_devices=num_devices)
+    Made with jaxlib's `make_cpu_client` (not public API; pyproject.toml
+    pins the jaxlib it was written against), which also hands XLA the CPU
+    custom calls JAX registered, LAPACK's among them (importing
+    jax._src.lax.linalg queues those): without them a program that calls
+    them (cholesky, eigh, ...) does not compile ("No FFI handler registered
+    for lapack_spotrf_ffi")."""
+    import jax._src.lax.linalg  # noqa: F401
+    from jaxlib import xla_client
+    client = xla_client.make_cpu_client(asynchronous=True, num_devices=num_devices)
     devices = tuple(client.devices())
     assert len(devices) == num_devices
     return devices

@@ -1,0 +1,37 @@
+"""Runs every JAX function of the conformance corpus (tools/gen_corpus.py) with
+jax.jit on this process's JAX backend and pickles each program's outputs with
+its tolerances: `python proxy_corpus_runner.py OUT.pkl [NAME ...]`.
+
+test_proxy_corpus.py runs it twice: through `causeway proxy` (with
+CAUSEWAY_RUN_ON_PROXY=1: gen_corpus chooses JAX's CPU backend when imported,
+so the proxy is chosen after it) and on JAX's CPU backend, the reference."""
+import os
+import pickle
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "tools"))
+import gen_corpus  # noqa: E402  (sets XLA_FLAGS and JAX_PLATFORMS=cpu)
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+if os.environ.get("CAUSEWAY_RUN_ON_PROXY") == "1":
+    os.environ["JAX_PLATFORMS"] = "proxy"
+    jax.config.update("jax_platforms", "proxy")
+    import pathwaysutils
+    pathwaysutils.initialize()
+
+results = {}
+for name in sys.argv[2:] or sorted(gen_corpus.PROGRAMS):
+    try:
+        program = gen_corpus.PROGRAMS[name]()
+        _, compiled, args = gen_corpus.compile_program(program)
+        with jax.enable_x64(program.x64):
+            leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(compiled(*args))]
+        tolerances = [gen_corpus.tolerance(program, gen_corpus.dtype_name(leaf.dtype))
+                      for leaf in leaves]
+        results[name] = {"leaves": leaves, "tolerances": tolerances}
+    except Exception as error:  # Reported per program by the test.
+        results[name] = {"error": f"{type(error).__name__}: {error}"}
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(results, f)

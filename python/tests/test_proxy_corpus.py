@@ -1,0 +1,77 @@
+"""The JAX functions of the conformance corpus (tools/gen_corpus.py), run
+unmodified with jax.jit through `causeway proxy` (jaxlib's own IFRT proxy
+client), against the same functions on JAX's CPU backend, each output within
+the corpus's tolerance for its dtype (docs/corpus.md). One test per program;
+the two runs (one JAX process each, all programs) happen once for the module."""
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ProcessCluster
+from test_proxy import jax_env
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "..", "tests", "corpus")
+RUNNER = os.path.join(HERE, "proxy_corpus_runner.py")
+NAMES = sorted(n for n in os.listdir(CORPUS)
+               if os.path.isfile(os.path.join(CORPUS, n, "manifest.txt")))
+
+
+def run(env: dict, path: str) -> dict:
+    result = subprocess.run([sys.executable, RUNNER, path], env=env, capture_output=True,
+                            text=True, timeout=1200, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-6000:]
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("proxy_corpus")
+    # One island of 8 devices over two worker processes: the corpus's
+    # programs use up to 8 partitions.
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 4,
+                        "--proxy-listen", "127.0.0.1:0",
+                        "--proxy-python", sys.executable) as cluster:
+        proxied = run(dict(jax_env(cluster.proxy_address), CAUSEWAY_RUN_ON_PROXY="1"),
+                      str(folder / "proxy.pkl"))
+    reference = run({k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
+                    str(folder / "cpu.pkl"))
+    return proxied, reference
+
+
+def test_every_corpus_program_is_run():
+    assert len(NAMES) == 64
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_corpus_function_through_the_proxy_matches_jax(outputs, name):
+    proxied, reference = outputs
+    want = reference[name]
+    assert "error" not in want, want.get("error")
+    got = proxied[name]
+    assert "error" not in got, got["error"]
+    assert len(got["leaves"]) == len(want["leaves"])
+    for i, (g, w, (rtol, atol)) in enumerate(zip(got["leaves"], want["leaves"],
+                                                 want["tolerances"])):
+        assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, g.dtype, w.shape, w.dtype)
+        if g.dtype.kind in "biuV" or (rtol, atol) == (0.0, 0.0):
+            np.testing.assert_array_equal(g, w, err_msg=f"{name} output {i}")
+            continue
+        wide = np.complex128 if np.iscomplexobj(w) else np.float64
+        gw, ww = g.astype(wide), w.astype(wide)
+        # Elements that are not finite (inf, nan; for complex, either part)
+        # must be the same, part by part; the rest within the tolerance (for
+        # complex, of the modulus of the difference).
+        finite = np.isfinite(ww)
+        for part in ((np.real, np.imag) if np.iscomplexobj(w) else (np.real,)):
+            np.testing.assert_array_equal(part(gw[~finite]), part(ww[~finite]),
+                                          err_msg=f"{name} output {i}: non-finite values")
+        excess = np.abs(gw - ww)[finite] - (atol + rtol * np.abs(ww)[finite])
+        assert not (excess > 0).any(), (
+            f"{name} output {i}: {int((excess > 0).sum())} elements off by more than "
+            f"atol {atol} + rtol {rtol}; worst excess {excess.max()}")
