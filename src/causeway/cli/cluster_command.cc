@@ -27,7 +27,7 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
                    [--token-file F] [--http-listen HOST:PORT]
-                   [--proxy-listen HOST:PORT]
+                   [--history-file F] [--proxy-listen HOST:PORT]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
@@ -57,6 +57,8 @@ slices); if the head dies, everything stops with status 1.
                           /metrics; see causeway head --help): printed as
                           `http listening on HOST:PORT` before the head's
                           line.
+  --history-file F        Passed to the head: the history of finished
+                          sessions kept in the SQLite file F.
   --proxy-listen HOST:PORT
                           Also start `causeway proxy` (unmodified JAX:
                           docs/jax.md) on HOST:PORT (port 0 picks one) once
@@ -125,6 +127,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--session-lease"},
              {"--token-file"},
              {"--http-listen"},
+             {"--history-file"},
              {"--proxy-listen"},
              {"--proxy-python"}});
   if (parsed.ok() && parsed->help) {
@@ -171,7 +174,8 @@ int ClusterCommand(const std::vector<std::string>& args) {
     shared = {"--token-file", *token};
   }
   for (const char* passed : {"--heartbeat-interval", "--worker-timeout",
-                             "--session-lease", "--http-listen"}) {
+                             "--session-lease", "--http-listen",
+                             "--history-file"}) {
     if (std::optional<std::string> value = parsed->Get(passed)) {
       head_argv.push_back(passed);
       head_argv.push_back(*value);
