@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 import urllib.error
@@ -365,3 +366,38 @@ def test_the_history_outlives_a_head_restart(token_file, tmp_path):
         assert get(http, "/api/history", token=None)[0] == 401
     finally:
         restarted.stop()
+
+
+def test_with_log_format_json_every_stderr_line_is_a_json_object(tmp_path):
+    """`causeway cluster --log-format json` passes the flag to its head and
+    workers; everything on its stderr (its members' lines included, and a
+    worker's death) is one JSON object per line with the documented fields."""
+    stderr_path = tmp_path / "stderr"
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(
+            [CAUSEWAY, "cluster", "--islands", "1", "--hosts-per-island", "2",
+             "--devices-per-host", "1", "--log-format", "json"],
+            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True)
+        try:
+            pids = {}
+            for line in process.stdout:
+                if m := re.match(r"pid (\d+): worker host (\d+) ready", line):
+                    pids[int(m[2])] = int(m[1])
+                if line.startswith("head listening on "):
+                    break
+            assert len(pids) == 2, pids
+            os.kill(pids[1], signal.SIGKILL)
+            # The head's line about it reaches the cluster's stderr.
+            deadline = time.monotonic() + 30
+            while "host 1 dead" not in stderr_path.read_text():
+                assert time.monotonic() < deadline, stderr_path.read_text()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+    lines = stderr_path.read_text().splitlines()
+    assert lines
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        assert {"time", "level", "process", "host", "pid", "message"} <= record.keys(), record
+    assert {r["process"] for r in records} >= {"cluster"}
+    assert any("host 1 dead" in r["message"] for r in records), records

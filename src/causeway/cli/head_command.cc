@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
@@ -244,7 +245,7 @@ int HeadCommand(const std::vector<std::string>& args) {
         "unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!flags.ok()) {
-    std::fprintf(stderr, "causeway head: %s\n(see causeway head --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: %s\n(see causeway head --help)\n",
                  std::string(flags.status().message()).c_str());
     return kExitUsage;
   }
@@ -258,7 +259,7 @@ int HeadCommand(const std::vector<std::string>& args) {
           observe::HistoryRecorder::Options{.file = flags->history_file},
           &events);
   if (!history.ok()) {
-    std::fprintf(stderr, "causeway head: --history-file: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: --history-file: %s\n",
                  std::string(history.status().message()).c_str());
     return kExitFailure;
   }
@@ -274,7 +275,7 @@ int HeadCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<head::Head>> head =
       head::Head::Create(flags->head);
   if (!head.ok()) {
-    std::fprintf(stderr, "causeway head: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: %s\n",
                  std::string(head.status().message()).c_str());
     return kExitFailure;
   }
@@ -285,7 +286,7 @@ int HeadCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =
       transport::GrpcHeadServer::Start(raw, &membership, flags->server);
   if (!server.ok()) {
-    std::fprintf(stderr, "causeway head: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: %s\n",
                  std::string(server.status().message()).c_str());
     return kExitFailure;
   }
@@ -306,7 +307,7 @@ int HeadCommand(const std::vector<std::string>& args) {
                                              since);
                                        }});
     if (!started.ok()) {
-      std::fprintf(stderr, "causeway head: --http-listen: %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway head: --http-listen: %s\n",
                    std::string(started.status().message()).c_str());
       return kExitFailure;
     }
@@ -318,7 +319,7 @@ int HeadCommand(const std::vector<std::string>& args) {
   if (!flags->port_file.empty()) {
     if (absl::Status written = WritePortFile(flags->port_file, line);
         !written.ok()) {
-      std::fprintf(stderr, "causeway head: %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway head: %s\n",
                    std::string(written.message()).c_str());
       return kExitFailure;
     }
