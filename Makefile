@@ -10,7 +10,11 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libeigen3-dev liblapack-dev libabsl-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev libasio-dev nlohmann-json3-dev python3-venv libgrpc++-dev \
                 libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl \
-                libgloo-dev libgoogle-perftools-dev libcpp-httplib-dev
+                libgloo-dev libgoogle-perftools-dev libcpp-httplib-dev \
+                libsqlite3-dev chromium tmux
+# libsqlite3-dev keeps the head's history file (observe/history.h);
+# chromium (headless) and tmux are what python/tests/test_operate.py drives
+# the web page and `causeway top` with.
 # nanobind and scikit-build-core build the Python package (python/), tqdm is
 # the training example's progress bar, prometheus_client parses the head's
 # /metrics in its test (python/tests/test_operate.py), pathwaysutils

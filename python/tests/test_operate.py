@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 import urllib.error
@@ -311,3 +312,92 @@ def test_with_a_token_the_page_asks_for_it(served):
     assert "This head needs a token" in dom
     assert 'id="login" style="display: flex;"' in dom, dom
     assert not re.search(r'data-dev="\d', dom)
+
+
+def wait_for_history(http, done, token=TOKEN, timeout=30):
+    """/api/history once `done(history)` holds (polled with a deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code, body = get(http, "/api/history", token=token)
+        assert code == 200, body
+        history = json.loads(body)
+        if done(history):
+            return history
+        assert time.monotonic() < deadline, f"not in the history in time: {history}"
+
+
+def test_the_history_outlives_a_head_restart(token_file, tmp_path):
+    """A finished session and a host death are kept in the --history-file;
+    a head started again on the same file serves them at /api/history."""
+    file = tmp_path / "history.db"
+    args = ("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 1,
+            "--token-file", token_file, "--http-listen", "127.0.0.1:0",
+            "--history-file", file)
+    cluster = ProcessCluster(*args)
+    try:
+        http = cluster.line_starting_with(HTTP_LINE)[len(HTTP_LINE):].strip()
+        run_times_two(cluster, token_file, tmp_path)
+        first = wait_for_history(http, lambda h: h["sessions"])
+        assert first["file"] == str(file) and first["head_run"] == 1
+        victim = max(cluster.worker_pids)
+        cluster.kill_worker(victim)
+        wait_for_history(http, lambda h: h["host_deaths"])
+    finally:
+        cluster.stop()
+    restarted = ProcessCluster(*args)
+    try:
+        http = restarted.line_starting_with(HTTP_LINE)[len(HTTP_LINE):].strip()
+        history = wait_for_history(http, lambda h: True)
+        assert history["schema"] == 1 and history["head_run"] == 2
+        (session,) = history["sessions"]
+        assert session["head_run"] == 1 and session["end_reason"] == "it was closed"
+        assert session["complete"] and session["launches"] == 1 and session["failed_ops"] == 0
+        (program,) = session["programs"]
+        assert program["program"] == "times_two"
+        assert program["launches"] == 1 and program["ops"] == 2 and program["failures"] == []
+        assert program["device_seconds"] >= 0
+        assert session["opened_unix_seconds"] <= session["ended_unix_seconds"]
+        # The killed worker, then (as the cluster stopped) the other one.
+        deaths = history["host_deaths"]
+        assert [d["head_run"] for d in deaths] == [1] * len(deaths)
+        death = deaths[-1]  # Newest first: the oldest is the kill.
+        assert death["host"] == victim and "connection broke" in death["reason"], deaths
+        # The same history in the page's own request needs the token too.
+        assert get(http, "/api/history", token=None)[0] == 401
+    finally:
+        restarted.stop()
+
+
+def test_with_log_format_json_every_stderr_line_is_a_json_object(tmp_path):
+    """`causeway cluster --log-format json` passes the flag to its head and
+    workers; everything on its stderr (its members' lines included, and a
+    worker's death) is one JSON object per line with the documented fields."""
+    stderr_path = tmp_path / "stderr"
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(
+            [CAUSEWAY, "cluster", "--islands", "1", "--hosts-per-island", "2",
+             "--devices-per-host", "1", "--log-format", "json"],
+            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True)
+        try:
+            pids = {}
+            for line in process.stdout:
+                if m := re.match(r"pid (\d+): worker host (\d+) ready", line):
+                    pids[int(m[2])] = int(m[1])
+                if line.startswith("head listening on "):
+                    break
+            assert len(pids) == 2, pids
+            os.kill(pids[1], signal.SIGKILL)
+            # The head's line about it reaches the cluster's stderr.
+            deadline = time.monotonic() + 30
+            while "host 1 dead" not in stderr_path.read_text():
+                assert time.monotonic() < deadline, stderr_path.read_text()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+    lines = stderr_path.read_text().splitlines()
+    assert lines
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        assert {"time", "level", "process", "host", "pid", "message"} <= record.keys(), record
+    assert {r["process"] for r in records} >= {"cluster"}
+    assert any("host 1 dead" in r["message"] for r in records), records

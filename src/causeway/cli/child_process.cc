@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
 
 namespace causeway::cli {
 namespace {
@@ -89,7 +90,7 @@ absl::StatusOr<std::string> ChildProcess::ReadLineStartingWith(
       std::string line = std::move(lines_.front());
       lines_.erase(lines_.begin());
       if (line.rfind(prefix, 0) == 0) return line;
-      if (echo) std::fprintf(stderr, "[pid %d] %s\n", pid_, line.c_str());
+      if (echo) RelayChildLine(pid_, line);
     }
     pollfd fd{stdout_fd_, POLLIN, 0};
     const int ready = poll(&fd, 1, RemainingMillis(deadline));
@@ -128,7 +129,7 @@ absl::Status ChildProcess::ReadOnce() {
 absl::Status ChildProcess::Drain() {
   while (true) {
     for (const std::string& line : lines_) {
-      std::fprintf(stderr, "[pid %d] %s\n", pid_, line.c_str());
+      RelayChildLine(pid_, line);
     }
     lines_.clear();
     pollfd fd{stdout_fd_, POLLIN, 0};

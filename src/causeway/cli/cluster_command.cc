@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
 #include "causeway/cli/exit_codes.h"
@@ -27,7 +28,7 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
                    [--token-file F] [--http-listen HOST:PORT]
-                   [--proxy-listen HOST:PORT]
+                   [--history-file F] [--proxy-listen HOST:PORT]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
@@ -57,6 +58,8 @@ slices); if the head dies, everything stops with status 1.
                           /metrics; see causeway head --help): printed as
                           `http listening on HOST:PORT` before the head's
                           line.
+  --history-file F        Passed to the head: the history of finished
+                          sessions kept in the SQLite file F.
   --proxy-listen HOST:PORT
                           Also start `causeway proxy` (unmodified JAX:
                           docs/jax.md) on HOST:PORT (port 0 picks one) once
@@ -125,6 +128,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--session-lease"},
              {"--token-file"},
              {"--http-listen"},
+             {"--history-file"},
              {"--proxy-listen"},
              {"--proxy-python"}});
   if (parsed.ok() && parsed->help) {
@@ -158,7 +162,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!usage.ok()) {
-    std::fprintf(stderr, "causeway cluster: %s\n(see causeway cluster --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway cluster: %s\n(see causeway cluster --help)\n",
                  std::string(usage.message()).c_str());
     return kExitUsage;
   }
@@ -170,8 +174,14 @@ int ClusterCommand(const std::vector<std::string>& args) {
   if (std::optional<std::string> token = parsed->Get("--token-file")) {
     shared = {"--token-file", *token};
   }
+  // Every member logs as the cluster does (its lines are passed on as they
+  // are: already JSON objects).
+  if (GetLogFormat() == LogFormat::kJson) {
+    shared.insert(shared.end(), {"--log-format", "json"});
+  }
   for (const char* passed : {"--heartbeat-interval", "--worker-timeout",
-                             "--session-lease", "--http-listen"}) {
+                             "--session-lease", "--http-listen",
+                             "--history-file"}) {
     if (std::optional<std::string> value = parsed->Get(passed)) {
       head_argv.push_back(passed);
       head_argv.push_back(*value);
@@ -181,7 +191,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
 
   std::vector<Member> members;
   auto fail = [&](const std::string& message) {
-    std::fprintf(stderr, "causeway cluster: %s\n", message.c_str());
+    PrintUserMessage(LogSeverity::kError, "causeway cluster: %s\n", message.c_str());
     StopAll(members);
     return kExitFailure;
   };
@@ -207,7 +217,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
   }
   const std::string address =
       listening->substr(std::string("head listening on ").size());
-  std::fprintf(stderr, "causeway cluster: head, pid %d: %s\n",
+  PrintUserMessage(LogSeverity::kInfo, "causeway cluster: head, pid %d: %s\n",
                members[0].process->pid(), listening->c_str());
 
   for (int64_t island = 0; island < islands; ++island) {
@@ -234,7 +244,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
       return fail(absl::StrCat(members[i].what, " did not start: ",
                                ready.status().message()));
     }
-    std::fprintf(stderr, "causeway cluster: %s, pid %d: %s\n",
+    PrintUserMessage(LogSeverity::kInfo, "causeway cluster: %s, pid %d: %s\n",
                  members[i].what.c_str(), members[i].process->pid(),
                  ready->c_str());
     // On stdout too, for whoever wants to kill a worker of a given host.
@@ -263,7 +273,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
       return fail(absl::StrCat("the proxy did not start: ",
                                proxy_ready.status().message()));
     }
-    std::fprintf(stderr, "causeway cluster: proxy, pid %d: %s\n",
+    PrintUserMessage(LogSeverity::kInfo, "causeway cluster: proxy, pid %d: %s\n",
                  members.back().process->pid(), proxy_ready->c_str());
     std::printf("%s\n", proxy_ready->c_str());
     std::fflush(stdout);
@@ -294,14 +304,14 @@ int ClusterCommand(const std::vector<std::string>& args) {
       if (member.process->Drain().ok()) continue;
       member.open = false;
       absl::StatusOr<int> status = member.process->Wait(kStopGrace);
-      std::fprintf(stderr, "causeway cluster: %s (pid %d) %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway cluster: %s (pid %d) %s\n",
                    member.what.c_str(), member.process->pid(),
                    status.ok() ? ChildProcess::DescribeWaitStatus(*status).c_str()
                                : "closed its output");
       if (which[k - 1] == 0) head_died = true;
     }
     if (head_died) {
-      std::fprintf(stderr, "causeway cluster: the head is gone; stopping\n");
+      PrintUserMessage(LogSeverity::kError, "causeway cluster: the head is gone; stopping\n");
       exit_code = kExitFailure;
       break;
     }

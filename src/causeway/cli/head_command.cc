@@ -10,12 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
 #include "causeway/head/head.h"
 #include "causeway/observe/cluster_observer.h"
+#include "causeway/observe/history.h"
 #include "causeway/observe/http_server.h"
 #include "causeway/observe/metrics_sink.h"
 #include "causeway/trace/trace_recorder.h"
@@ -31,7 +33,7 @@ constexpr char kHeadHelp[] = R"(Usage:
                 [--heartbeat-interval S] [--worker-timeout S]
                 [--session-lease S] [--max-inflight-launches N]
                 [--tls-cert F --tls-key F] [--token-file F]
-                [--http-listen HOST:PORT]
+                [--http-listen HOST:PORT] [--history-file F]
 
 Runs a cluster's head: the single controller that clients connect to
 (client::Connect, `causeway run --cluster`) and workers register with
@@ -67,6 +69,11 @@ register with it again, old sessions are gone.
                           HOST:PORT` before the head's own line. With
                           --token-file every endpoint but the page's HTML
                           needs `Authorization: Bearer TOKEN`.
+  --history-file F        Keep the history of finished sessions and host
+                          deaths (/api/history, the page's History) in the
+                          SQLite file F, created if missing: a head
+                          restarted on the same file shows it again.
+                          Without it the history is kept in memory only.
 
 Membership changes are printed as they happen: `causeway head: host H
 alive`, `causeway head: host H dead: REASON`.
@@ -170,6 +177,7 @@ struct HeadFlags {
   head::HeadOptions head;
   std::string port_file;
   std::string http_listen;  // Empty: no HTTP.
+  std::string history_file;  // Empty: history in memory only.
 };
 
 absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
@@ -179,6 +187,7 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
     CW_ASSIGN_OR_RETURN(out.server.listen, AddressFlag(flags, "--listen"));
   }
   out.port_file = flags.Get("--port-file").value_or("");
+  out.history_file = flags.Get("--history-file").value_or("");
   if (flags.Has("--http-listen")) {
     CW_ASSIGN_OR_RETURN(out.http_listen, AddressFlag(flags, "--http-listen"));
     CW_RETURN_IF_ERROR(observe::SplitHostPort(out.http_listen).status());
@@ -222,7 +231,8 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--worker-timeout"},
                                           {"--session-lease"},
                                           {"--max-inflight-launches"},
-                                          {"--http-listen"}}));
+                                          {"--http-listen"},
+                                          {"--history-file"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s", kHeadHelp, kSecurityFlagsHelp);
     return kExitOk;
@@ -235,14 +245,25 @@ int HeadCommand(const std::vector<std::string>& args) {
         "unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!flags.ok()) {
-    std::fprintf(stderr, "causeway head: %s\n(see causeway head --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: %s\n(see causeway head --help)\n",
                  std::string(flags.status().message()).c_str());
     return kExitUsage;
   }
 
   HeadEventSink events;
-  // Counted for /metrics and /api/status, then recorded for the trace.
-  observe::MetricsSink metrics(&events);
+  // Counted for /metrics and /api/status, then for the history, then
+  // recorded for the trace. The history outlives the head: the sessions
+  // the head ends as it goes are kept too.
+  absl::StatusOr<std::unique_ptr<observe::HistoryRecorder>> history =
+      observe::HistoryRecorder::Create(
+          observe::HistoryRecorder::Options{.file = flags->history_file},
+          &events);
+  if (!history.ok()) {
+    PrintUserMessage(LogSeverity::kError, "causeway head: --history-file: %s\n",
+                 std::string(history.status().message()).c_str());
+    return kExitFailure;
+  }
+  observe::MetricsSink metrics(history->get());
   flags->head.events = &metrics;
   // The workers' rendezvous for their Gloo collectives; an epoch's keys go
   // once no launch of it is in flight (it outlives the head).
@@ -254,7 +275,7 @@ int HeadCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<head::Head>> head =
       head::Head::Create(flags->head);
   if (!head.ok()) {
-    std::fprintf(stderr, "causeway head: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: %s\n",
                  std::string(head.status().message()).c_str());
     return kExitFailure;
   }
@@ -265,7 +286,7 @@ int HeadCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<transport::GrpcHeadServer>> server =
       transport::GrpcHeadServer::Start(raw, &membership, flags->server);
   if (!server.ok()) {
-    std::fprintf(stderr, "causeway head: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway head: %s\n",
                  std::string(server.status().message()).c_str());
     return kExitFailure;
   }
@@ -280,12 +301,13 @@ int HeadCommand(const std::vector<std::string>& args) {
             observe::HttpServerOptions{.listen = flags->http_listen,
                                        .token = flags->server.security.token,
                                        .observer = observer.get(),
+                                       .history = history->get(),
                                        .trace = [&events](absl::Time since) {
                                          return events.ExportChromeTraceSince(
                                              since);
                                        }});
     if (!started.ok()) {
-      std::fprintf(stderr, "causeway head: --http-listen: %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway head: --http-listen: %s\n",
                    std::string(started.status().message()).c_str());
       return kExitFailure;
     }
@@ -297,7 +319,7 @@ int HeadCommand(const std::vector<std::string>& args) {
   if (!flags->port_file.empty()) {
     if (absl::Status written = WritePortFile(flags->port_file, line);
         !written.ok()) {
-      std::fprintf(stderr, "causeway head: %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway head: %s\n",
                    std::string(written.message()).c_str());
       return kExitFailure;
     }

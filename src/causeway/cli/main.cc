@@ -1,10 +1,16 @@
 // The `causeway` command: a dispatcher to one file per command
 // (cli/<command>_command.h).
+#include <grpc/support/log.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "causeway/base/lock_order.h"
+#include "causeway/base/logging.h"
+
 #include "causeway/cli/cluster_command.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/head_command.h"
@@ -37,15 +43,73 @@ Commands:
 
 Options:
   --help    Show this help. `causeway <command> --help` for a command's.
+  --log-format text|json
+            Taken by every command, anywhere among its options: how the
+            process writes its messages on stderr. json: one JSON object
+            per line with time, level, process, host, pid and message
+            (docs/operate.md); a cluster passes it to its members.
 )";
+
+// Takes `--log-format F` / `--log-format=F` out of `args`: every command
+// has it, so no command's own flags see it.
+absl::StatusOr<LogFormat> TakeLogFormat(std::vector<std::string>& args) {
+  LogFormat format = LogFormat::kText;
+  for (size_t i = 0; i < args.size();) {
+    std::string value;
+    size_t taken = 0;
+    if (args[i] == "--log-format") {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError("--log-format needs text or json");
+      }
+      value = args[i + 1];
+      taken = 2;
+    } else if (absl::StartsWith(args[i], "--log-format=")) {
+      value = args[i].substr(sizeof("--log-format=") - 1);
+      taken = 1;
+    } else {
+      ++i;
+      continue;
+    }
+    absl::StatusOr<LogFormat> parsed = ParseLogFormat(value);
+    if (!parsed.ok()) return parsed.status();
+    format = *parsed;
+    args.erase(args.begin() + i, args.begin() + i + taken);
+  }
+  return format;
+}
+
+LogSeverity FromGrpc(gpr_log_severity severity) {
+  switch (severity) {
+    case GPR_LOG_SEVERITY_DEBUG:
+    case GPR_LOG_SEVERITY_INFO:
+      return LogSeverity::kInfo;
+    case GPR_LOG_SEVERITY_ERROR:
+      return LogSeverity::kError;
+  }
+  return LogSeverity::kError;
+}
+
+// gRPC's own messages, in the process's format.
+void GrpcLog(gpr_log_func_args* args) {
+  WriteLibraryLog(FromGrpc(args->severity), args->file, args->line,
+                  args->message);
+}
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    std::fputs(kMainHelp, stderr);
+  absl::StatusOr<LogFormat> format = TakeLogFormat(args);
+  const std::string command = args.empty() ? "causeway" : args[0];
+  SetLogFormat(format.value_or(LogFormat::kText), command);
+  gpr_set_log_function(GrpcLog);
+  if (!format.ok()) {
+    PrintUserMessage(LogSeverity::kError, "causeway: %s\n",
+                     std::string(format.status().message()).c_str());
     return kExitUsage;
   }
-  const std::string& command = args[0];
+  if (args.empty()) {
+    PrintUserMessage(LogSeverity::kError, "%s", kMainHelp);
+    return kExitUsage;
+  }
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(kMainHelp, stdout);
     return kExitOk;
@@ -59,8 +123,8 @@ int Main(int argc, char** argv) {
   if (command == "top") return TopCommand(rest);
   if (command == "trace") return TraceCommand(rest);
   if (command == "proxy") return ProxyCommand(rest);
-  std::fprintf(stderr, "causeway: unknown command '%s'\n\n%s", command.c_str(),
-               kMainHelp);
+  PrintUserMessage(LogSeverity::kError, "causeway: unknown command '%s'\n\n%s",
+                   command.c_str(), kMainHelp);
   return kExitUsage;
 }
 

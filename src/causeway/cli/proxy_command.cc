@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
@@ -93,13 +94,13 @@ int ProxyCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!usage.ok()) {
-    std::fprintf(stderr, "causeway proxy: %s\n(see causeway proxy --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway proxy: %s\n(see causeway proxy --help)\n",
                  std::string(usage.message()).c_str());
     return kExitUsage;
   }
   absl::StatusOr<transport::GrpcSecurity> security = SecurityFromFlags(*parsed);
   if (!security.ok()) {
-    std::fprintf(stderr, "causeway proxy: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway proxy: %s\n",
                  std::string(security.status().message()).c_str());
     return kExitUsage;
   }
@@ -111,7 +112,7 @@ int ProxyCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<client::Client>> client =
       client::Connect(head, connect);
   if (!client.ok()) {
-    std::fprintf(stderr, "causeway proxy: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway proxy: %s\n",
                  std::string(client.status().message()).c_str());
     return kExitFailure;
   }
@@ -127,7 +128,7 @@ int ProxyCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server =
       proxy::ProxyServer::Start(client->get(), &compiler, options);
   if (!server.ok()) {
-    std::fprintf(stderr, "causeway proxy: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway proxy: %s\n",
                  std::string(server.status().message()).c_str());
     return kExitFailure;
   }

@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/memory_account.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
@@ -636,7 +637,7 @@ struct Runtime {
       stopped.Notify();
     });
     if (!stopped.WaitForNotificationWithTimeout(kStopGrace)) {
-      std::fprintf(stderr,
+      PrintUserMessage(LogSeverity::kWarning,
                    "causeway run: the devices did not stop within %s; "
                    "exiting without them\n",
                    absl::FormatDuration(kStopGrace).c_str());
@@ -747,7 +748,7 @@ RunResult RunProgram(const RunFlags& flags, RunWatch& watch, Runtime& runtime) {
   if (!outputs.ok()) return Failed(outputs.status());
   arguments->clear();
   watch.Expect(outputs->size());
-  std::fprintf(stderr, "causeway run: running '%s' on %lld devices\n",
+  PrintUserMessage(LogSeverity::kInfo, "causeway run: running '%s' on %lld devices\n",
                (*module)->name().c_str(),
                static_cast<long long>(flags.partitions));
 
@@ -834,7 +835,7 @@ int RunCommand(const std::vector<std::string>& args) {
       parsed.ok() ? RunFlagsOf(*parsed)
                   : absl::StatusOr<RunFlags>(parsed.status());
   if (!run_flags.ok()) {
-    std::fprintf(stderr,
+    PrintUserMessage(LogSeverity::kError,
                  "causeway run: %s\nTry 'causeway run --help' for the "
                  "options.\n",
                  std::string(run_flags.status().message()).c_str());
@@ -849,7 +850,7 @@ int RunCommand(const std::vector<std::string>& args) {
     result = RunProgram(flags, watch, runtime);
   }
   if (!result.status.ok()) {
-    std::fprintf(stderr, "causeway run: error: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway run: error: %s\n",
                  std::string(result.status.message()).c_str());
   }
   runtime.ShutDown(result.exit_code);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
@@ -57,7 +58,7 @@ int StatusCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!usage.ok()) {
-    std::fprintf(stderr, "causeway status: %s\n(see causeway status --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway status: %s\n(see causeway status --help)\n",
                  std::string(usage.message()).c_str());
     return kExitUsage;
   }
@@ -69,7 +70,7 @@ int StatusCommand(const std::vector<std::string>& args) {
                       : absl::StatusOr<transport::GrpcHeadConnection::
                                            ClusterStatus>(connection.status());
   if (!status.ok()) {
-    std::fprintf(stderr, "causeway status: %s\n",
+    PrintUserMessage(LogSeverity::kError, "causeway status: %s\n",
                  std::string(status.status().message()).c_str());
     return kExitFailure;
   }

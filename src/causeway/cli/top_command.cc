@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "causeway/base/logging.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
@@ -158,7 +159,7 @@ int TopCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!usage.ok()) {
-    std::fprintf(stderr, "causeway top: %s\n(see causeway top --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway top: %s\n(see causeway top --help)\n",
                  std::string(usage.message()).c_str());
     return kExitUsage;
   }
@@ -172,7 +173,7 @@ int TopCommand(const std::vector<std::string>& args) {
   if (parsed->Has("--once")) {
     absl::StatusOr<nlohmann::json> status = FetchStatus(client, token);
     if (!status.ok()) {
-      std::fprintf(stderr, "causeway top: %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway top: %s\n",
                    std::string(status.status().message()).c_str());
       return kExitFailure;
     }

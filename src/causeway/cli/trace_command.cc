@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
 #include "causeway/observe/http_server.h"
@@ -32,7 +33,7 @@ trace-event JSON to FILE: open it in ui.perfetto.dev or chrome://tracing.
 )";
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "causeway trace: %s\n", message.c_str());
+  PrintUserMessage(LogSeverity::kError, "causeway trace: %s\n", message.c_str());
   return kExitFailure;
 }
 
@@ -84,7 +85,7 @@ int TraceCommand(const std::vector<std::string>& args) {
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!usage.ok()) {
-    std::fprintf(stderr, "causeway trace: %s\n(see causeway trace --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway trace: %s\n(see causeway trace --help)\n",
                  std::string(usage.message()).c_str());
     return kExitUsage;
   }
@@ -115,7 +116,7 @@ int TraceCommand(const std::vector<std::string>& args) {
   out << result->body;
   out.close();
   if (!out) return Fail(absl::StrCat("cannot write '", output, "'"));
-  std::fprintf(stderr, "causeway trace: %zu bytes of the last %g s to %s\n",
+  PrintUserMessage(LogSeverity::kInfo, "causeway trace: %zu bytes of the last %g s to %s\n",
                result->body.size(), seconds, output.c_str());
   return kExitOk;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
@@ -273,7 +274,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
         "unexpected argument '", parsed->positional.front(), "'"));
   }
   if (!flags.ok()) {
-    std::fprintf(stderr, "causeway worker: %s\n(see causeway worker --help)\n",
+    PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n(see causeway worker --help)\n",
                  std::string(flags.status().message()).c_str());
     return kExitUsage;
   }
@@ -284,7 +285,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
     absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
         StartDataPlane(*flags);
     if (!data_plane.ok()) {
-      std::fprintf(stderr, "causeway worker: the data plane: %s\n",
+      PrintUserMessage(LogSeverity::kError, "causeway worker: the data plane: %s\n",
                    std::string(data_plane.status().message()).c_str());
       return kExitFailure;
     }
@@ -296,10 +297,10 @@ int WorkerCommand(const std::vector<std::string>& args) {
     if (!agent.ok()) {
       if (signals.stopped()) break;
       if (first) {
-        std::fprintf(stderr, "causeway worker: %s\n",
+        PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n",
                      std::string(agent.status().message()).c_str());
       } else {
-        std::fprintf(stderr,
+        PrintUserMessage(LogSeverity::kError,
                      "causeway worker: lost the head (%s), then %s; "
                      "exiting\n",
                      std::string(last.message()).c_str(),
@@ -311,7 +312,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
     last = ServeOnce(**agent, **data_plane, *flags, signals);
     agent->reset();
     if (signals.stopped()) break;
-    std::fprintf(stderr,
+    PrintUserMessage(LogSeverity::kWarning,
                  "causeway worker: %s; registering again (for up to %s)\n",
                  std::string(last.message()).c_str(),
                  absl::FormatDuration(flags->retry).c_str());

@@ -280,6 +280,7 @@ absl::StatusOr<SessionId> Head::OpenSession(
   const bool leased = lease == transport::SessionLease::kLeased &&
                       options_.session_lease > absl::ZeroDuration();
   SessionId id;
+  std::string name;
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) {
@@ -298,8 +299,10 @@ absl::StatusOr<SessionId> Head::OpenSession(
     session->weight = weight;
     session->priority = request.priority;
     session->leased = leased;
+    name = session->name;
     sessions_.emplace(id, std::move(session));
   }
+  events_->SessionOpened(trace::SessionEvent{absl::Now(), id, name, ""});
   dispatcher_->SetWeight(id, weight);
   if (leased) health_->WatchSession(id, options_.session_lease);
   return id;
@@ -322,10 +325,12 @@ absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
                               const std::string& why) {
   Outbox::Flush flush(outbox_);
   std::vector<std::shared_ptr<const ArrayRecord>> arrays;
+  std::string name;
   {
     absl::MutexLock lock(&mu_);
     Session* session = FindSessionLocked(session_id);
     if (session == nullptr) return NoSessionLocked(session_id);
+    name = session->name;
     std::deque<Deferred> deferred;
     deferred.swap(session->deferred);
     for (Deferred& op : deferred) op.cancel(status);
@@ -350,6 +355,8 @@ absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
   }
   resources_->ReleaseSession(session_id);
   dispatcher_->EndSession(session_id, status);
+  events_->SessionEnded(
+      trace::SessionEvent{absl::Now(), session_id, std::move(name), why});
   return absl::OkStatus();
 }
 

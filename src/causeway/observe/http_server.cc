@@ -121,6 +121,19 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     response.set_header("Cache-Control", "no-store");
     response.set_content(body, kJson);
   });
+  const HistoryRecorder* history = opts.history;
+  http.Get("/api/history", [history](const httplib::Request&,
+                                     httplib::Response& response) {
+    if (history == nullptr) {
+      Error(response, 501, "this head keeps no history");
+      return;
+    }
+    const std::string body = HistoryJson(history->Snapshot())
+                                 .dump(-1, ' ', false,
+                                       nlohmann::json::error_handler_t::replace);
+    response.set_header("Cache-Control", "no-store");
+    response.set_content(body, kJson);
+  });
   http.Get("/metrics", [observer](const httplib::Request&,
                                   httplib::Response& response) {
     response.set_content(PrometheusText(observer->Observe()), kPrometheus);
@@ -153,7 +166,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
                     httplib::Response& response) {
     Error(response, 404,
           absl::StrCat("no such endpoint '", request.path,
-                       "': see / , /api/status, /metrics, /trace, /healthz"));
+                       "': see / , /api/status, /api/history, /metrics, /trace, "
+                       "/healthz"));
   });
   http.set_exception_handler([](const httplib::Request&,
                                 httplib::Response& response,

@@ -3,6 +3,7 @@
 //
 //   /             the live web page (static: it fetches /api/status)
 //   /api/status   the cluster as JSON (status_json.h)
+//   /api/history  finished sessions and host deaths as JSON (history.h)
 //   /metrics      Prometheus text exposition
 //   /trace        ?seconds=N: the recent trace of every worker (Perfetto)
 //   /healthz      "ok" while the head serves (for probes)
@@ -27,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "causeway/observe/cluster_observer.h"
+#include "causeway/observe/history.h"
 
 namespace httplib {
 class Server;
@@ -38,6 +40,8 @@ struct HttpServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks one.
   std::string token;                   // Empty: no token asked.
   ClusterObserver* observer = nullptr;  // Required; not owned.
+  // Null: /api/history answers 501. Not owned.
+  const HistoryRecorder* history = nullptr;
   // The trace of what was recorded since a time, as Chrome trace-event
   // JSON (/trace); null: /trace answers 501.
   std::function<absl::StatusOr<std::string>(absl::Time since)> trace;

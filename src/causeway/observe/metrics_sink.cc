@@ -230,6 +230,14 @@ void MetricsSink::HostStateChanged(const trace::HostEvent& event) {
   if (next_ != nullptr) next_->HostStateChanged(event);
 }
 
+void MetricsSink::SessionOpened(const trace::SessionEvent& event) {
+  if (next_ != nullptr) next_->SessionOpened(event);
+}
+
+void MetricsSink::SessionEnded(const trace::SessionEvent& event) {
+  if (next_ != nullptr) next_->SessionEnded(event);
+}
+
 absl::StatusOr<std::string> MetricsSink::ExportChromeTrace() {
   if (next_ == nullptr) return trace::EventSink::ExportChromeTrace();
   return next_->ExportChromeTrace();

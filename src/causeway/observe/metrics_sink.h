@@ -131,6 +131,8 @@ class MetricsSink final : public trace::EventSink {
   void TransferFinished(const trace::TransferEvent& event,
                         const absl::Status& status) override;
   void HostStateChanged(const trace::HostEvent& event) override;
+  void SessionOpened(const trace::SessionEvent& event) override;
+  void SessionEnded(const trace::SessionEvent& event) override;
   absl::StatusOr<std::string> ExportChromeTrace() override;
 
  private:

@@ -75,6 +75,8 @@ canvas { width:100%; height:150px; display:block; }
   <section><h2>Recent host deaths</h2><div id="deaths"></div></section>
   <section><h2>Recent failures</h2><div id="failures"></div></section>
   <section><h2>Transfers in flight</h2><div id="transfers"></div></section>
+  <section><h2>History: finished sessions</h2><div id="history"></div></section>
+  <section><h2>History: host deaths</h2><div id="history-deaths"></div></section>
 </div>
 </main>
 <div id="login"><form id="loginform"><b>This head needs a token.</b><div class="empty">It is kept for this tab only (sessionStorage).</div><input type="password" id="token" placeholder="token" autocomplete="off"><button type="submit">Connect</button> <span id="loginerr" class="reason"></span></form></div>
@@ -195,6 +197,22 @@ function render(s) {
     td(t.transfer, "num"), td(t.source_device + " → " + t.destination_device), td(bytes(t.bytes), "num"), td(t.age_seconds.toFixed(1) + " s", "num")]));
 }
 
+function renderHistory(h, now) {
+  const programs = x => x.programs.map(p => esc(p.program) + " ×" + p.launches + " (" + p.device_seconds.toFixed(2) + " device s" +
+    (p.failed_ops ? ', <span class="reason">' + p.failed_ops + " failed ops</span>" : "") + ")" +
+    p.failures.slice(0, 2).map(f => '<br><span class="reason">' + esc(f.code) + ": " + esc(f.message) + "</span>").join("")).join("<br>") +
+    (x.programs_dropped ? "<br>… " + x.programs_dropped + " more launches of other programs" : "");
+  $("history").innerHTML = table(["ended", "session", "time", "launches", "programs", "why it ended"], h.sessions.slice(0, 20).map(x => [
+    td(clock(x.ended_unix_seconds) + '<br><span class="empty">' + ago(x.ended_unix_seconds, now) + (x.head_run !== h.head_run ? " · head run " + x.head_run : "") + "</span>"),
+    td("#" + x.session + " " + esc(x.name)), td(x.duration_seconds == null ? "?" : x.duration_seconds.toFixed(1) + " s", "num"),
+    td(x.launches + (x.failed_ops ? '<br><span class="reason">' + x.failed_ops + " failed</span>" : ""), "num"),
+    td(programs(x) || '<span class="empty">none</span>'), td(esc(x.end_reason) + (x.complete ? "" : ' <span class="empty">(some ops never reported)</span>'))]));
+  $("history-deaths").innerHTML = table(["host", "when", "reason"], h.host_deaths.slice(0, 20).map(d => [
+    td(d.host, "num"), td(clock(d.time_unix_seconds) + '<br><span class="empty">' + ago(d.time_unix_seconds, now) + (d.head_run !== h.head_run ? " · head run " + d.head_run : "") + "</span>"),
+    td('<span class="reason">' + esc(d.reason) + "</span>")]));
+}
+
+let polls = 0;
 async function poll() {
   const headers = {};
   const token = sessionStorage.getItem(KEY);
@@ -210,6 +228,11 @@ async function poll() {
     if (!r.ok) throw new Error("HTTP " + r.status);
     last = await r.json();
     render(last);
+    // The history changes only as sessions end: every 5 s is enough.
+    if (polls++ % 5 === 0) {
+      const hr = await fetch("/api/history", { headers, cache: "no-store" });
+      if (hr.ok) renderHistory(await hr.json(), last.time_unix_seconds);
+    }
     $("conn").textContent = "updated " + new Date().toLocaleTimeString(); $("conn").className = "conn";
   } catch (e) {
     $("conn").textContent = "head unreachable (" + e.message + "), retrying"; $("conn").className = "conn bad";

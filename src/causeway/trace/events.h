@@ -86,6 +86,15 @@ struct LaunchEvent {
   std::vector<DeviceId> devices;
 };
 
+// A client session opened or ended on the head (for the history of finished
+// sessions, observe/history.h).
+struct SessionEvent {
+  absl::Time time;
+  SessionId session;
+  std::string session_name;
+  std::string why;  // Ended: why ("it was closed", "its lease expired").
+};
+
 // A host changed state (declared dead by the head, ...).
 struct HostEvent {
   absl::Time time;
@@ -118,6 +127,12 @@ class EventSink {
                                 const absl::Status& /*status*/) {}
 
   virtual void HostStateChanged(const HostEvent& /*event*/) {}
+
+  // The head opened / ended a session. Ended comes after every launch of
+  // the session was dispatched; ops of it may still report after it (a
+  // worker's events reach the head in batches).
+  virtual void SessionOpened(const SessionEvent& /*event*/) {}
+  virtual void SessionEnded(const SessionEvent& /*event*/) {}
 
   // The recorded events as Chrome trace-event JSON (opens in Perfetto), for
   // SessionChannel::GetTrace. Sinks that record nothing say so.
