@@ -413,6 +413,9 @@ TEST_F(ProcessClusterTest, AFetchInFlightWhenItsWorkerIsKilledIsDataLoss) {
   // failed: what it held is lost.
   absl::Status lost = fetch.AwaitFor(kWait).status();
   EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
+  absl::StatusOr<std::string> why = AwaitHostDead(victim.host, kWait);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_THAT(*why, HasSubstr("its connection broke"));
 }
 
 TEST_F(ProcessClusterTest, ASigstoppedWorkerIsDeclaredDeadByItsHeartbeats) {
