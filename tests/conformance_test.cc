@@ -164,6 +164,8 @@ std::atomic<int64_t> failed_programs{0};
 class CorpusSummary : public ::testing::Environment {
  public:
   void TearDown() override {
+    corpus::Runner::Get().Stop();
+    corpus::Runner::Get(/*fused_loops=*/false).Stop();
     std::cout << "conformance: " << passed_programs.load() << " programs, "
               << passed_instructions.load() << " instructions checked"
               << std::endl;

@@ -256,6 +256,13 @@ absl::Status Runner::EnsureDevices(int64_t devices) {
   return absl::OkStatus();
 }
 
+void Runner::Stop() {
+  client_.reset();
+  cluster_.reset();
+  processes_.reset();
+  devices_ = 0;
+}
+
 absl::StatusOr<std::vector<std::vector<hlo::Literal>>> Runner::Run(
     const std::string& hlo_text, int64_t partitions,
     std::vector<std::vector<hlo::Literal>> inputs) {

@@ -71,7 +71,7 @@ absl::StatusOr<std::vector<std::vector<hlo::Literal>>> ReadInputs(
 // grown when a program needs more devices). With CAUSEWAY_CORPUS_CLUSTER=1
 // in the environment, the fused runner uses a multi-process cluster
 // instead (`causeway cluster`: a head and kClusterHosts worker processes
-// of one device each, started once for the binary), so that every
+// of one device each, started once for the binary, stopped by Stop), so that every
 // partition of a program runs in a process of its own and collectives go
 // over Gloo; a run whose slice is not spread over at least two processes
 // fails. Not thread-safe: gtest runs tests one at a time.
@@ -86,6 +86,12 @@ class Runner {
   absl::StatusOr<std::vector<std::vector<hlo::Literal>>> Run(
       const std::string& hlo_text, int64_t partitions,
       std::vector<std::vector<hlo::Literal>> inputs);
+
+  // Stops what Run started: the multi-process cluster (SIGTERM to every
+  // member, waited for) or the LocalCluster. The test binary calls it once
+  // every test has run, so that no process outlives it; a later Run starts
+  // afresh.
+  void Stop();
 
   // The worker processes of the multi-process cluster (the corpus's
   // largest programs have 8 partitions).

@@ -178,3 +178,54 @@ class ProcessCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def waiting_for_memory(cluster):
+    """An embedded cluster of one device with room for two f32 scalars, and
+    on it `(y, blocker)`: `y`, x * 2 of an x on the device, waits for its
+    output's memory until `blocker.delete()` frees it (the head queues an
+    output that does not fit yet: docs/distributed.md), so that a test can
+    hold work unfinished for as long as it needs, then finish it."""
+    import causeway
+
+    cluster(devices_per_host=1, memory_per_device=8)
+    s = causeway.make_virtual_device_set().add_slice(devices=1)
+    x = causeway.device_put(np.float32(1.5), s)
+    blocker = causeway.device_put(np.float32(0), s)
+    blocker.block_until_ready(timeout=60)
+    return causeway.jit(lambda x: x * 2, devices=s)(x), blocker
+
+
+class WhenThisThreadLetsGo:
+    """Runs `action` on a thread of its own as soon as the calling thread
+    lets go of the GIL, and not before: within `with`, the interpreter
+    switches threads only when a thread blocks (setswitchinterval, restored
+    on exit), and `go()`, called just before the blocking call under test,
+    is the last step before it. If that call does not release the GIL,
+    `action` does not run until it returns. `with` joins the thread."""
+
+    def __init__(self, action):
+        self._action = action
+        self._gate = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self):
+        self._gate.wait()
+        self._action()
+
+    def __enter__(self):
+        import sys
+        self._interval = sys.getswitchinterval()
+        sys.setswitchinterval(1000)
+        self._thread.start()
+        return self
+
+    def go(self):
+        self._gate.set()
+
+    def __exit__(self, *exc):
+        import sys
+        self._gate.set()
+        self._thread.join()
+        sys.setswitchinterval(self._interval)
+        return False

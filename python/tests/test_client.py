@@ -5,8 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +14,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import causeway
+from conftest import WhenThisThreadLetsGo, waiting_for_memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -239,32 +238,21 @@ def test_scalars_keep_their_rank(cluster):
 
 
 def test_waiting_releases_the_gil(cluster):
-    cluster(devices_per_host=1)
-    s = causeway.make_virtual_device_set().add_slice(devices=1)
+    # y waits until blocker is deleted, and only the other thread deletes
+    # it, once this one lets go of the GIL: a wait that held the GIL would
+    # end with DeadlineExceededError.
+    y, blocker = waiting_for_memory(cluster)
+    freed = []
 
-    def spin(x):
-        return jax.lax.fori_loop(0, 10000, lambda i, v: jnp.sin(v) @ jnp.cos(v), x)
+    def free():
+        freed.append(y.is_ready())  # Not yet: its memory is still taken.
+        blocker.delete()
 
-    slow = causeway.jit(spin, devices=s)
-    slow.as_text(np.eye(64, dtype=np.float32))  # Compile first.
-    ticks = []
-    stop = threading.Event()
-
-    def tick():
-        while not stop.is_set():
-            ticks.append(1)
-            time.sleep(0.001)
-
-    ticker = threading.Thread(target=tick)
-    y = slow(np.eye(64, dtype=np.float32))
-    ticker.start()
-    before, began = len(ticks), time.monotonic()
-    y.block_until_ready(timeout=60)
-    during, waited = len(ticks) - before, time.monotonic() - began
-    stop.set()
-    ticker.join()
-    assert waited > 0.05, "the program was too quick to tell"
-    assert during > 10  # The other thread ran while this one waited.
+    with WhenThisThreadLetsGo(free) as helper:
+        helper.go()
+        y.block_until_ready(timeout=60)
+    assert freed == [False]
+    assert float(np.asarray(y)) == 3.0
 
 
 def test_status_and_trace_show_the_sessions_work(cluster, tmp_path):

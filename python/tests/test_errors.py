@@ -7,6 +7,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import causeway
+from conftest import WhenThisThreadLetsGo, waiting_for_memory
 
 
 def spin(x, steps=4000):
@@ -58,32 +59,26 @@ def test_a_failed_program_raises_where_its_result_is_used_and_the_session_goes_o
 
 
 def test_a_wait_with_a_timeout_raises_deadline_exceeded(cluster):
-    cluster(devices_per_host=1)
-    s = causeway.make_virtual_device_set().add_slice(devices=1)
-    slow = causeway.jit(spin, devices=s)
-    y = slow(np.eye(64, dtype=np.float32))
+    y, blocker = waiting_for_memory(cluster)  # Unfinished until blocker goes.
     with pytest.raises(causeway.DeadlineExceededError, match="not ready within"):
         y.block_until_ready(timeout=0.001)
+    blocker.delete()
     y.block_until_ready(timeout=60)
+    assert float(np.asarray(y)) == 3.0
 
 
 def test_ctrl_c_interrupts_a_wait(cluster):
     import os
     import signal
-    import threading
-    cluster(devices_per_host=1)
-    s = causeway.make_virtual_device_set().add_slice(devices=1)
-    slow = causeway.jit(lambda x: spin(x, 40000), devices=s)  # Seconds of work.
-    slow.as_text(np.eye(64, dtype=np.float32))
-    y = slow(np.eye(64, dtype=np.float32))
-    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
+    y, blocker = waiting_for_memory(cluster)  # Unfinished until blocker goes.
+    # The SIGINT comes once this thread waits (and lets go of the GIL).
+    with WhenThisThreadLetsGo(lambda: os.kill(os.getpid(), signal.SIGINT)) as ctrl_c:
         with pytest.raises(KeyboardInterrupt):
+            ctrl_c.go()
             y.block_until_ready(timeout=60)
-    finally:
-        timer.cancel()
     assert not y.is_ready()  # The wait ended, not the work.
+    blocker.delete()
+    y.block_until_ready(timeout=60)
 
 
 def test_a_session_closed_mid_work_fails_its_work_and_others_go_on(cluster):

@@ -413,6 +413,9 @@ TEST_F(ProcessClusterTest, AFetchInFlightWhenItsWorkerIsKilledIsDataLoss) {
   // failed: what it held is lost.
   absl::Status lost = fetch.AwaitFor(kWait).status();
   EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss) << lost;
+  absl::StatusOr<std::string> why = AwaitHostDead(victim.host, kWait);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_THAT(*why, HasSubstr("its connection broke"));
 }
 
 TEST_F(ProcessClusterTest, ASigstoppedWorkerIsDeclaredDeadByItsHeartbeats) {
@@ -424,6 +427,10 @@ TEST_F(ProcessClusterTest, ASigstoppedWorkerIsDeclaredDeadByItsHeartbeats) {
   stopped.process->Signal(SIGKILL);
   stopped.process->Signal(SIGCONT);
   ASSERT_TRUE(why.ok()) << why.status();
+  // Its heartbeats, not its stream: a stopped process keeps its
+  // connection.
+  EXPECT_THAT(*why, HasSubstr("no heartbeat answered for "));
+  EXPECT_THAT(*why, HasSubstr("(timeout 1s)"));
 }
 
 TEST_F(ProcessClusterTest, AKilledClientsDevicesGoToAQueuedSessionAtOnce) {
@@ -451,13 +458,18 @@ TEST_F(ProcessClusterTest, ASilentClientsSessionExpiresWithItsLease) {
   absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
   ASSERT_TRUE(opened.ok()) << opened.status();
   auto& [session, slice] = *opened;
-  // Stopped, the holder sends no keepalives, but its connection stays up
-  // until keepalive gives up on it: whichever comes first frees it.
+  // Stopped, the holder makes no call; its connection stays up until
+  // gRPC keepalive gives up on it, seconds after the lease has ended.
   holder->Signal(SIGSTOP);
   absl::StatusOr<transport::SliceInfo> granted = slice.Ready().AwaitFor(kWait);
-  holder->Signal(SIGKILL);
   holder->Signal(SIGCONT);
   ASSERT_TRUE(granted.ok()) << granted.status();
+  // The head ended the holder's session for its lease, not for a closed
+  // stream ("it was closed"): continued, the holder hears why.
+  absl::StatusOr<std::string> heard =
+      holder->ReadLineStartingWith("after the stop: ", kWait);
+  ASSERT_TRUE(heard.ok()) << heard.status();
+  EXPECT_THAT(*heard, HasSubstr("is not open: its lease of 1s expired"));
   absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 3, 4);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(*y, ElementsAre(6, 8));

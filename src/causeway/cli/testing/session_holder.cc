@@ -2,7 +2,11 @@
 // a session, takes a slice of --devices devices and, once it is granted,
 // prints `holding N devices` and waits to be killed or stopped. The tests
 // kill it (its stream breaks) or stop it (it goes silent: its lease ends).
-#include <unistd.h>
+// Continued after a stop (SIGCONT), it asks the head about its slice and
+// prints `after the stop: STATUS`, the head's answer: for a session that
+// ended, why the head ended it.
+#include <pthread.h>
+#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +29,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: session_holder --head HOST:PORT --devices N\n");
     return 2;
   }
+  // Blocked before the client starts its threads, so that every thread
+  // inherits the mask and the SIGCONT reaches the sigwait below. (A
+  // blocked SIGCONT still continues the process.)
+  sigset_t continued;
+  sigemptyset(&continued);
+  sigaddset(&continued, SIGCONT);
+  pthread_sigmask(SIG_BLOCK, &continued, nullptr);
   auto client = causeway::client::Connect(head);
   if (!client.ok()) {
     std::fprintf(stderr, "session_holder: %s\n", client.status().ToString().c_str());
@@ -47,5 +58,12 @@ int main(int argc, char** argv) {
   }
   std::printf("holding %lld devices\n", static_cast<long long>(devices));
   std::fflush(stdout);
-  while (true) pause();
+  while (true) {
+    int signal = 0;
+    sigwait(&continued, &signal);
+    const absl::Status info =
+        slice->Info().AwaitFor(absl::Seconds(30)).status();
+    std::printf("after the stop: %s\n", info.ToString().c_str());
+    std::fflush(stdout);
+  }
 }
