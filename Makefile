@@ -19,9 +19,11 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # the training example's progress bar, prometheus_client parses the head's
 # /metrics in its test (python/tests/test_operate.py), pathwaysutils
 # registers jaxlib's IFRT proxy backend for JAX through `causeway proxy`
-# (docs/jax.md).
+# (docs/jax.md), kubernetes-validate checks deploy/k8s against the
+# Kubernetes API's schemas, which it bundles, so offline
+# (python/tests/test_deploy.py, docs/deploy.md).
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
-               prometheus_client pathwaysutils flax optax
+               prometheus_client pathwaysutils flax optax kubernetes-validate
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean
