@@ -47,7 +47,7 @@ class HistoryTest : public ::testing::Test {
         {DeviceId(0), DeviceId(1)}});
     for (int device = 0; device < 2; ++device) {
       trace::OpEvent op{now_, DeviceId(device), HostId(0), IslandId(0), seq_,
-                        session, "s", program, device, 2};
+                        session, "s", program, device, 2, {}, 0};
       recorder.OpStarted(op);
       op.time = now_ + absl::Milliseconds(250);
       recorder.OpFinished(op, device == 1 ? failure : absl::OkStatus());
@@ -102,7 +102,7 @@ TEST_F(HistoryTest, OpsReportedAfterTheSessionEndedStillCount) {
   EXPECT_THAT(recorder->Snapshot().sessions, IsEmpty());
 
   trace::OpEvent op{now_, DeviceId(0), HostId(0), IslandId(0), 1,
-                    SessionId(1), "late", "p", 0, 1};
+                    SessionId(1), "late", "p", 0, 1, {}, 0};
   recorder->OpStarted(op);
   recorder->OpFinished(op, absl::InternalError("kernel failed"));
   recorder->Flush();

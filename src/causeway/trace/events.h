@@ -44,6 +44,12 @@ struct OpEvent {
   std::string program;  // The program's (module's) name.
   int64_t partition = 0;
   int64_t num_partitions = 1;
+  // OpFinished only: how long the op's run spent inside collectives (from
+  // entering each one to leaving it, waiting for its peers included) and
+  // how many it made. Zero for a program without collectives, or an op
+  // that never ran.
+  absl::Duration collective_time;
+  int64_t collectives = 0;
 };
 
 // An op at the front of its device's queue that cannot start yet.

@@ -1435,6 +1435,8 @@ void EventToWire(const trace::EventRecord& record, NameEncoder& names,
     out->set_program(names.Id(op->program));
     out->set_partition(op->partition);
     out->set_num_partitions(op->num_partitions);
+    out->set_collective_ns(absl::ToInt64Nanoseconds(op->collective_time));
+    out->set_collectives(op->collectives);
   } else if (const auto* wait = std::get_if<trace::WaitEvent>(&record.event)) {
     out->set_time_us(MicrosOf(wait->time));
     out->set_device(wait->device.value());
@@ -1495,6 +1497,16 @@ absl::StatusOr<trace::EventRecord> EventFromWire(
           names.Find(event.program(), path.Field("program"), &op.program));
       op.partition = event.partition();
       op.num_partitions = event.num_partitions();
+      if (event.collective_ns() < 0) {
+        return path.Field("collective_ns")
+            .Invalid(absl::StrCat(event.collective_ns(), " is negative"));
+      }
+      if (event.collectives() < 0) {
+        return path.Field("collectives")
+            .Invalid(absl::StrCat(event.collectives(), " is negative"));
+      }
+      op.collective_time = absl::Nanoseconds(event.collective_ns());
+      op.collectives = event.collectives();
       out.event = std::move(op);
       break;
     }

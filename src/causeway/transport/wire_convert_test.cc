@@ -687,6 +687,8 @@ TEST(WireConvertTest, TraceEventsRoundTripWithTheirTimes) {
   op.session = SessionId(2);
   op.session_name = "s";
   op.program = "p";
+  op.collective_time = absl::Nanoseconds(1500);
+  op.collectives = 3;
   finished.event = op;
   finished.status = absl::DataLossError("lost");
   trace::EventRecord transfer;
@@ -721,6 +723,8 @@ TEST(WireConvertTest, TraceEventsRoundTripWithTheirTimes) {
   EXPECT_EQ(op_back.seq, 8u);
   EXPECT_EQ(op_back.session_name, "s");
   EXPECT_EQ(op_back.program, "p");
+  EXPECT_EQ(op_back.collective_time, absl::Nanoseconds(1500));
+  EXPECT_EQ(op_back.collectives, 3);
 
   // The next message names them by number only.
   wire::TraceEvents next;
@@ -743,6 +747,11 @@ TEST(WireConvertTest, TraceEventsRoundTripWithTheirTimes) {
   EXPECT_THAT(FromWire(next, decoder, kLimits, FieldPath("e"), &unnamed)
                   .status(),
               IsInvalid("e.events[0].device: -1 is negative"));
+  next.mutable_events(0)->set_device(3);
+  next.mutable_events(0)->set_collective_ns(-5);
+  EXPECT_THAT(FromWire(next, decoder, kLimits, FieldPath("e"), &unnamed)
+                  .status(),
+              IsInvalid("e.events[0].collective_ns: -5 is negative"));
 }
 
 TEST(WireConvertTest, ALaunchsDevicesMustMatchItsPartitions) {

@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -56,6 +58,59 @@ absl::Status CheckCollectivePeers(const LaunchOp& op) {
   }
   return absl::OkStatus();
 }
+
+// The island's collectives for one run, timed: each call's time, from
+// entering it to leaving it (waiting for the peers included), is added up
+// for the op's OpFinished event. Called from the run's thread only.
+class TimedCollectives final : public exec::Collectives {
+ public:
+  explicit TimedCollectives(exec::Collectives* inner) : inner_(inner) {}
+
+  absl::StatusOr<hlo::Literal> AllReduce(
+      const exec::CollectiveOp& op,
+      std::vector<hlo::Literal> operands) override {
+    return Timed([&] { return inner_->AllReduce(op, std::move(operands)); });
+  }
+  absl::StatusOr<hlo::Literal> AllGather(
+      const exec::CollectiveOp& op,
+      std::vector<hlo::Literal> operands) override {
+    return Timed([&] { return inner_->AllGather(op, std::move(operands)); });
+  }
+  absl::StatusOr<hlo::Literal> ReduceScatter(
+      const exec::CollectiveOp& op,
+      std::vector<hlo::Literal> operands) override {
+    return Timed(
+        [&] { return inner_->ReduceScatter(op, std::move(operands)); });
+  }
+  absl::StatusOr<hlo::Literal> AllToAll(
+      const exec::CollectiveOp& op,
+      std::vector<hlo::Literal> operands) override {
+    return Timed([&] { return inner_->AllToAll(op, std::move(operands)); });
+  }
+  absl::StatusOr<hlo::Literal> CollectivePermute(
+      const exec::CollectiveOp& op, hlo::Literal operand) override {
+    return Timed(
+        [&] { return inner_->CollectivePermute(op, std::move(operand)); });
+  }
+  absl::Status Cancelled() const override { return inner_->Cancelled(); }
+
+  absl::Duration time() const { return time_; }
+  int64_t calls() const { return calls_; }
+
+ private:
+  template <typename Call>
+  absl::StatusOr<hlo::Literal> Timed(Call call) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<hlo::Literal> result = call();
+    time_ += absl::FromChrono(std::chrono::steady_clock::now() - start);
+    ++calls_;
+    return result;
+  }
+
+  exec::Collectives* const inner_;
+  absl::Duration time_;
+  int64_t calls_ = 0;
+};
 
 }  // namespace
 
@@ -278,8 +333,10 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   context.partition_id = op.partition;
   context.replica_id = 0;
   context.run_id = op.seq;
+  std::optional<TimedCollectives> timed;
   if (program.has_collectives) {
-    context.collectives = options_.collectives->Join(MemberOf(op));
+    timed.emplace(options_.collectives->Join(MemberOf(op)));
+    context.collectives = &*timed;
   }
   context.cancelled = &launch.cancel;
   // The run's working memory is bounded by the device's budget.
@@ -287,6 +344,10 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   absl::StatusOr<hlo::Literal> result =
       program.evaluator->Run(arguments, context);
   arguments.clear();
+  if (timed.has_value()) {
+    launch.collective_time = timed->time();
+    launch.collectives = timed->calls();
+  }
   absl::Status status;
   if (launch.cancel.load()) {
     absl::MutexLock lock(&mu_);
@@ -355,7 +416,12 @@ void Device::Finish(QueuedLaunch& launch, absl::Status status,
     absl::MutexLock lock(&mu_);
     stopping = stopping_;
   }
-  if (recording_) options_.events->OpFinished(MakeOpEvent(op), status);
+  if (recording_) {
+    OpEvent finished = MakeOpEvent(op);
+    finished.collective_time = launch.collective_time;
+    finished.collectives = launch.collectives;
+    options_.events->OpFinished(finished, status);
+  }
   if (!stopping && options_.listener != nullptr) {
     options_.listener->OnOpDone(OpDone{.host = options_.info.host,
                                        .device = id(),

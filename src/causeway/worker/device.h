@@ -25,6 +25,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "causeway/base/future.h"
 #include "causeway/exec/evaluator.h"
 #include "causeway/hlo/ir.h"
@@ -61,6 +62,10 @@ struct QueuedLaunch {
   // Set with `abandoned` while the launch runs: the evaluator stops at its
   // next while-loop iteration.
   std::atomic<bool> cancel{false};
+  // Once it ran: its time inside collectives and how many it made (for its
+  // OpFinished event).
+  absl::Duration collective_time;
+  int64_t collectives = 0;
 };
 
 class Device {
