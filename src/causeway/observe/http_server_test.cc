@@ -175,6 +175,83 @@ TEST_F(HttpServerTest, MetricsParseAsPrometheusTextAndCountTheLaunches) {
   EXPECT_EQ(after.Count("causeway_host_heartbeat_age_seconds"), 2u);
 }
 
+// Each partition's value summed over both: one all-reduce per device.
+constexpr char kAllReduce[] = R"(HloModule psum, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[2]<=[2]}
+  ROOT r = f32[1] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={devices=[2]<=[2]}
+}
+)";
+
+TEST_F(HttpServerTest, TheTimeInCollectivesIsCountedPerDeviceAndPerOp) {
+  Start();
+  const testing::PrometheusText before = Metrics();
+  EXPECT_EQ(before.types.at("causeway_op_collective_seconds"), "histogram");
+  EXPECT_EQ(before.types.at("causeway_device_collective_seconds_total"),
+            "counter");
+  EXPECT_EQ(before.Value("causeway_collectives_total"), 0);
+  EXPECT_EQ(before.Count("causeway_device_collective_seconds_total"), 4u);
+  // A program without collectives is not counted.
+  RunTimesTwo();
+  std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster_);
+  absl::StatusOr<client::Session> session = client->OpenSession({.name = "ar"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<client::Slice> slice = session->CreateSlice(2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  absl::StatusOr<transport::SliceInfo> granted = slice->Ready().AwaitFor(kWait);
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  absl::StatusOr<client::Executable> program =
+      session->Compile(kAllReduce, *slice);
+  ASSERT_TRUE(program.ok()) << program.status();
+  absl::StatusOr<client::Sharding> tiled = client::Sharding::TiledByDims({2});
+  ASSERT_TRUE(tiled.ok());
+  absl::StatusOr<client::Array> x =
+      session->FromHost(hlo::testutil::F32({2}, {1.5, -4}), *slice, *tiled);
+  ASSERT_TRUE(x.ok()) << x.status();
+  absl::StatusOr<std::vector<client::Array>> y = program->Execute({*x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  absl::StatusOr<hlo::Literal> value = (*y)[0].ToHost().AwaitFor(kWait);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(hlo::testutil::Values(*value),
+              ::testing::ElementsAre(-2.5, -2.5));
+  // An op reports after its outputs are ready: wait for both reports.
+  const absl::Time deadline = absl::Now() + kWait;
+  testing::PrometheusText after = Metrics();
+  while (after.Value("causeway_device_ops_total", {{"code", "OK"}}) < 4) {
+    ASSERT_LT(absl::Now(), deadline) << "the ops did not report";
+    after = Metrics();
+  }
+  EXPECT_EQ(after.Value("causeway_collectives_total"), 2);
+  EXPECT_EQ(after.Value("causeway_op_collective_seconds_count"), 2);
+  EXPECT_GT(after.Value("causeway_op_collective_seconds_sum"), 0);
+  double per_device = 0;
+  int devices_in_collectives = 0;
+  for (const DeviceId device : granted->devices) {
+    const double seconds = after.Value(
+        "causeway_device_collective_seconds_total",
+        {{"device", absl::StrCat(device.value())},
+         {"host", absl::StrCat(device.value() / 2)},
+         {"island", "0"}});
+    devices_in_collectives += seconds > 0;
+    per_device += seconds;
+  }
+  EXPECT_EQ(devices_in_collectives, 2);
+  EXPECT_NEAR(per_device, after.Value("causeway_op_collective_seconds_sum"),
+              1e-9);
+  // The same per device in /api/status.
+  double in_status = 0;
+  const json status = Status();
+  for (const json& device : status["devices"]) {
+    in_status += device["collective_seconds"].get<double>();
+  }
+  EXPECT_NEAR(in_status, per_device, 1e-9);
+}
+
 TEST_F(HttpServerTest, ASessionShowsWithItsSliceOnItsDevices) {
   Start();
   std::unique_ptr<client::Client> client = client::ConnectLocal(*cluster_);

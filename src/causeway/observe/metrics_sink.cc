@@ -64,6 +64,7 @@ int64_t MetricsSnapshot::TotalLaunches() const {
 MetricsSink::MetricsSink(trace::EventSink* next) : next_(next) {
   counts_.dispatch_latency = Histogram(LatencyBuckets());
   counts_.op_duration = Histogram(LatencyBuckets());
+  counts_.op_collective_time = Histogram(LatencyBuckets());
   counts_.transfer_duration = Histogram(LatencyBuckets());
 }
 
@@ -144,6 +145,12 @@ void MetricsSink::OpFinished(const trace::OpEvent& event,
     }
     ++device.ops_finished;
     ++counts_.ops[CodeName(status)];
+    if (event.collectives > 0) {
+      const double in_collectives = Seconds(event.collective_time);
+      device.collective_seconds += in_collectives;
+      counts_.op_collective_time.Observe(in_collectives);
+      counts_.collectives += event.collectives;
+    }
     if (!status.ok()) {
       Launch& launch = TrackLaunchLocked({event.island, event.seq});
       if (!launch.failure_counted) {

@@ -55,6 +55,8 @@ std::string DeathReasonLabel(const std::string& reason);
 struct DeviceActivity {
   HostId host;
   double busy_seconds = 0;  // Finished ops' running time.
+  // Finished ops' time inside collectives (part of busy_seconds).
+  double collective_seconds = 0;
   // The op running now (OpStarted with no OpFinished yet), and since when.
   std::optional<absl::Time> running_since;
   int64_t ops_finished = 0;
@@ -94,6 +96,9 @@ struct MetricsSnapshot {
   std::map<DeviceId, DeviceActivity> devices;
   Histogram dispatch_latency;  // Dispatched -> enqueued on a device.
   Histogram op_duration;       // Started -> finished.
+  // Per op of a program with collectives: its time inside them.
+  Histogram op_collective_time;
+  int64_t collectives = 0;  // Collective calls made by finished ops.
   Histogram transfer_duration;
   std::map<std::string, int64_t> transfers;  // Finished, by code.
   int64_t transfer_bytes = 0;                // Of finished OK transfers.

@@ -50,6 +50,24 @@ TEST(MetricsSinkTest, BusyTimeIsTheRunningTimeOfFinishedAndRunningOps) {
   EXPECT_EQ(snapshot.ops.at("OK"), 1);
 }
 
+TEST(MetricsSinkTest, CollectiveTimeIsCountedForOpsThatMadeCollectives) {
+  MetricsSink sink;
+  sink.OpStarted(Op(0, 1, 0));
+  trace::OpEvent with = Op(0, 1, 2);
+  with.collective_time = absl::Milliseconds(250);
+  with.collectives = 2;
+  sink.OpFinished(with, absl::OkStatus());
+  sink.OpStarted(Op(0, 2, 3));
+  sink.OpFinished(Op(0, 2, 4), absl::OkStatus());  // No collectives.
+  const MetricsSnapshot snapshot = sink.Snapshot();
+  EXPECT_DOUBLE_EQ(snapshot.devices.at(DeviceId(0)).collective_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(snapshot.devices.at(DeviceId(0)).busy_seconds, 3);
+  // Only the op that made collectives is observed.
+  EXPECT_EQ(snapshot.op_collective_time.count, 1);
+  EXPECT_DOUBLE_EQ(snapshot.op_collective_time.sum, 0.25);
+  EXPECT_EQ(snapshot.collectives, 2);
+}
+
 TEST(MetricsSinkTest, DispatchLatencyRunsFromTheLaunchToEachOpsQueue) {
   MetricsSink sink;
   sink.LaunchDispatched(Launch(7, 0));

@@ -169,6 +169,10 @@ std::vector<DeviceRow> DeviceRows(const ObservedState& state) {
     }
     row.status = FindDevice(state.workers.get(), info.host, info.id);
     row.busy_seconds = state.metrics.BusySeconds(info.id, state.now);
+    if (auto it = state.metrics.devices.find(info.id);
+        it != state.metrics.devices.end()) {
+      row.collective_seconds = it->second.collective_seconds;
+    }
     if (start != nullptr) {
       auto then = start->busy_seconds.find(info.id);
       const double before =
@@ -267,6 +271,7 @@ json StatusJson(const ObservedState& state) {
                 {"ops_completed", 0},
                 {"busy_ratio", row.busy_ratio},
                 {"busy_seconds", row.busy_seconds},
+                {"collective_seconds", row.collective_seconds},
                 {"memory",
                  {{"budget_bytes", row.memory_budget_bytes},
                   {"used_bytes", nullptr},
@@ -519,6 +524,14 @@ std::string PrometheusText(const ObservedState& state) {
     w.Sample("causeway_device_busy_seconds_total", device_labels(row),
              row.busy_seconds);
   }
+  w.Family("causeway_device_collective_seconds_total", "counter",
+           "Seconds the device's ops spent inside collectives (waiting for "
+           "their peers included) since the head started; part of its busy "
+           "seconds.");
+  for (const DeviceRow& row : rows) {
+    w.Sample("causeway_device_collective_seconds_total", device_labels(row),
+             row.collective_seconds);
+  }
   w.Family("causeway_device_memory_used_bytes", "gauge",
            "Bytes of the device's buffers (reserved and ready).");
   for (const DeviceRow& row : rows) {
@@ -565,6 +578,14 @@ std::string PrometheusText(const ObservedState& state) {
   w.Family("causeway_op_duration_seconds", "histogram",
            "Running time of ops on their devices.");
   w.HistogramSamples("causeway_op_duration_seconds", m.op_duration);
+  w.Family("causeway_op_collective_seconds", "histogram",
+           "Per op of a program with collectives: its time inside them "
+           "(all-reduce, all-gather, reduce-scatter, all-to-all, "
+           "collective-permute), waiting for its peers included.");
+  w.HistogramSamples("causeway_op_collective_seconds", m.op_collective_time);
+  w.Family("causeway_collectives_total", "counter",
+           "Collective operations made by finished ops (one per device).");
+  w.Sample("causeway_collectives_total", {}, m.collectives);
 
   w.Family("causeway_transfer_bytes_total", "counter",
            "Bytes moved between devices by transfers that completed.");

@@ -37,6 +37,8 @@ struct DeviceRow {
   const transport::DeviceStatus* status = nullptr;  // From its worker.
   int64_t memory_budget_bytes = 0;                  // From the topology.
   double busy_seconds = 0;  // Since the head started.
+  // Of busy_seconds: inside collectives (finished ops).
+  double collective_seconds = 0;
   double busy_ratio = 0;    // Over the last ObservedState::busy_window.
   // The sessions whose granted slices hold it.
   std::vector<SessionId> sessions;

@@ -140,7 +140,7 @@ function renderDetail(s) {
   let t = "device " + d.device + " (host " + d.host + ", island " + d.island + ", " + esc(d.kind) + "): " + esc(d.state) + "\n";
   t += "sessions holding it: " + (d.sessions.length ? d.sessions.join(", ") : "none") + "\n";
   t += "memory " + bytes(d.memory.used_bytes) + " of " + bytes(d.memory.budget_bytes) + (d.memory.waiting_bytes ? ", " + bytes(d.memory.waiting_bytes) + " waiting" : "") + "\n";
-  t += "busy " + Math.round(100 * d.busy_ratio) + "% of the last minute; " + d.ops_completed + " ops done\n\n";
+  t += "busy " + Math.round(100 * d.busy_ratio) + "% of the last minute; " + d.ops_completed + " ops done; " + d.collective_seconds.toFixed(3) + " s in collectives\n\n";
   t += "running: " + (d.running ? opText(d.running) : "nothing") + "\n";
   t += "queued (" + d.queue_length + "):\n";
   if (!d.queued.length) t += "  none\n";
