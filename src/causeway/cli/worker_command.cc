@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -16,6 +17,7 @@
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
 #include "causeway/cli/stop_signals.h"
+#include "causeway/observe/health_server.h"
 #include "causeway/transport/grpc_worker_agent.h"
 #include "causeway/transport/gloo_launch_collectives.h"
 #include "causeway/transport/tcp_data_plane.h"
@@ -28,7 +30,7 @@ constexpr char kWorkerHelp[] = R"(Usage:
   causeway worker --head HOST:PORT --island N --devices D
                   [--memory-per-device BYTES] [--retry-seconds S]
                   [--collective-timeout S] [--data-plane-listen IP:PORT]
-                  [--token-file F] [--tls-ca F]
+                  [--token-file F] [--tls-ca F] [--health-listen HOST:PORT]
 
 Runs one worker (a host with D CPU devices on island N): it dials the head,
 registers (the head gives it a host id and device ids), and runs what the
@@ -62,6 +64,12 @@ exits with status 1 and says so.
                             on the same IP. On separate hosts give the IP
                             the other hosts reach it at. With --token-file,
                             peers must present the token.
+  --health-listen HOST:PORT Also serve probes over HTTP there (for
+                            Kubernetes, docs/deploy.md): /healthz answers
+                            200 while the process serves, /readyz 200 while
+                            the head has this worker alive and 503 while it
+                            registers. Prints `health listening on
+                            HOST:PORT` first; port 0 picks a free one.
 )";
 
 // Backoff between attempts to reach the head.
@@ -73,6 +81,7 @@ struct WorkerFlags {
   std::string data_plane_listen = "127.0.0.1:0";
   absl::Duration retry = absl::Seconds(60);
   absl::Duration collective_timeout = absl::Seconds(60);
+  std::optional<std::string> health_listen;
 };
 
 // The host part of "IP:PORT" or "[IPv6]:PORT".
@@ -119,6 +128,10 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
           "host's own (for example its IP on the cluster's network), not "
           "a wildcard"));
     }
+  }
+  if (flags.Has("--health-listen")) {
+    CW_ASSIGN_OR_RETURN(out.health_listen,
+                        AddressFlag(flags, "--health-listen"));
   }
   CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
   char hostname[256] = {0};
@@ -180,7 +193,8 @@ void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
 // Returns why it ended.
 absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                        transport::TcpDataPlane& data_plane,
-                       const WorkerFlags& flags, StopSignals& signals) {
+                       const WorkerFlags& flags, StopSignals& signals,
+                       observe::HealthServer* health) {
   trace::EventBuffer events;  // Sent to the head, for its trace.
   // Launches within this process meet in memory; launches that span
   // processes run their collectives over Gloo, meeting through the head's
@@ -218,6 +232,13 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                  peer.state == transport::HostState::kAlive;
         });
     if (!alive || announced.exchange(true)) return;
+    // Ready for the probe before the line, so that whoever read the line
+    // finds /readyz ready.
+    if (health != nullptr) {
+      health->SetReady(absl::StrCat("ready: host ", self.value(), " on island ",
+                                    flags.agent.island.value(), ", head ",
+                                    flags.agent.head));
+    }
     const std::vector<transport::DeviceInfo>& devices = agent.devices();
     std::printf("worker host %lld ready: devices %lld..%lld on island %lld "
                 "(head %s, data plane %s)\n",
@@ -261,7 +282,8 @@ int WorkerCommand(const std::vector<std::string>& args) {
                                {"--memory-per-device"},
                                {"--retry-seconds"},
                                {"--collective-timeout"},
-                               {"--data-plane-listen"}}));
+                               {"--data-plane-listen"},
+                               {"--health-listen"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s", kWorkerHelp, kSecurityFlagsHelp);
     return kExitOk;
@@ -277,6 +299,22 @@ int WorkerCommand(const std::vector<std::string>& args) {
     PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n(see causeway worker --help)\n",
                  std::string(flags.status().message()).c_str());
     return kExitUsage;
+  }
+
+  std::unique_ptr<observe::HealthServer> health;
+  if (flags->health_listen.has_value()) {
+    absl::StatusOr<std::unique_ptr<observe::HealthServer>> started =
+        observe::HealthServer::Start(
+            *flags->health_listen,
+            absl::StrCat("registering with the head at ", flags->agent.head));
+    if (!started.ok()) {
+      PrintUserMessage(LogSeverity::kError, "causeway worker: --health-listen: %s\n",
+                       std::string(started.status().message()).c_str());
+      return kExitFailure;
+    }
+    health = *std::move(started);
+    std::printf("health listening on %s\n", health->address().c_str());
+    std::fflush(stdout);
   }
 
   absl::Status last = absl::OkStatus();
@@ -309,9 +347,14 @@ int WorkerCommand(const std::vector<std::string>& args) {
       return kExitFailure;
     }
     first = false;
-    last = ServeOnce(**agent, **data_plane, *flags, signals);
+    last = ServeOnce(**agent, **data_plane, *flags, signals, health.get());
     agent->reset();
     if (signals.stopped()) break;
+    if (health != nullptr) {
+      health->SetNotReady(absl::StrCat("lost the head (", last.message(),
+                                       "); registering again with ",
+                                       flags->agent.head));
+    }
     PrintUserMessage(LogSeverity::kWarning,
                  "causeway worker: %s; registering again (for up to %s)\n",
                  std::string(last.message()).c_str(),
