@@ -40,6 +40,23 @@ ENTRY %main (x: f32[1]) -> f32[1] {
 """
 
 
+# Every partition's value summed over all four: one all-reduce on each
+# device, across both worker processes (Gloo).
+PSUM = """HloModule psum, num_partitions=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[1] parameter(0), sharding={devices=[4]<=[4]}
+  ROOT r = f32[1] all-reduce(x), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add, sharding={devices=[4]<=[4]}
+}
+"""
+
+
 @pytest.fixture(scope="module")
 def token_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("operate") / "token"
@@ -156,7 +173,7 @@ def test_the_status_json_matches_the_cluster(served):
 
 def test_every_data_endpoint_needs_the_token(served):
     _, http = served
-    for path in ("/api/status", "/metrics", "/trace?seconds=5"):
+    for path in ("/api/status", "/api/history", "/metrics", "/trace?seconds=5"):
         code, body = get(http, path, token=None)
         assert code == 401 and "Authorization: Bearer" in body, (path, body)
         code, body = get(http, path, token="not-" + TOKEN)
@@ -197,6 +214,49 @@ def test_metrics_parse_and_the_launch_counters_move_with_the_work(served, token_
     assert len([k for k in after if k[0] == "causeway_host_heartbeat_age_seconds"]) == 2
 
 
+def test_the_time_in_collectives_moves_with_an_all_reduce(served, token_file, tmp_path):
+    """A program whose four partitions (on two worker processes) all-reduce:
+    each device's time inside collectives reaches /metrics, by device, as a
+    histogram per op and as a count of collectives."""
+    cluster, http = served
+    program = tmp_path / "psum.hlo"
+    program.write_text(PSUM)
+    x = tmp_path / "x.npy"
+    np.save(x, np.array([[1.0], [2.0], [3.0], [4.5]], np.float32))
+    out = tmp_path / "out"
+
+    def values():
+        code, text = get(http, "/metrics")
+        assert code == 200, text
+        strict_samples(text)
+        return metric_values(text)
+
+    before = values()
+    run_causeway("run", program, "--partitions", 4, "--input", x, "--output-dir", out,
+                 "--cluster", cluster.address, "--token-file", token_file)
+    (result,) = [np.load(out / name) for name in os.listdir(out)]
+    np.testing.assert_array_equal(result.reshape(-1), [10.5] * 4)
+    # Each op's events reach the head within about 100 ms of it finishing
+    # (the workers send them in batches): wait for all four.
+    ops_ok = ("causeway_device_ops_total", frozenset({("code", "OK")}))
+    deadline = time.monotonic() + 30
+    after = values()
+    while after.get(ops_ok, 0) < before.get(ops_ok, 0) + 4:
+        assert time.monotonic() < deadline, "the all-reduce's ops did not report"
+        after = values()
+    total = ("causeway_collectives_total", frozenset())
+    assert after[total] == before[total] + 4
+    count = ("causeway_op_collective_seconds_count", frozenset())
+    assert after[count] == before[count] + 4
+    seconds = ("causeway_op_collective_seconds_sum", frozenset())
+    assert after[seconds] > before[seconds]
+    for device in range(4):
+        labels = frozenset({("device", str(device)), ("host", str(device // 2)),
+                            ("island", "0")})
+        key = ("causeway_device_collective_seconds_total", labels)
+        assert after[key] > before.get(key, 0), device
+
+
 def test_top_once_draws_a_row_for_every_device(served, token_file):
     _, http = served
     result = run_causeway("top", "--head", http, "--token-file", token_file, "--once",
@@ -216,22 +276,31 @@ def test_top_in_tmux_repaints_and_q_quits(served, token_file):
     _, http = served
     server = f"cw-top-{uuid.uuid4().hex[:8]}"
     done = f"{server}-done"
-    tmux = ["tmux", "-L", server]
-    command = (f"{CAUSEWAY} top --head {http} --token-file {token_file}; "
-               f"tmux -L {server} wait-for -S {done}")
-    subprocess.run([*tmux, "new-session", "-d", "-x", "150", "-y", "40", command], check=True)
+    tmux = ["tmux", "-L", server, "-f", os.devnull]
+    # Its pane stays when top exits (remain-on-exit), so that the server
+    # does too, and says so (the pane-died hook signals `done`). A pane that
+    # closed would take the server with it, and a `wait-for` that came after
+    # would find no server: the flake this test once had.
+    subprocess.run([*tmux, "new-session", "-d", "-x", "150", "-y", "40",
+                    f"{CAUSEWAY} top --head {http} --token-file {token_file}", ";",
+                    "set-option", "-w", "remain-on-exit", "on", ";",
+                    "set-hook", "-g", "pane-died", f"wait-for -S {done}"], check=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         screen = ""
-        # Waits for the first repaint to show on the screen.
-        while "q quits" not in screen:
-            assert time.monotonic() < deadline, f"top did not draw:\n{screen}"
+        # Waits for a whole frame of the cluster: its last line ("q quits")
+        # and a row for every device (a frame may be caught half drawn).
+        while not ("q quits" in screen and device_rows(screen) == [0, 1, 2, 3]):
+            assert time.monotonic() < deadline, f"top did not draw every device:\n{screen}"
             screen = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True,
                                     text=True, check=True).stdout
-        assert device_rows(screen) == [0, 1, 2, 3], screen
         assert "causeway top" in screen and "DEV" in screen
         subprocess.run([*tmux, "send-keys", "q"], check=True)
         subprocess.run([*tmux, "wait-for", done], check=True, timeout=30)
+        dead = subprocess.run([*tmux, "display-message", "-p",
+                               "#{pane_dead} #{pane_dead_status}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert dead == ["1", "0"], dead  # top exited, with status 0.
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 
@@ -272,6 +341,132 @@ def test_a_killed_worker_shows_dead_with_its_reason(token_file):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+class DevTools:
+    """Headless Chromium driven over its DevTools protocol on a pipe
+    (--remote-debugging-pipe: it reads commands on its fd 3 and writes
+    answers and events on its fd 4, each a JSON text ended by a NUL), with
+    one page attached. Started by posix_spawn, so that the pipes land on 3
+    and 4 without running Python in the child; `close()` ends it by its
+    pid."""
+
+    def __init__(self, folder, width=1400, height=1000):
+        import fcntl
+        commands_read, commands_write = os.pipe()
+        answers_read, answers_write = os.pipe()
+        # Above 4, so that putting one on 3 never overwrites the other.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+                for fd in (commands_read, answers_write)]
+        log = os.open(folder / "chromium.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                "--remote-debugging-pipe", "--no-first-run", "--no-default-browser-check",
+                f"--user-data-dir={folder / 'profile'}", f"--window-size={width},{height}",
+                "about:blank"]
+        try:
+            self.pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, log, 1),
+                (os.POSIX_SPAWN_DUP2, log, 2), (os.POSIX_SPAWN_DUP2, high[0], 3),
+                (os.POSIX_SPAWN_DUP2, high[1], 4)])
+        finally:
+            for fd in (commands_read, answers_write, *high, log, null):
+                os.close(fd)
+        self._write, self._read = commands_write, answers_read
+        self._buffer, self._id, self.events = b"", 0, []
+        self.session = None
+        try:
+            target = self.call("Target.createTarget", url="about:blank")["targetId"]
+            self.session = self.call("Target.attachToTarget", targetId=target,
+                                     flatten=True)["sessionId"]
+            self.call("Page.enable")
+            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                      deviceScaleFactor=1, mobile=False)
+        except BaseException:
+            self.close()
+            raise
+
+    def _message(self, deadline):
+        import select
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            assert left > 0, "chromium did not answer in time"
+            ready, _, _ = select.select([self._read], [], [], left)
+            if ready:
+                chunk = os.read(self._read, 1 << 20)
+                assert chunk, "chromium closed its pipe"
+                self._buffer += chunk
+        text, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(text)
+
+    def call(self, method, timeout=60, **params):
+        """The result of one command (on the page once attached)."""
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if self.session is not None and not method.startswith(("Target.", "Browser.")):
+            message["sessionId"] = self.session
+        os.write(self._write, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self._message(deadline)
+            if answer.get("id") == self._id:
+                assert "error" not in answer, f"{method}: {answer['error']}"
+                return answer["result"]
+            self.events.append(answer)
+
+    def evaluate(self, expression, timeout=60):
+        """The value of a JavaScript expression (a promise is awaited)."""
+        result = self.call("Runtime.evaluate", timeout=timeout, expression=expression,
+                           returnByValue=True, awaitPromise=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def open(self, url):
+        """Navigates to `url` and waits for its load event."""
+        self.call("Page.navigate", url=url)
+        deadline = time.monotonic() + 60
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+            self.events.append(self._message(deadline))
+
+    def wait_for(self, condition, timeout=60):
+        """Waits, in the page, for the JavaScript expression `condition` to
+        be truthy: checked now and on every change of the DOM (a
+        MutationObserver), not on a clock. Returns its value."""
+        watch = ("new Promise(resolve => { const check = () => { const v = (" + condition +
+                 "); if (v) { observer.disconnect(); resolve(v); } return v; };"
+                 " const observer = new MutationObserver(check);"
+                 " if (!check()) observer.observe(document.documentElement,"
+                 " {subtree: true, childList: true, characterData: true, attributes: true}); })")
+        try:
+            return self.evaluate(watch, timeout=timeout)
+        except AssertionError as error:
+            page = self.evaluate("document.body.textContent", timeout=10)
+            raise AssertionError(f"{error}: not so in time: {condition}\n"
+                                 f"the page says: {page}") from error
+
+    def screenshot(self, path):
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        import base64
+        path.write_bytes(base64.b64decode(data["data"]))
+
+    def close(self):
+        try:
+            os.write(self._write, json.dumps({"id": 0, "method": "Browser.close"}).encode()
+                     + b"\0")
+        except OSError:
+            pass
+        os.close(self._write)
+        os.close(self._read)
+        # Browser.close ends it (so does its pipe closing); SIGKILL if it has
+        # not exited within 30 s. Its exit is waited for on a pidfd.
+        import select
+        exited = os.pidfd_open(self.pid)
+        try:
+            if not select.select([exited], [], [], 30)[0]:
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        finally:
+            os.close(exited)
+
+
 def browser(url, *flags):
     """Headless Chromium on `url` after its script ran for a while of virtual
     time; returns the CompletedProcess (stdout: the DOM with --dump-dom)."""
@@ -302,6 +497,84 @@ def test_the_page_in_a_browser_shows_every_device_and_a_dead_one(tmp_path):
         browser(f"http://{http}/", f"--screenshot={shot}", "--window-size=1400,900")
         assert shot.stat().st_size > 10_000
     finally:
+        cluster.stop()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (Debian: apt-get install chromium)")
+def test_the_open_page_shows_a_killed_worker_dead_without_a_reload(token_file, tmp_path):
+    """A real browser on the page of a cluster at work: the token typed into
+    the page's form once, every device and the open session shown; then a
+    worker is SIGKILLed and the same page, never reloaded, shows its host
+    dead with the reason and its devices red. Screenshots of both are kept
+    in the test's folder (page-alive.png, page-dead.png)."""
+    import causeway
+
+    cluster, http = start_cluster(token_file)
+    browser = None
+    try:
+        run_times_two(cluster, token_file, tmp_path)
+        causeway.connect(cluster.address, token_file=token_file)
+        try:
+            held = causeway.make_virtual_device_set().add_slice(devices=2)
+            doubled = causeway.jit(lambda x: x * 2, devices=held)(np.arange(4, dtype=np.float32))
+            np.testing.assert_array_equal(np.asarray(doubled), [0, 2, 4, 6])
+            (session,) = status(http)["sessions"]
+            browser = DevTools(tmp_path)
+            browser.open(f"http://{http}/")
+            # The page asks for the token, once: typed into its form.
+            browser.wait_for('getComputedStyle(document.getElementById("login")).display'
+                             ' === "flex"')
+            browser.evaluate('document.getElementById("token").value = ' + json.dumps(TOKEN) +
+                             '; document.getElementById("loginform").requestSubmit(); true')
+            browser.wait_for('document.querySelectorAll("#grid .dev[data-dev]").length === 4')
+            browser.wait_for('document.getElementById("sessions").textContent.includes(' +
+                             json.dumps(session["name"]) + ')')
+            assert browser.evaluate('sessionStorage.getItem("causeway-token")') == TOKEN
+            states = browser.evaluate('Array.from(document.querySelectorAll("#grid .dev"))'
+                                      '.map(d => [Number(d.dataset.dev), d.className])')
+            assert sorted(d for d, _ in states) == [0, 1, 2, 3]
+            assert not any("s-dead" in c for _, c in states), states
+            # A click on a device of the session's slice opens its panel.
+            mine = session["slices"][0]["devices"][0]
+            browser.evaluate(f'document.querySelector(\'#grid .dev[data-dev="{mine}"]\')'
+                             '.click(); true')
+            panel = browser.wait_for('document.getElementById("detail").textContent'
+                                     f'.includes("Device {mine}") &&'
+                                     ' document.getElementById("detail").textContent')
+            assert "queued (" in panel and "in collectives" in panel, panel
+            assert f"sessions holding it: {session['session']}" in panel, panel
+            browser.screenshot(tmp_path / "page-alive.png")
+            # A mark that a reload would wipe.
+            browser.evaluate("window.neverReloaded = true")
+            navigations = sum(e.get("method") == "Page.frameNavigated" for e in browser.events)
+
+            victim = max(cluster.worker_pids)
+            cluster.kill_worker(victim)
+            cluster.wait_for_line(f"causeway head: host {victim} dead: ")
+            dead = [2 * victim, 2 * victim + 1]
+            browser.wait_for(" && ".join(
+                f'document.querySelector(\'#grid .dev[data-dev="{d}"]\').classList'
+                f'.contains("s-dead")' for d in dead))
+            host_card = browser.wait_for(
+                'Array.from(document.querySelectorAll("#grid .host.dead"))'
+                '.map(h => h.textContent).find(t => t.includes("its connection broke"))')
+            assert f"host {victim}" in host_card, host_card
+            browser.wait_for('document.getElementById("deaths").textContent'
+                             '.includes("its connection broke")')
+            assert browser.evaluate("window.neverReloaded === true")
+            assert sum(e.get("method") == "Page.frameNavigated"
+                       for e in browser.events) == navigations
+            alive = [d for d in range(4) if d not in dead]
+            assert not browser.evaluate(" || ".join(
+                f'document.querySelector(\'#grid .dev[data-dev="{d}"]\').classList'
+                f'.contains("s-dead")' for d in alive))
+            browser.screenshot(tmp_path / "page-dead.png")
+            assert (tmp_path / "page-dead.png").stat().st_size > 10_000
+        finally:
+            causeway.disconnect()
+    finally:
+        if browser is not None:
+            browser.close()
         cluster.stop()
 
 
@@ -401,3 +674,19 @@ def test_with_log_format_json_every_stderr_line_is_a_json_object(tmp_path):
         assert {"time", "level", "process", "host", "pid", "message"} <= record.keys(), record
     assert {r["process"] for r in records} >= {"cluster"}
     assert any("host 1 dead" in r["message"] for r in records), records
+
+
+@pytest.mark.parametrize("command", ["run", "head", "cluster", "worker", "status", "top",
+                                     "trace", "proxy"])
+def test_every_command_logs_json_lines_with_log_format_json(command):
+    """Each command's own complaint (here, about a flag it does not know)
+    comes as one JSON object per line on stderr, naming the process."""
+    result = run_causeway(command, "--log-format", "json", "--no-such-flag", check=False)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert lines, result
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        assert {"time", "level", "process", "host", "pid", "message"} <= record.keys(), record
+        assert record["process"] == command, record
+    assert any("--no-such-flag" in r["message"] for r in records), records
