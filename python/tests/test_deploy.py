@@ -412,17 +412,24 @@ def test_the_image_installs_every_library_the_binary_links():
     libraries = re.findall(r"=> (/\S+)", subprocess.run(
         ["ldd", CAUSEWAY], capture_output=True, text=True, check=True).stdout)
     assert libraries
+    # A package may have registered the file under /lib or /usr/lib (the
+    # same folder on a merged /usr), by its link's name or the file's: all
+    # are asked about in one dpkg call (it answers "package[:arch]: path"
+    # for those it knows).
+    candidates = {library: {library, os.path.realpath(library),
+                            re.sub(r"^/usr/", "/", os.path.realpath(library))}
+                  for library in libraries}
+    owners = {}
+    answer = subprocess.run(["dpkg", "-S", *sorted(set().union(*candidates.values()))],
+                            capture_output=True, text=True)
+    for line in answer.stdout.splitlines():
+        package, path = line.split(": ", 1)
+        owners[path] = package.split(",")[0].split(":")[0]
     packages = {}
-    for library in libraries:
-        # A package may have registered the file under /lib or /usr/lib (the
-        # same folder on a merged /usr), by its link's name or the file's.
-        real = os.path.realpath(library)
-        for candidate in (real, library, re.sub(r"^/usr/", "/", real)):
-            owner = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
-            if owner.returncode == 0:
-                break
-        assert owner.returncode == 0, f"{library}: no Debian package provides it"
-        packages[owner.stdout.split(":")[0]] = library
+    for library, paths in candidates.items():
+        found = [owners[p] for p in paths if p in owners]
+        assert found, f"{library}: no Debian package provides it\n{answer.stderr}"
+        packages[found[0]] = library
     missing = {p: lib for p, lib in packages.items() if p not in installed}
     assert not missing, f"deploy/Dockerfile's runtime stage lacks {missing}"
 
