@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,19 +56,39 @@ absl::Status CheckHandleCount(int count, const char* what) {
 
 }  // namespace
 
-std::vector<ProxyDevice> ProxyDevices(const client::Client& client) {
+absl::StatusOr<std::vector<ProxyDevice>> ProxyDevices(
+    const client::Client& client, int spare_hosts_per_island) {
+  if (spare_hosts_per_island < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a negative number of spare hosts (", spare_hosts_per_island, ")"));
+  }
   std::vector<transport::DeviceInfo> infos = client.devices();
+  // Each island's hosts, in id order: the last ones are its spares.
+  std::map<int64_t, std::set<int64_t>> hosts_of_island;
+  for (const transport::DeviceInfo& info : infos) {
+    hosts_of_island[info.island.value()].insert(info.host.value());
+  }
+  std::set<int64_t> spare_hosts;
+  for (const auto& [island, hosts] : hosts_of_island) {
+    if (static_cast<int64_t>(hosts.size()) <= spare_hosts_per_island) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "island ", island, " has ", hosts.size(), " host(s): ",
+          spare_hosts_per_island, " spare host(s) per island leave it no "
+          "device for jax.devices()"));
+    }
+    auto spare = hosts.end();
+    for (int k = 0; k < spare_hosts_per_island; ++k) spare_hosts.insert(*--spare);
+  }
   std::sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.island.value(), a.id.value()) <
            std::make_pair(b.island.value(), b.id.value());
   });
   std::vector<ProxyDevice> devices;
   for (const transport::DeviceInfo& info : infos) {
+    if (spare_hosts.contains(info.host.value())) continue;
     ProxyDevice device;
     device.id = static_cast<int32_t>(devices.size());
-    device.causeway_id = info.id;
     device.island = info.island;
-    device.host = info.host;
     device.kind = info.kind;
     device.memory_bytes = info.memory_bytes;
     devices.push_back(std::move(device));
@@ -91,6 +112,11 @@ struct ProxySession::ArrayEntry {
 absl::StatusOr<std::unique_ptr<ProxySession>> ProxySession::Create(
     client::Client* client, CompileService* compiler, Executor* executor,
     Options options) {
+  if (options.devices.empty()) {
+    absl::StatusOr<std::vector<ProxyDevice>> devices = ProxyDevices(*client, 0);
+    if (!devices.ok()) return devices.status();
+    options.devices = *std::move(devices);
+  }
   absl::StatusOr<client::Session> session =
       client->OpenSession(client::SessionOptions{options.name});
   if (!session.ok()) return session.status();
@@ -105,7 +131,7 @@ ProxySession::ProxySession(client::Client* client, CompileService* compiler,
       compiler_(compiler),
       executor_(executor),
       options_(std::move(options)),
-      devices_(ProxyDevices(*client)),
+      devices_(options_.devices),
       host_buffers_(options_.host_buffer_limits),
       session_(std::move(session)) {}
 
@@ -202,17 +228,12 @@ IfrtResponse ProxySession::Init() {
     d->set_device_kind(device.kind);
     d->set_default_memory_id(device.id);
     d->add_memory_ids(device.id);
-    d->set_debug_string(absl::StrCat("causeway:", device.id, " (device ",
-                                     device.causeway_id.value(), ", island ",
+    d->set_debug_string(absl::StrCat("causeway:", device.id, " (island ",
                                      device.island.value(), ")"));
     d->set_to_string(absl::StrCat("CausewayDevice(id=", device.id, ", island=",
                                   device.island.value(), ")"));
     AddAttribute(d->mutable_attributes(), "slice_index",
                  Int64Attribute(device.island.value()));
-    AddAttribute(d->mutable_attributes(), "causeway_device_id",
-                 Int64Attribute(device.causeway_id.value()));
-    AddAttribute(d->mutable_attributes(), "causeway_host_id",
-                 Int64Attribute(device.host.value()));
     AddAttribute(d->mutable_attributes(), "memory_bytes",
                  Int64Attribute(device.memory_bytes));
     init->add_primary_device_ids(device.id);
@@ -228,6 +249,22 @@ IfrtResponse ProxySession::Init() {
   AddAttribute(init->mutable_client_attributes(), "runtime",
                StringAttribute("causeway"));
   return response;
+}
+
+std::pair<client::Array, int64_t> ProxySession::PieceOf(const ArrayEntry& entry) {
+  if (entry.array.valid()) return {entry.array, 0};
+  return {entry.parent, entry.shard_index};
+}
+
+absl::StatusOr<client::Array> ProxySession::Materialized(const ArrayEntry& entry) {
+  if (entry.array.valid()) return entry.array;
+  absl::StatusOr<client::Slice> slice = SliceFor(entry.sharding.devices);
+  if (!slice.ok()) return slice.status();
+  absl::StatusOr<client::Sharding> sharding =
+      client::Sharding::FromHlo(entry.sharding.sharding);
+  if (!sharding.ok()) return sharding.status();
+  const std::pair<client::Array, int64_t> piece = PieceOf(entry);
+  return session_.Assemble({&piece, 1}, entry.shape, *slice, *sharding);
 }
 
 uint64_t ProxySession::MintHandle() {
@@ -684,12 +721,17 @@ Future<IfrtResponse> ProxySession::CopyArrays(
                 "CopyArrays from ", entry->sharding.devices.size(),
                 " devices to ", devices.size()));
           }
-          if (!entry->array.valid()) {
-            return absl::UnimplementedError(
-                "copying a single-device shard of a sharded array is not supported");
+          absl::StatusOr<client::Array> copied;
+          if (entry->array.valid()) {
+            copied = session_.Copy(entry->array, slice, entry->array.sharding());
+          } else {
+            // A shard view (one device): its shard moves out of the parent.
+            const std::pair<client::Array, int64_t> piece = PieceOf(*entry);
+            absl::StatusOr<client::Sharding> one =
+                client::Sharding::FromHlo(entry->sharding.sharding);
+            if (!one.ok()) return one.status();
+            copied = session_.Assemble({&piece, 1}, entry->shape, slice, *one);
           }
-          absl::StatusOr<client::Array> copied =
-              session_.Copy(entry->array, slice, entry->array.sharding());
           if (!copied.ok()) return copied.status();
           auto out = std::make_shared<ArrayEntry>();
           out->shape = entry->shape;
@@ -772,77 +814,47 @@ Future<IfrtResponse> ProxySession::AssembleArray(
   const bool has_dtype = request.has_dtype();
   ArrayFuture assembled =
       JoinFutures(std::move(parts))
-          .AndThen(
+          .Map(
               *executor_,
               [this, request_shape = request.shape(), dtype = request.dtype(), has_dtype,
                sharding = *sharding, causeway_sharding = *causeway_sharding,
                slice = *slice](const std::vector<std::shared_ptr<const ArrayEntry>>& parts)
-                  -> ArrayFuture {
-                auto error = [](absl::Status s) {
-                  return MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(std::move(s));
-                };
+                  -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
                 absl::StatusOr<xla::ifrt::DTypeProto> type =
                     has_dtype ? absl::StatusOr<xla::ifrt::DTypeProto>(dtype)
                               : DTypeToProto(parts.front()->shape.type());
-                if (!type.ok()) return error(type.status());
+                if (!type.ok()) return type.status();
                 absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(*type, request_shape);
-                if (!shape.ok()) return error(shape.status());
+                if (!shape.ok()) return shape.status();
                 absl::StatusOr<hlo::Shape> shard_shape = causeway_sharding.ShardShape(
                     *shape, static_cast<int64_t>(sharding.devices.size()));
-                if (!shard_shape.ok()) return error(shard_shape.status());
+                if (!shard_shape.ok()) return shard_shape.status();
                 for (size_t i = 0; i < parts.size(); ++i) {
                   const ArrayEntry& part = *parts[i];
                   if (part.deleted->load()) {
-                    return error(absl::FailedPreconditionError(
-                        absl::StrCat("single-device array ", i, " has been deleted")));
+                    return absl::FailedPreconditionError(
+                        absl::StrCat("single-device array ", i, " has been deleted"));
                   }
                   if (part.sharding.devices != std::vector<int32_t>{sharding.devices[i]} ||
                       !part.shape.Compatible(*shard_shape)) {
-                    return error(absl::InvalidArgumentError(absl::StrCat(
+                    return absl::InvalidArgumentError(absl::StrCat(
                         "single-device array ", i, " is ", part.shape.ToString(false),
                         " on ", part.sharding.devices.size(), " device(s); the sharding wants ",
-                        shard_shape->ToString(false), " on device ", sharding.devices[i])));
+                        shard_shape->ToString(false), " on device ", sharding.devices[i]));
                   }
                 }
-                auto entry_of = [shape = *shape, sharding](client::Array array) {
-                  auto e = std::make_shared<ArrayEntry>();
-                  e->shape = shape;
-                  e->sharding = sharding;
-                  e->array = std::move(array);
-                  return std::shared_ptr<const ArrayEntry>(std::move(e));
-                };
-                // Every device holds the whole array: the first copy, sent
-                // worker to worker to the others.
-                if (causeway_sharding.IsReplicated() && parts.front()->array.valid()) {
-                  absl::StatusOr<client::Array> copied =
-                      session_.Copy(parts.front()->array, slice, causeway_sharding);
-                  if (!copied.ok()) return error(copied.status());
-                  return MakeReadyFuture(entry_of(*std::move(copied)));
-                }
-                // Tiles: through the proxy (fetched, then uploaded as shards).
-                std::vector<Future<hlo::Literal>> values;
-                for (const auto& part : parts) {
-                  if (part->array.valid()) {
-                    values.push_back(part->array.ToHost());
-                  } else {
-                    const int64_t index = part->shard_index;
-                    values.push_back(part->parent.ShardsToHost().Map(
-                        InlineExecutor::Instance(),
-                        [index](const std::vector<hlo::Literal>& shards) {
-                          return shards.at(index);
-                        }));
-                  }
-                }
-                return JoinFutures(std::move(values))
-                    .Map(*executor_,
-                         [this, entry_of, shape = *shape, slice, causeway_sharding](
-                             const std::vector<hlo::Literal>& shards)
-                             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
-                           absl::StatusOr<client::Array> made =
-                               session_.FromShards(shards, shape, slice, causeway_sharding);
-                           if (!made.ok()) return made.status();
-                           return entry_of(*std::move(made));
-                         });
+                // Worker to worker: each device's piece moves to its shard
+                // (a piece already there stays put).
+                std::vector<std::pair<client::Array, int64_t>> pieces;
+                for (const auto& part : parts) pieces.push_back(PieceOf(*part));
+                absl::StatusOr<client::Array> made =
+                    session_.Assemble(pieces, *shape, slice, causeway_sharding);
+                if (!made.ok()) return made.status();
+                auto e = std::make_shared<ArrayEntry>();
+                e->shape = *shape;
+                e->sharding = sharding;
+                e->array = *std::move(made);
+                return std::shared_ptr<const ArrayEntry>(std::move(e));
               });
   if (absl::Status s = AddArray(result, assembled, request.result_handle() == 0); !s.ok()) {
     return fail(s);
@@ -1191,7 +1203,7 @@ Future<IfrtResponse> ProxySession::Execute(
   Future<std::vector<client::Array>> launched =
       std::move(inputs)
           .Map(launcher,
-               [entry, non_donatable = std::vector<int32_t>(
+               [this, entry, non_donatable = std::vector<int32_t>(
                            request.execute_options().non_donatable_input_indices().begin(),
                            request.execute_options().non_donatable_input_indices().end())](
                    const std::vector<std::shared_ptr<const ArrayEntry>>& arrays)
@@ -1202,12 +1214,10 @@ Future<IfrtResponse> ProxySession::Execute(
                      return absl::FailedPreconditionError(
                          "an argument of the execution has been deleted");
                    }
-                   if (!a->array.valid()) {
-                     return absl::UnimplementedError(
-                         "passing a single-device shard of a sharded array to a "
-                         "program is not supported by Causeway's proxy");
-                   }
-                   inputs.push_back(a->array);
+                   // A shard view is copied out of its parent first.
+                   absl::StatusOr<client::Array> input = Materialized(*a);
+                   if (!input.ok()) return input.status();
+                   inputs.push_back(*std::move(input));
                  }
                  absl::StatusOr<std::vector<client::Array>> outputs =
                      entry->executable.Execute(inputs);
