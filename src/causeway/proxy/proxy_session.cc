@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/status.h"
 #include "causeway/client/sharding.h"
 #include "causeway/hlo/literal.h"
 
@@ -175,6 +176,12 @@ Future<ProxySession::Response> ProxySession::Dispatch(const IfrtRequest& request
       return CopyToHostBuffer(request.copy_to_host_buffer_request());
     case IfrtRequest::kAssembleArrayFromSingleDeviceArraysRequest:
       return AssembleArray(request.assemble_array_from_single_device_arrays_request());
+    case IfrtRequest::kRemapArraysRequest:
+      return RemapArrays(request.remap_arrays_request());
+    case IfrtRequest::kReshardArraysRequest:
+      return ReshardArrays(request.reshard_arrays_request());
+    case IfrtRequest::kMakeErrorArraysRequest:
+      return ready(MakeErrorArrays(request.make_error_arrays_request()));
     case IfrtRequest::kDisassembleIntoSingleDeviceArraysRequest:
       return DisassembleArray(
           request.disassemble_into_single_device_arrays_request());
@@ -863,6 +870,305 @@ Future<IfrtResponse> ProxySession::AssembleArray(
   response.mutable_assemble_array_from_single_device_arrays_response()->set_array_handle(
       result);
   return MakeReadyFuture<IfrtResponse>(std::move(response));
+}
+
+namespace {
+
+// The shard indices an interval list names: [start, end) by step, each
+// interval in turn. InvalidArgument for a malformed interval or more than
+// `limit` indices.
+absl::StatusOr<std::vector<int64_t>> ShardIndices(
+    const google::protobuf::RepeatedField<int64_t>& starts,
+    const google::protobuf::RepeatedField<int64_t>& ends,
+    const google::protobuf::RepeatedField<int64_t>& steps, int64_t limit,
+    const char* what) {
+  if (starts.size() != ends.size() || starts.size() != steps.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a remap mapping's ", what, " intervals have ", starts.size(), " starts, ",
+        ends.size(), " ends and ", steps.size(), " steps"));
+  }
+  std::vector<int64_t> indices;
+  for (int i = 0; i < starts.size(); ++i) {
+    if (starts[i] < 0 || ends[i] < starts[i] || steps[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a remap mapping's ", what, " interval ", starts[i], ":", ends[i], ":",
+          steps[i], " is malformed"));
+    }
+    for (int64_t k = starts[i]; k < ends[i]; k += steps[i]) {
+      if (static_cast<int64_t>(indices.size()) >= limit) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a remap mapping names more than ", limit, " ", what, " shards"));
+      }
+      indices.push_back(k);
+    }
+  }
+  return indices;
+}
+
+}  // namespace
+
+absl::StatusOr<hlo::Sharding> ProxySession::MovedSharding(
+    const std::vector<std::shared_ptr<const ArrayEntry>>& inputs,
+    const std::vector<std::pair<int, int64_t>>& sources) {
+  // Output position j holds input position sources[j].second: the input's
+  // tile assignment with every position p renamed to the j that took it.
+  const int input = sources.front().first;
+  const ArrayEntry& entry = *inputs[input];
+  const size_t n = entry.sharding.devices.size();
+  std::vector<int64_t> renamed(n, -1);
+  for (size_t j = 0; j < sources.size(); ++j) {
+    const int64_t p = sources[j].second;
+    if (sources[j].first != input || sources.size() != n || p < 0 ||
+        p >= static_cast<int64_t>(n) || renamed[p] >= 0) {
+      return absl::UnimplementedError(
+          "RemapArrays into an output whose sharding is not given (a "
+          "ConcreteEvenSharding) is supported only as a permutation of one "
+          "input's shards");
+    }
+    renamed[p] = static_cast<int64_t>(j);
+  }
+  hlo::Sharding sharding = entry.sharding.sharding;
+  sharding.iota.reset();
+  if (sharding.kind == hlo::Sharding::Kind::kMaximal) {
+    sharding.maximal_device = renamed.at(sharding.maximal_device);
+  }
+  for (int64_t& device : sharding.tile_devices) device = renamed.at(device);
+  return sharding;
+}
+
+Future<IfrtResponse> ProxySession::RemapArrays(
+    const xla::ifrt::proxy::RemapArraysRequest& request) {
+  auto fail = [](absl::Status s) { return MakeReadyFuture<IfrtResponse>(std::move(s)); };
+  const xla::ifrt::RemapPlanProto& plan = request.plan();
+  for (int count : {request.array_handles_size(), request.result_handles_size(),
+                    plan.input_specs_size(), plan.output_specs_size(),
+                    plan.mappings_size()}) {
+    if (absl::Status s = CheckHandleCount(count, "RemapArrays"); !s.ok()) return fail(s);
+  }
+  if (request.array_handles_size() != plan.input_specs_size()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "RemapArrays names ", request.array_handles_size(), " arrays for a plan of ",
+        plan.input_specs_size(), " inputs")));
+  }
+  if (request.result_handles_size() != 0 &&
+      request.result_handles_size() != plan.output_specs_size()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "RemapArrays names ", request.result_handles_size(), " results for a plan of ",
+        plan.output_specs_size(), " outputs")));
+  }
+  // Each output: its spec and, per shard, the (input, input shard) it takes.
+  struct Output {
+    hlo::Shape shape;
+    IfrtSharding sharding;
+    client::Sharding causeway_sharding;
+    client::Slice slice;
+    std::vector<std::pair<int, int64_t>> sources;
+  };
+  std::vector<Output> outputs;
+  for (const xla::ifrt::ArraySpecProto& spec : plan.output_specs()) {
+    absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(spec.dtype(), spec.shape());
+    if (!shape.ok()) return fail(shape.status());
+    // An unplaced output (a ConcreteEvenSharding: what xc.reorder_shards
+    // sends) takes its input's layout, its shards moved as the plan says.
+    absl::StatusOr<IfrtSharding> sharding =
+        ShardingFromProto(spec.sharding(), devices_.size(), /*allow_unplaced=*/true);
+    if (!sharding.ok()) return fail(sharding.status());
+    absl::StatusOr<client::Slice> slice = SliceFor(sharding->devices);
+    if (!slice.ok()) return fail(slice.status());
+    const size_t n = sharding->devices.size();
+    outputs.push_back(Output{*shape, *sharding, client::Sharding::Replicated(), *slice,
+                             std::vector<std::pair<int, int64_t>>(n, {-1, -1})});
+  }
+  const int64_t limit = static_cast<int64_t>(devices_.size());
+  for (const auto& mapping : plan.mappings()) {
+    if (mapping.in_array() < 0 || mapping.in_array() >= plan.input_specs_size() ||
+        mapping.out_array() < 0 || mapping.out_array() >= plan.output_specs_size()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "a remap mapping from input ", mapping.in_array(), " to output ",
+          mapping.out_array(), " (the plan has ", plan.input_specs_size(),
+          " inputs and ", plan.output_specs_size(), " outputs)")));
+    }
+    absl::StatusOr<std::vector<int64_t>> from = ShardIndices(
+        mapping.from_start(), mapping.from_end(), mapping.from_step(), limit, "input");
+    if (!from.ok()) return fail(from.status());
+    absl::StatusOr<std::vector<int64_t>> to = ShardIndices(
+        mapping.to_start(), mapping.to_end(), mapping.to_step(), limit, "output");
+    if (!to.ok()) return fail(to.status());
+    if (from->size() != to->size()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "a remap mapping moves ", from->size(), " input shards into ", to->size(),
+          " output shards")));
+    }
+    Output& out = outputs[mapping.out_array()];
+    for (size_t k = 0; k < to->size(); ++k) {
+      const int64_t j = (*to)[k];
+      if (j >= static_cast<int64_t>(out.sources.size()) || out.sources[j].first >= 0) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            "output ", mapping.out_array(), " shard ", j,
+            " is out of range or given twice")));
+      }
+      out.sources[j] = {mapping.in_array(), (*from)[k]};
+    }
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (const auto& source : outputs[o].sources) {
+      if (source.first < 0) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("the remap plan leaves a shard of output ", o, " without data")));
+      }
+    }
+  }
+  std::vector<ArrayFuture> inputs;
+  for (uint64_t h : request.array_handles()) inputs.push_back(FindArray(h));
+  const bool donate = request.copy_semantics() ==
+                      xla::ifrt::proto::ARRAY_COPY_SEMANTICS_DONATE_INPUT;
+  using Entries = std::vector<std::shared_ptr<const ArrayEntry>>;
+  Future<Entries> made = JoinFutures(std::move(inputs))
+      .Map(*executor_, [this, outputs, donate](const Entries& entries)
+                           -> absl::StatusOr<Entries> {
+        Entries results;
+        for (Output out : outputs) {
+          if (!out.sharding.placed) {
+            absl::StatusOr<hlo::Sharding> moved = MovedSharding(entries, out.sources);
+            if (!moved.ok()) return moved.status();
+            out.sharding.sharding = *std::move(moved);
+            out.sharding.placed = true;
+          }
+          absl::StatusOr<client::Sharding> causeway_sharding =
+              client::Sharding::FromHlo(out.sharding.sharding);
+          if (!causeway_sharding.ok()) return causeway_sharding.status();
+          out.causeway_sharding = *std::move(causeway_sharding);
+          std::vector<std::pair<client::Array, int64_t>> pieces;
+          for (const auto& [input, shard] : out.sources) {
+            const ArrayEntry& entry = *entries[input];
+            if (entry.deleted->load()) {
+              return absl::FailedPreconditionError(
+                  absl::StrCat("RemapArrays: input ", input, " has been deleted"));
+            }
+            const int64_t shards = static_cast<int64_t>(entry.sharding.devices.size());
+            if (shard >= shards) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "RemapArrays: input ", input, " has ", shards, " shards, not ",
+                  shard + 1));
+            }
+            std::pair<client::Array, int64_t> piece = PieceOf(entry);
+            piece.second += shard;  // A shard view has one shard.
+            pieces.push_back(std::move(piece));
+          }
+          absl::StatusOr<client::Array> array =
+              session_.Assemble(pieces, out.shape, out.slice, out.causeway_sharding);
+          if (!array.ok()) return array.status();
+          auto e = std::make_shared<ArrayEntry>();
+          e->shape = out.shape;
+          e->sharding = out.sharding;
+          e->array = *std::move(array);
+          results.push_back(std::move(e));
+        }
+        if (donate) {
+          for (const auto& entry : entries) {
+            entry->deleted->store(true);
+            if (entry->array.valid()) entry->array.Delete();
+          }
+        }
+        return results;
+      });
+  IfrtResponse response;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const bool minted = request.result_handles_size() == 0;
+    const uint64_t handle = minted ? MintHandle() : request.result_handles(o);
+    ArrayFuture output = made.Map(InlineExecutor::Instance(), [o](const Entries& e) {
+      return e[o];
+    });
+    if (absl::Status s = AddArray(handle, output, minted); !s.ok()) return fail(s);
+    response.mutable_remap_arrays_response()->add_array_handles(handle);
+  }
+  return MakeReadyFuture<IfrtResponse>(std::move(response));
+}
+
+Future<IfrtResponse> ProxySession::ReshardArrays(
+    const xla::ifrt::proxy::ReshardArraysRequest& request) {
+  auto fail = [](absl::Status s) { return MakeReadyFuture<IfrtResponse>(std::move(s)); };
+  if (absl::Status s = CheckHandleCount(request.array_handles_size(), "ReshardArrays");
+      !s.ok()) {
+    return fail(s);
+  }
+  if (request.array_specs_size() != request.array_handles_size() ||
+      (request.result_handles_size() != 0 &&
+       request.result_handles_size() != request.array_handles_size())) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "ReshardArrays names ", request.array_handles_size(), " arrays, ",
+        request.array_specs_size(), " specs and ", request.result_handles_size(),
+        " results")));
+  }
+  const bool donate = request.copy_semantics() ==
+                      xla::ifrt::proto::ARRAY_COPY_SEMANTICS_DONATE_INPUT;
+  IfrtResponse response;
+  for (int i = 0; i < request.array_handles_size(); ++i) {
+    const xla::ifrt::ArraySpecProto& spec = request.array_specs(i);
+    absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(spec.dtype(), spec.shape());
+    if (!shape.ok()) return fail(shape.status());
+    absl::StatusOr<IfrtSharding> sharding =
+        ShardingFromProto(spec.sharding(), devices_.size());
+    if (!sharding.ok()) return fail(sharding.status());
+    absl::StatusOr<client::Sharding> causeway_sharding =
+        client::Sharding::FromHlo(sharding->sharding);
+    if (!causeway_sharding.ok()) return fail(causeway_sharding.status());
+    absl::StatusOr<client::Slice> slice = SliceFor(sharding->devices);
+    if (!slice.ok()) return fail(slice.status());
+    ArrayFuture copy = FindArray(request.array_handles(i)).Map(
+        *executor_,
+        [this, shape = *shape, sharding = *sharding, causeway_sharding = *causeway_sharding,
+         slice = *slice, donate](const std::shared_ptr<const ArrayEntry>& entry)
+            -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
+          if (entry->deleted->load()) {
+            return absl::FailedPreconditionError("ReshardArrays of a deleted array");
+          }
+          if (!entry->shape.Compatible(shape)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "ReshardArrays of ", entry->shape.ToString(false), " into ",
+                shape.ToString(false)));
+          }
+          absl::StatusOr<client::Array> source = Materialized(*entry);
+          if (!source.ok()) return source.status();
+          absl::StatusOr<client::Array> copied =
+              session_.Copy(*source, slice, causeway_sharding);
+          if (!copied.ok()) return copied.status();
+          if (donate) {
+            entry->deleted->store(true);
+            if (entry->array.valid()) entry->array.Delete();
+          }
+          auto out = std::make_shared<ArrayEntry>();
+          out->shape = shape;
+          out->sharding = sharding;
+          out->array = *std::move(copied);
+          return std::shared_ptr<const ArrayEntry>(std::move(out));
+        });
+    const bool minted = request.result_handles_size() == 0;
+    const uint64_t handle = minted ? MintHandle() : request.result_handles(i);
+    if (absl::Status s = AddArray(handle, copy, minted); !s.ok()) return fail(s);
+    response.mutable_reshard_arrays_response()->add_array_handles(handle);
+  }
+  return MakeReadyFuture<IfrtResponse>(std::move(response));
+}
+
+absl::StatusOr<IfrtResponse> ProxySession::MakeErrorArrays(
+    const xla::ifrt::proxy::MakeErrorArraysRequest& request) {
+  if (absl::Status s = CheckHandleCount(request.array_handles_size(), "MakeErrorArrays");
+      !s.ok()) {
+    return s;
+  }
+  const int code = request.error().code();
+  absl::Status error(
+      static_cast<absl::StatusCode>(code >= 1 && code <= 16 ? code : 2),
+      request.error().message());
+  if (error.ok()) error = absl::UnknownError("MakeErrorArrays without an error");
+  IfrtResponse response;
+  for (uint64_t handle : request.array_handles()) {
+    CW_RETURN_IF_ERROR(
+        AddArray(handle, MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(error)));
+    response.mutable_make_error_arrays_response()->add_array_handles(handle);
+  }
+  return response;
 }
 
 Future<IfrtResponse> ProxySession::DisassembleArray(

@@ -129,6 +129,17 @@ class ProxySession {
       const xla::ifrt::proxy::FullyReplicatedShardRequest& request);
   Future<Response> AssembleArray(
       const xla::ifrt::proxy::AssembleArrayFromSingleDeviceArraysRequest& request);
+  Future<Response> RemapArrays(const xla::ifrt::proxy::RemapArraysRequest& request);
+  Future<Response> ReshardArrays(
+      const xla::ifrt::proxy::ReshardArraysRequest& request);
+  // The sharding of a remap output that takes its shards from one input
+  // (`sources[j]`: output shard j's input and input shard): the input's,
+  // with each position renamed to the output position that took it.
+  static absl::StatusOr<hlo::Sharding> MovedSharding(
+      const std::vector<std::shared_ptr<const ArrayEntry>>& inputs,
+      const std::vector<std::pair<int, int64_t>>& sources);
+  absl::StatusOr<Response> MakeErrorArrays(
+      const xla::ifrt::proxy::MakeErrorArraysRequest& request);
   Future<Response> DisassembleArray(
       const xla::ifrt::proxy::DisassembleIntoSingleDeviceArraysRequest& request);
   absl::StatusOr<Response> DefaultDeviceAssignment(

@@ -149,12 +149,12 @@ TEST_F(ProxySessionTest, ClientHandleInTheServersRangeIsRefused) {
 
 TEST_F(ProxySessionTest, UnservedRequestIsUnimplementedAndNamed) {
   pb::IfrtRequest request;
-  request.mutable_remap_arrays_request();
+  request.mutable_bitcast_arrays_request();
   pb::IfrtResponse response = Call(request, 9);
   EXPECT_EQ(response.response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(response.response_metadata().status().message(),
-              HasSubstr("remap_arrays_request"));
+              HasSubstr("bitcast_arrays_request"));
 }
 
 // The texts are what XLA's CPU client writes (PjRtLayout::Serialize) for the
@@ -280,6 +280,99 @@ TEST_F(ProxySessionTest, AssemblingTilesPutsEachPieceAtItsShard) {
   EXPECT_THAT(wrong.response_metadata().status().message(),
               HasSubstr("single-device array 1 is f32[2] on 1 device(s); the "
                         "sharding wants f32[2] on device 0"));
+}
+
+// Two single-device arrays become the shards of one array on their devices
+// in the other order (what xc.reorder_shards sends); a malformed plan fails
+// alone.
+TEST_F(ProxySessionTest, RemapArraysTakesEachOutputShardFromItsInputShard) {
+  const float first[2] = {1, 2};
+  const float second[2] = {3, 4};
+  ASSERT_EQ(MakeArray(40, 0, std::string(reinterpret_cast<const char*>(first), 8), 2)
+                .response_metadata().status().code(), 0);
+  ASSERT_EQ(MakeArray(41, 1, std::string(reinterpret_cast<const char*>(second), 8), 2)
+                .response_metadata().status().code(), 0);
+  pb::IfrtRequest request;
+  auto* remap = request.mutable_remap_arrays_request();
+  auto* plan = remap->mutable_plan();
+  for (int32_t device : {0, 1}) {
+    auto* in = plan->add_input_specs();
+    in->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
+    in->mutable_shape()->add_dims(2);
+    xla::ifrt::SingleDeviceShardingProto single;
+    single.set_device_id(device);
+    in->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+        kSingleDeviceShardingTypeName);
+    in->mutable_sharding()->mutable_serialized_sharding()->set_data(
+        single.SerializeAsString());
+  }
+  auto* out = plan->add_output_specs();
+  out->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
+  out->mutable_shape()->add_dims(4);
+  xla::ifrt::HloShardingProto hlo;
+  hlo.mutable_devices()->add_device_ids(1);
+  hlo.mutable_devices()->add_device_ids(0);
+  hlo.mutable_xla_op_sharding()->set_type(xla::OpSharding::OTHER);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_dimensions(2);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_devices(0);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_devices(1);
+  out->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+      kHloShardingTypeName);
+  out->mutable_sharding()->mutable_serialized_sharding()->set_data(hlo.SerializeAsString());
+  // Output shard 0 (on device 1) is array 41; shard 1 (on device 0) is 40.
+  for (auto [in, to] : {std::pair{1, 0}, std::pair{0, 1}}) {
+    auto* mapping = plan->add_mappings();
+    mapping->set_in_array(in);
+    mapping->set_out_array(0);
+    mapping->add_from_start(0);
+    mapping->add_from_end(1);
+    mapping->add_from_step(1);
+    mapping->add_to_start(to);
+    mapping->add_to_end(to + 1);
+    mapping->add_to_step(1);
+  }
+  remap->add_array_handles(40);
+  remap->add_array_handles(41);
+  remap->add_result_handles(42);
+  pb::IfrtResponse made = Call(request, 19);
+  ASSERT_EQ(made.response_metadata().status().code(), 0)
+      << made.response_metadata().status().message();
+  EXPECT_EQ(made.remap_arrays_response().array_handles(0), 42u);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(42);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(420);
+  ASSERT_EQ(Call(copy, 20).response_metadata().status().code(), 0);
+  absl::StatusOr<HostBuffer> back =
+      session_->host_buffers().Lookup(420).AwaitFor(absl::Seconds(10));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const float want[4] = {3, 4, 1, 2};
+  EXPECT_EQ(**back, std::string(reinterpret_cast<const char*>(want), 16));
+
+  plan->mutable_mappings(1)->set_to_start(0, 0);  // Shard 0 twice, 1 never.
+  plan->mutable_mappings(1)->set_to_end(0, 1);
+  remap->set_result_handles(0, 43);
+  pb::IfrtResponse bad = Call(request, 21);
+  EXPECT_EQ(bad.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.response_metadata().status().message(),
+              HasSubstr("output 0 shard 0 is out of range or given twice"));
+}
+
+TEST_F(ProxySessionTest, ErrorArraysFailEveryUseWithTheirError) {
+  pb::IfrtRequest request;
+  auto* make = request.mutable_make_error_arrays_request();
+  make->mutable_error()->set_code(static_cast<int>(absl::StatusCode::kDataLoss));
+  make->mutable_error()->set_message("the batch was lost");
+  make->add_array_handles(50);
+  make->add_array_specs();
+  ASSERT_EQ(Call(request, 22).response_metadata().status().code(), 0);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(50);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(500);
+  pb::IfrtResponse fetched = Call(copy, 23);
+  EXPECT_EQ(fetched.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(fetched.response_metadata().status().message(), "the batch was lost");
 }
 
 TEST(ProxyDevicesTest, SpareHostsStayOutOfJaxDevices) {
