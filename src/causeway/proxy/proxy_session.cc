@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -97,14 +98,43 @@ absl::StatusOr<std::vector<ProxyDevice>> ProxyDevices(
   return devices;
 }
 
+// The parent's shards fetched once for all the `views` shard views of one
+// disassembly (np.asarray of a sharded array fetches every view): kept
+// until each view has asked once, then dropped (a view asked again fetches
+// anew).
+class SharedShardFetch {
+ public:
+  SharedShardFetch(client::Array parent, int64_t views)
+      : parent_(std::move(parent)), views_(views) {}
+  Future<std::vector<hlo::Literal>> Get() {
+    absl::MutexLock lock(&mu_);
+    if (!fetch_.has_value()) fetch_ = parent_.ShardsToHost();
+    Future<std::vector<hlo::Literal>> fetch = *fetch_;
+    if (++asked_ >= views_) {
+      fetch_.reset();
+      asked_ = 0;
+    }
+    return fetch;
+  }
+
+ private:
+  const client::Array parent_;
+  const int64_t views_;
+  absl::Mutex mu_;
+  std::optional<Future<std::vector<hlo::Literal>>> fetch_ ABSL_GUARDED_BY(mu_);
+  int64_t asked_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 struct ProxySession::ArrayEntry {
   hlo::Shape shape;  // Global.
   IfrtSharding sharding;
   client::Array array;  // Invalid for a shard view.
   // A shard view (DisassembleIntoSingleDeviceArrays): shard `shard_index`
-  // of `parent`, read from it when needed.
+  // of `parent`, read from it when needed (`fetch`, shared by the views of
+  // one disassembly).
   client::Array parent;
   int64_t shard_index = -1;
+  std::shared_ptr<SharedShardFetch> fetch;
   std::shared_ptr<std::atomic<bool>> deleted =
       std::make_shared<std::atomic<bool>>(false);
 };
@@ -569,7 +599,7 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                  }
                  if (entry->shard_index >= 0) {
                    const int64_t index = entry->shard_index;
-                   return entry->parent.ShardsToHost().Map(
+                   return entry->fetch->Get().Map(
                        InlineExecutor::Instance(),
                        [index](const std::vector<hlo::Literal>& shards) {
                          return shards.at(index);
@@ -777,6 +807,7 @@ Future<IfrtResponse> ProxySession::FullyReplicatedShard(
         out->sharding.sharding.kind = hlo::Sharding::Kind::kReplicated;
         out->parent = entry->array;
         out->shard_index = 0;
+        out->fetch = std::make_shared<SharedShardFetch>(entry->array, 1);
         out->deleted = entry->deleted;
         return std::shared_ptr<const ArrayEntry>(std::move(out));
       });
@@ -1183,8 +1214,11 @@ Future<IfrtResponse> ProxySession::DisassembleArray(
                                 request.result_handles().end());
   // Shard i of the parent, as a single-device array (read from the parent
   // when needed).
-  auto shard_of = [](const std::shared_ptr<const ArrayEntry>& entry, size_t i,
-                     size_t expected)
+  // One fetch of the parent's shards for all the views (made with the first).
+  auto fetch = std::make_shared<std::shared_ptr<SharedShardFetch>>();
+  auto fetch_mu = std::make_shared<absl::Mutex>();
+  auto shard_of = [fetch, fetch_mu](const std::shared_ptr<const ArrayEntry>& entry,
+                                    size_t i, size_t expected)
       -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
     const size_t n = entry->sharding.devices.size();
     if (expected != 0 && expected != n) {
@@ -1208,6 +1242,13 @@ Future<IfrtResponse> ProxySession::DisassembleArray(
     shard->sharding.sharding.kind = hlo::Sharding::Kind::kReplicated;
     shard->parent = entry->array;
     shard->shard_index = static_cast<int64_t>(i);
+    {
+      absl::MutexLock lock(fetch_mu.get());
+      if (*fetch == nullptr) {
+        *fetch = std::make_shared<SharedShardFetch>(entry->array, static_cast<int64_t>(n));
+      }
+      shard->fetch = *fetch;
+    }
     return std::shared_ptr<const ArrayEntry>(std::move(shard));
   };
   if (!results.empty()) {
