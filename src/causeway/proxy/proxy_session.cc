@@ -48,6 +48,9 @@ void AddAttribute(xla::ifrt::AttributeMapProto* map, std::string key,
   *entry->mutable_value() = std::move(value);
 }
 
+// Fetched values up to this size are stored on the thread that receives them.
+constexpr int64_t kStoreInlineBytes = int64_t{1} << 20;
+
 absl::Status CheckHandleCount(int count, const char* what) {
   if (count > kMaxHandlesPerRequest) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -581,44 +584,53 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                    request.byte_strides().strides().end());
   }
   const bool has_strides = request.has_byte_strides();
+  // The fetch is asked for on the thread that has the array (no hop); a
+  // small value is stored on the thread that receives it, a large one on
+  // the pool (its copy would hold up the client library's reader).
   return FindArray(request.array_handle())
-      .AndThen(*executor_,
-               [has_strides, strides](const std::shared_ptr<const ArrayEntry>& entry)
-                   -> Future<hlo::Literal> {
-                 if (entry->deleted->load()) {
-                   return MakeReadyFuture<hlo::Literal>(absl::FailedPreconditionError(
-                       "the array has been deleted"));
-                 }
-                 if (has_strides) {
-                   // A shard view's shape is the shard's.
-                   if (!IsDenseRowMajor(entry->shape, strides)) {
-                     return MakeReadyFuture<hlo::Literal>(absl::UnimplementedError(
-                         "copying to a host buffer that is not dense and "
-                         "row-major is not supported"));
-                   }
-                 }
-                 if (entry->shard_index >= 0) {
-                   const int64_t index = entry->shard_index;
-                   return entry->fetch->Get().Map(
-                       InlineExecutor::Instance(),
-                       [index](const std::vector<hlo::Literal>& shards) {
-                         return shards.at(index);
-                       });
-                 }
-                 return entry->array.ToHost();
-               })
-      .Map(*executor_, [this, buffer_handle](const hlo::Literal& literal)
-                           -> absl::StatusOr<IfrtResponse> {
-        auto bytes = std::make_shared<std::string>(
-            static_cast<const char*>(literal.untyped_data()), literal.size_bytes());
-        if (absl::Status s = host_buffers_.Store(buffer_handle, std::move(bytes));
-            !s.ok()) {
-          return s;
-        }
-        IfrtResponse response;
-        response.mutable_copy_to_host_buffer_response();
-        return response;
-      });
+      .AndThen(
+          InlineExecutor::Instance(),
+          [this, has_strides, strides,
+           buffer_handle](const std::shared_ptr<const ArrayEntry>& entry)
+              -> Future<IfrtResponse> {
+            if (entry->deleted->load()) {
+              return MakeReadyFuture<IfrtResponse>(
+                  absl::FailedPreconditionError("the array has been deleted"));
+            }
+            // A shard view's shape is the shard's.
+            if (has_strides && !IsDenseRowMajor(entry->shape, strides)) {
+              return MakeReadyFuture<IfrtResponse>(absl::UnimplementedError(
+                  "copying to a host buffer that is not dense and row-major is "
+                  "not supported"));
+            }
+            Future<hlo::Literal> literal;
+            if (entry->shard_index >= 0) {
+              const int64_t index = entry->shard_index;
+              literal = entry->fetch->Get().Map(
+                  InlineExecutor::Instance(),
+                  [index](const std::vector<hlo::Literal>& shards) {
+                    return shards.at(index);
+                  });
+            } else {
+              literal = entry->array.ToHost();
+            }
+            Executor& storer = entry->shape.ByteSize() <= kStoreInlineBytes
+                                   ? static_cast<Executor&>(InlineExecutor::Instance())
+                                   : *executor_;
+            return literal.Map(
+                storer, [this, buffer_handle](const hlo::Literal& value)
+                            -> absl::StatusOr<IfrtResponse> {
+                  auto bytes = std::make_shared<std::string>(
+                      static_cast<const char*>(value.untyped_data()), value.size_bytes());
+                  if (absl::Status s = host_buffers_.Store(buffer_handle, std::move(bytes));
+                      !s.ok()) {
+                    return s;
+                  }
+                  IfrtResponse response;
+                  response.mutable_copy_to_host_buffer_response();
+                  return response;
+                });
+          });
 }
 
 Future<IfrtResponse> ProxySession::CheckFuture(uint64_t handle) {
