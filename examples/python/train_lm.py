@@ -36,7 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-import causeway
+# The model, data and plain-JAX training below use JAX alone (so that they
+# also run as unmodified JAX through `causeway proxy`:
+# bench/proxy_train_bench.py); Causeway's own API is imported where the
+# Causeway side uses it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +241,8 @@ class Trainer:
     """The model on a Causeway slice: parameters and optimizer state live on
     the slice with their shardings; each step is one program."""
 
-    def __init__(self, config: Config, corpus: Corpus, slice: causeway.Slice):
+    def __init__(self, config: Config, corpus: Corpus, slice: "causeway.Slice"):
+        import causeway
         self.config, self.corpus, self.slice = config, corpus, slice
         params = init_params(config, corpus.vocab_size)
         self.specs = param_specs(params)
@@ -249,6 +253,7 @@ class Trainer:
         self.set_state(0, params, init_opt(params))
 
     def set_state(self, step: int, params, opt) -> None:
+        import causeway
         put = lambda tree, specs: jax.tree.map(
             lambda x, spec: causeway.device_put(x, self.slice, spec), tree, specs)
         self.step = step
@@ -310,6 +315,7 @@ def main(argv: Optional[list] = None) -> int:
     args = parser.parse_args(argv)
     config = Config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Config)})
 
+    import causeway
     from tqdm import tqdm
 
     corpus = Corpus(stdlib_text(args.text_bytes))

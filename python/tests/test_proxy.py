@@ -249,6 +249,108 @@ def test_flax_optax_training_data_and_tensor_parallel_matches_plain_jax(proxy_cl
     np.testing.assert_allclose(out["losses"], reference["losses"], rtol=1e-5)
 
 
+# Moves between shardings and devices as user code makes them, one JAX
+# process for all (each case's value and the devices of its result): the
+# requests they send (AssembleArrayFromSingleDeviceArrays, RemapArrays,
+# CopyArrays and programs fed shard views) move data worker to worker.
+ARRAY_MOVES = """
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.experimental import multihost_utils
+    ds = jax.devices()
+    mesh = Mesh(np.array(ds[:4]), ("x",))
+    mesh22 = Mesh(np.array(ds[:4]).reshape(2, 2), ("x", "y"))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    out = {}
+
+    def record(name, array):
+        out[name] = {"value": np.asarray(array).tolist()}
+        if isinstance(array, jax.Array):
+            out[name].update(devices=sorted(d.id for d in array.devices()),
+                             shards=sorted([s.device.id, np.asarray(s.data).tolist()]
+                                           for s in array.addressable_shards))
+
+    on_one = jax.jit(lambda v: v * 1)(x)  # On the default device.
+    record("one_to_tiled", jax.device_put(on_one, NamedSharding(mesh, P("x"))))
+    record("one_to_2x2", jax.device_put(on_one, NamedSharding(mesh22, P("x", "y"))))
+    tiled = jax.device_put(x, NamedSharding(mesh, P("x")))
+    reordered = Mesh(np.array([ds[1], ds[0], ds[3], ds[2]]), ("x",))
+    record("reordered", jax.device_put(tiled, NamedSharding(reordered, P("x"))))
+    record("other_island", jax.device_put(tiled, NamedSharding(Mesh(np.array(ds[4:8]), ("x",)), P("x"))))
+    r = jax.pmap(lambda v: v * 2, devices=ds[:4])(x[:4])
+    record("pmap_row", r[1])
+    record("pmap_row_plus_one", r[1] + 1)
+    shard = tiled.addressable_shards[2].data
+    record("shard_plus_one", shard + 1)
+    record("shard_moved", jax.device_put(shard, ds[5]))
+    parts = [jax.device_put(x[2 * i:2 * i + 2], d) for i, d in enumerate(ds[:4])]
+    record("from_single_device_arrays", jax.make_array_from_single_device_arrays(
+        x.shape, NamedSharding(mesh, P("x")), parts))
+    record("from_callback", jax.make_array_from_callback(
+        x.shape, NamedSharding(mesh22, P("x", "y")), lambda index: x[index]))
+    record("broadcast_one_to_all", multihost_utils.broadcast_one_to_all(x))
+    record("host_local_to_global", multihost_utils.host_local_array_to_global_array(x, mesh, P("x")))
+    out["allgather"] = np.asarray(multihost_utils.process_allgather(tiled)).tolist()
+    emit(**out)
+"""
+
+
+@pytest.fixture(scope="module")
+def array_moves(proxy_cluster):
+    return run_jax(proxy_cluster.proxy_address, ARRAY_MOVES)
+
+
+X = np.arange(32, dtype=np.float32).reshape(8, 4)
+
+
+def test_device_put_of_an_array_on_one_device_to_a_tiled_sharding(array_moves):
+    """Sliced on its device, the slices copied to their devices and
+    assembled there (AssembleArrayFromSingleDeviceArrays, worker to
+    worker)."""
+    tiled = array_moves["one_to_tiled"]
+    assert tiled["value"] == X.tolist() and tiled["devices"] == [0, 1, 2, 3]
+    assert tiled["shards"][1] == [1, X[2:4].tolist()]
+    grid = array_moves["one_to_2x2"]
+    assert grid["value"] == X.tolist()
+    assert grid["shards"][3] == [3, X[4:, 2:].tolist()]
+
+
+def test_device_put_to_the_same_devices_in_another_order(array_moves):
+    # xc.reorder_shards: RemapArrays, then a program on the new order.
+    moved = array_moves["reordered"]
+    assert moved["value"] == X.tolist() and moved["devices"] == [0, 1, 2, 3]
+    assert moved["shards"][0] == [0, X[2:4].tolist()]  # Device 0 is second now.
+
+
+def test_device_put_to_another_island(array_moves):
+    moved = array_moves["other_island"]
+    assert moved["value"] == X.tolist() and moved["devices"] == [4, 5, 6, 7]
+
+
+def test_a_pmap_result_indexed_and_used_in_arithmetic(array_moves):
+    assert array_moves["pmap_row"]["value"] == (X[1] * 2).tolist()
+    assert array_moves["pmap_row_plus_one"]["value"] == (X[1] * 2 + 1).tolist()
+
+
+def test_a_shard_of_a_sharded_array_feeds_a_program_and_moves(array_moves):
+    assert array_moves["shard_plus_one"]["value"] == (X[4:6] + 1).tolist()
+    assert array_moves["shard_plus_one"]["devices"] == [2]
+    assert array_moves["shard_moved"]["value"] == X[4:6].tolist()
+    assert array_moves["shard_moved"]["devices"] == [5]
+
+
+def test_arrays_made_from_single_device_arrays_and_from_a_callback(array_moves):
+    made = array_moves["from_single_device_arrays"]
+    assert made["value"] == X.tolist() and made["shards"][3] == [3, X[6:].tolist()]
+    assert array_moves["from_callback"]["value"] == X.tolist()
+
+
+def test_multihost_utils_in_one_controller(array_moves):
+    assert array_moves["broadcast_one_to_all"]["value"] == X.tolist()
+    assert array_moves["host_local_to_global"]["value"] == X.tolist()
+    assert array_moves["host_local_to_global"]["devices"] == [0, 1, 2, 3]
+    assert array_moves["allgather"] == [X.tolist()]  # One process's share.
+
+
 def test_program_error_reaches_jax_as_jax_runtime_error(proxy_cluster):
     out = run_jax(proxy_cluster.proxy_address, """
         y = jax.device_put(np.ones(4, np.float32), jax.devices()[0])

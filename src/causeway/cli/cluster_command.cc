@@ -261,6 +261,9 @@ int ClusterCommand(const std::vector<std::string>& args) {
       proxy_argv.push_back("--python");
       proxy_argv.push_back(*python);
     }
+    // The spare hosts stay out of jax.devices(), for the head to remap onto.
+    proxy_argv.push_back("--spare-hosts");
+    proxy_argv.push_back(absl::StrCat(spare));
     proxy_argv.insert(proxy_argv.end(), shared.begin(), shared.end());
     absl::StatusOr<std::unique_ptr<ChildProcess>> proxy =
         ChildProcess::Start(proxy_argv);

@@ -21,6 +21,7 @@ namespace {
 constexpr char kProxyHelp[] = R"(Usage:
   causeway proxy --head HOST:PORT [--listen HOST:PORT] [--token-file F]
                  [--python PATH] [--max-host-buffer-bytes B]
+                 [--spare-hosts K]
 
 Serves the IFRT proxy protocol (what jaxlib's own proxy client speaks) in
 front of the cluster whose head is at --head, so that unmodified JAX runs
@@ -45,6 +46,10 @@ cluster's devices. See docs/jax.md.
   --max-host-buffer-bytes B
                           The most bytes of host buffers one JAX session
                           may hold in the proxy at once (default 32G).
+  --spare-hosts K         Leave the devices of the last K hosts (by host id)
+                          of every island out of jax.devices() (default 0):
+                          the head remaps a slice onto them when a host
+                          dies, and JAX keeps the same devices.
 )";
 
 // build/bin/causeway -> python/causeway/_proxy_compile.py of the same tree.
@@ -70,7 +75,8 @@ int ProxyCommand(const std::vector<std::string>& args) {
                                {"--listen"},
                                {"--python"},
                                {"--compile-worker"},
-                               {"--max-host-buffer-bytes"}}));
+                               {"--max-host-buffer-bytes"},
+                               {"--spare-hosts"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s", kProxyHelp, kSecurityFlagsHelp);
     return kExitOk;
@@ -78,6 +84,7 @@ int ProxyCommand(const std::vector<std::string>& args) {
   absl::Status usage = parsed.status();
   std::string head;
   int64_t max_buffer_bytes = 0;
+  int64_t spare_hosts = 0;
   if (usage.ok()) {
     absl::StatusOr<std::string> address = AddressFlag(*parsed, "--head");
     usage = address.status();
@@ -88,6 +95,11 @@ int ProxyCommand(const std::vector<std::string>& args) {
         BytesFlag(*parsed, "--max-host-buffer-bytes", int64_t{32} << 30);
     usage = bytes.status();
     if (bytes.ok()) max_buffer_bytes = *bytes;
+  }
+  if (usage.ok()) {
+    absl::StatusOr<int64_t> spare = IntFlag(*parsed, "--spare-hosts", 0, 0, 64);
+    usage = spare.status();
+    if (spare.ok()) spare_hosts = *spare;
   }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(
@@ -125,6 +137,7 @@ int ProxyCommand(const std::vector<std::string>& args) {
   options.listen = parsed->Get("--listen").value_or("127.0.0.1:0");
   options.host_buffer_limits.max_total_bytes = max_buffer_bytes;
   options.host_buffer_limits.max_buffer_bytes = max_buffer_bytes;
+  options.spare_hosts_per_island = static_cast<int>(spare_hosts);
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server =
       proxy::ProxyServer::Start(client->get(), &compiler, options);
   if (!server.ok()) {

@@ -126,8 +126,63 @@ absl::StatusOr<Array> AppendCopy(const std::shared_ptr<SessionCore>& session,
   }
   CW_RETURN_IF_ERROR(sharding.Validate(array.shape(), slice.num_devices()));
   Array copy = NewArray(session, slice, array.shape(), sharding, trace_id);
-  ops->push_back(transport::CopyOp{array.handle(), SpecOf(copy)});
+  ops->push_back(transport::CopyOp{array.handle(), SpecOf(copy), {}});
   return copy;
+}
+
+absl::StatusOr<Array> AppendAssemble(
+    const std::shared_ptr<SessionCore>& session,
+    absl::Span<const std::pair<Array, int64_t>> pieces,
+    const hlo::Shape& global_shape, const Slice& slice,
+    const Sharding& sharding, std::vector<GraphOp>* ops) {
+  if (!slice.valid()) {
+    return absl::InvalidArgumentError("Assemble to an invalid (default) Slice");
+  }
+  if (slice.state()->session != session) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Assemble to ", slice.ToString(), " of another session"));
+  }
+  if (!global_shape.IsArray()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Assemble makes an array, not ", global_shape.ToString(false)));
+  }
+  CW_ASSIGN_OR_RETURN(hlo::Shape shard_shape,
+                      sharding.ShardShape(global_shape, slice.num_devices()));
+  if (static_cast<int64_t>(pieces.size()) != slice.num_devices()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Assemble got ", pieces.size(), " pieces for ",
+                     slice.ToString(), ": one per device"));
+  }
+  transport::CopyOp op;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto& [array, shard] = pieces[i];
+    auto fail = [&](const absl::Status& status) {
+      return absl::Status(status.code(), absl::StrCat("Assemble: piece ", i,
+                                                      ": ", status.message()));
+    };
+    if (!array.valid()) return fail(absl::InvalidArgumentError("invalid Array"));
+    if (absl::Status s = CheckSameSession(session, array); !s.ok()) return fail(s);
+    if (absl::Status s = array.state()->CheckUsable(0); !s.ok()) return fail(s);
+    const int64_t n = array.slice().num_devices();
+    if (shard < 0 || shard >= n) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat(array.ToString(), " has no shard ", shard)));
+    }
+    absl::StatusOr<hlo::Shape> piece_shape =
+        array.sharding().ShardShape(array.shape(), n);
+    if (!piece_shape.ok()) return fail(piece_shape.status());
+    if (!piece_shape->Compatible(shard_shape)) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "its shards are ", piece_shape->ToString(false), "; ",
+          global_shape.ToString(false), " sharded ", sharding.ToString(),
+          " has shards of ", shard_shape.ToString(false))));
+    }
+    op.pieces.push_back(transport::CopyOp::Piece{array.handle(), shard});
+  }
+  Array assembled = NewArray(session, slice, global_shape, sharding, 0);
+  op.destination = SpecOf(assembled);
+  ops->push_back(std::move(op));
+  return assembled;
 }
 
 absl::StatusOr<std::vector<Array>> AppendExecute(

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -135,6 +136,15 @@ absl::StatusOr<Array> AppendCopy(const std::shared_ptr<SessionCore>& session,
                                  const Array& array, const Slice& slice,
                                  const Sharding& sharding, uint64_t trace_id,
                                  std::vector<GraphOp>* ops);
+
+// Appends an assembly and returns its array: an array of `global_shape` on
+// `slice` with `sharding` whose shard i is shard pieces[i].second of array
+// pieces[i].first (which must have that shard's shape).
+absl::StatusOr<Array> AppendAssemble(
+    const std::shared_ptr<SessionCore>& session,
+    absl::Span<const std::pair<Array, int64_t>> pieces,
+    const hlo::Shape& global_shape, const Slice& slice,
+    const Sharding& sharding, std::vector<GraphOp>* ops);
 
 // Sends ops recorded outside a trace: one op as itself, several as a graph.
 void SendOps(SessionCore& session, std::vector<GraphOp> ops);

@@ -259,6 +259,20 @@ absl::StatusOr<Array> Session::Copy(const Array& array, const Slice& slice,
   return copy;
 }
 
+absl::StatusOr<Array> Session::Assemble(
+    absl::Span<const std::pair<Array, int64_t>> pieces,
+    const hlo::Shape& global_shape, const Slice& slice,
+    const Sharding& sharding) {
+  CW_RETURN_IF_ERROR(CheckOpen());
+  CW_RETURN_IF_ERROR(CheckSliceOf(*core_, slice));
+  std::vector<internal::GraphOp> ops;
+  CW_ASSIGN_OR_RETURN(Array assembled,
+                      internal::AppendAssemble(core_, pieces, global_shape,
+                                               slice, sharding, &ops));
+  internal::SendOps(*core_, std::move(ops));
+  return assembled;
+}
+
 absl::StatusOr<Array> Session::Reshard(const Array& array,
                                        const Sharding& sharding) {
   if (!array.valid()) {

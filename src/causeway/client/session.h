@@ -19,10 +19,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "causeway/base/future.h"
 #include "causeway/base/ids.h"
 #include "causeway/client/array.h"
@@ -105,6 +107,14 @@ class Session {
                              const Sharding& sharding);
   // A copy on the same slice with another sharding.
   absl::StatusOr<Array> Reshard(const Array& array, const Sharding& sharding);
+  // An array of `global_shape` on `slice` with `sharding` assembled from
+  // arrays already on devices: shard i is shard pieces[i].second of array
+  // pieces[i].first, which must have the shard shape the sharding gives
+  // (JAX's make_array_from_single_device_arrays, worker to worker).
+  absl::StatusOr<Array> Assemble(
+      absl::Span<const std::pair<Array, int64_t>> pieces,
+      const hlo::Shape& global_shape, const Slice& slice,
+      const Sharding& sharding);
 
   // The head's view of every device (running op, queues, waits).
   Future<transport::StatusReport> Status();

@@ -184,7 +184,8 @@ class TestClient {
                    const std::string& sharding, SliceHandle slice) {
     transport::CopyOp op{source, transport::ArraySpec{
                                      ArrayHandle(next_++), std::move(global),
-                                     ParseSharding(sharding), slice}};
+                                     ParseSharding(sharding), slice},
+                         {}};
     channel_->Copy(op);
     return op.destination.handle;
   }

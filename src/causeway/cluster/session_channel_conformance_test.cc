@@ -261,7 +261,8 @@ TEST_P(SessionChannelTest, CopyMovesAnArrayToAnotherSliceAndSharding) {
   transport::CopyOp copy{x,
                          {ArrayHandle(next_++),
                           hlo::Shape(hlo::PrimitiveType::kF32, {4}),
-                          Sharding("{replicated}"), to.handle}};
+                          Sharding("{replicated}"), to.handle},
+                         {}};
   const ArrayHandle y = copy.destination.handle;
   channel->Copy(std::move(copy));
   absl::StatusOr<Literal> value = channel->Fetch(y).AwaitFor(kWait);

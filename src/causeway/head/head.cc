@@ -1285,8 +1285,10 @@ void Head::CopyLocked(Session& session, const transport::CopyOp& op) {
   absl::StatusOr<CopyPlan> plan = PlanCopy(context, op);
   if (!plan.ok()) return fail(plan.status());
   arrays_.Add(plan->destination);
-  dispatcher_->Transfer(std::move(plan->transfer), plan->source,
-                        plan->destination->buffers);
+  for (auto& [transfer, source] : plan->transfers) {
+    dispatcher_->Transfer(std::move(transfer), source,
+                          plan->destination->buffers);
+  }
 }
 
 // ---------------------------------------------------------------------------

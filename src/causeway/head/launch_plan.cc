@@ -1,5 +1,6 @@
 #include "causeway/head/launch_plan.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -226,8 +227,61 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
   return result;
 }
 
+namespace {
+
+absl::StatusOr<CopyPlan> PlanAssemblyCopy(const PlanContext& context,
+                                          const transport::CopyOp& op) {
+  const ArraySpec& spec = op.destination;
+  ArrayPlacement to{spec.global_shape, spec.sharding, context.devices};
+  const ArrayHandle internal = context.arrays->NewInternalHandle();
+  CopyPlan plan;
+  std::vector<AssemblyPiece> pieces;
+  // Each source array's sends go with its own buffers (sent once it is
+  // placed); the pieces' sends are split per source below.
+  std::map<ArrayHandle, std::shared_ptr<ArrayBuffers>> sources;
+  for (size_t i = 0; i < op.pieces.size(); ++i) {
+    const transport::CopyOp::Piece& piece = op.pieces[i];
+    auto what = [&] { return absl::StrCat("Assemble: piece ", i); };
+    CW_ASSIGN_OR_RETURN(std::shared_ptr<const ArrayRecord> source,
+                        context.arrays->Find(context.session, piece.array, what));
+    absl::StatusOr<std::vector<hlo::ShardRegion>> regions =
+        RegionsOf(source->placement);
+    if (!regions.ok()) return WithContext(regions.status(), what());
+    if (piece.shard < 0 || piece.shard >= static_cast<int64_t>(regions->size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what(), ": array ", piece.array.value(), " has no shard ",
+                       piece.shard, " (it has ", regions->size(), ")"));
+    }
+    pieces.push_back(AssemblyPiece{BufferId{source->internal, piece.shard},
+                                   source->placement.devices[piece.shard],
+                                   (*regions)[piece.shard]});
+    sources.emplace(source->internal, source->buffers);
+  }
+  absl::StatusOr<TransferPlan> transfer = PlanAssembly(
+      pieces, internal, to, *context.topology, context.next_transfer_id);
+  if (!transfer.ok()) return WithContext(transfer.status(), "Assemble");
+  // Receives go with the first source's transfer; every send with its own
+  // source's.
+  std::map<ArrayHandle, TransferPlan> by_source;
+  for (auto& [host, send] : transfer->sends) {
+    by_source[send.source.array].sends.emplace_back(host, std::move(send));
+  }
+  by_source.begin()->second.receives = std::move(transfer->receives);
+  by_source.begin()->second.bytes = transfer->bytes;
+  for (auto& [array, part] : by_source) {
+    plan.transfers.emplace_back(std::move(part), sources.at(array));
+  }
+  plan.destination = NewRecord(context, spec, std::move(to), internal,
+                               absl::StrCat("assembled from ", op.pieces.size(),
+                                            " arrays"));
+  return plan;
+}
+
+}  // namespace
+
 absl::StatusOr<CopyPlan> PlanCopy(const PlanContext& context,
                                   const transport::CopyOp& op) {
+  if (!op.pieces.empty()) return PlanAssemblyCopy(context, op);
   CW_ASSIGN_OR_RETURN(std::shared_ptr<const ArrayRecord> source,
                       context.arrays->Find(context.session, op.source,
                                            [] { return std::string("Copy"); }));
@@ -239,8 +293,7 @@ absl::StatusOr<CopyPlan> PlanCopy(const PlanContext& context,
                    *context.topology, context.next_transfer_id);
   if (!transfer.ok()) return WithContext(transfer.status(), "Copy");
   CopyPlan plan;
-  plan.transfer = *std::move(transfer);
-  plan.source = source->buffers;
+  plan.transfers.emplace_back(*std::move(transfer), source->buffers);
   plan.destination =
       NewRecord(context, spec, std::move(to), internal,
                 absl::StrCat("copy of array ", op.source.value()));

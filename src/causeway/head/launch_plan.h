@@ -61,13 +61,14 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
                                        const transport::ExecuteOp& op);
 
 struct CopyPlan {
-  TransferPlan transfer;
-  std::shared_ptr<ArrayBuffers> source;
+  // One transfer per source array (an assembly reads several).
+  std::vector<std::pair<TransferPlan, std::shared_ptr<ArrayBuffers>>> transfers;
   std::shared_ptr<const ArrayRecord> destination;  // To add to the table.
 };
 
 // Plans copying (and resharding) the array `op.source` onto the context's
-// devices as `op.destination` describes.
+// devices as `op.destination` describes, or, with `op.pieces`, assembling
+// the destination from shards of other arrays.
 absl::StatusOr<CopyPlan> PlanCopy(const PlanContext& context,
                                   const transport::CopyOp& op);
 

@@ -43,15 +43,15 @@ class LaunchPlanTest : public ::testing::Test {
         &topology_, &arrays_, &next_transfer_id_};
   }
 
-  // An f32[4] array of the session on `devices` with `sharding`.
+  // An f32[dims] array of the session on `devices` with `sharding`.
   ArrayHandle Array(uint64_t handle, std::vector<DeviceId> devices,
-                    const char* sharding) {
+                    const char* sharding, std::vector<int64_t> dims = {4}) {
     auto record = std::make_shared<ArrayRecord>();
     record->session = kSession;
     record->handle = ArrayHandle(handle);
     record->internal = arrays_.NewInternalHandle();
     record->placement =
-        ArrayPlacement{hlo::Shape(hlo::PrimitiveType::kF32, {4}),
+        ArrayPlacement{hlo::Shape(hlo::PrimitiveType::kF32, std::move(dims)),
                        Sharding(sharding), std::move(devices)};
     record->producer = std::make_shared<const std::string>("uploaded");
     record->buffers =
@@ -159,14 +159,76 @@ TEST_F(LaunchPlanTest, WhatCanNeverFitInMemoryIsResourceExhausted) {
 
 TEST_F(LaunchPlanTest, ACopyPlansATransferIntoANewArray) {
   ArrayHandle x = Array(7, {DeviceId(0)}, "{replicated}");
-  transport::CopyOp op{x, Output(9)};
+  transport::CopyOp op{x, Output(9), {}};
   absl::StatusOr<CopyPlan> plan = PlanCopy(context_, op);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->transfer.receives.size(), 2u);
+  ASSERT_EQ(plan->transfers.size(), 1u);
+  EXPECT_EQ(plan->transfers[0].first.receives.size(), 2u);
   EXPECT_EQ(plan->destination->handle, ArrayHandle(9));
   EXPECT_THAT(*plan->destination->producer, HasSubstr("copy of array 7"));
   EXPECT_EQ(plan->destination->placement.devices,
             (std::vector<DeviceId>{DeviceId(1), DeviceId(2)}));
+}
+
+TEST_F(LaunchPlanTest, AnAssemblyMovesEachPieceWholeToItsShardWorkerToWorker) {
+  // Shard 1 of a tiled array (on device 3) and a single-device array (on
+  // device 0) become shards 0 and 1 of a new array on devices 1 and 2.
+  ArrayHandle tiled = Array(7, {DeviceId(0), DeviceId(3)}, "{devices=[2]<=[2]}");
+  ArrayHandle single = Array(8, {DeviceId(0)}, "{replicated}", {2});
+  transport::CopyOp op;
+  op.destination = Output(9);
+  op.pieces = {{tiled, 1}, {single, 0}};
+  absl::StatusOr<CopyPlan> plan = PlanCopy(context_, op);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->transfers.size(), 2u);  // One per source array.
+  std::vector<transport::SendSpec> sends;
+  std::vector<transport::ReceiveSpec> receives;
+  for (const auto& [transfer, source] : plan->transfers) {
+    for (const auto& [host, send] : transfer.sends) {
+      EXPECT_EQ(host, topology_.HostOf(send.device));
+      sends.push_back(send);
+    }
+    for (const auto& [host, receive] : transfer.receives) receives.push_back(receive);
+  }
+  ASSERT_EQ(sends.size(), 2u);
+  ASSERT_EQ(receives.size(), 2u);
+  const ArrayHandle internal = plan->destination->internal;
+  for (const transport::SendSpec& send : sends) {
+    EXPECT_TRUE(send.whole);
+    if (send.destination.shard == 0) {
+      EXPECT_EQ(send.device, DeviceId(3));
+      EXPECT_EQ(send.source.shard, 1);
+      EXPECT_EQ(send.destination_device, DeviceId(1));
+    } else {
+      EXPECT_EQ(send.device, DeviceId(0));
+      EXPECT_EQ(send.source.shard, 0);
+      EXPECT_EQ(send.destination_device, DeviceId(2));
+    }
+    EXPECT_EQ(send.destination.array, internal);
+  }
+  for (const transport::ReceiveSpec& receive : receives) {
+    EXPECT_EQ(receive.shape, hlo::Shape(hlo::PrimitiveType::kF32, {2}));
+    EXPECT_EQ(receive.device,
+              receive.buffer.shard == 0 ? DeviceId(1) : DeviceId(2));
+  }
+  EXPECT_THAT(*plan->destination->producer, HasSubstr("assembled from 2 arrays"));
+}
+
+TEST_F(LaunchPlanTest, AnAssemblyOfPiecesThatDoNotFitTheShardsIsRefused) {
+  ArrayHandle whole = Array(7, {DeviceId(0)}, "{replicated}");
+  transport::CopyOp op;
+  op.destination = Output(9);
+  op.pieces = {{whole, 0}, {whole, 0}};
+  EXPECT_THAT(PlanCopy(context_, op).status().message(),
+              HasSubstr("piece 0 holds f32[4]; shard 0 of the assembled array is f32[2]"));
+  op.pieces = {{whole, 0}};
+  EXPECT_THAT(PlanCopy(context_, op).status().message(),
+              HasSubstr("an assembly of 1 piece(s) into an array of 2 shards"));
+  op.pieces = {{whole, 0}, {whole, 1}};
+  EXPECT_THAT(PlanCopy(context_, op).status().message(),
+              HasSubstr("Assemble: piece 1: array 7 has no shard 1 (it has 1)"));
+  op.pieces = {{whole, 0}, {ArrayHandle(99), 0}};
+  EXPECT_EQ(PlanCopy(context_, op).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

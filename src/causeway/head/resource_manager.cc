@@ -238,18 +238,22 @@ void ResourceManager::AcquireAllLocked(Slice& slice) {
   }
 }
 
-int64_t ResourceManager::CountEligibleLocked(IslandId island,
-                                             bool shared) const {
+int64_t ResourceManager::CountEligibleLocked(
+    IslandId island, bool shared, const std::vector<DeviceId>& exclude) const {
   int64_t count = 0;
   for (DeviceId device : topology_->DevicesOfIsland(island)) {
-    if (EligibleLocked(device, shared)) ++count;
+    if (EligibleLocked(device, shared) &&
+        std::find(exclude.begin(), exclude.end(), device) == exclude.end()) {
+      ++count;
+    }
   }
   return count;
 }
 
 std::optional<ResourceManager::Placement>
-ResourceManager::ChoosePlacementLocked(IslandId island, int64_t count,
-                                       bool shared) const {
+ResourceManager::ChoosePlacementLocked(
+    IslandId island, int64_t count, bool shared,
+    const std::vector<DeviceId>& exclude) const {
   // Eligible devices per host, in id order (by load, then id, if shared).
   std::vector<std::vector<DeviceId>> hosts;
   int64_t eligible = 0;
@@ -257,7 +261,10 @@ ResourceManager::ChoosePlacementLocked(IslandId island, int64_t count,
     // (load, device): exclusive slices see load 0 everywhere.
     std::vector<std::pair<int64_t, DeviceId>> loaded;
     for (DeviceId device : topology_->DevicesOfHost(host)) {
-      if (!EligibleLocked(device, shared)) continue;
+      if (!EligibleLocked(device, shared) ||
+          std::find(exclude.begin(), exclude.end(), device) != exclude.end()) {
+        continue;
+      }
       loaded.emplace_back(shared ? devices_[device.value()].shared_users : 0,
                           device);
     }
@@ -414,7 +421,7 @@ bool ResourceManager::TryRepairLocked(Slice& slice, Notifications& out) {
   if (lost.empty()) return true;
 
   std::optional<Placement> spares = ChoosePlacementLocked(
-      slice.island, static_cast<int64_t>(lost.size()), shared);
+      slice.island, static_cast<int64_t>(lost.size()), shared, slice.devices);
   if (spares.has_value()) {
     // Each spare takes the virtual position of a lost device; survivors keep
     // theirs.
@@ -430,7 +437,8 @@ bool ResourceManager::TryRepairLocked(Slice& slice, Notifications& out) {
     for (size_t a = 1; a < slice.mesh_shape.size(); ++a) {
       row *= slice.mesh_shape[a];
     }
-    const int64_t available_spares = CountEligibleLocked(slice.island, shared);
+    const int64_t available_spares =
+        CountEligibleLocked(slice.island, shared, slice.devices);
     const int64_t survivors =
         static_cast<int64_t>(slice.devices.size() - lost.size());
     const int64_t new_size = (survivors + available_spares) / row * row;
@@ -438,7 +446,8 @@ bool ResourceManager::TryRepairLocked(Slice& slice, Notifications& out) {
     std::vector<DeviceId> spare_devices;
     if (available_spares > 0) {
       spare_devices =
-          ChoosePlacementLocked(slice.island, available_spares, shared)
+          ChoosePlacementLocked(slice.island, available_spares, shared,
+                                slice.devices)
               ->devices;
     }
     // Survivors in their virtual order, lost positions filled by spares
@@ -641,12 +650,12 @@ bool ResourceManager::TryRegrowLocked(Slice& slice, Notifications& out) {
   int64_t row = 1;
   for (size_t a = 1; a < wanted_mesh.size(); ++a) row *= wanted_mesh[a];
   const bool shared = slice.request.shared;
-  const int64_t free = CountEligibleLocked(slice.island, shared);
+  const int64_t free = CountEligibleLocked(slice.island, shared, slice.devices);
   const int64_t new_size =
       std::min(slice.request.num_devices, (size + free) / row * row);
   if (new_size <= size) return false;
-  std::optional<Placement> spares =
-      ChoosePlacementLocked(slice.island, new_size - size, shared);
+  std::optional<Placement> spares = ChoosePlacementLocked(
+      slice.island, new_size - size, shared, slice.devices);
   if (!spares.has_value()) return false;
   std::vector<DeviceId> old_devices = slice.devices;
   // Survivors keep their virtual positions; the new devices come after.

@@ -267,12 +267,16 @@ class ResourceManager {
     int64_t load = 0;      // Shared slices already on the chosen devices.
   };
   // `count` eligible devices of `island` on as few hosts as possible,
-  // contiguous where they can be; nullopt if the island has too few.
-  std::optional<Placement> ChoosePlacementLocked(IslandId island,
-                                                 int64_t count,
-                                                 bool shared) const
+  // contiguous where they can be, none of `exclude` (a slice's own devices
+  // when it grows or is repaired: a shared slice's devices are eligible for
+  // other shared slices, not twice for itself); nullopt if the island has
+  // too few.
+  std::optional<Placement> ChoosePlacementLocked(
+      IslandId island, int64_t count, bool shared,
+      const std::vector<DeviceId>& exclude = {}) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t CountEligibleLocked(IslandId island, bool shared) const
+  int64_t CountEligibleLocked(IslandId island, bool shared,
+                              const std::vector<DeviceId>& exclude = {}) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Queue.

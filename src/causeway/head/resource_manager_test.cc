@@ -591,6 +591,29 @@ TEST_F(ResourceManagerTest, SharedSlicesSpreadOverTheLeastUsedDevices) {
   EXPECT_EQ(Grant(shared).devices, Ids({0, 1}));
 }
 
+// A shared slice repaired after a host died takes devices it does not hold
+// already: its survivors are eligible for other shared slices, not twice
+// for itself (they were chosen first, being on the fewest hosts).
+TEST_F(ResourceManagerTest, ASharedSliceIsRepairedOntoDevicesItDoesNotHold) {
+  Build(Topology::Uniform(1, 3, 2, 1024));
+  SliceRequest shared = Request(4);
+  shared.shared = true;
+  SliceGrant four = Grant(shared);
+  SliceRequest one = Request(1);
+  one.shared = true;
+  Grant(one);  // Load elsewhere, as a JAX process's other slices give.
+  ASSERT_EQ(four.devices, Ids({0, 1, 2, 3}));
+  ASSERT_TRUE(manager_->MarkHostDead(HostId(0)).ok());
+  absl::StatusOr<SliceInfo> after = manager_->GetSlice(four.id);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->state, SliceState::kGranted);
+  const std::set<DeviceId> distinct(after->devices.begin(), after->devices.end());
+  EXPECT_EQ(distinct.size(), 4u);
+  for (DeviceId device : after->devices) {
+    EXPECT_NE(manager_->topology()->HostOf(device), HostId(0));
+  }
+}
+
 // --- Threads and callbacks ---------------------------------------------------
 
 TEST_F(ResourceManagerTest, ListenersMayCallBackIntoTheManager) {

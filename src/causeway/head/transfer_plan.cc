@@ -193,4 +193,64 @@ absl::StatusOr<TransferPlan> PlanTransfer(ArrayHandle source,
   return plan;
 }
 
+absl::StatusOr<TransferPlan> PlanAssembly(
+    const std::vector<AssemblyPiece>& pieces, ArrayHandle destination,
+    const ArrayPlacement& to, const Topology& topology,
+    uint64_t* next_transfer_id) {
+  CW_ASSIGN_OR_RETURN(std::vector<hlo::ShardRegion> targets, RegionsOf(to));
+  if (pieces.size() != targets.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an assembly of ", pieces.size(),
+                     " piece(s) into an array of ", targets.size(), " shards"));
+  }
+  const int64_t width = hlo::ByteWidth(to.global_shape.type());
+  TransferPlan plan;
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const hlo::ShardRegion& target = targets[j];
+    const AssemblyPiece& piece = pieces[j];
+    CW_RETURN_IF_ERROR(topology.ValidateDevice(piece.device));
+    CW_RETURN_IF_ERROR(topology.ValidateDevice(to.devices[j]));
+    if (piece.region.valid != target.valid ||
+        piece.region.dims.size() != target.dims.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "piece ", j, " holds ",
+          hlo::Shape(to.global_shape.type(), piece.region.valid).ToString(false),
+          "; shard ", j, " of the assembled array is ",
+          hlo::Shape(to.global_shape.type(), target.valid).ToString(false)));
+    }
+    const DeviceId target_device = to.devices[j];
+    const HostId target_host = topology.HostOf(target_device);
+    SendSpec send;
+    send.transfer_id = (*next_transfer_id)++;
+    send.device = piece.device;
+    send.source = piece.buffer;
+    send.region = Box{std::vector<int64_t>(target.valid.size(), 0), target.valid};
+    send.destination_host = target_host;
+    send.destination_device = target_device;
+    send.destination = BufferId{destination, static_cast<int64_t>(j)};
+    send.destination_offsets.assign(target.valid.size(), 0);
+    ReceiveSpec receive;
+    receive.device = target_device;
+    receive.buffer = send.destination;
+    receive.shape = hlo::Shape(to.global_shape.type(), target.dims);
+    receive.zero_fill = PaddingBoxes(target.dims, target.valid);
+    receive.pieces.push_back(PieceOrigin{
+        send.transfer_id, piece.device, topology.HostOf(piece.device),
+        absl::StrCat("array ", piece.buffer.array.value(), " shard ",
+                     piece.buffer.shard, " on ",
+                     DeviceName(topology, piece.device))});
+    // The whole buffer on both sides moves without a copy.
+    if (piece.region.dims == target.dims && target.valid == target.dims) {
+      send.whole = true;
+      receive.whole = true;
+    }
+    int64_t elements = 1;
+    for (int64_t d : target.valid) elements *= d;
+    plan.bytes += elements * width;
+    plan.receives.emplace_back(target_host, std::move(receive));
+    plan.sends.emplace_back(topology.HostOf(piece.device), std::move(send));
+  }
+  return plan;
+}
+
 }  // namespace causeway::head

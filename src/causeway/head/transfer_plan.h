@@ -65,6 +65,23 @@ absl::StatusOr<TransferPlan> PlanTransfer(ArrayHandle source,
                                           const transport::Topology& topology,
                                           uint64_t* next_transfer_id);
 
+// A buffer that becomes one shard of an assembled array: `region` is the
+// shard region it holds in its own array (its dims are the buffer's shape).
+struct AssemblyPiece {
+  BufferId buffer;
+  DeviceId device;
+  hlo::ShardRegion region;
+};
+
+// Plans an assembly: shard i of the new array `destination` (placed as `to`)
+// is `pieces[i]`, moved whole to `to.devices[i]` (replicas are not compared:
+// each destination shard takes its own piece). InvalidArgument unless there
+// is one piece per destination shard, each holding that shard's shape.
+absl::StatusOr<TransferPlan> PlanAssembly(
+    const std::vector<AssemblyPiece>& pieces, ArrayHandle destination,
+    const ArrayPlacement& to, const transport::Topology& topology,
+    uint64_t* next_transfer_id);
+
 }  // namespace causeway::head
 
 #endif  // CAUSEWAY_HEAD_TRANSFER_PLAN_H_

@@ -14,6 +14,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
+#include "causeway/proxy/proto/ifrt_types.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "nlohmann/json.hpp"
 
 namespace causeway::proxy {
@@ -122,6 +125,21 @@ CompileWorker::~CompileWorker() {
   process_.reset();
 }
 
+std::string CanonicalOptions(const CompileJob& job) {
+  xla::ifrt::XlaCompileOptionsProto options;
+  if (job.options_type != kXlaCompileOptionsTypeName ||
+      !options.ParseFromString(job.options)) {
+    return job.options;  // The worker refuses it; nothing to share.
+  }
+  std::string canonical;
+  google::protobuf::io::StringOutputStream stream(&canonical);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  out.SetSerializationDeterministic(true);
+  options.SerializeToCodedStream(&out);
+  out.Trim();
+  return canonical;
+}
+
 Future<std::shared_ptr<const CompiledProgram>> CompileWorker::Compile(CompileJob job) {
   // Compiling takes seconds: off the caller's thread, one at a time.
   auto [promise, future] = MakePromise<std::shared_ptr<const CompiledProgram>>();
@@ -137,7 +155,7 @@ absl::StatusOr<std::shared_ptr<const CompiledProgram>> CompileWorker::CompileNow
                            {"program_type", job.program_type},
                            {"options_type", job.options_type}};
   const std::string key =
-      absl::StrCat(header.dump(), "\n", job.program, "\n", job.options);
+      absl::StrCat(header.dump(), "\n", job.program, "\n", CanonicalOptions(job));
   absl::MutexLock lock(&mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   for (int attempt = 0; attempt < 2; ++attempt) {

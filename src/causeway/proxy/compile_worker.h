@@ -20,6 +20,16 @@
 
 namespace causeway::proxy {
 
+// The compile options of `job` as its cache key: XlaCompileOptions parsed
+// and written again deterministically (protobuf maps sorted by key; jaxlib
+// writes them in hash order, which differs between JAX processes, so the
+// raw bytes of one program's options differ from process to process).
+// Options of another type, or that do not parse, are their own bytes.
+std::string CanonicalOptions(const CompileJob& job);
+
+// The type name of the compile options jaxlib's client sends.
+inline constexpr char kXlaCompileOptionsTypeName[] = "xla::ifrt::XlaCompileOptions";
+
 class CompileWorker final : public CompileService {
  public:
   struct Options {

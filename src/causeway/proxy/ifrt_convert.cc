@@ -327,7 +327,8 @@ xla::OpSharding ShardingToOpSharding(const hlo::Sharding& sharding) {
 }
 
 absl::StatusOr<IfrtSharding> ShardingFromProto(
-    const xla::ifrt::ShardingProto& proto, int64_t num_devices) {
+    const xla::ifrt::ShardingProto& proto, int64_t num_devices,
+    bool allow_unplaced) {
   const xla::ifrt::Serialized& serialized = proto.serialized_sharding();
   IfrtSharding result;
   if (serialized.type_name() == kSingleDeviceShardingTypeName) {
@@ -367,6 +368,12 @@ absl::StatusOr<IfrtSharding> ShardingFromProto(
     absl::StatusOr<std::vector<int32_t>> devices =
         DeviceList(even.devices(), num_devices);
     if (!devices.ok()) return devices.status();
+    if (!even.is_fully_replicated() && devices->size() > 1 && allow_unplaced) {
+      result.devices = *std::move(devices);
+      result.placed = false;
+      result.memory_kind = even.memory_kind();
+      return result;
+    }
     if (!even.is_fully_replicated() && devices->size() > 1) {
       return absl::UnimplementedError(
           "a ConcreteEvenSharding that is not fully replicated is not "

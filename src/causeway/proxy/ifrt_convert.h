@@ -58,13 +58,18 @@ struct IfrtSharding {
   std::vector<int32_t> devices;
   hlo::Sharding sharding;
   std::string memory_kind;  // Empty when not given.
+  // False for a ConcreteEvenSharding that is not fully replicated: the
+  // devices are known, not which shard each holds (`sharding` is unset).
+  bool placed = true;
 };
 
 // Reads HloSharding, SingleDeviceSharding and ConcreteEvenSharding (fully
-// replicated). `num_devices` bounds device ids (0..num_devices-1); every
-// device at most once. Unimplemented names another type.
+// replicated; with `allow_unplaced`, any, as an unplaced sharding).
+// `num_devices` bounds device ids (0..num_devices-1); every device at most
+// once. Unimplemented names another type.
 absl::StatusOr<IfrtSharding> ShardingFromProto(
-    const xla::ifrt::ShardingProto& proto, int64_t num_devices);
+    const xla::ifrt::ShardingProto& proto, int64_t num_devices,
+    bool allow_unplaced = false);
 // As an HloSharding (what XLA's own runtime hands back for program
 // outputs).
 xla::ifrt::ShardingProto ShardingToProto(const IfrtSharding& sharding);

@@ -70,10 +70,11 @@ class ResponseWriter {
 class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
  public:
   Service(client::Client* client, CompileService* compiler,
-          ProxyServerOptions options)
+          ProxyServerOptions options, std::vector<ProxyDevice> devices)
       : client_(client),
         compiler_(compiler),
         options_(std::move(options)),
+        devices_(std::move(devices)),
         executor_("proxy", options_.executor_threads) {}
 
   grpc::Status GetVersion(grpc::ServerContext*, const pb::GrpcGetVersionRequest* request,
@@ -103,6 +104,7 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
     session_options.name =
         absl::StrCat("jax proxy session ", id, " (", context->peer(), ")");
     session_options.host_buffer_limits = options_.host_buffer_limits;
+    session_options.devices = devices_;
     absl::StatusOr<std::unique_ptr<ProxySession>> created = ProxySession::Create(
         client_, compiler_, &executor_, std::move(session_options));
     if (!created.ok()) {
@@ -237,6 +239,8 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
   client::Client* const client_;
   CompileService* const compiler_;
   const ProxyServerOptions options_;
+  // Fixed when the proxy starts: every JAX process sees the same devices.
+  const std::vector<ProxyDevice> devices_;
   ThreadPool executor_;
   std::atomic<uint64_t> next_session_id_{1};
   absl::Mutex mu_;
@@ -250,8 +254,12 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(
     return absl::InvalidArgumentError(absl::StrCat(
         "the listening address '", options.listen, "' is not HOST:PORT"));
   }
+  absl::StatusOr<std::vector<ProxyDevice>> devices =
+      ProxyDevices(*client, options.spare_hosts_per_island);
+  if (!devices.ok()) return devices.status();
   std::unique_ptr<ProxyServer> server(new ProxyServer());
-  server->service_ = std::make_unique<Service>(client, compiler, options);
+  server->service_ =
+      std::make_unique<Service>(client, compiler, options, *std::move(devices));
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);

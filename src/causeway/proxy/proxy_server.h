@@ -30,6 +30,8 @@ struct ProxyServerOptions {
   int64_t max_message_bytes = int64_t{1} << 30;
   HostBufferStore::Limits host_buffer_limits;
   int executor_threads = 4;
+  // Hosts per island left out of jax.devices() (ProxyDevices).
+  int spare_hosts_per_island = 0;
 };
 
 class ProxyServer {

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/status.h"
 #include "causeway/client/sharding.h"
 #include "causeway/hlo/literal.h"
 
@@ -45,6 +48,9 @@ void AddAttribute(xla::ifrt::AttributeMapProto* map, std::string key,
   *entry->mutable_value() = std::move(value);
 }
 
+// Fetched values up to this size are stored on the thread that receives them.
+constexpr int64_t kStoreInlineBytes = int64_t{1} << 20;
+
 absl::Status CheckHandleCount(int count, const char* what) {
   if (count > kMaxHandlesPerRequest) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,19 +61,39 @@ absl::Status CheckHandleCount(int count, const char* what) {
 
 }  // namespace
 
-std::vector<ProxyDevice> ProxyDevices(const client::Client& client) {
+absl::StatusOr<std::vector<ProxyDevice>> ProxyDevices(
+    const client::Client& client, int spare_hosts_per_island) {
+  if (spare_hosts_per_island < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a negative number of spare hosts (", spare_hosts_per_island, ")"));
+  }
   std::vector<transport::DeviceInfo> infos = client.devices();
+  // Each island's hosts, in id order: the last ones are its spares.
+  std::map<int64_t, std::set<int64_t>> hosts_of_island;
+  for (const transport::DeviceInfo& info : infos) {
+    hosts_of_island[info.island.value()].insert(info.host.value());
+  }
+  std::set<int64_t> spare_hosts;
+  for (const auto& [island, hosts] : hosts_of_island) {
+    if (static_cast<int64_t>(hosts.size()) <= spare_hosts_per_island) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "island ", island, " has ", hosts.size(), " host(s): ",
+          spare_hosts_per_island, " spare host(s) per island leave it no "
+          "device for jax.devices()"));
+    }
+    auto spare = hosts.end();
+    for (int k = 0; k < spare_hosts_per_island; ++k) spare_hosts.insert(*--spare);
+  }
   std::sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.island.value(), a.id.value()) <
            std::make_pair(b.island.value(), b.id.value());
   });
   std::vector<ProxyDevice> devices;
   for (const transport::DeviceInfo& info : infos) {
+    if (spare_hosts.contains(info.host.value())) continue;
     ProxyDevice device;
     device.id = static_cast<int32_t>(devices.size());
-    device.causeway_id = info.id;
     device.island = info.island;
-    device.host = info.host;
     device.kind = info.kind;
     device.memory_bytes = info.memory_bytes;
     devices.push_back(std::move(device));
@@ -75,14 +101,43 @@ std::vector<ProxyDevice> ProxyDevices(const client::Client& client) {
   return devices;
 }
 
+// The parent's shards fetched once for all the `views` shard views of one
+// disassembly (np.asarray of a sharded array fetches every view): kept
+// until each view has asked once, then dropped (a view asked again fetches
+// anew).
+class SharedShardFetch {
+ public:
+  SharedShardFetch(client::Array parent, int64_t views)
+      : parent_(std::move(parent)), views_(views) {}
+  Future<std::vector<hlo::Literal>> Get() {
+    absl::MutexLock lock(&mu_);
+    if (!fetch_.has_value()) fetch_ = parent_.ShardsToHost();
+    Future<std::vector<hlo::Literal>> fetch = *fetch_;
+    if (++asked_ >= views_) {
+      fetch_.reset();
+      asked_ = 0;
+    }
+    return fetch;
+  }
+
+ private:
+  const client::Array parent_;
+  const int64_t views_;
+  absl::Mutex mu_;
+  std::optional<Future<std::vector<hlo::Literal>>> fetch_ ABSL_GUARDED_BY(mu_);
+  int64_t asked_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 struct ProxySession::ArrayEntry {
   hlo::Shape shape;  // Global.
   IfrtSharding sharding;
   client::Array array;  // Invalid for a shard view.
   // A shard view (DisassembleIntoSingleDeviceArrays): shard `shard_index`
-  // of `parent`, read from it when needed.
+  // of `parent`, read from it when needed (`fetch`, shared by the views of
+  // one disassembly).
   client::Array parent;
   int64_t shard_index = -1;
+  std::shared_ptr<SharedShardFetch> fetch;
   std::shared_ptr<std::atomic<bool>> deleted =
       std::make_shared<std::atomic<bool>>(false);
 };
@@ -91,6 +146,11 @@ struct ProxySession::ArrayEntry {
 absl::StatusOr<std::unique_ptr<ProxySession>> ProxySession::Create(
     client::Client* client, CompileService* compiler, Executor* executor,
     Options options) {
+  if (options.devices.empty()) {
+    absl::StatusOr<std::vector<ProxyDevice>> devices = ProxyDevices(*client, 0);
+    if (!devices.ok()) return devices.status();
+    options.devices = *std::move(devices);
+  }
   absl::StatusOr<client::Session> session =
       client->OpenSession(client::SessionOptions{options.name});
   if (!session.ok()) return session.status();
@@ -105,7 +165,7 @@ ProxySession::ProxySession(client::Client* client, CompileService* compiler,
       compiler_(compiler),
       executor_(executor),
       options_(std::move(options)),
-      devices_(ProxyDevices(*client)),
+      devices_(options_.devices),
       host_buffers_(options_.host_buffer_limits),
       session_(std::move(session)) {}
 
@@ -149,6 +209,12 @@ Future<ProxySession::Response> ProxySession::Dispatch(const IfrtRequest& request
       return CopyToHostBuffer(request.copy_to_host_buffer_request());
     case IfrtRequest::kAssembleArrayFromSingleDeviceArraysRequest:
       return AssembleArray(request.assemble_array_from_single_device_arrays_request());
+    case IfrtRequest::kRemapArraysRequest:
+      return RemapArrays(request.remap_arrays_request());
+    case IfrtRequest::kReshardArraysRequest:
+      return ReshardArrays(request.reshard_arrays_request());
+    case IfrtRequest::kMakeErrorArraysRequest:
+      return ready(MakeErrorArrays(request.make_error_arrays_request()));
     case IfrtRequest::kDisassembleIntoSingleDeviceArraysRequest:
       return DisassembleArray(
           request.disassemble_into_single_device_arrays_request());
@@ -202,17 +268,12 @@ IfrtResponse ProxySession::Init() {
     d->set_device_kind(device.kind);
     d->set_default_memory_id(device.id);
     d->add_memory_ids(device.id);
-    d->set_debug_string(absl::StrCat("causeway:", device.id, " (device ",
-                                     device.causeway_id.value(), ", island ",
+    d->set_debug_string(absl::StrCat("causeway:", device.id, " (island ",
                                      device.island.value(), ")"));
     d->set_to_string(absl::StrCat("CausewayDevice(id=", device.id, ", island=",
                                   device.island.value(), ")"));
     AddAttribute(d->mutable_attributes(), "slice_index",
                  Int64Attribute(device.island.value()));
-    AddAttribute(d->mutable_attributes(), "causeway_device_id",
-                 Int64Attribute(device.causeway_id.value()));
-    AddAttribute(d->mutable_attributes(), "causeway_host_id",
-                 Int64Attribute(device.host.value()));
     AddAttribute(d->mutable_attributes(), "memory_bytes",
                  Int64Attribute(device.memory_bytes));
     init->add_primary_device_ids(device.id);
@@ -228,6 +289,22 @@ IfrtResponse ProxySession::Init() {
   AddAttribute(init->mutable_client_attributes(), "runtime",
                StringAttribute("causeway"));
   return response;
+}
+
+std::pair<client::Array, int64_t> ProxySession::PieceOf(const ArrayEntry& entry) {
+  if (entry.array.valid()) return {entry.array, 0};
+  return {entry.parent, entry.shard_index};
+}
+
+absl::StatusOr<client::Array> ProxySession::Materialized(const ArrayEntry& entry) {
+  if (entry.array.valid()) return entry.array;
+  absl::StatusOr<client::Slice> slice = SliceFor(entry.sharding.devices);
+  if (!slice.ok()) return slice.status();
+  absl::StatusOr<client::Sharding> sharding =
+      client::Sharding::FromHlo(entry.sharding.sharding);
+  if (!sharding.ok()) return sharding.status();
+  const std::pair<client::Array, int64_t> piece = PieceOf(entry);
+  return session_.Assemble({&piece, 1}, entry.shape, *slice, *sharding);
 }
 
 uint64_t ProxySession::MintHandle() {
@@ -507,44 +584,53 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                    request.byte_strides().strides().end());
   }
   const bool has_strides = request.has_byte_strides();
+  // The fetch is asked for on the thread that has the array (no hop); a
+  // small value is stored on the thread that receives it, a large one on
+  // the pool (its copy would hold up the client library's reader).
   return FindArray(request.array_handle())
-      .AndThen(*executor_,
-               [has_strides, strides](const std::shared_ptr<const ArrayEntry>& entry)
-                   -> Future<hlo::Literal> {
-                 if (entry->deleted->load()) {
-                   return MakeReadyFuture<hlo::Literal>(absl::FailedPreconditionError(
-                       "the array has been deleted"));
-                 }
-                 if (has_strides) {
-                   // A shard view's shape is the shard's.
-                   if (!IsDenseRowMajor(entry->shape, strides)) {
-                     return MakeReadyFuture<hlo::Literal>(absl::UnimplementedError(
-                         "copying to a host buffer that is not dense and "
-                         "row-major is not supported"));
-                   }
-                 }
-                 if (entry->shard_index >= 0) {
-                   const int64_t index = entry->shard_index;
-                   return entry->parent.ShardsToHost().Map(
-                       InlineExecutor::Instance(),
-                       [index](const std::vector<hlo::Literal>& shards) {
-                         return shards.at(index);
-                       });
-                 }
-                 return entry->array.ToHost();
-               })
-      .Map(*executor_, [this, buffer_handle](const hlo::Literal& literal)
-                           -> absl::StatusOr<IfrtResponse> {
-        auto bytes = std::make_shared<std::string>(
-            static_cast<const char*>(literal.untyped_data()), literal.size_bytes());
-        if (absl::Status s = host_buffers_.Store(buffer_handle, std::move(bytes));
-            !s.ok()) {
-          return s;
-        }
-        IfrtResponse response;
-        response.mutable_copy_to_host_buffer_response();
-        return response;
-      });
+      .AndThen(
+          InlineExecutor::Instance(),
+          [this, has_strides, strides,
+           buffer_handle](const std::shared_ptr<const ArrayEntry>& entry)
+              -> Future<IfrtResponse> {
+            if (entry->deleted->load()) {
+              return MakeReadyFuture<IfrtResponse>(
+                  absl::FailedPreconditionError("the array has been deleted"));
+            }
+            // A shard view's shape is the shard's.
+            if (has_strides && !IsDenseRowMajor(entry->shape, strides)) {
+              return MakeReadyFuture<IfrtResponse>(absl::UnimplementedError(
+                  "copying to a host buffer that is not dense and row-major is "
+                  "not supported"));
+            }
+            Future<hlo::Literal> literal;
+            if (entry->shard_index >= 0) {
+              const int64_t index = entry->shard_index;
+              literal = entry->fetch->Get().Map(
+                  InlineExecutor::Instance(),
+                  [index](const std::vector<hlo::Literal>& shards) {
+                    return shards.at(index);
+                  });
+            } else {
+              literal = entry->array.ToHost();
+            }
+            Executor& storer = entry->shape.ByteSize() <= kStoreInlineBytes
+                                   ? static_cast<Executor&>(InlineExecutor::Instance())
+                                   : *executor_;
+            return literal.Map(
+                storer, [this, buffer_handle](const hlo::Literal& value)
+                            -> absl::StatusOr<IfrtResponse> {
+                  auto bytes = std::make_shared<std::string>(
+                      static_cast<const char*>(value.untyped_data()), value.size_bytes());
+                  if (absl::Status s = host_buffers_.Store(buffer_handle, std::move(bytes));
+                      !s.ok()) {
+                    return s;
+                  }
+                  IfrtResponse response;
+                  response.mutable_copy_to_host_buffer_response();
+                  return response;
+                });
+          });
 }
 
 Future<IfrtResponse> ProxySession::CheckFuture(uint64_t handle) {
@@ -684,12 +770,17 @@ Future<IfrtResponse> ProxySession::CopyArrays(
                 "CopyArrays from ", entry->sharding.devices.size(),
                 " devices to ", devices.size()));
           }
-          if (!entry->array.valid()) {
-            return absl::UnimplementedError(
-                "copying a single-device shard of a sharded array is not supported");
+          absl::StatusOr<client::Array> copied;
+          if (entry->array.valid()) {
+            copied = session_.Copy(entry->array, slice, entry->array.sharding());
+          } else {
+            // A shard view (one device): its shard moves out of the parent.
+            const std::pair<client::Array, int64_t> piece = PieceOf(*entry);
+            absl::StatusOr<client::Sharding> one =
+                client::Sharding::FromHlo(entry->sharding.sharding);
+            if (!one.ok()) return one.status();
+            copied = session_.Assemble({&piece, 1}, entry->shape, slice, *one);
           }
-          absl::StatusOr<client::Array> copied =
-              session_.Copy(entry->array, slice, entry->array.sharding());
           if (!copied.ok()) return copied.status();
           auto out = std::make_shared<ArrayEntry>();
           out->shape = entry->shape;
@@ -728,6 +819,7 @@ Future<IfrtResponse> ProxySession::FullyReplicatedShard(
         out->sharding.sharding.kind = hlo::Sharding::Kind::kReplicated;
         out->parent = entry->array;
         out->shard_index = 0;
+        out->fetch = std::make_shared<SharedShardFetch>(entry->array, 1);
         out->deleted = entry->deleted;
         return std::shared_ptr<const ArrayEntry>(std::move(out));
       });
@@ -772,77 +864,47 @@ Future<IfrtResponse> ProxySession::AssembleArray(
   const bool has_dtype = request.has_dtype();
   ArrayFuture assembled =
       JoinFutures(std::move(parts))
-          .AndThen(
+          .Map(
               *executor_,
               [this, request_shape = request.shape(), dtype = request.dtype(), has_dtype,
                sharding = *sharding, causeway_sharding = *causeway_sharding,
                slice = *slice](const std::vector<std::shared_ptr<const ArrayEntry>>& parts)
-                  -> ArrayFuture {
-                auto error = [](absl::Status s) {
-                  return MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(std::move(s));
-                };
+                  -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
                 absl::StatusOr<xla::ifrt::DTypeProto> type =
                     has_dtype ? absl::StatusOr<xla::ifrt::DTypeProto>(dtype)
                               : DTypeToProto(parts.front()->shape.type());
-                if (!type.ok()) return error(type.status());
+                if (!type.ok()) return type.status();
                 absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(*type, request_shape);
-                if (!shape.ok()) return error(shape.status());
+                if (!shape.ok()) return shape.status();
                 absl::StatusOr<hlo::Shape> shard_shape = causeway_sharding.ShardShape(
                     *shape, static_cast<int64_t>(sharding.devices.size()));
-                if (!shard_shape.ok()) return error(shard_shape.status());
+                if (!shard_shape.ok()) return shard_shape.status();
                 for (size_t i = 0; i < parts.size(); ++i) {
                   const ArrayEntry& part = *parts[i];
                   if (part.deleted->load()) {
-                    return error(absl::FailedPreconditionError(
-                        absl::StrCat("single-device array ", i, " has been deleted")));
+                    return absl::FailedPreconditionError(
+                        absl::StrCat("single-device array ", i, " has been deleted"));
                   }
                   if (part.sharding.devices != std::vector<int32_t>{sharding.devices[i]} ||
                       !part.shape.Compatible(*shard_shape)) {
-                    return error(absl::InvalidArgumentError(absl::StrCat(
+                    return absl::InvalidArgumentError(absl::StrCat(
                         "single-device array ", i, " is ", part.shape.ToString(false),
                         " on ", part.sharding.devices.size(), " device(s); the sharding wants ",
-                        shard_shape->ToString(false), " on device ", sharding.devices[i])));
+                        shard_shape->ToString(false), " on device ", sharding.devices[i]));
                   }
                 }
-                auto entry_of = [shape = *shape, sharding](client::Array array) {
-                  auto e = std::make_shared<ArrayEntry>();
-                  e->shape = shape;
-                  e->sharding = sharding;
-                  e->array = std::move(array);
-                  return std::shared_ptr<const ArrayEntry>(std::move(e));
-                };
-                // Every device holds the whole array: the first copy, sent
-                // worker to worker to the others.
-                if (causeway_sharding.IsReplicated() && parts.front()->array.valid()) {
-                  absl::StatusOr<client::Array> copied =
-                      session_.Copy(parts.front()->array, slice, causeway_sharding);
-                  if (!copied.ok()) return error(copied.status());
-                  return MakeReadyFuture(entry_of(*std::move(copied)));
-                }
-                // Tiles: through the proxy (fetched, then uploaded as shards).
-                std::vector<Future<hlo::Literal>> values;
-                for (const auto& part : parts) {
-                  if (part->array.valid()) {
-                    values.push_back(part->array.ToHost());
-                  } else {
-                    const int64_t index = part->shard_index;
-                    values.push_back(part->parent.ShardsToHost().Map(
-                        InlineExecutor::Instance(),
-                        [index](const std::vector<hlo::Literal>& shards) {
-                          return shards.at(index);
-                        }));
-                  }
-                }
-                return JoinFutures(std::move(values))
-                    .Map(*executor_,
-                         [this, entry_of, shape = *shape, slice, causeway_sharding](
-                             const std::vector<hlo::Literal>& shards)
-                             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
-                           absl::StatusOr<client::Array> made =
-                               session_.FromShards(shards, shape, slice, causeway_sharding);
-                           if (!made.ok()) return made.status();
-                           return entry_of(*std::move(made));
-                         });
+                // Worker to worker: each device's piece moves to its shard
+                // (a piece already there stays put).
+                std::vector<std::pair<client::Array, int64_t>> pieces;
+                for (const auto& part : parts) pieces.push_back(PieceOf(*part));
+                absl::StatusOr<client::Array> made =
+                    session_.Assemble(pieces, *shape, slice, causeway_sharding);
+                if (!made.ok()) return made.status();
+                auto e = std::make_shared<ArrayEntry>();
+                e->shape = *shape;
+                e->sharding = sharding;
+                e->array = *std::move(made);
+                return std::shared_ptr<const ArrayEntry>(std::move(e));
               });
   if (absl::Status s = AddArray(result, assembled, request.result_handle() == 0); !s.ok()) {
     return fail(s);
@@ -851,6 +913,305 @@ Future<IfrtResponse> ProxySession::AssembleArray(
   response.mutable_assemble_array_from_single_device_arrays_response()->set_array_handle(
       result);
   return MakeReadyFuture<IfrtResponse>(std::move(response));
+}
+
+namespace {
+
+// The shard indices an interval list names: [start, end) by step, each
+// interval in turn. InvalidArgument for a malformed interval or more than
+// `limit` indices.
+absl::StatusOr<std::vector<int64_t>> ShardIndices(
+    const google::protobuf::RepeatedField<int64_t>& starts,
+    const google::protobuf::RepeatedField<int64_t>& ends,
+    const google::protobuf::RepeatedField<int64_t>& steps, int64_t limit,
+    const char* what) {
+  if (starts.size() != ends.size() || starts.size() != steps.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a remap mapping's ", what, " intervals have ", starts.size(), " starts, ",
+        ends.size(), " ends and ", steps.size(), " steps"));
+  }
+  std::vector<int64_t> indices;
+  for (int i = 0; i < starts.size(); ++i) {
+    if (starts[i] < 0 || ends[i] < starts[i] || steps[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a remap mapping's ", what, " interval ", starts[i], ":", ends[i], ":",
+          steps[i], " is malformed"));
+    }
+    for (int64_t k = starts[i]; k < ends[i]; k += steps[i]) {
+      if (static_cast<int64_t>(indices.size()) >= limit) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a remap mapping names more than ", limit, " ", what, " shards"));
+      }
+      indices.push_back(k);
+    }
+  }
+  return indices;
+}
+
+}  // namespace
+
+absl::StatusOr<hlo::Sharding> ProxySession::MovedSharding(
+    const std::vector<std::shared_ptr<const ArrayEntry>>& inputs,
+    const std::vector<std::pair<int, int64_t>>& sources) {
+  // Output position j holds input position sources[j].second: the input's
+  // tile assignment with every position p renamed to the j that took it.
+  const int input = sources.front().first;
+  const ArrayEntry& entry = *inputs[input];
+  const size_t n = entry.sharding.devices.size();
+  std::vector<int64_t> renamed(n, -1);
+  for (size_t j = 0; j < sources.size(); ++j) {
+    const int64_t p = sources[j].second;
+    if (sources[j].first != input || sources.size() != n || p < 0 ||
+        p >= static_cast<int64_t>(n) || renamed[p] >= 0) {
+      return absl::UnimplementedError(
+          "RemapArrays into an output whose sharding is not given (a "
+          "ConcreteEvenSharding) is supported only as a permutation of one "
+          "input's shards");
+    }
+    renamed[p] = static_cast<int64_t>(j);
+  }
+  hlo::Sharding sharding = entry.sharding.sharding;
+  sharding.iota.reset();
+  if (sharding.kind == hlo::Sharding::Kind::kMaximal) {
+    sharding.maximal_device = renamed.at(sharding.maximal_device);
+  }
+  for (int64_t& device : sharding.tile_devices) device = renamed.at(device);
+  return sharding;
+}
+
+Future<IfrtResponse> ProxySession::RemapArrays(
+    const xla::ifrt::proxy::RemapArraysRequest& request) {
+  auto fail = [](absl::Status s) { return MakeReadyFuture<IfrtResponse>(std::move(s)); };
+  const xla::ifrt::RemapPlanProto& plan = request.plan();
+  for (int count : {request.array_handles_size(), request.result_handles_size(),
+                    plan.input_specs_size(), plan.output_specs_size(),
+                    plan.mappings_size()}) {
+    if (absl::Status s = CheckHandleCount(count, "RemapArrays"); !s.ok()) return fail(s);
+  }
+  if (request.array_handles_size() != plan.input_specs_size()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "RemapArrays names ", request.array_handles_size(), " arrays for a plan of ",
+        plan.input_specs_size(), " inputs")));
+  }
+  if (request.result_handles_size() != 0 &&
+      request.result_handles_size() != plan.output_specs_size()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "RemapArrays names ", request.result_handles_size(), " results for a plan of ",
+        plan.output_specs_size(), " outputs")));
+  }
+  // Each output: its spec and, per shard, the (input, input shard) it takes.
+  struct Output {
+    hlo::Shape shape;
+    IfrtSharding sharding;
+    client::Sharding causeway_sharding;
+    client::Slice slice;
+    std::vector<std::pair<int, int64_t>> sources;
+  };
+  std::vector<Output> outputs;
+  for (const xla::ifrt::ArraySpecProto& spec : plan.output_specs()) {
+    absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(spec.dtype(), spec.shape());
+    if (!shape.ok()) return fail(shape.status());
+    // An unplaced output (a ConcreteEvenSharding: what xc.reorder_shards
+    // sends) takes its input's layout, its shards moved as the plan says.
+    absl::StatusOr<IfrtSharding> sharding =
+        ShardingFromProto(spec.sharding(), devices_.size(), /*allow_unplaced=*/true);
+    if (!sharding.ok()) return fail(sharding.status());
+    absl::StatusOr<client::Slice> slice = SliceFor(sharding->devices);
+    if (!slice.ok()) return fail(slice.status());
+    const size_t n = sharding->devices.size();
+    outputs.push_back(Output{*shape, *sharding, client::Sharding::Replicated(), *slice,
+                             std::vector<std::pair<int, int64_t>>(n, {-1, -1})});
+  }
+  const int64_t limit = static_cast<int64_t>(devices_.size());
+  for (const auto& mapping : plan.mappings()) {
+    if (mapping.in_array() < 0 || mapping.in_array() >= plan.input_specs_size() ||
+        mapping.out_array() < 0 || mapping.out_array() >= plan.output_specs_size()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "a remap mapping from input ", mapping.in_array(), " to output ",
+          mapping.out_array(), " (the plan has ", plan.input_specs_size(),
+          " inputs and ", plan.output_specs_size(), " outputs)")));
+    }
+    absl::StatusOr<std::vector<int64_t>> from = ShardIndices(
+        mapping.from_start(), mapping.from_end(), mapping.from_step(), limit, "input");
+    if (!from.ok()) return fail(from.status());
+    absl::StatusOr<std::vector<int64_t>> to = ShardIndices(
+        mapping.to_start(), mapping.to_end(), mapping.to_step(), limit, "output");
+    if (!to.ok()) return fail(to.status());
+    if (from->size() != to->size()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "a remap mapping moves ", from->size(), " input shards into ", to->size(),
+          " output shards")));
+    }
+    Output& out = outputs[mapping.out_array()];
+    for (size_t k = 0; k < to->size(); ++k) {
+      const int64_t j = (*to)[k];
+      if (j >= static_cast<int64_t>(out.sources.size()) || out.sources[j].first >= 0) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            "output ", mapping.out_array(), " shard ", j,
+            " is out of range or given twice")));
+      }
+      out.sources[j] = {mapping.in_array(), (*from)[k]};
+    }
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (const auto& source : outputs[o].sources) {
+      if (source.first < 0) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("the remap plan leaves a shard of output ", o, " without data")));
+      }
+    }
+  }
+  std::vector<ArrayFuture> inputs;
+  for (uint64_t h : request.array_handles()) inputs.push_back(FindArray(h));
+  const bool donate = request.copy_semantics() ==
+                      xla::ifrt::proto::ARRAY_COPY_SEMANTICS_DONATE_INPUT;
+  using Entries = std::vector<std::shared_ptr<const ArrayEntry>>;
+  Future<Entries> made = JoinFutures(std::move(inputs))
+      .Map(*executor_, [this, outputs, donate](const Entries& entries)
+                           -> absl::StatusOr<Entries> {
+        Entries results;
+        for (Output out : outputs) {
+          if (!out.sharding.placed) {
+            absl::StatusOr<hlo::Sharding> moved = MovedSharding(entries, out.sources);
+            if (!moved.ok()) return moved.status();
+            out.sharding.sharding = *std::move(moved);
+            out.sharding.placed = true;
+          }
+          absl::StatusOr<client::Sharding> causeway_sharding =
+              client::Sharding::FromHlo(out.sharding.sharding);
+          if (!causeway_sharding.ok()) return causeway_sharding.status();
+          out.causeway_sharding = *std::move(causeway_sharding);
+          std::vector<std::pair<client::Array, int64_t>> pieces;
+          for (const auto& [input, shard] : out.sources) {
+            const ArrayEntry& entry = *entries[input];
+            if (entry.deleted->load()) {
+              return absl::FailedPreconditionError(
+                  absl::StrCat("RemapArrays: input ", input, " has been deleted"));
+            }
+            const int64_t shards = static_cast<int64_t>(entry.sharding.devices.size());
+            if (shard >= shards) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "RemapArrays: input ", input, " has ", shards, " shards, not ",
+                  shard + 1));
+            }
+            std::pair<client::Array, int64_t> piece = PieceOf(entry);
+            piece.second += shard;  // A shard view has one shard.
+            pieces.push_back(std::move(piece));
+          }
+          absl::StatusOr<client::Array> array =
+              session_.Assemble(pieces, out.shape, out.slice, out.causeway_sharding);
+          if (!array.ok()) return array.status();
+          auto e = std::make_shared<ArrayEntry>();
+          e->shape = out.shape;
+          e->sharding = out.sharding;
+          e->array = *std::move(array);
+          results.push_back(std::move(e));
+        }
+        if (donate) {
+          for (const auto& entry : entries) {
+            entry->deleted->store(true);
+            if (entry->array.valid()) entry->array.Delete();
+          }
+        }
+        return results;
+      });
+  IfrtResponse response;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const bool minted = request.result_handles_size() == 0;
+    const uint64_t handle = minted ? MintHandle() : request.result_handles(o);
+    ArrayFuture output = made.Map(InlineExecutor::Instance(), [o](const Entries& e) {
+      return e[o];
+    });
+    if (absl::Status s = AddArray(handle, output, minted); !s.ok()) return fail(s);
+    response.mutable_remap_arrays_response()->add_array_handles(handle);
+  }
+  return MakeReadyFuture<IfrtResponse>(std::move(response));
+}
+
+Future<IfrtResponse> ProxySession::ReshardArrays(
+    const xla::ifrt::proxy::ReshardArraysRequest& request) {
+  auto fail = [](absl::Status s) { return MakeReadyFuture<IfrtResponse>(std::move(s)); };
+  if (absl::Status s = CheckHandleCount(request.array_handles_size(), "ReshardArrays");
+      !s.ok()) {
+    return fail(s);
+  }
+  if (request.array_specs_size() != request.array_handles_size() ||
+      (request.result_handles_size() != 0 &&
+       request.result_handles_size() != request.array_handles_size())) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "ReshardArrays names ", request.array_handles_size(), " arrays, ",
+        request.array_specs_size(), " specs and ", request.result_handles_size(),
+        " results")));
+  }
+  const bool donate = request.copy_semantics() ==
+                      xla::ifrt::proto::ARRAY_COPY_SEMANTICS_DONATE_INPUT;
+  IfrtResponse response;
+  for (int i = 0; i < request.array_handles_size(); ++i) {
+    const xla::ifrt::ArraySpecProto& spec = request.array_specs(i);
+    absl::StatusOr<hlo::Shape> shape = ArrayShapeFromProto(spec.dtype(), spec.shape());
+    if (!shape.ok()) return fail(shape.status());
+    absl::StatusOr<IfrtSharding> sharding =
+        ShardingFromProto(spec.sharding(), devices_.size());
+    if (!sharding.ok()) return fail(sharding.status());
+    absl::StatusOr<client::Sharding> causeway_sharding =
+        client::Sharding::FromHlo(sharding->sharding);
+    if (!causeway_sharding.ok()) return fail(causeway_sharding.status());
+    absl::StatusOr<client::Slice> slice = SliceFor(sharding->devices);
+    if (!slice.ok()) return fail(slice.status());
+    ArrayFuture copy = FindArray(request.array_handles(i)).Map(
+        *executor_,
+        [this, shape = *shape, sharding = *sharding, causeway_sharding = *causeway_sharding,
+         slice = *slice, donate](const std::shared_ptr<const ArrayEntry>& entry)
+            -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
+          if (entry->deleted->load()) {
+            return absl::FailedPreconditionError("ReshardArrays of a deleted array");
+          }
+          if (!entry->shape.Compatible(shape)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "ReshardArrays of ", entry->shape.ToString(false), " into ",
+                shape.ToString(false)));
+          }
+          absl::StatusOr<client::Array> source = Materialized(*entry);
+          if (!source.ok()) return source.status();
+          absl::StatusOr<client::Array> copied =
+              session_.Copy(*source, slice, causeway_sharding);
+          if (!copied.ok()) return copied.status();
+          if (donate) {
+            entry->deleted->store(true);
+            if (entry->array.valid()) entry->array.Delete();
+          }
+          auto out = std::make_shared<ArrayEntry>();
+          out->shape = shape;
+          out->sharding = sharding;
+          out->array = *std::move(copied);
+          return std::shared_ptr<const ArrayEntry>(std::move(out));
+        });
+    const bool minted = request.result_handles_size() == 0;
+    const uint64_t handle = minted ? MintHandle() : request.result_handles(i);
+    if (absl::Status s = AddArray(handle, copy, minted); !s.ok()) return fail(s);
+    response.mutable_reshard_arrays_response()->add_array_handles(handle);
+  }
+  return MakeReadyFuture<IfrtResponse>(std::move(response));
+}
+
+absl::StatusOr<IfrtResponse> ProxySession::MakeErrorArrays(
+    const xla::ifrt::proxy::MakeErrorArraysRequest& request) {
+  if (absl::Status s = CheckHandleCount(request.array_handles_size(), "MakeErrorArrays");
+      !s.ok()) {
+    return s;
+  }
+  const int code = request.error().code();
+  absl::Status error(
+      static_cast<absl::StatusCode>(code >= 1 && code <= 16 ? code : 2),
+      request.error().message());
+  if (error.ok()) error = absl::UnknownError("MakeErrorArrays without an error");
+  IfrtResponse response;
+  for (uint64_t handle : request.array_handles()) {
+    CW_RETURN_IF_ERROR(
+        AddArray(handle, MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(error)));
+    response.mutable_make_error_arrays_response()->add_array_handles(handle);
+  }
+  return response;
 }
 
 Future<IfrtResponse> ProxySession::DisassembleArray(
@@ -865,8 +1226,11 @@ Future<IfrtResponse> ProxySession::DisassembleArray(
                                 request.result_handles().end());
   // Shard i of the parent, as a single-device array (read from the parent
   // when needed).
-  auto shard_of = [](const std::shared_ptr<const ArrayEntry>& entry, size_t i,
-                     size_t expected)
+  // One fetch of the parent's shards for all the views (made with the first).
+  auto fetch = std::make_shared<std::shared_ptr<SharedShardFetch>>();
+  auto fetch_mu = std::make_shared<absl::Mutex>();
+  auto shard_of = [fetch, fetch_mu](const std::shared_ptr<const ArrayEntry>& entry,
+                                    size_t i, size_t expected)
       -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
     const size_t n = entry->sharding.devices.size();
     if (expected != 0 && expected != n) {
@@ -890,6 +1254,13 @@ Future<IfrtResponse> ProxySession::DisassembleArray(
     shard->sharding.sharding.kind = hlo::Sharding::Kind::kReplicated;
     shard->parent = entry->array;
     shard->shard_index = static_cast<int64_t>(i);
+    {
+      absl::MutexLock lock(fetch_mu.get());
+      if (*fetch == nullptr) {
+        *fetch = std::make_shared<SharedShardFetch>(entry->array, static_cast<int64_t>(n));
+      }
+      shard->fetch = *fetch;
+    }
     return std::shared_ptr<const ArrayEntry>(std::move(shard));
   };
   if (!results.empty()) {
@@ -1191,7 +1562,7 @@ Future<IfrtResponse> ProxySession::Execute(
   Future<std::vector<client::Array>> launched =
       std::move(inputs)
           .Map(launcher,
-               [entry, non_donatable = std::vector<int32_t>(
+               [this, entry, non_donatable = std::vector<int32_t>(
                            request.execute_options().non_donatable_input_indices().begin(),
                            request.execute_options().non_donatable_input_indices().end())](
                    const std::vector<std::shared_ptr<const ArrayEntry>>& arrays)
@@ -1202,12 +1573,10 @@ Future<IfrtResponse> ProxySession::Execute(
                      return absl::FailedPreconditionError(
                          "an argument of the execution has been deleted");
                    }
-                   if (!a->array.valid()) {
-                     return absl::UnimplementedError(
-                         "passing a single-device shard of a sharded array to a "
-                         "program is not supported by Causeway's proxy");
-                   }
-                   inputs.push_back(a->array);
+                   // A shard view is copied out of its parent first.
+                   absl::StatusOr<client::Array> input = Materialized(*a);
+                   if (!input.ok()) return input.status();
+                   inputs.push_back(*std::move(input));
                  }
                  absl::StatusOr<std::vector<client::Array>> outputs =
                      entry->executable.Execute(inputs);

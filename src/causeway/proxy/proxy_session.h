@@ -2,12 +2,15 @@
 // served as one Causeway session. It turns the protocol's requests into
 // calls on the C++ client library (client/): arrays, slices, executables.
 //
-// Devices. The JAX process sees every device of the cluster as it was when
-// the proxy connected, numbered 0..N-1 by island, then by Causeway device
-// id, with `slice_index` = island. An array or executable on a list of JAX
-// devices lives on a Causeway slice of that many devices on their island,
-// made on first use and kept for the session (shared: every JAX session
-// time-shares all devices; see docs/jax.md).
+// Devices. A JAX device is a virtual device: a position on an island, not
+// a physical device. The JAX process sees the cluster's devices as they were
+// when the proxy connected, less the spare hosts' (ProxyDevices), numbered
+// 0..N-1 by island, then by Causeway device id, with `slice_index` = island.
+// An array or executable on a list of JAX devices lives on a Causeway slice
+// of that many devices on their island, made on first use and kept for the
+// session (shared: every JAX session time-shares all devices; see
+// docs/jax.md). When a host dies, the head remaps the slice onto spare
+// devices of the island: the JAX devices stay the same.
 //
 // Handles. The client names most objects itself (handles below 2^48); the
 // server mints the rest from 2^48 up. A handle names an array future: a
@@ -24,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -43,15 +47,18 @@ namespace causeway::proxy {
 // A JAX device as the proxy presents it.
 struct ProxyDevice {
   int32_t id = 0;  // JAX's device id.
-  DeviceId causeway_id;
   IslandId island;
-  HostId host;
   std::string kind;
   int64_t memory_bytes = 0;
 };
 
-// The cluster's devices in JAX order (see the header comment).
-std::vector<ProxyDevice> ProxyDevices(const client::Client& client);
+// The JAX devices of `client`'s cluster (see the header comment): every
+// device, less those of the `spare_hosts_per_island` last hosts (by host
+// id) of each island, which stay out of jax.devices() for the head to remap
+// slices onto when a host dies. InvalidArgument when that leaves an island
+// with no device.
+absl::StatusOr<std::vector<ProxyDevice>> ProxyDevices(
+    const client::Client& client, int spare_hosts_per_island);
 
 // Handles the server mints start here; the client's stay below.
 inline constexpr uint64_t kServerHandlesStart = uint64_t{1} << 48;
@@ -66,6 +73,8 @@ class ProxySession {
     int protocol_version = 0;
     std::string name = "jax";
     HostBufferStore::Limits host_buffer_limits;
+    // The JAX devices (ProxyDevices); empty: every device of the cluster.
+    std::vector<ProxyDevice> devices;
   };
 
   // Opens the Causeway session. `client`, `compiler` and `executor`
@@ -120,6 +129,17 @@ class ProxySession {
       const xla::ifrt::proxy::FullyReplicatedShardRequest& request);
   Future<Response> AssembleArray(
       const xla::ifrt::proxy::AssembleArrayFromSingleDeviceArraysRequest& request);
+  Future<Response> RemapArrays(const xla::ifrt::proxy::RemapArraysRequest& request);
+  Future<Response> ReshardArrays(
+      const xla::ifrt::proxy::ReshardArraysRequest& request);
+  // The sharding of a remap output that takes its shards from one input
+  // (`sources[j]`: output shard j's input and input shard): the input's,
+  // with each position renamed to the output position that took it.
+  static absl::StatusOr<hlo::Sharding> MovedSharding(
+      const std::vector<std::shared_ptr<const ArrayEntry>>& inputs,
+      const std::vector<std::pair<int, int64_t>>& sources);
+  absl::StatusOr<Response> MakeErrorArrays(
+      const xla::ifrt::proxy::MakeErrorArraysRequest& request);
   Future<Response> DisassembleArray(
       const xla::ifrt::proxy::DisassembleIntoSingleDeviceArraysRequest& request);
   absl::StatusOr<Response> DefaultDeviceAssignment(
@@ -132,6 +152,12 @@ class ProxySession {
       const xla::ifrt::proxy::LoadedExecutableExecuteRequest& request);
   absl::StatusOr<Response> DestructExecutable(uint64_t handle);
 
+  // The entry's data as a piece of an assembly: its array, or its parent's
+  // shard for a shard view.
+  static std::pair<client::Array, int64_t> PieceOf(const ArrayEntry& entry);
+  // The entry's data as an array of its own: a shard view is copied worker
+  // to worker out of its parent onto its device's slice.
+  absl::StatusOr<client::Array> Materialized(const ArrayEntry& entry);
   // The slice for a list of JAX devices (made on first use).
   absl::StatusOr<client::Slice> SliceFor(const std::vector<int32_t>& devices);
   // The array named `handle`, once made (NotFound for an unknown handle).

@@ -60,15 +60,17 @@ class ProxySessionTest : public ::testing::Test {
     return response.ok() ? *response : pb::IfrtResponse();
   }
 
-  // A MakeArrayFromHostBuffer of f32[4] on `device` with the given bytes.
-  pb::IfrtResponse MakeArray(uint64_t handle, int32_t device, std::string bytes) {
+  // A MakeArrayFromHostBuffer of f32[elements] on `device` with the given
+  // bytes.
+  pb::IfrtResponse MakeArray(uint64_t handle, int32_t device, std::string bytes,
+                             int64_t elements = 4) {
     EXPECT_TRUE(session_->host_buffers()
                     .Store(handle, std::make_shared<const std::string>(std::move(bytes)))
                     .ok());
     pb::IfrtRequest request;
     auto* make = request.mutable_make_array_from_host_buffer_request();
     make->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
-    make->mutable_shape()->add_dims(4);
+    make->mutable_shape()->add_dims(elements);
     xla::ifrt::SingleDeviceShardingProto single;
     single.set_device_id(device);
     make->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
@@ -147,12 +149,12 @@ TEST_F(ProxySessionTest, ClientHandleInTheServersRangeIsRefused) {
 
 TEST_F(ProxySessionTest, UnservedRequestIsUnimplementedAndNamed) {
   pb::IfrtRequest request;
-  request.mutable_remap_arrays_request();
+  request.mutable_bitcast_arrays_request();
   pb::IfrtResponse response = Call(request, 9);
   EXPECT_EQ(response.response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(response.response_metadata().status().message(),
-              HasSubstr("remap_arrays_request"));
+              HasSubstr("bitcast_arrays_request"));
 }
 
 // The texts are what XLA's CPU client writes (PjRtLayout::Serialize) for the
@@ -185,7 +187,7 @@ TEST_F(ProxySessionTest, DefaultLayoutIsDenseRowMajorAsXlasCpuClientWritesIt) {
   EXPECT_THAT(unknown.response_metadata().status().message(), HasSubstr("no device 4"));
 }
 
-TEST_F(ProxySessionTest, AssemblingReplicasCopiesTheFirstAndAWrongCountFailsAlone) {
+TEST_F(ProxySessionTest, AssemblingReplicasGivesEachDeviceItsOwnAndAWrongCountFailsAlone) {
   const float values[4] = {5, 6, 7, 8};
   const std::string bytes(reinterpret_cast<const char*>(values), 16);
   ASSERT_EQ(MakeArray(20, 0, bytes).response_metadata().status().code(), 0);
@@ -224,6 +226,179 @@ TEST_F(ProxySessionTest, AssemblingReplicasCopiesTheFirstAndAWrongCountFailsAlon
             static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(wrong.response_metadata().status().message(),
               HasSubstr("names 1 arrays for a sharding over 2 devices"));
+}
+
+// Tiles on devices in the other order than the sharding's: each moves to
+// its shard worker to worker, and the global value is their concatenation.
+TEST_F(ProxySessionTest, AssemblingTilesPutsEachPieceAtItsShard) {
+  const float first[2] = {1, 2};
+  const float second[2] = {3, 4};
+  ASSERT_EQ(MakeArray(30, 1, std::string(reinterpret_cast<const char*>(first), 8), 2)
+                .response_metadata().status().code(), 0);
+  ASSERT_EQ(MakeArray(31, 0, std::string(reinterpret_cast<const char*>(second), 8), 2)
+                .response_metadata().status().code(), 0);
+  pb::IfrtRequest request;
+  auto* assemble = request.mutable_assemble_array_from_single_device_arrays_request();
+  assemble->mutable_shape()->add_dims(4);
+  xla::ifrt::HloShardingProto hlo;
+  hlo.mutable_devices()->add_device_ids(1);
+  hlo.mutable_devices()->add_device_ids(0);
+  hlo.mutable_xla_op_sharding()->set_type(xla::OpSharding::OTHER);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_dimensions(2);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_devices(0);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_devices(1);
+  assemble->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+      kHloShardingTypeName);
+  assemble->mutable_sharding()->mutable_serialized_sharding()->set_data(
+      hlo.SerializeAsString());
+  assemble->add_single_device_array_handles(30);
+  assemble->add_single_device_array_handles(31);
+  assemble->set_result_handle(32);
+  pb::IfrtResponse made = Call(request, 15);
+  ASSERT_EQ(made.response_metadata().status().code(), 0)
+      << made.response_metadata().status().message();
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(32);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(320);
+  ASSERT_EQ(Call(copy, 16).response_metadata().status().code(), 0);
+  absl::StatusOr<HostBuffer> back =
+      session_->host_buffers().Lookup(320).AwaitFor(absl::Seconds(10));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const float want[4] = {1, 2, 3, 4};
+  EXPECT_EQ(**back, std::string(reinterpret_cast<const char*>(want), 16));
+
+  // A piece on another device than its shard's fails that array alone (the
+  // answer comes at once; the array carries the error).
+  assemble->set_result_handle(33);
+  assemble->set_single_device_array_handles(1, 30);
+  ASSERT_EQ(Call(request, 17).response_metadata().status().code(), 0);
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(33);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(330);
+  pb::IfrtResponse wrong = Call(copy, 18);
+  EXPECT_EQ(wrong.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(wrong.response_metadata().status().message(),
+              HasSubstr("single-device array 1 is f32[2] on 1 device(s); the "
+                        "sharding wants f32[2] on device 0"));
+}
+
+// Two single-device arrays become the shards of one array on their devices
+// in the other order (what xc.reorder_shards sends); a malformed plan fails
+// alone.
+TEST_F(ProxySessionTest, RemapArraysTakesEachOutputShardFromItsInputShard) {
+  const float first[2] = {1, 2};
+  const float second[2] = {3, 4};
+  ASSERT_EQ(MakeArray(40, 0, std::string(reinterpret_cast<const char*>(first), 8), 2)
+                .response_metadata().status().code(), 0);
+  ASSERT_EQ(MakeArray(41, 1, std::string(reinterpret_cast<const char*>(second), 8), 2)
+                .response_metadata().status().code(), 0);
+  pb::IfrtRequest request;
+  auto* remap = request.mutable_remap_arrays_request();
+  auto* plan = remap->mutable_plan();
+  for (int32_t device : {0, 1}) {
+    auto* in = plan->add_input_specs();
+    in->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
+    in->mutable_shape()->add_dims(2);
+    xla::ifrt::SingleDeviceShardingProto single;
+    single.set_device_id(device);
+    in->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+        kSingleDeviceShardingTypeName);
+    in->mutable_sharding()->mutable_serialized_sharding()->set_data(
+        single.SerializeAsString());
+  }
+  auto* out = plan->add_output_specs();
+  out->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
+  out->mutable_shape()->add_dims(4);
+  xla::ifrt::HloShardingProto hlo;
+  hlo.mutable_devices()->add_device_ids(1);
+  hlo.mutable_devices()->add_device_ids(0);
+  hlo.mutable_xla_op_sharding()->set_type(xla::OpSharding::OTHER);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_dimensions(2);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_devices(0);
+  hlo.mutable_xla_op_sharding()->add_tile_assignment_devices(1);
+  out->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
+      kHloShardingTypeName);
+  out->mutable_sharding()->mutable_serialized_sharding()->set_data(hlo.SerializeAsString());
+  // Output shard 0 (on device 1) is array 41; shard 1 (on device 0) is 40.
+  for (auto [in, to] : {std::pair{1, 0}, std::pair{0, 1}}) {
+    auto* mapping = plan->add_mappings();
+    mapping->set_in_array(in);
+    mapping->set_out_array(0);
+    mapping->add_from_start(0);
+    mapping->add_from_end(1);
+    mapping->add_from_step(1);
+    mapping->add_to_start(to);
+    mapping->add_to_end(to + 1);
+    mapping->add_to_step(1);
+  }
+  remap->add_array_handles(40);
+  remap->add_array_handles(41);
+  remap->add_result_handles(42);
+  pb::IfrtResponse made = Call(request, 19);
+  ASSERT_EQ(made.response_metadata().status().code(), 0)
+      << made.response_metadata().status().message();
+  EXPECT_EQ(made.remap_arrays_response().array_handles(0), 42u);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(42);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(420);
+  ASSERT_EQ(Call(copy, 20).response_metadata().status().code(), 0);
+  absl::StatusOr<HostBuffer> back =
+      session_->host_buffers().Lookup(420).AwaitFor(absl::Seconds(10));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const float want[4] = {3, 4, 1, 2};
+  EXPECT_EQ(**back, std::string(reinterpret_cast<const char*>(want), 16));
+
+  plan->mutable_mappings(1)->set_to_start(0, 0);  // Shard 0 twice, 1 never.
+  plan->mutable_mappings(1)->set_to_end(0, 1);
+  remap->set_result_handles(0, 43);
+  pb::IfrtResponse bad = Call(request, 21);
+  EXPECT_EQ(bad.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(bad.response_metadata().status().message(),
+              HasSubstr("output 0 shard 0 is out of range or given twice"));
+}
+
+TEST_F(ProxySessionTest, ErrorArraysFailEveryUseWithTheirError) {
+  pb::IfrtRequest request;
+  auto* make = request.mutable_make_error_arrays_request();
+  make->mutable_error()->set_code(static_cast<int>(absl::StatusCode::kDataLoss));
+  make->mutable_error()->set_message("the batch was lost");
+  make->add_array_handles(50);
+  make->add_array_specs();
+  ASSERT_EQ(Call(request, 22).response_metadata().status().code(), 0);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(50);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(500);
+  pb::IfrtResponse fetched = Call(copy, 23);
+  EXPECT_EQ(fetched.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(fetched.response_metadata().status().message(), "the batch was lost");
+}
+
+TEST(ProxyDevicesTest, SpareHostsStayOutOfJaxDevices) {
+  cluster::LocalClusterOptions options;
+  options.islands = 2;
+  options.hosts_per_island = 3;
+  options.devices_per_host = 2;
+  absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
+      cluster::LocalCluster::Create(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::unique_ptr<client::Client> client = client::ConnectLocal(**cluster);
+  absl::StatusOr<std::vector<ProxyDevice>> all = ProxyDevices(*client, 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 12u);
+  absl::StatusOr<std::vector<ProxyDevice>> devices = ProxyDevices(*client, 1);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ((*devices)[i].id, i);
+    EXPECT_EQ((*devices)[i].island, IslandId(i / 4));
+  }
+  absl::StatusOr<std::vector<ProxyDevice>> none = ProxyDevices(*client, 3);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("island 0 has 3 host(s): 3 spare host(s) per island leave "
+                        "it no device"));
 }
 
 TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {

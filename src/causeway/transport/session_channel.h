@@ -99,9 +99,19 @@ struct ExecuteOp {
 
 // Copies (and reshards) `source` into a new array `destination` on another
 // slice and/or sharding. Data moves worker to worker.
+//
+// With `pieces`, an assembly instead (`source` unused): the destination's
+// shard i is shard `pieces[i].shard` of array `pieces[i].array`, which has
+// that shard's shape (JAX's make_array_from_single_device_arrays with the
+// arrays on devices).
 struct CopyOp {
+  struct Piece {
+    ArrayHandle array;
+    int64_t shard = 0;
+  };
   ArrayHandle source;
   ArraySpec destination;
+  std::vector<Piece> pieces;
 };
 
 // Several executions and copies recorded by the client and submitted as one

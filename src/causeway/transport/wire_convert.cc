@@ -665,6 +665,11 @@ absl::StatusOr<ExecuteOp> FromWire(const wire::ExecuteOp& op,
 void ToWire(const CopyOp& op, wire::CopyOp* out) {
   out->set_source(op.source.value());
   ToWire(op.destination, out->mutable_destination());
+  for (const CopyOp::Piece& piece : op.pieces) {
+    wire::CopyOp::Piece* p = out->add_pieces();
+    p->set_array(piece.array.value());
+    p->set_shard(piece.shard);
+  }
 }
 
 absl::StatusOr<CopyOp> FromWire(const wire::CopyOp& op,
@@ -675,6 +680,16 @@ absl::StatusOr<CopyOp> FromWire(const wire::CopyOp& op,
   if (!op.has_destination()) return path.Field("destination").Invalid("missing");
   CW_ASSIGN_OR_RETURN(out.destination, FromWire(op.destination(), limits,
                                                 path.Field("destination")));
+  CW_ASSIGN_OR_RETURN(
+      out.pieces,
+      ConvertAll<CopyOp::Piece>(
+          op.pieces(), "pieces", limits, path,
+          [](const wire::CopyOp::Piece& piece,
+             const FieldPath& entry) -> absl::StatusOr<CopyOp::Piece> {
+            CW_RETURN_IF_ERROR(
+                CheckNonNegative(piece.shard(), entry.Field("shard")));
+            return CopyOp::Piece{ArrayHandle(piece.array()), piece.shard()};
+          }));
   return out;
 }
 

@@ -147,6 +147,7 @@ TEST(WireConvertTest, GraphsKeepTheirOrderAndRefuseEmptyOps) {
   CopyOp copy;
   copy.source = ArrayHandle(5);
   copy.destination = Spec(6);
+  copy.pieces = {{ArrayHandle(3), 1}, {ArrayHandle(4), 0}};
   ProgramGraph graph;
   graph.ops.emplace_back(std::move(execute));
   graph.ops.emplace_back(std::move(copy));
@@ -157,6 +158,11 @@ TEST(WireConvertTest, GraphsKeepTheirOrderAndRefuseEmptyOps) {
   ASSERT_EQ(back->ops.size(), 2u);
   EXPECT_TRUE(std::holds_alternative<ExecuteOp>(back->ops[0]));
   EXPECT_EQ(std::get<CopyOp>(back->ops[1]).destination.handle, ArrayHandle(6));
+  const std::vector<CopyOp::Piece>& pieces = std::get<CopyOp>(back->ops[1]).pieces;
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].array, ArrayHandle(3));
+  EXPECT_EQ(pieces[0].shard, 1);
+  EXPECT_EQ(pieces[1].array, ArrayHandle(4));
 
   message.add_ops();
   EXPECT_THAT(FromWire(message, kLimits, FieldPath("g")).status(),

@@ -1,0 +1,131 @@
+"""The proxy's compile cache: how long a JAX process waits for a compile
+request the proxy has answered before, for another JAX process
+(BENCHMARKS.md, "IFRT proxy").
+
+    .venv/bin/python bench/proxy_compile_bench.py [--causeway build/bin/causeway] [--processes 4]
+
+Starts `causeway cluster --islands 1 --hosts-per-island 2 --devices-per-host 2
+--proxy-listen 127.0.0.1:0`, then runs --processes JAX processes one after
+another (JAX_PLATFORMS=proxy, pathwaysutils, which turns JAX's own
+compilation cache off). Each lowers the same two programs, examples/python/
+train_lm.py's training step on a 2 x 2 mesh and a small elementwise one, and
+times `lowered.compile()` alone (not JAX's tracing or lowering) and, within
+it, the backend's compile call (jax._src.compiler.backend_compile_and_load:
+for the proxy, the client's serialization, the Compile request and the
+proxy's answer). The first process
+compiles (the compile worker partitions the program with XLA); the later ones
+find it in the proxy's cache. In the same run, for scale: the same
+`lowered.compile()` on JAX's own CPU backend with 4 host devices, in a fresh
+process (no cache). Milliseconds.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SIDE = r"""
+import json, os, sys, time
+if os.environ.get("JAX_PLATFORMS") == "proxy":
+    import pathwaysutils
+    pathwaysutils.initialize()
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+sys.path.insert(0, sys.argv[1])
+import train_lm
+
+config = train_lm.Config()
+corpus_vocab = 96
+params = train_lm.init_params(config, corpus_vocab)
+opt = train_lm.init_opt(params)
+mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+named = lambda specs: jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
+                                   is_leaf=lambda s: isinstance(s, P))
+specs = train_lm.param_specs(params)
+shardings = (named(specs), named(train_lm.opt_specs(specs)), NamedSharding(mesh, P("data", None)))
+step = jax.jit(train_lm.make_step(config), in_shardings=shardings,
+               out_shardings=(shardings[0], shardings[1], NamedSharding(mesh, P())))
+batch = np.zeros((config.batch, config.seq_len + 1), np.int32)
+# The backend's own compile call (for the proxy: the Compile request and its
+# answer, with the program's serialization in the client), timed apart from
+# what JAX does around it.
+from jax._src import compiler
+backend_ms = []
+_compile_and_load = compiler.backend_compile_and_load
+def _timed(*args, **kwargs):
+    t = time.perf_counter()
+    try:
+        return _compile_and_load(*args, **kwargs)
+    finally:
+        backend_ms.append((time.perf_counter() - t) * 1e3)
+compiler.backend_compile_and_load = _timed
+lowered_step = step.lower(params, opt, batch)
+lowered_small = jax.jit(lambda x: jnp.tanh(x) * 2 + 1).lower(np.ones((8, 8), np.float32))
+result = {}
+for name, lowered in (("step", lowered_step), ("small", lowered_small)):
+    t = time.perf_counter()
+    lowered.compile()
+    result[name] = (time.perf_counter() - t) * 1e3
+    result[name + "_backend"] = backend_ms[-1]
+print("RESULT " + json.dumps(result), flush=True)
+"""
+
+
+def run_side(env):
+    out = subprocess.run([sys.executable, "-c", SIDE, os.path.join(ROOT, "examples", "python")],
+                         env=env, capture_output=True, text=True, timeout=900)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise SystemExit(f"measurement failed:\n{out.stdout}\n{out.stderr[-4000:]}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--causeway", default=os.path.join(ROOT, "build", "bin", "causeway"))
+    parser.add_argument("--processes", type=int, default=4)
+    args = parser.parse_args()
+    cluster = subprocess.Popen(
+        [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "2",
+         "--devices-per-host", "2", "--proxy-listen", "127.0.0.1:0",
+         "--proxy-python", sys.executable],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        proxy = None
+        for line in cluster.stdout:
+            m = re.match(r"proxy listening on (\S+)", line)
+            if m:
+                proxy = m.group(1)
+                break
+        if proxy is None:
+            raise SystemExit("the cluster or its proxy did not start")
+        base = dict(os.environ)
+        base.pop("XLA_FLAGS", None)
+        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
+                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
+        local_env = dict(base, JAX_PLATFORMS="cpu",
+                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
+        proxied = [run_side(proxy_env) for _ in range(args.processes)]
+        local = run_side(local_env)
+    finally:
+        cluster.terminate()
+        cluster.wait()
+    print("ms, each JAX process fresh; 'backend' is the backend's compile call alone "
+          "(through the proxy: the Compile request answered), 'compile()' all of "
+          "lowered.compile()")
+    print("| program | figure | proxy, first process (compiles) | proxy, later processes "
+          "(cache; median, range) | JAX CPU backend, fresh process |")
+    print("|---|---|---|---|---|")
+    for name, label in (("step", "train_lm step, 2x2 mesh"), ("small", "tanh(x)*2+1, f32[8,8]")):
+        for key, figure in ((name + "_backend", "backend"), (name, "compile()")):
+            later = [p[key] for p in proxied[1:]]
+            print(f"| {label} | {figure} | {proxied[0][key]:.1f} | {statistics.median(later):.2f} "
+                  f"({min(later):.2f}–{max(later):.2f}) | {local[key]:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Training through `causeway proxy`: examples/python/train_lm.py's model
+written as plain JAX (jax.jit of its Adam step on a 2 x 2 "data" x "model"
+mesh), run unmodified through the proxy and on JAX's own CPU backend with 4
+host devices, in the same run (BENCHMARKS.md, "IFRT proxy").
+
+    .venv/bin/python bench/proxy_train_bench.py [--causeway build/bin/causeway] [--rounds 3] [--steps 30]
+
+Starts `causeway cluster --islands 1 --hosts-per-island 2 --devices-per-host 2
+--proxy-listen 127.0.0.1:0` (the mesh over two worker processes), then runs
+rounds that alternate the sides, each side in a fresh process: one compiling
+step, then --steps steps timed (each step's batch uploaded, the loss of the
+last one fetched), as bench/python_bench.py's `lm` side does. Reports
+tokens/s per side (median over rounds, range), the ratio proxy / JAX of each
+round, and the process CPU time per step of the JAX process (for the proxy
+side: the client's alone; the cluster's processes run beside it).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SIDE = r"""
+import json, os, sys, time
+if os.environ.get("JAX_PLATFORMS") == "proxy":
+    import pathwaysutils
+    pathwaysutils.initialize()
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+sys.path.insert(0, sys.argv[1])
+import train_lm as lm
+
+steps = int(sys.argv[2])
+config = lm.Config()
+corpus = lm.Corpus(lm.stdlib_text(1 << 20))
+params = lm.init_params(config, corpus.vocab_size)
+mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+named = lambda specs: jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
+                                   is_leaf=lambda s: isinstance(s, P))
+specs = lm.param_specs(params)
+shardings = (named(specs), named(lm.opt_specs(specs)), NamedSharding(mesh, P("data", None)))
+step = jax.jit(lm.make_step(config), in_shardings=shardings,
+               out_shardings=(shardings[0], shardings[1], NamedSharding(mesh, P())))
+state = [jax.device_put(params, shardings[0]), jax.device_put(lm.init_opt(params), shardings[1])]
+
+def run(k):
+    state[0], state[1], loss = step(state[0], state[1], corpus.batch(config, k))
+    return loss
+
+first = float(run(0))  # Compiles.
+began, began_cpu = time.perf_counter(), time.process_time()
+for k in range(1, steps + 1):
+    loss = run(k)
+final = float(loss)
+elapsed = time.perf_counter() - began
+print("RESULT " + json.dumps({
+    "tokens_per_s": steps * config.batch * config.seq_len / elapsed,
+    "cpu_ms_per_step": 1e3 * (time.process_time() - began_cpu) / steps,
+    "first_loss": first, "loss": final}), flush=True)
+"""
+
+
+def run_side(env, steps):
+    out = subprocess.run([sys.executable, "-c", SIDE, os.path.join(ROOT, "examples", "python"),
+                          str(steps)], env=env, capture_output=True, text=True, timeout=900)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise SystemExit(f"measurement failed:\n{out.stdout}\n{out.stderr[-4000:]}")
+
+
+def spread(values):
+    return f"{statistics.median(values):,.2f} ({min(values):,.2f}–{max(values):,.2f})"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--causeway", default=os.path.join(ROOT, "build", "bin", "causeway"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    cluster = subprocess.Popen(
+        [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "2",
+         "--devices-per-host", "2", "--proxy-listen", "127.0.0.1:0",
+         "--proxy-python", sys.executable],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proxied, local = [], []
+    try:
+        proxy = None
+        for line in cluster.stdout:
+            m = re.match(r"proxy listening on (\S+)", line)
+            if m:
+                proxy = m.group(1)
+                break
+        if proxy is None:
+            raise SystemExit("the cluster or its proxy did not start")
+        base = dict(os.environ)
+        base.pop("XLA_FLAGS", None)
+        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
+                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
+        local_env = dict(base, JAX_PLATFORMS="cpu",
+                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
+        for _ in range(args.rounds):
+            proxied.append(run_side(proxy_env, args.steps))
+            local.append(run_side(local_env, args.steps))
+            print(json.dumps({"proxy": proxied[-1], "jax": local[-1]}), file=sys.stderr,
+                  flush=True)
+    finally:
+        cluster.terminate()
+        cluster.wait()
+    print(f"train_lm's model, {args.steps} steps after the compiling one, median of "
+          f"{args.rounds} rounds (range)")
+    print("| side | tokens/s | JAX process CPU ms per step | final loss |")
+    print("|---|---|---|---|")
+    print(f"| proxy (2 worker processes x 2 devices) | "
+          f"{spread([r['tokens_per_s'] for r in proxied])} | "
+          f"{spread([r['cpu_ms_per_step'] for r in proxied])} | {proxied[-1]['loss']:.6f} |")
+    print(f"| JAX CPU backend (4 host devices) | {spread([r['tokens_per_s'] for r in local])} | "
+          f"{spread([r['cpu_ms_per_step'] for r in local])} | {local[-1]['loss']:.6f} |")
+    print(f"| ratio proxy / JAX, same round | "
+          f"{spread([p['tokens_per_s'] / l['tokens_per_s'] for p, l in zip(proxied, local)])} | | |")
+
+
+if __name__ == "__main__":
+    main()
