@@ -1003,6 +1003,28 @@ TEST_F(TcpDataPlaneTest, AnEarlyPieceOverTheBoundLandsOnceItsReceiveComes) {
   EXPECT_EQ(receiver.Stats().early_pieces_waiting, 0);
 }
 
+// A flood of connections that never finish their handshake costs no more
+// than max_pending_handshakes of them: the oldest are dropped, and a real
+// peer that comes after the flood is served.
+TEST_F(TcpDataPlaneTest, AFloodOfIdleConnectionsNeitherCrashesNorStallsAWorker) {
+  harness_.options().max_pending_handshakes = 64;
+  MakeHosts(2);
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 500; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(receiver.address()));
+  }
+  const Literal value = Pattern(PrimitiveType::kF32, {2}, 9);
+  Receive(1, 190, value.shape(), {From(1, 0)}, true);
+  ASSERT_TRUE(Push(0, 1, Piece(1, 0, 1, 190, {0}, value, true)).ok());
+  auto received = Fetch(1, 190);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, value);
+  // Every flooder beyond the bound was dropped to make room.
+  EXPECT_GE(receiver.Stats().protocol_errors, 500 - 64);
+  EXPECT_TRUE(flood.front()->AwaitClosed());
+}
+
 TEST_F(TcpDataPlaneTest, AStaleIncarnationIsNeverReached) {
   MakeHosts(3);
   TcpDataPlane& sender = *harness_.PlaneOf(HostId(0));
