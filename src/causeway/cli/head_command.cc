@@ -76,8 +76,7 @@ register with it again, old sessions are gone.
                           Without it the history is kept in memory only.
 
 Limits (docs/security.md, "Limits"): a client that goes over one gets
-RESOURCE_EXHAUSTED (or INVALID_ARGUMENT for a program) naming it, and every
-other session goes on.
+RESOURCE_EXHAUSTED naming it, and every other session goes on.
   --max-sessions N        Sessions open at once (default 4096).
   --max-slices-per-session N
                           Slices one session holds (default 1024).
