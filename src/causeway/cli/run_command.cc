@@ -212,8 +212,8 @@ absl::StatusOr<RunFlags> RunFlagsOf(const ParsedFlags& parsed) {
       (parsed.Has("--token-file") || parsed.Has("--tls-ca") ||
        parsed.Has("--tls-cert") || parsed.Has("--tls-key"))) {
     return usage(
-        "--token-file, --tls-ca, --tls-cert and --tls-key need --cluster "
-        "HOST:PORT");
+        "--token-file and --tls-ca need --cluster HOST:PORT (and so do "
+        "--tls-cert and --tls-key)");
   }
   if (!flags.cluster.empty() && parsed.Has("--collective-timeout")) {
     return usage(
