@@ -212,3 +212,46 @@ def test_a_head_exposed_without_protection_refuses_to_start(token_file):
     with ProcessCluster("--listen", "0.0.0.0:0", "--token-file", token_file,
                         command="head") as head:
         assert head.address
+
+
+def test_a_cluster_with_mutual_tls_serves_its_members_only(tmp_path, token_file):
+    """`causeway cluster` passes the TLS flags to its head and workers: the
+    workers join over mutual TLS with the cluster's certificate, a client
+    with a certificate of the CA is served, one without is told at once."""
+    import subprocess
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    ca, ca_key = str(tmp_path / "ca.pem"), str(tmp_path / "ca.key")
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ca",
+        "-keyout", ca_key, "-out", ca)
+    ext = tmp_path / "member.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def member(name):
+        key, csr, cert = (str(tmp_path / f"{name}.{s}") for s in ("key", "csr", "pem"))
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", key, "-out", csr)
+        run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-days", "1", "-extfile", str(ext), "-out", cert)
+        return cert, key
+
+    cluster_cert, cluster_key = member("cluster")
+    alice_cert, alice_key = member("alice")
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 1,
+                        "--token-file", token_file, "--tls-cert", cluster_cert,
+                        "--tls-key", cluster_key, "--tls-ca", ca) as cluster:
+        client = causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
+                                  tls_cert_file=alice_cert, tls_key_file=alice_key,
+                                  connect_timeout=60)
+        try:
+            assert len(client.devices()) == 2
+            s = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
+            out = causeway.jit(lambda x: x * 3, devices=s)(np.ones(4, np.float32))
+            np.testing.assert_array_equal(np.asarray(out), np.full(4, 3.0))
+        finally:
+            causeway.disconnect()
+        with pytest.raises(causeway.UnauthenticatedError, match="client certificate"):
+            causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
+                             connect_timeout=60)
