@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
                 libeigen3-dev liblapack-dev libabsl-dev libgtest-dev libgmock-dev \
                 libbenchmark-dev libasio-dev nlohmann-json3-dev python3-venv libgrpc++-dev \
-                libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl \
+                libprotobuf-dev protobuf-compiler protobuf-compiler-grpc openssl libssl-dev \
                 libgloo-dev libgoogle-perftools-dev libcpp-httplib-dev \
                 libsqlite3-dev chromium tmux
 # libsqlite3-dev keeps the head's history file (observe/history.h);

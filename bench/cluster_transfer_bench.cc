@@ -79,8 +79,9 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<cli::ChildProcess>> processes;
   std::string line;
   std::vector<std::string> head = (*network)->Launcher(0);
+  // A benchmark network of its own: no token (--insecure).
   head.insert(head.end(), {CAUSEWAY_BINARY, "head", "--listen",
-                           absl::StrCat((*network)->ip(0), ":0")});
+                           absl::StrCat((*network)->ip(0), ":0"), "--insecure"});
   processes.push_back(StartAndAwait(head, "head listening on ", &line));
   const std::string address = line.substr(std::string("head listening on ").size());
   std::map<HostId, int> namespace_of;
@@ -90,7 +91,8 @@ int main(int argc, char** argv) {
                   {CAUSEWAY_BINARY, "worker", "--head", address, "--island",
                    "0", "--devices", "1", "--memory-per-device",
                    absl::StrCat(4 * flags.mib + 64, "M"),
-                   "--data-plane-listen", absl::StrCat((*network)->ip(n), ":0")});
+                   "--data-plane-listen", absl::StrCat((*network)->ip(n), ":0"),
+                   "--insecure"});
     processes.push_back(StartAndAwait(worker, "worker host ", &line));
     const std::vector<std::string> words = absl::StrSplit(line, ' ');
     int64_t host = -1;

@@ -5,7 +5,7 @@
 // got there; then it waits to be killed.
 //
 //   data_plane_peer send ADDRESS INCARNATION HOST TRANSFER DEVICE ARRAY BYTES
-//     dials ADDRESS as host HOST (expecting INCARNATION), sends the header
+//     dials ADDRESS as host HOST (expecting INCARNATION; no token), sends the header
 //     of a whole f32 piece of BYTES bytes for array ARRAY shard 0 on DEVICE
 //     and half of its bytes, prints "sent N of BYTES".
 //   data_plane_peer receive
@@ -90,13 +90,9 @@ int Send(char** argv) {
   hello.sender = causeway::HostId(static_cast<int64_t>(Number(argv[4])));
   hello.sender_incarnation = 77;
   hello.receiver_incarnation = Number(argv[3]);
-  const std::vector<uint8_t> hello_bytes = wire::EncodeHello(hello);
-  WriteAll(fd, hello_bytes.data(), hello_bytes.size());
-  std::vector<uint8_t> reply(wire::kReplyBytes);
-  ReadAll(fd, reply.data(), reply.size());
-  size_t message_bytes = 0;
-  auto code = wire::DecodeReply(reply, &message_bytes);
-  if (!code.ok() || *code != absl::StatusCode::kOk) Die("handshake refused");
+  if (!wire::DialHandshake(fd, hello, "", absl::Seconds(30)).ok()) {
+    Die("handshake refused");
+  }
   const uint64_t bytes = Number(argv[8]);
   wire::FrameHeader header;
   header.kind = wire::FrameKind::kPiece;
@@ -136,14 +132,7 @@ int Receive() {
   std::fflush(stdout);
   const int fd = accept(listener, nullptr, nullptr);
   if (fd < 0) Die("accept");
-  std::vector<uint8_t> hello(wire::kHelloBytes);
-  ReadAll(fd, hello.data(), hello.size());
-  size_t token_bytes = 0;
-  if (!wire::DecodeHello(hello, &token_bytes).ok()) Die("hello");
-  std::vector<char> token(token_bytes);
-  ReadAll(fd, token.data(), token.size());
-  const std::vector<uint8_t> reply = wire::EncodeReply(absl::OkStatus());
-  WriteAll(fd, reply.data(), reply.size());
+  if (!wire::AnswerHandshake(fd, "", absl::Seconds(30)).ok()) Die("hello");
   std::vector<uint8_t> prefix(wire::kLengthBytes);
   ReadAll(fd, prefix.data(), prefix.size());
   auto length = wire::DecodeFrameLength(prefix);

@@ -27,7 +27,8 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--spare-hosts K] [--memory-per-device BYTES]
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
-                   [--token-file F] [--http-listen HOST:PORT]
+                   [--token-file F] [--tls-cert F --tls-key F [--tls-ca F]]
+                   [--http-listen HOST:PORT] [--insecure]
                    [--history-file F] [--proxy-listen HOST:PORT]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
@@ -53,7 +54,15 @@ slices); if the head dies, everything stops with status 1.
                           port on loopback).
   --heartbeat-interval S, --worker-timeout S, --session-lease S
                           Passed to the head (see causeway head --help).
-  --token-file F          Passed to the head and every worker.
+  --token-file F          Passed to the head, every worker and the proxy.
+  --tls-cert F, --tls-key F, --tls-ca F
+                          Passed to the head, every worker and the proxy:
+                          the head serves TLS with the certificate; with
+                          --tls-ca it requires a certificate signed by that
+                          CA from every worker and client (mutual TLS), and
+                          the members present this one.
+  --insecure              Passed to the head and every worker (see causeway
+                          head --help).
   --http-listen HOST:PORT The head's HTTP endpoint (web page, /api/status,
                           /metrics; see causeway head --help): printed as
                           `http listening on HOST:PORT` before the head's
@@ -127,6 +136,10 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--worker-timeout"},
              {"--session-lease"},
              {"--token-file"},
+             {"--tls-cert"},
+             {"--tls-key"},
+             {"--tls-ca"},
+             {"--insecure", false},
              {"--http-listen"},
              {"--history-file"},
              {"--proxy-listen"},
@@ -170,10 +183,17 @@ int ClusterCommand(const std::vector<std::string>& args) {
   const std::string self = SelfPath();
   std::vector<std::string> head_argv = {
       self, "head", "--listen", parsed->Get("--listen").value_or("127.0.0.1:0")};
+  // One security configuration for every member: the head serves with it,
+  // the workers and the proxy connect with it (with --tls-ca the head
+  // requires their certificates, and they present the same one).
   std::vector<std::string> shared;
-  if (std::optional<std::string> token = parsed->Get("--token-file")) {
-    shared = {"--token-file", *token};
+  for (const char* security :
+       {"--token-file", "--tls-cert", "--tls-key", "--tls-ca"}) {
+    if (std::optional<std::string> value = parsed->Get(security)) {
+      shared.insert(shared.end(), {security, *value});
+    }
   }
+  if (parsed->Has("--insecure")) shared.push_back("--insecure");
   // Every member logs as the cluster does (its lines are passed on as they
   // are: already JSON objects).
   if (GetLogFormat() == LogFormat::kJson) {

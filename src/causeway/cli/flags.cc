@@ -1,5 +1,8 @@
 #include "causeway/cli/flags.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cmath>
 
 #include "absl/strings/ascii.h"
@@ -149,6 +152,33 @@ absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(
   security.tls_cert_file = flags.Get("--tls-cert").value_or("");
   security.tls_key_file = flags.Get("--tls-key").value_or("");
   return security;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  std::string bare = host;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  if (bare == "localhost" || bare == "::1") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, bare.c_str(), &v4) == 1 &&
+         (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,
+                                          const std::string& flag,
+                                          const std::string& address,
+                                          bool protected_,
+                                          const std::string& needs) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  if (protected_ || IsLoopbackHost(host) || flags.Has("--insecure")) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " ", address, " is reachable from other machines, and without ",
+      needs, " anyone who reaches it could use it: give ", needs,
+      " (docs/security.md), listen on loopback, or pass --insecure to run "
+      "it unprotected anyway"));
 }
 
 }  // namespace causeway::cli

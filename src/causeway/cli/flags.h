@@ -60,20 +60,43 @@ absl::StatusOr<std::string> AddressFlag(const ParsedFlags& flags,
 // --token-file F, --tls-ca F, --tls-cert F, --tls-key F.
 std::vector<FlagSpec> SecurityFlagSpecs();
 inline constexpr char kSecurityFlagsHelp[] =
-    R"(  --token-file F    The cluster's shared secret: every call carries the
-                    token in F, and a head with one refuses anyone without
-                    it (UNAUTHENTICATED).
-  --tls-ca F        TLS, on a client or worker: trust the head certificate
-                    signed by (or equal to) the PEM certificate in F.
-  --tls-cert F      TLS, on the head: its certificate (PEM) and its key.
-  --tls-key F       The head does not ask clients or workers for
-                    certificates (no mutual TLS): they pass --tls-ca only.
+    R"(Security (the same flags on every command; docs/security.md):
+  --token-file F    The cluster's shared secret. A head with one refuses
+                    every call without it (UNAUTHENTICATED); workers prove
+                    it to each other on the data plane and in collectives
+                    (an HMAC challenge: it never crosses the wire there).
+  --tls-cert F      TLS: this process's certificate (PEM) and its key. The
+  --tls-key F       head's own; on a client or worker, the certificate it
+                    presents to a head that requires one (mutual TLS).
+  --tls-ca F        TLS: the CA (PEM) that signed the other side's
+                    certificate (or that certificate itself). On a client
+                    or worker: the head's certificate is checked against
+                    it. On the head: every client and worker must present
+                    a certificate signed by it (mutual TLS), or its TLS
+                    handshake is refused before any call.
 )";
 absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(
     const ParsedFlags& flags);
 
 // The command's specs plus the security flags.
 std::vector<FlagSpec> WithSecurityFlags(std::vector<FlagSpec> specs);
+
+// Secure by default when exposed (docs/security.md): a port on an address
+// other than loopback (127.0.0.0/8, ::1, localhost) must be protected.
+// InvalidArgument naming `flag`, its address and what it lacks (`needs`)
+// when `address` is exposed and not `protected_`, unless the command was
+// given --insecure (a flag without a value: {"--insecure", false}).
+inline constexpr char kInsecureFlagHelp[] =
+    R"(  --insecure        Listen on an address other than loopback without a
+                    token or certificates (anyone who reaches the port
+                    can use it). Without it such a start is refused.
+)";
+bool IsLoopbackHost(const std::string& host);
+absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,
+                                          const std::string& flag,
+                                          const std::string& address,
+                                          bool protected_,
+                                          const std::string& needs);
 
 }  // namespace causeway::cli
 

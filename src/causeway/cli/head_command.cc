@@ -32,8 +32,8 @@ constexpr char kHeadHelp[] = R"(Usage:
   causeway head [--listen HOST:PORT] [--port-file F]
                 [--heartbeat-interval S] [--worker-timeout S]
                 [--session-lease S] [--max-inflight-launches N]
-                [--tls-cert F --tls-key F] [--token-file F]
-                [--http-listen HOST:PORT] [--history-file F]
+                [--tls-cert F --tls-key F [--tls-ca F]] [--token-file F]
+                [--http-listen HOST:PORT] [--history-file F] [--insecure]
 
 Runs a cluster's head: the single controller that clients connect to
 (client::Connect, `causeway run --cluster`) and workers register with
@@ -74,6 +74,22 @@ register with it again, old sessions are gone.
                           SQLite file F, created if missing: a head
                           restarted on the same file shows it again.
                           Without it the history is kept in memory only.
+
+Limits (docs/security.md, "Limits"): a client that goes over one gets
+RESOURCE_EXHAUSTED naming it, and every other session goes on.
+  --max-sessions N        Sessions open at once (default 4096).
+  --max-slices-per-session N
+                          Slices one session holds (default 1024).
+  --max-executables-per-session N
+                          Programs one session has compiled (default 4096).
+  --max-arrays-per-session N
+                          Arrays one session holds (default 1048576).
+  --max-program-bytes B   One program's HLO text (default 64M, at most
+                          256M): the head's check and the wire's are this
+                          one limit.
+  --max-host-buffer-bytes-per-session B
+                          Bytes of uploads and downloads one session holds
+                          in the head at once (default 32G).
 
 Membership changes are printed as they happen: `causeway head: host H
 alive`, `causeway head: host H dead: REASON`.
@@ -209,12 +225,56 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
   // An empty head at start: slices wait for workers to join.
   out.head.slices_wait_for_hosts = true;
   CW_ASSIGN_OR_RETURN(out.server.security, SecurityFromFlags(flags));
-  if (!out.server.security.tls_ca_file.empty()) {
+  if (!out.server.security.tls_ca_file.empty() &&
+      out.server.security.tls_cert_file.empty()) {
     return absl::InvalidArgumentError(
-        "--tls-ca is for clients and workers (the certificate they check the "
-        "head's against): the head does not ask for client certificates, so "
-        "it takes --tls-cert and --tls-key only");
+        "--tls-ca on the head asks every client and worker for a "
+        "certificate signed by it (mutual TLS), which needs TLS: give the "
+        "head's own --tls-cert and --tls-key too");
   }
+  const transport::GrpcSecurity& security = out.server.security;
+  CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
+      flags, "--listen", out.server.listen,
+      !security.token.empty() || !security.tls_cert_file.empty(),
+      "a token (--token-file) or TLS (--tls-cert, --tls-key)"));
+  if (!out.http_listen.empty()) {
+    CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
+        flags, "--http-listen", out.http_listen, !security.token.empty(),
+        "a token (--token-file)"));
+  }
+  head::SessionLimits& limits = out.head.session_limits;
+  CW_ASSIGN_OR_RETURN(limits.max_sessions,
+                      IntFlag(flags, "--max-sessions", limits.max_sessions, 1,
+                              int64_t{1} << 20));
+  CW_ASSIGN_OR_RETURN(limits.max_slices_per_session,
+                      IntFlag(flags, "--max-slices-per-session",
+                              limits.max_slices_per_session, 1,
+                              int64_t{1} << 20));
+  CW_ASSIGN_OR_RETURN(limits.max_executables_per_session,
+                      IntFlag(flags, "--max-executables-per-session",
+                              limits.max_executables_per_session, 1,
+                              int64_t{1} << 24));
+  CW_ASSIGN_OR_RETURN(limits.max_arrays_per_session,
+                      IntFlag(flags, "--max-arrays-per-session",
+                              limits.max_arrays_per_session, 1,
+                              int64_t{1} << 30));
+  // One program-size limit: the head's check and the wire's (a program
+  // larger than the wire's is refused before it reaches the head), under
+  // gRPC's message size.
+  CW_ASSIGN_OR_RETURN(int64_t program_bytes,
+                      BytesFlag(flags, "--max-program-bytes",
+                                static_cast<int64_t>(limits.max_program_bytes)));
+  if (program_bytes < 1 || program_bytes > out.server.sessions.limits.max_program_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-program-bytes must be 1..",
+        out.server.sessions.limits.max_program_bytes));
+  }
+  limits.max_program_bytes = static_cast<size_t>(program_bytes);
+  out.server.sessions.limits.max_program_bytes = program_bytes;
+  CW_ASSIGN_OR_RETURN(out.server.sessions.max_host_buffer_bytes_per_session,
+                      BytesFlag(flags, "--max-host-buffer-bytes-per-session",
+                                out.server.sessions
+                                    .max_host_buffer_bytes_per_session));
   out.server.sessions.lease = out.head.session_lease;
   out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
   return out;
@@ -232,9 +292,16 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--session-lease"},
                                           {"--max-inflight-launches"},
                                           {"--http-listen"},
+                                          {"--insecure", false},
+                                          {"--max-sessions"},
+                                          {"--max-slices-per-session"},
+                                          {"--max-executables-per-session"},
+                                          {"--max-arrays-per-session"},
+                                          {"--max-program-bytes"},
+                                          {"--max-host-buffer-bytes-per-session"},
                                           {"--history-file"}}));
   if (parsed.ok() && parsed->help) {
-    std::printf("%s%s", kHeadHelp, kSecurityFlagsHelp);
+    std::printf("%s%s%s", kHeadHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
     return kExitOk;
   }
   absl::StatusOr<HeadFlags> flags =

@@ -66,6 +66,8 @@ class SeparateHostsTest : public testing::ProcessClusterTest {
 
   // The head, listening on its namespace's address.
   void StartHeadApart(std::vector<std::string> flags = {}) {
+    // A test network of its own: no token (--insecure).
+    flags.push_back("--insecure");
     StartHead(std::move(flags), absl::StrCat(network_->ip(0), ":0"),
               network_->Launcher(0));
   }
@@ -74,7 +76,8 @@ class SeparateHostsTest : public testing::ProcessClusterTest {
   // that namespace's address.
   Worker& AddWorkerApart(int n, std::vector<std::string> flags = {}) {
     flags.insert(flags.end(), {"--data-plane-listen",
-                               absl::StrCat(network_->ip(n), ":0")});
+                               absl::StrCat(network_->ip(n), ":0"),
+                               "--insecure"});
     Worker& worker = AddWorker(1, 0, std::move(flags), network_->Launcher(n));
     namespace_of_.emplace_back(worker.host, n);
     return worker;

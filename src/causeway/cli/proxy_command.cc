@@ -20,6 +20,7 @@ namespace {
 
 constexpr char kProxyHelp[] = R"(Usage:
   causeway proxy --head HOST:PORT [--listen HOST:PORT] [--token-file F]
+                 [--tls-ca F [--tls-cert F --tls-key F]] [--insecure]
                  [--python PATH] [--max-host-buffer-bytes B]
                  [--spare-hosts K]
 
@@ -37,7 +38,8 @@ cluster's devices. See docs/jax.md.
   --head HOST:PORT        The cluster's head.
   --listen HOST:PORT      Where JAX processes connect (default 127.0.0.1:0:
                           a free port on loopback). The protocol is plain
-                          gRPC without authentication: keep it on loopback.
+                          gRPC without authentication: keep it on loopback
+                          (another address is refused without --insecure).
   --python PATH           The Python (with the pinned jax) that runs the
                           compile worker (default: python3 on PATH).
   --compile-worker PATH   The compile worker script (default: the source
@@ -76,9 +78,10 @@ int ProxyCommand(const std::vector<std::string>& args) {
                                {"--python"},
                                {"--compile-worker"},
                                {"--max-host-buffer-bytes"},
-                               {"--spare-hosts"}}));
+                               {"--spare-hosts"},
+                               {"--insecure", false}}));
   if (parsed.ok() && parsed->help) {
-    std::printf("%s%s", kProxyHelp, kSecurityFlagsHelp);
+    std::printf("%s%s%s", kProxyHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
     return kExitOk;
   }
   absl::Status usage = parsed.status();
@@ -100,6 +103,15 @@ int ProxyCommand(const std::vector<std::string>& args) {
     absl::StatusOr<int64_t> spare = IntFlag(*parsed, "--spare-hosts", 0, 0, 64);
     usage = spare.status();
     if (spare.ok()) spare_hosts = *spare;
+  }
+  if (usage.ok()) {
+    // jaxlib's proxy client authenticates nothing: the port is open to
+    // whoever reaches it.
+    usage = RequireProtectionWhenExposed(
+        *parsed, "--listen", parsed->Get("--listen").value_or("127.0.0.1:0"),
+        /*protected_=*/false,
+        "authentication (the IFRT proxy protocol has none: keep it on "
+        "loopback)");
   }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(

@@ -53,7 +53,8 @@ constexpr char kRunHelp[] = R"(Usage:
   causeway run PROGRAM.hlo --partitions N --input A.npy [--input B.npy ...]
                --output-dir DIR [--global] [--output-sharding S ...]
                [--timeout SECONDS] [--collective-timeout SECONDS]
-               [--cluster HOST:PORT [--token-file F] [--tls-ca F]]
+               [--cluster HOST:PORT [--token-file F] [--tls-ca F]
+                [--tls-cert F --tls-key F]]
 
 Runs PROGRAM.hlo, the HLO text of a program partitioned for N devices (what
 XLA compiled for a `jax.jit` function: one module that every partition
@@ -110,9 +111,11 @@ before it is read, and only the bytes its header declares are read.
                     Run on that cluster's devices (its slice request waits
                     until N devices of one island are free: bound it with
                     --timeout).
-  --token-file F, --tls-ca F
-                    The cluster's token, and the certificate its head's TLS
-                    certificate is checked against (with --cluster).
+  --token-file F, --tls-ca F, --tls-cert F, --tls-key F
+                    With --cluster: the cluster's token, the CA its head's
+                    TLS certificate is checked against, and the client
+                    certificate a head with mutual TLS requires (the same
+                    flags as every command: causeway head --help).
   --help            Show this help.
 
 A partition that fails stops the others: a peer waiting for it in a
@@ -154,7 +157,9 @@ std::vector<FlagSpec> RunFlagSpecs() {
           {"--timeout"},
           {"--cluster"},
           {"--token-file"},
-          {"--tls-ca"}};
+          {"--tls-ca"},
+          {"--tls-cert"},
+          {"--tls-key"}};
 }
 
 // InvalidArgument (a usage error, printed with a pointer to --help) for
@@ -201,9 +206,14 @@ absl::StatusOr<RunFlags> RunFlagsOf(const ParsedFlags& parsed) {
   flags.cluster = parsed.Get("--cluster").value_or("");
   flags.connect.token_file = parsed.Get("--token-file").value_or("");
   flags.connect.tls_ca_file = parsed.Get("--tls-ca").value_or("");
+  flags.connect.tls_cert_file = parsed.Get("--tls-cert").value_or("");
+  flags.connect.tls_key_file = parsed.Get("--tls-key").value_or("");
   if (flags.cluster.empty() &&
-      (parsed.Has("--token-file") || parsed.Has("--tls-ca"))) {
-    return usage("--token-file and --tls-ca need --cluster HOST:PORT");
+      (parsed.Has("--token-file") || parsed.Has("--tls-ca") ||
+       parsed.Has("--tls-cert") || parsed.Has("--tls-key"))) {
+    return usage(
+        "--token-file and --tls-ca need --cluster HOST:PORT (and so do "
+        "--tls-cert and --tls-key)");
   }
   if (!flags.cluster.empty() && parsed.Has("--collective-timeout")) {
     return usage(

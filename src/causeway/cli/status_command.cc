@@ -15,7 +15,7 @@ namespace {
 
 constexpr char kStatusHelp[] = R"(Usage:
   causeway status --head HOST:PORT [--json] [--timeout S] [--token-file F]
-                  [--tls-ca F]
+                  [--tls-ca F [--tls-cert F --tls-key F]]
 
 Prints what the head knows: for every device the op it runs, the ops
 queued behind it and what each waits for; slices, sessions, hosts and their

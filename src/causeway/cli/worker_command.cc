@@ -30,7 +30,9 @@ constexpr char kWorkerHelp[] = R"(Usage:
   causeway worker --head HOST:PORT --island N --devices D
                   [--memory-per-device BYTES] [--retry-seconds S]
                   [--collective-timeout S] [--data-plane-listen IP:PORT]
-                  [--token-file F] [--tls-ca F] [--health-listen HOST:PORT]
+                  [--max-early-piece-bytes BYTES] [--insecure]
+                  [--token-file F] [--tls-ca F [--tls-cert F --tls-key F]]
+                  [--health-listen HOST:PORT]
 
 Runs one worker (a host with D CPU devices on island N): it dials the head,
 registers (the head gives it a host id and device ids), and runs what the
@@ -63,7 +65,15 @@ exits with status 1 and says so.
                             sockets (collectives across processes) listen
                             on the same IP. On separate hosts give the IP
                             the other hosts reach it at. With --token-file,
-                            peers must present the token.
+                            peers must prove they hold the token (an HMAC
+                            challenge both ways; it never crosses the wire).
+  --max-early-piece-bytes BYTES
+                            Pieces from other workers that come before
+                            their receive is announced are held in memory,
+                            at most this many bytes in all (default 1G); one
+                            that would go over waits a few seconds for room,
+                            then is refused (its transfer fails naming this
+                            limit).
   --health-listen HOST:PORT Also serve probes over HTTP there (for
                             Kubernetes, docs/deploy.md): /healthz answers
                             200 while the process serves, /readyz 200 while
@@ -82,6 +92,7 @@ struct WorkerFlags {
   absl::Duration retry = absl::Seconds(60);
   absl::Duration collective_timeout = absl::Seconds(60);
   std::optional<std::string> health_listen;
+  int64_t max_early_piece_bytes = int64_t{1} << 30;
 };
 
 // The host part of "IP:PORT" or "[IPv6]:PORT".
@@ -133,7 +144,16 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
     CW_ASSIGN_OR_RETURN(out.health_listen,
                         AddressFlag(flags, "--health-listen"));
   }
+  CW_ASSIGN_OR_RETURN(out.max_early_piece_bytes,
+                      BytesFlag(flags, "--max-early-piece-bytes",
+                                int64_t{1} << 30));
   CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
+  // Its data plane and its Gloo sockets listen there; the token is what
+  // they check (certificates guard only the head's port).
+  CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
+      flags, "--data-plane-listen", out.data_plane_listen,
+      !out.agent.security.token.empty(),
+      "a token (--token-file: the data plane and the collectives prove it)"));
   char hostname[256] = {0};
   gethostname(hostname, sizeof(hostname) - 1);
   out.agent.name = absl::StrCat(hostname, " pid ", getpid());
@@ -203,6 +223,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   transport::GlooLaunchCollectives::Options gloo;
   gloo.store = &agent.key_value_store();
   gloo.hostname = HostOfAddress(data_plane.address());
+  gloo.auth_token = flags.agent.security.token;
   for (const transport::DeviceInfo& device : agent.devices()) {
     gloo.local_devices.push_back(device.id);
   }
@@ -268,6 +289,7 @@ absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> StartDataPlane(
   transport::TcpDataPlaneOptions options;
   options.listen_address = flags.data_plane_listen;
   options.auth_token = flags.agent.security.token;
+  options.max_early_piece_bytes = flags.max_early_piece_bytes;
   return transport::TcpDataPlane::Create(std::move(options));
 }
 
@@ -283,9 +305,11 @@ int WorkerCommand(const std::vector<std::string>& args) {
                                {"--retry-seconds"},
                                {"--collective-timeout"},
                                {"--data-plane-listen"},
-                               {"--health-listen"}}));
+                               {"--health-listen"},
+                               {"--max-early-piece-bytes"},
+                               {"--insecure", false}}));
   if (parsed.ok() && parsed->help) {
-    std::printf("%s%s", kWorkerHelp, kSecurityFlagsHelp);
+    std::printf("%s%s%s", kWorkerHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
     return kExitOk;
   }
   absl::StatusOr<WorkerFlags> flags =

@@ -1,5 +1,6 @@
 // The gRPC control plane's defences: the token refused before any other
-// work, TLS with certificates made at run time, and hand-built hostile
+// work, TLS and mutual TLS with certificates made at run time (a TLS
+// mismatch said at once, naming why), and hand-built hostile
 // messages that fail their request or their session while the head goes
 // on serving everyone else.
 #include <cstdio>
@@ -376,6 +377,23 @@ class Certificates {
         Key(name), " -out ", Cert(name), " >/dev/null 2>&1");
     return std::system(command.c_str()) == 0;
   }
+  // Makes a key and a certificate named `name` for 127.0.0.1 signed by
+  // the CA `ca` (made with Make); false if openssl failed.
+  bool MakeSigned(const std::string& name, const std::string& ca) {
+    const std::string extensions = (dir_ / (name + ".ext")).string();
+    FILE* file = std::fopen(extensions.c_str(), "w");
+    if (file == nullptr) return false;
+    std::fputs("subjectAltName=IP:127.0.0.1,DNS:localhost\n", file);
+    std::fclose(file);
+    const std::string csr = (dir_ / (name + ".csr")).string();
+    const std::string command = absl::StrCat(
+        "openssl req -newkey rsa:2048 -nodes -subj /CN=", name, " -keyout ",
+        Key(name), " -out ", csr, " >/dev/null 2>&1 && openssl x509 -req -in ",
+        csr, " -CA ", Cert(ca), " -CAkey ", Key(ca),
+        " -CAcreateserial -days 1 -extfile ", extensions, " -out ", Cert(name),
+        " >/dev/null 2>&1");
+    return std::system(command.c_str()) == 0;
+  }
   std::string Key(const std::string& name) const {
     return (dir_ / (name + ".key")).string();
   }
@@ -403,19 +421,96 @@ TEST_F(GrpcHeadFixture, TlsServesClientsThatTrustItsCertificateOnly) {
   ASSERT_TRUE(connection.ok()) << connection.status();
   ExpectHeadServes(*connection);
 
+  // Refused at once, saying why (a long connect timeout: waiting it out
+  // would end with Unavailable, "no head answered").
   GrpcClientOptions plaintext;
-  plaintext.connect_timeout = absl::Seconds(2);
+  plaintext.connect_timeout = kWait;
   absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> refused =
       GrpcHeadConnection::Connect(server_->address(), plaintext);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
       << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("the head speaks TLS and this side does not"));
   GrpcClientOptions distrusting;
   distrusting.security.tls_ca_file = certs.Cert("stranger");
-  distrusting.connect_timeout = absl::Seconds(2);
-  EXPECT_EQ(GrpcHeadConnection::Connect(server_->address(), distrusting)
-                .status()
-                .code(),
-            absl::StatusCode::kUnavailable);
+  distrusting.connect_timeout = kWait;
+  refused = GrpcHeadConnection::Connect(server_->address(), distrusting);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("the head's certificate is not trusted"));
+}
+
+TEST_F(GrpcHeadFixture, ATlsClientOfAPlaintextHeadIsToldAtOnce) {
+  Certificates certs;
+  ASSERT_TRUE(certs.Make("head"));
+  StartServer({});
+  GrpcClientOptions tls;
+  tls.security.tls_ca_file = certs.Cert("head");
+  tls.connect_timeout = kWait;
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> refused =
+      GrpcHeadConnection::Connect(server_->address(), tls);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("does not speak TLS"));
+}
+
+// Mutual TLS: the head asks every client and worker for a certificate
+// signed by its CA, and refuses the TLS handshake of one without: no
+// session, no registration, nothing read.
+TEST_F(GrpcHeadFixture, MutualTlsRefusesClientsAndWorkersWithoutACertificateOfItsCa) {
+  Certificates certs;
+  ASSERT_TRUE(certs.Make("ca"));
+  ASSERT_TRUE(certs.MakeSigned("head", "ca"));
+  ASSERT_TRUE(certs.MakeSigned("member", "ca"));
+  ASSERT_TRUE(certs.Make("stranger"));  // Self-signed: not the CA's.
+  GrpcHeadServerOptions options;
+  options.security.tls_cert_file = certs.Cert("head");
+  options.security.tls_key_file = certs.Key("head");
+  options.security.tls_ca_file = certs.Cert("ca");
+  StartServer(options);
+
+  GrpcClientOptions member;
+  member.security.tls_ca_file = certs.Cert("ca");
+  member.security.tls_cert_file = certs.Cert("member");
+  member.security.tls_key_file = certs.Key("member");
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection =
+      Connect(member);
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ExpectHeadServes(*connection);
+
+  GrpcClientOptions anonymous;
+  anonymous.security.tls_ca_file = certs.Cert("ca");
+  anonymous.connect_timeout = kWait;
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> refused =
+      GrpcHeadConnection::Connect(server_->address(), anonymous);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("requires a client certificate"));
+  GrpcClientOptions stranger = anonymous;
+  stranger.security.tls_cert_file = certs.Cert("stranger");
+  stranger.security.tls_key_file = certs.Key("stranger");
+  refused = GrpcHeadConnection::Connect(server_->address(), stranger);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated)
+      << refused.status();
+
+  transport::GrpcWorkerAgentOptions worker;
+  worker.head = server_->address();
+  worker.spec = {1, "cpu", 1 << 20};
+  worker.connect_timeout = kWait;
+  worker.security = anonymous.security;
+  absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> intruder =
+      transport::GrpcWorkerAgent::Register(worker);
+  EXPECT_EQ(intruder.status().code(), absl::StatusCode::kUnauthenticated)
+      << intruder.status();
+  EXPECT_THAT(intruder.status().message(), HasSubstr("client certificate"));
+  EXPECT_EQ(membership_.admitted(), 0);
+  worker.security = member.security;
+  absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> admitted =
+      transport::GrpcWorkerAgent::Register(worker);
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(membership_.admitted(), 1);
 }
 
 // --- Hostile messages. ---
@@ -456,6 +551,52 @@ TEST_F(GrpcHeadFixture, AMalformedExecuteEndsItsSessionNamingTheField) {
               HasSubstr("SessionRequest.execute.outputs[0].global_shape."
                         "dims[0]: -4 is negative"));
   ExpectHeadServes(*connection);
+}
+
+// A stream that ends without `close` (a half-close, or a message that does
+// not parse: gRPC's Read fails alike) ends with an error naming it, not OK.
+TEST_F(GrpcHeadFixture, AStreamThatEndsWithoutCloseEndsWithAnError) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  raw->stream->WritesDone();
+  grpc::Status status = Drain(*raw);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("ended without `close`"));
+  ExpectHeadServes(*connection);
+}
+
+// A head that goes away while a client uploads is UNAVAILABLE naming the
+// head, not DATA_LOSS (which an elastic loop reads as a lost slice and
+// waits for a remap that cannot come).
+TEST_F(GrpcHeadFixture, AHeadThatGoesAwayMidUploadIsUnavailableNamingIt) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  GrpcSessionChannel channel(*connection);
+  ASSERT_TRUE(channel.OpenSession({.name = "uploader"}).AwaitFor(kWait).ok());
+  transport::SliceRequest request;
+  request.handle = SliceHandle(1);
+  request.num_devices = 2;
+  ASSERT_TRUE(channel.RequestSlice(request).AwaitFor(kWait).ok());
+  const int64_t elements = int64_t{64} << 20;  // 256 MiB of f32.
+  transport::ArraySpec spec{ArrayHandle(2),
+                            hlo::Shape(hlo::PrimitiveType::kF32, {elements}),
+                            *hlo::ParseSharding("{replicated}"),
+                            SliceHandle(1)};
+  Future<> put = channel.PutArray(
+      spec, hlo::Literal::Uninitialized(hlo::Shape(hlo::PrimitiveType::kF32,
+                                                   {elements})));
+  const std::string address = server_->address();
+  server_->Shutdown();
+  absl::Status status = put.AwaitFor(kWait);
+  if (status.ok()) {
+    // The upload won the race: the next call meets the head that is gone.
+    status = channel.Fetch(ArrayHandle(2)).AwaitFor(kWait).status();
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr(address));
 }
 
 TEST_F(GrpcHeadFixture, AMalformedRequestWithAnAnswerFailsOnlyThatRequest) {
@@ -580,6 +721,17 @@ TEST_F(GrpcHeadFixture, AWorkerSendingAMalformedNoticeIsCutOffAlone) {
   absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
   ASSERT_TRUE(connection.ok()) << connection.status();
   ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, AWorkerStreamThatEndsIsAnErrorNamingIt) {
+  StartServer({});
+  std::unique_ptr<RawWorker> raw = RegisterRaw(79);
+  raw->stream->WritesDone();
+  grpc::Status status = Drain(*raw);
+  EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("sent a message that does not parse"));
+  EXPECT_THAT(membership_.AwaitDisconnected().message(), HasSubstr("ended"));
 }
 
 TEST_F(GrpcHeadFixture, AMalformedKeyValueRequestIsAnsweredAndOneWithoutAnIdEndsTheStream) {

@@ -582,8 +582,11 @@ TEST(LocalClusterTest, APieceTheDataPlaneCannotDeliverFailsItsDestination) {
   options.data_plane = DataPlaneKind::kTcp;  // Whatever the test run says.
   auto cluster = LocalCluster::Create(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  // Host 0 has no way to host 1 (both stay up; host 1 still reaches 0).
-  (*cluster)->tcp_data_plane(HostId(0))->RemovePeer(HostId(1));
+  // Host 0 has no way to host 1 (both stay up; host 1 still reaches 0,
+  // which still knows it: a host not in the peer table is refused).
+  (*cluster)->tcp_data_plane(HostId(0))->SetPeer(
+      HostId(1), "127.0.0.1:1",
+      (*cluster)->tcp_data_plane(HostId(1))->incarnation());
   TestClient client(**cluster, "undelivered");
   transport::SliceInfo a = client.Slice(2, IslandId(0));
   transport::SliceInfo b = client.Slice(2, IslandId(1));
@@ -602,7 +605,7 @@ TEST(LocalClusterTest, APieceTheDataPlaneCannotDeliverFailsItsDestination) {
   absl::Status status = client.Ready(lost);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_THAT(status.message(), HasSubstr("was not delivered: data plane: "
-                                          "host 1 is not in the peer table"));
+                                          "cannot reach host 1"));
   EXPECT_TRUE((*cluster)->head().IsHostAlive(HostId(1)));
 }
 

@@ -646,10 +646,13 @@ Future<transport::CompileInfo> Head::Compile(
     SessionId session_id, transport::CompileRequest request) {
   Outbox::Flush flush(outbox_);
   if (request.hlo_text.size() > options_.session_limits.max_program_bytes) {
-    return MakeErrorFuture<transport::CompileInfo>(absl::InvalidArgumentError(
-        absl::StrCat("the program is ", request.hlo_text.size(),
-                     " bytes of HLO text; at most ",
-                     options_.session_limits.max_program_bytes)));
+    return MakeErrorFuture<transport::CompileInfo>(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "the program is ", request.hlo_text.size(),
+            " bytes of HLO text; at most ",
+            options_.session_limits.max_program_bytes,
+            " (the limit max_program_bytes, causeway head "
+            "--max-program-bytes)")));
   }
   int64_t num_devices = 0;
   {

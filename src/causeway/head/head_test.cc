@@ -229,8 +229,9 @@ TEST_F(HeadTest, WhatAClientSendsIsBoundedWithAClearError) {
   absl::StatusOr<transport::CompileInfo> big =
       head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
           .Await();
-  EXPECT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(big.status().message(), HasSubstr("at most 64"));
+  EXPECT_THAT(big.status().message(), HasSubstr("max_program_bytes"));
   ArraySpec deep = Spec(1, 1);
   deep.global_shape =
       hlo::Shape(hlo::PrimitiveType::kF32, std::vector<int64_t>(65, 1));

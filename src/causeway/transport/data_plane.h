@@ -60,6 +60,10 @@ struct PieceMessage {
   absl::StatusOr<hlo::Literal> data;
   std::vector<int64_t> source_offsets;
   std::vector<int64_t> dims;
+  // The receiving network data plane's account of the memory the piece
+  // holds (its bound on pieces that come before their receive): given
+  // back when the piece is dropped. Null for pieces made in process.
+  std::shared_ptr<const void> held;
 };
 
 // The shape of the piece `piece.data` holds (an array): its box of `data`,

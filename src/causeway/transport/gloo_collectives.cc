@@ -14,9 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/gloo_mesh.h"
 #include "causeway/transport/gloo_store.h"
 #include "gloo/common/error.h"
-#include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 
@@ -146,6 +146,13 @@ struct GlooCommunicators::Entry {
     probe.reset();  // Before the context it belongs to.
     context.reset();
   }
+
+  // Moves the probe and the context out, for the caller to destroy after
+  // letting go of `mu`.
+  void TakeContextLocked(
+      std::unique_ptr<::gloo::transport::UnboundBuffer>& probe_out,
+      std::shared_ptr<::gloo::Context>& context_out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   absl::Mutex mu;
   std::shared_ptr<::gloo::Context> context ABSL_GUARDED_BY(mu);
@@ -315,11 +322,15 @@ GlooCommunicators::~GlooCommunicators() {
   }
   watchdog_.join();
   for (auto& [key, entry] : entries) {
-    absl::MutexLock lock(&entry->mu);
-    CW_CHECK(entry->users == 0)
-        << "GlooCommunicators destroyed while a collective runs";
-    entry->probe.reset();
-    entry->context.reset();
+    std::unique_ptr<::gloo::transport::UnboundBuffer> probe;
+    std::shared_ptr<::gloo::Context> context;
+    {
+      absl::MutexLock lock(&entry->mu);
+      CW_CHECK(entry->users == 0)
+          << "GlooCommunicators destroyed while a collective runs";
+      entry->TakeContextLocked(probe, context);
+    }
+    probe.reset();
   }
 }
 
@@ -350,27 +361,35 @@ absl::StatusOr<std::shared_ptr<GlooCommunicators::Entry>>
 GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
                          absl::Duration timeout) {
   const int size = static_cast<int>(key.members.size());
-  auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-  // A pair that waits for its peer to connect allows five times the
-  // context's timeout; every operation passes its own timeout.
-  context->setTimeout(Millis(timeout / 5));
+  GlooMeshOptions mesh;
+  mesh.rank = rank;
+  mesh.size = size;
+  mesh.device = device_;
+  mesh.hostname = options_.hostname;
+  mesh.token = options_.auth_token;
+  // A pair's own timeout; every operation passes its own.
+  mesh.pair_timeout = Millis(timeout / 5);
+  mesh.deadline = absl::Now() + timeout;
   absl::Status status;
   auto entry = std::make_shared<Entry>();
+  std::shared_ptr<::gloo::Context> context;
   std::unique_ptr<::gloo::transport::UnboundBuffer> probe;
-  try {
-    context->connectFullMesh(store, device_);
-    // Aborted late, connectFullMesh may have connected a pair to the
-    // socket that released it rather than to its peer.
+  absl::StatusOr<std::shared_ptr<::gloo::Context>> connected =
+      ConnectGlooMesh(mesh, store);
+  if (connected.ok()) {
+    context = *std::move(connected);
+    // Aborted late, a peer may have given up after connecting.
     status = store.aborted();
-    if (status.ok()) {
+  } else {
+    status = connected.status();
+  }
+  if (status.ok()) {
+    try {
       probe = context->createUnboundBuffer(&entry->probe_byte, 1);
       for (int peer = 0; peer < size; ++peer) {
         if (peer != rank) probe->recv(peer, kProbeSlot);
       }
-    }
-  } catch (const std::exception& e) {
-    status = store.failure();
-    if (status.ok()) {
+    } catch (const std::exception& e) {
       status = absl::UnavailableError(
           absl::StrCat("connecting the Gloo context: ", e.what()));
     }
@@ -383,9 +402,10 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
       entry->users = 1;
     } else {
       entry->closed = status;
-      probe.reset();  // Before the context it belongs to.
     }
   }
+  probe.reset();  // Before the context it belongs to (both null on success).
+  context.reset();
   {
     absl::MutexLock lock(&mu_);
     entries_[key] = entry;
@@ -414,28 +434,41 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
   return entry;
 }
 
+// Destroying a context closes its sockets and waits for Gloo's I/O thread:
+// never under entry->mu. The probe goes first (it belongs to the context).
+void GlooCommunicators::Entry::TakeContextLocked(
+    std::unique_ptr<::gloo::transport::UnboundBuffer>& probe_out,
+    std::shared_ptr<::gloo::Context>& context_out) {
+  probe_out = std::move(probe);
+  context_out = std::move(context);
+}
+
 void GlooCommunicators::Release(const std::shared_ptr<Entry>& entry) {
-  absl::MutexLock lock(&entry->mu);
-  --entry->users;
-  if (!entry->closed.ok() && entry->users == 0) {
-    entry->probe.reset();
-    entry->context.reset();
+  std::unique_ptr<::gloo::transport::UnboundBuffer> probe;
+  std::shared_ptr<::gloo::Context> context;
+  {
+    absl::MutexLock lock(&entry->mu);
+    --entry->users;
+    if (!entry->closed.ok() && entry->users == 0) {
+      entry->TakeContextLocked(probe, context);
+    }
   }
+  probe.reset();
 }
 
 void GlooCommunicators::Close(const std::shared_ptr<Entry>& entry,
                               const absl::Status& status) {
   std::shared_ptr<::gloo::Context> context;
+  std::unique_ptr<::gloo::transport::UnboundBuffer> unused_probe;
+  std::shared_ptr<::gloo::Context> unused;
   {
     absl::MutexLock lock(&entry->mu);
     if (!entry->closed.ok()) return;
     entry->closed = status;
     context = entry->context;
-    if (entry->users == 0) {
-      entry->probe.reset();
-      entry->context.reset();
-    }
+    if (entry->users == 0) entry->TakeContextLocked(unused_probe, unused);
   }
+  unused_probe.reset();
   if (context != nullptr) Abandon(*context);
   // An operation in the middle of a transfer on a pair that just broke is
   // not told by Gloo: wake it.
@@ -462,11 +495,15 @@ void GlooCommunicators::RetireEpochsBefore(IslandId island, DeviceId device,
       }
     }
   }
-  // Destroying a context closes its sockets (softly) outside our lock.
+  // Destroying a context closes its sockets (softly) outside our locks.
   for (auto& entry : retired) {
-    absl::MutexLock lock(&entry->mu);
-    entry->probe.reset();
-    entry->context.reset();
+    std::unique_ptr<::gloo::transport::UnboundBuffer> probe;
+    std::shared_ptr<::gloo::Context> context;
+    {
+      absl::MutexLock lock(&entry->mu);
+      entry->TakeContextLocked(probe, context);
+    }
+    probe.reset();
   }
 }
 
@@ -640,10 +677,10 @@ GlooCollectives::Acquire(const exec::CollectiveOp& op, const Group& group) {
     const absl::Status& status = built.status();
     const std::string missing = store.missing_key();
     if (absl::IsDeadlineExceeded(status) && !missing.empty()) {
-      // Gloo's keys are "<rank>" and "rank_<rank>".
+      // The mesh's keys are "mesh/<rank>" (gloo_mesh.h).
       int rank = -1;
       const std::string digits =
-          absl::StartsWith(missing, "rank_") ? missing.substr(5) : missing;
+          absl::StartsWith(missing, "mesh/") ? missing.substr(5) : missing;
       if (absl::SimpleAtoi(digits, &rank) && rank >= 0 &&
           rank < group.size()) {
         return absl::DeadlineExceededError(absl::StrCat(

@@ -107,6 +107,9 @@ class GlooCommunicators {
     KeyValueStore* store = nullptr;  // Not owned; required; outlives this.
     // The address this process's Gloo sockets listen on, as peers reach it.
     std::string hostname = "127.0.0.1";
+    // The cluster's token: every pair of every context proves a key made
+    // from it and the context's rendezvous secrets (gloo_mesh.h).
+    std::string auth_token = "";
   };
 
   // InvalidArgument without a store; Unavailable when the TCP device cannot

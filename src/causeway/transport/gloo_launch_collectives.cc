@@ -21,7 +21,9 @@ GlooLaunchCollectives::Create(Options options) {
   }
   absl::StatusOr<std::unique_ptr<GlooCommunicators>> communicators =
       GlooCommunicators::Create(
-          {.store = options.store, .hostname = options.hostname});
+          {.store = options.store,
+           .hostname = options.hostname,
+           .auth_token = options.auth_token});
   if (!communicators.ok()) return communicators.status();
   return std::unique_ptr<GlooLaunchCollectives>(new GlooLaunchCollectives(
       std::move(options), *std::move(communicators)));

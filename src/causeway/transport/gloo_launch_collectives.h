@@ -39,6 +39,8 @@ class GlooLaunchCollectives final : public LaunchCollectives {
     std::vector<DeviceId> local_devices;
     // Bounds every collective and every rendezvous.
     absl::Duration timeout = absl::Seconds(60);
+    // The cluster's token (GlooCommunicators::Options::auth_token).
+    std::string auth_token = "";
   };
 
   static absl::StatusOr<std::unique_ptr<GlooLaunchCollectives>> Create(

@@ -1,16 +1,11 @@
 #include "causeway/transport/gloo_store.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
-#include "gloo/transport/tcp/address.h"
 
 namespace causeway::transport {
 
@@ -47,26 +42,6 @@ void GlooStore::Waker::AbortLocked(absl::Status status) {
   if (!abort.ok() || finished) return;
   abort = std::move(status);
   cv.SignalAll();
-  // A pair of this rank that listens for its peer's connection waits for
-  // it (Gloo allows five times the timeout) and no store wait of ours is
-  // involved any more: a peer that gave up on the rendezvous after reading
-  // our addresses never connects. Connect to each of our listening
-  // sockets and hang up: the pair accepts, reads end of stream and fails,
-  // and connectFullMesh throws. Sockets that no longer listen refuse.
-  if (listening.empty()) return;
-  const size_t size = ::gloo::transport::tcp::Address().bytes().size();
-  for (size_t offset = 0; offset + size <= listening.size(); offset += size) {
-    const ::gloo::transport::tcp::Address address(std::vector<char>(
-        listening.begin() + offset, listening.begin() + offset + size));
-    const sockaddr_storage& peer = address.getSockaddr();
-    const int fd = ::socket(peer.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    const socklen_t length = peer.ss_family == AF_INET
-                                 ? sizeof(sockaddr_in)
-                                 : sizeof(sockaddr_in6);
-    ::connect(fd, reinterpret_cast<const sockaddr*>(&peer), length);
-    ::close(fd);
-  }
 }
 
 void GlooStore::Abort(absl::Status status) {
@@ -145,12 +120,6 @@ void GlooStore::set(const std::string& key, const std::vector<char>& data) {
   {
     absl::MutexLock lock(&waker_->mu);
     abort = waker_->abort;
-    // Gloo's key "<rank>" holds this rank's listening pair addresses.
-    if (abort.ok() && !key.empty() &&
-        std::all_of(key.begin(), key.end(),
-                    [](char c) { return c >= '0' && c <= '9'; })) {
-      waker_->listening = data;
-    }
   }
   if (!abort.ok()) Fail(std::move(abort));
   Future<> done =

@@ -1,6 +1,6 @@
 // Gloo's rendezvous store (`gloo::rendezvous::Store`, the Debian 2022 API)
-// over a KeyValueStore: what connectFullMesh reads and writes while the
-// ranks of one context exchange their addresses.
+// over a KeyValueStore: what the ranks of one context exchange while they
+// connect (their addresses and secrets, gloo_mesh.h).
 //
 // One GlooStore serves one context's rendezvous: every key Gloo names is
 // placed under `prefix` (so rendezvous of different contexts never collide,
@@ -48,8 +48,8 @@ class GlooStore final : public ::gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
   // Ends the rendezvous with `status` (not OK): the waiting call and every
-  // later one throw, and a pair of this rank waiting for its peer to
-  // connect fails too. The first abort wins.
+  // later one throw, and a mesh of this rank waiting for its peers to
+  // connect gives up. The first abort wins.
   void Abort(absl::Status status);
   // Aborts with the status stored at `full_key` (not under the prefix),
   // decoded with DecodeStatus, as soon as that key is set.
@@ -69,15 +69,14 @@ class GlooStore final : public ::gloo::rendezvous::Store {
   // Shared with the continuations of pending store calls, which may run
   // after this object is gone.
   struct Waker {
-    // Records the first abort, wakes the waits and releases this rank's
-    // listening pairs (see the .cc). Nothing once the rendezvous is over.
+    // Records the first abort and wakes the waits (the mesh being
+    // connected looks at aborted() while it waits for its peers).
+    // Nothing once the rendezvous is over.
     void AbortLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
     absl::Mutex mu;
     absl::CondVar cv;
     absl::Status abort ABSL_GUARDED_BY(mu);
-    // This rank's pair addresses, as connectFullMesh published them.
-    std::vector<char> listening ABSL_GUARDED_BY(mu);
     bool finished ABSL_GUARDED_BY(mu) = false;  // The GlooStore is gone.
   };
 

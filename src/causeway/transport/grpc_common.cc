@@ -81,8 +81,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
                       ReadFile(security.tls_key_file, "TLS key"));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!security.tls_ca_file.empty()) {
+    // Mutual TLS: every client and worker presents a certificate signed by
+    // this CA, or its TLS handshake fails before any call.
     CW_ASSIGN_OR_RETURN(options.pem_root_certs,
                         ReadFile(security.tls_ca_file, "TLS CA"));
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);
 }

@@ -54,6 +54,9 @@ struct GrpcSecurity {
   // TLS. A server needs its certificate and key (PEM files); a client
   // needs the certificate authority that signed the server's certificate
   // (`tls_ca_file`), or the server's self-signed certificate itself.
+  // Mutual TLS: a server given `tls_ca_file` requires every client to
+  // present a certificate signed by it (the client's `tls_cert_file` and
+  // `tls_key_file`), and refuses the TLS handshake otherwise.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;

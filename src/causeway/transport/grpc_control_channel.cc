@@ -551,9 +551,15 @@ grpc::Status GrpcWorkerServer::Worker(
       if (!ended.ok()) break;
     }
     if (ended.ok()) {
+      // Read fails alike for a worker that half-closed, one whose message
+      // does not parse, and one that is gone.
       ended = absl::UnavailableError(absl::StrCat(
           "the stream of ", channel->name(), " (host ", host.value(),
-          ") ended", context->IsCancelled() ? " (cancelled)" : ""));
+          ") ended",
+          context->IsCancelled()
+              ? " (cancelled)"
+              : ": the worker closed it, or sent a message that does not "
+                "parse"));
     }
   }
   {
@@ -567,9 +573,8 @@ grpc::Status GrpcWorkerServer::Worker(
   // DATA_LOSS (what it held is gone), not as a call that may be retried.
   membership_->listener().OnWorkerDisconnected(host, ended);
   channel->Disconnect(ended);
-  return ended.code() == absl::StatusCode::kInvalidArgument
-             ? ToGrpcStatus(ended)
-             : grpc::Status::OK;
+  // Never OK: the head ends a worker's stream only when something failed.
+  return ToGrpcStatus(ended);
 }
 
 absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/tls_probe.h"
 
 namespace causeway::transport {
 namespace {
@@ -39,6 +40,8 @@ absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> GrpcHeadConnection::Connect(
   connection->bulk_ = wire::HeadSessions::NewStub(grpc::CreateCustomChannel(
       target, credentials, MakeChannelArguments(opts.keepalive, "bulk")));
 
+  // A TLS mismatch is said at once, not after the whole connect timeout.
+  CW_RETURN_IF_ERROR(ProbeHeadTls(target, opts.security, opts.connect_timeout));
   grpc::ClientContext context;
   AddCredentials(opts.security, &context);
   context.set_wait_for_ready(true);
@@ -182,14 +185,21 @@ Future<T> GrpcSessionChannel::Call(wire::SessionRequest request,
 }
 
 Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kNew) {
-    return MakeErrorFuture<SessionId>(absl::FailedPreconditionError(
-        "this channel already had a session; open another channel for "
-        "another session"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kNew || opening_) {
+      return MakeErrorFuture<SessionId>(absl::FailedPreconditionError(
+          "this channel already had a session; open another channel for "
+          "another session"));
+    }
+    opening_ = true;
+    AddCredentials(connection_->options().security, &context_);
   }
-  AddCredentials(connection_->options().security, &context_);
-  stream_ = connection_->control().Session(&context_);
+  // Starting the call may wait for the connection: not under mu_ (the
+  // reader and the callbacks take it).
+  auto stream = connection_->control().Session(&context_);
+  absl::MutexLock lock(&mu_);
+  stream_ = std::move(stream);
   StreamWriter<wire::SessionRequest>::Options writer;
   writer.write = [this](const wire::SessionRequest& r) {
     return stream_->Write(r);
@@ -455,12 +465,24 @@ void GrpcSessionChannel::Upload(uint64_t host_buffer, hlo::Literal value) {
     transfer_contexts_.erase(&context);
   }
   if (!status.ok()) {
+    // A head that is gone or unreachable is UNAVAILABLE naming it (an
+    // elastic loop reads DATA_LOSS as a lost slice and waits for a remap
+    // that cannot come); a refusal keeps the head's own code.
     absl::Status error = FromGrpcStatus(status);
-    AbortSession(absl::Status(
-        absl::StatusCode::kDataLoss,
-        absl::StrCat("the upload of host buffer ", host_buffer,
-                     " failed: ", error.message(),
-                     "; a failed upload ends the session")));
+    const bool unreachable =
+        error.code() == absl::StatusCode::kUnavailable ||
+        error.code() == absl::StatusCode::kCancelled ||
+        error.code() == absl::StatusCode::kDeadlineExceeded ||
+        error.code() == absl::StatusCode::kUnknown;
+    const std::string what =
+        absl::StrCat("the upload of host buffer ", host_buffer, " failed: ",
+                     error.message(), "; a failed upload ends the session");
+    AbortSession(
+        unreachable
+            ? absl::UnavailableError(absl::StrCat(
+                  "the head at ", connection_->target(), " is unreachable (",
+                  what, ")"))
+            : absl::Status(error.code(), what));
   }
 }
 

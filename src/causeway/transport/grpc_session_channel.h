@@ -160,6 +160,9 @@ class GrpcSessionChannel final : public SessionChannel {
   mutable absl::Mutex mu_;
   enum class State { kNew, kOpen, kClosed, kEnded };
   State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
+  // OpenSession is making the stream (outside mu_: it may wait for the
+  // connection); a second OpenSession is refused meanwhile.
+  bool opening_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   SessionId session_ ABSL_GUARDED_BY(mu_);
   std::string key_ ABSL_GUARDED_BY(mu_);

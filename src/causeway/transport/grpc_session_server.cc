@@ -351,13 +351,22 @@ grpc::Status GrpcSessionServer::Session(
   // Broken, cancelled, half-closed without `close`, or ended by a bad
   // request: the session goes now (its lease would end it anyway).
   service_->CloseSession(*id);
+  if (session_error.ok() && !context->IsCancelled()) {
+    // Read fails alike for a client that half-closed without `close` and
+    // for a message that does not parse: either way not the protocol.
+    session_error = absl::InvalidArgumentError(absl::StrCat(
+        "session ", id->value(),
+        "'s stream ended without `close`, or with a message that does not "
+        "parse"));
+  }
   if (!session_error.ok()) {
     CW_LOG(WARNING) << "session " << id->value() << " ended: " << session_error;
     session->writer->Close(/*drain=*/true);
     return ToGrpcStatus(session_error);
   }
   session->writer->Close(/*drain=*/false);
-  return grpc::Status::OK;
+  return ToGrpcStatus(absl::CancelledError(
+      absl::StrCat("session ", id->value(), " was cancelled by its client")));
 }
 
 bool GrpcSessionServer::HandleRequest(

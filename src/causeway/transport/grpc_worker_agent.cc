@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/tls_probe.h"
 
 namespace causeway::transport {
 namespace {
@@ -42,6 +43,12 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
   agent->bulk_ = wire::HeadWorkers::NewStub(grpc::CreateCustomChannel(
       opts.head, credentials, MakeChannelArguments(opts.keepalive, "bulk")));
 
+  // A TLS mismatch is said at once, not after the whole connect timeout.
+  if (absl::Status tls = ProbeHeadTls(opts.head, opts.security,
+                                      opts.connect_timeout);
+      !tls.ok()) {
+    return WithContext(tls, where);
+  }
   uint32_t version = 0;
   {
     grpc::ClientContext context;

@@ -103,16 +103,6 @@ void TuneSocket(tcp::socket& socket, const TcpDataPlaneOptions& options) {
              sizeof user_timeout);
 }
 
-// Compares in time that depends only on the expected token's length.
-bool TokenMatches(absl::string_view given, absl::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const char g = i < given.size() ? given[i] : '\0';
-    diff |= static_cast<unsigned char>(g ^ expected[i]);
-  }
-  return diff == 0;
-}
-
 std::string TransferText(uint64_t transfer_id, const BufferId& destination,
                          DeviceId device) {
   return absl::StrCat("transfer ", transfer_id, " (", destination.ToString(),
@@ -163,12 +153,30 @@ class TcpDataPlane::Impl {
   HostId self() const {
     return HostId(self_.load(std::memory_order_acquire));
   }
-  // The incarnation the peer table has for `host`, or 0 if none.
-  uint64_t KnownIncarnation(HostId host) {
+  // The incarnation the peer table has for `host` (0: any), or none if
+  // the host is not in it.
+  std::optional<uint64_t> PeerIncarnation(HostId host) {
     absl::MutexLock lock(&mu_);
     auto it = peers_.find(host);
-    return it == peers_.end() ? 0 : it->second.incarnation;
+    if (it == peers_.end()) return std::nullopt;
+    return it->second.incarnation;
   }
+
+  // The bound on early pieces: takes `bytes` of it (and 256 more), or
+  // false if that would go over. The hold gives them back when dropped.
+  std::shared_ptr<const void> HoldEarly(uint64_t bytes) {
+    const int64_t take = static_cast<int64_t>(bytes) + kEarlyPieceOverhead;
+    int64_t held = early_bytes_->load();
+    do {
+      if (take > options_.max_early_piece_bytes - held) return nullptr;
+    } while (!early_bytes_->compare_exchange_weak(held, held + take));
+    // Points at the counter (never null), which the deleter keeps alive.
+    return std::shared_ptr<const void>(
+        early_bytes_.get(), [early = early_bytes_, take](const void*) {
+          early->fetch_sub(take);
+        });
+  }
+  int64_t early_bytes() const { return early_bytes_->load(); }
 
   // Resolves a push (on the I/O thread) and counts it as no longer pending.
   void Settle(Promise<>& promise, absl::Status status) {
@@ -187,6 +195,8 @@ class TcpDataPlane::Impl {
   // I/O thread: connections accepted from peers.
   void Established(const std::shared_ptr<Incoming>& connection);
   void Forget(Incoming* connection);
+  // A host joined the peer table: handshakes waiting for it go on.
+  void PeersChanged();
 
   struct Counters {
     std::atomic<int64_t> connections_accepted{0};
@@ -197,8 +207,11 @@ class TcpDataPlane::Impl {
     std::atomic<int64_t> bytes_received{0};
     std::atomic<int64_t> pieces_sent{0};
     std::atomic<int64_t> bytes_sent{0};
+    std::atomic<int64_t> pieces_refused{0};
+    std::atomic<int64_t> early_pieces_waiting{0};
   };
   Counters counters;
+  static constexpr int64_t kEarlyPieceOverhead = 256;
 
  private:
   struct Peer {
@@ -221,6 +234,10 @@ class TcpDataPlane::Impl {
 
   std::atomic<PieceReceiver*> receiver_{nullptr};
   std::atomic<int64_t> self_{-1};
+  // Bytes of early pieces held (shared with the holds, which may outlive
+  // this object inside the worker).
+  std::shared_ptr<std::atomic<int64_t>> early_bytes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
 
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -233,6 +250,7 @@ class TcpDataPlane::Impl {
 
   // io thread only.
   std::set<std::shared_ptr<Incoming>> incoming_;
+  uint64_t accepted_ = 0;  // Connections accepted, for their order.
   std::vector<std::shared_ptr<Incoming>> parked_;  // Waiting for Attach.
 };
 
@@ -308,6 +326,7 @@ class TcpDataPlane::Impl::Outgoing
     socket_.close(ignored);
     timer_.cancel();
     writing_ = false;
+    being_written_.reset();
     write_cursor_.reset();
     write_runs_.reset();
     window_.clear();
@@ -352,10 +371,59 @@ class TcpDataPlane::Impl::Outgoing
     hello.sender = impl_->self();
     hello.sender_incarnation = impl_->options().incarnation;
     hello.receiver_incarnation = incarnation_;
-    hello.token = impl_->options().auth_token;
+    hello.nonce = wire::RandomNonce();
     hello_ = wire::EncodeHello(hello);
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(hello_),
+                      [self, generation](const asio::error_code& ec, size_t) {
+                        if (generation != self->generation_) return;
+                        if (ec) return self->DialFailed(ec.message());
+                        self->ReadChallenge(generation);
+                      });
+  }
+
+  // The listener proves the token over our hello and its nonce; we answer
+  // with our proof (docs/data_plane.md, "Handshake").
+  void ReadChallenge(uint64_t generation) {
+    auto self = shared_from_this();
+    asio::async_read(
+        socket_, asio::buffer(challenge_),
+        [self, generation](const asio::error_code& ec, size_t) {
+          if (generation != self->generation_) return;
+          if (ec) return self->DialFailed(ec.message());
+          size_t message_bytes = 0;
+          absl::StatusOr<wire::Challenge> challenge =
+              wire::DecodeChallenge(self->challenge_, &message_bytes);
+          if (!challenge.ok()) {
+            return self->DialFailed(challenge.status().message());
+          }
+          self->reply_message_.resize(message_bytes);
+          asio::async_read(
+              self->socket_, asio::buffer(self->reply_message_),
+              [self, generation, challenge = *challenge](
+                  const asio::error_code& ec, size_t) {
+                if (generation != self->generation_) return;
+                if (ec) return self->DialFailed(ec.message());
+                self->Answer(generation, challenge);
+              });
+        });
+  }
+
+  void Answer(uint64_t generation, const wire::Challenge& challenge) {
+    if (challenge.code != absl::StatusCode::kOk) {
+      return DialFailed(absl::StrCat("refused: ", reply_message_));
+    }
+    const std::string& token = impl_->options().auth_token;
+    if (!wire::ProofsMatch(challenge.proof,
+                           wire::ListenerProof(token, hello_, challenge.nonce))) {
+      return DialFailed(
+          "it could not prove it holds this cluster's token (another "
+          "--token-file, or not a worker of this cluster)");
+    }
+    const wire::Proof proof = wire::DiallerProof(token, hello_, challenge.nonce);
+    proof_.assign(proof.begin(), proof.end());
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(proof_),
                       [self, generation](const asio::error_code& ec, size_t) {
                         if (generation != self->generation_) return;
                         if (ec) return self->DialFailed(ec.message());
@@ -471,6 +539,7 @@ class TcpDataPlane::Impl::Outgoing
   // The piece being written is out.
   void Written() {
     writing_ = false;
+    being_written_.reset();
     write_cursor_.reset();
     write_runs_.reset();
     window_.clear();
@@ -584,12 +653,12 @@ class TcpDataPlane::Impl::Outgoing
               [self, generation](const asio::error_code& ec, size_t) {
                 if (generation != self->generation_) return;
                 if (ec) return self->Broke(ec.message());
-                self->Acknowledged(generation);
+                self->OnAck(generation);
               });
         });
   }
 
-  void Acknowledged(uint64_t generation) {
+  void OnAck(uint64_t generation) {
     absl::StatusOr<wire::FrameHeader> ack = wire::DecodeFrameHeader(
         ack_, impl_->options().max_piece_bytes);
     if (!ack.ok() || ack->kind != wire::FrameKind::kAck || in_flight_.empty() ||
@@ -599,10 +668,37 @@ class TcpDataPlane::Impl::Outgoing
           ack.ok() ? absl::StrCat(" of transfer ", ack->transfer_id)
                    : absl::StrCat(": ", ack.status().message())));
     }
+    ack_code_ = ack->code;
+    ack_message_.resize(ack->payload_bytes);
+    if (ack_message_.empty()) return Acknowledged(generation);
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(ack_message_),
+                     [self, generation](const asio::error_code& ec, size_t) {
+                       if (generation != self->generation_) return;
+                       if (ec) return self->Broke(ec.message());
+                       self->Acknowledged(generation);
+                     });
+  }
+
+  // The peer took the piece, or refused it (ack_code_ not OK).
+  void Acknowledged(uint64_t generation) {
     OutgoingPiece piece = std::move(in_flight_.front());
     in_flight_.pop_front();
-    ++impl_->counters.pieces_sent;
-    impl_->Settle(piece.promise, absl::OkStatus());
+    // A refusal (or a peer that acknowledges early) may come while the
+    // piece's bytes still go out: its source lives until they have.
+    const bool still_writing = writing_ && in_flight_.empty();
+    if (ack_code_ == absl::StatusCode::kOk) {
+      ++impl_->counters.pieces_sent;
+      impl_->Settle(piece.promise, absl::OkStatus());
+    } else {
+      impl_->Settle(piece.promise,
+                    absl::Status(ack_code_, absl::StrCat(
+                                                "data plane: ", Describe(),
+                                                " refused transfer ",
+                                                piece.piece.transfer_id, ": ",
+                                                ack_message_)));
+    }
+    if (still_writing) being_written_.emplace(std::move(piece));
     ReadAck(generation);
   }
 
@@ -618,11 +714,17 @@ class TcpDataPlane::Impl::Outgoing
   bool writing_ = false;
   std::deque<OutgoingPiece> queue_;      // Not written yet.
   std::deque<OutgoingPiece> in_flight_;  // Written (or being written).
+  // Settled while it was written: kept until its write ends.
+  std::optional<OutgoingPiece> being_written_;
   std::vector<uint8_t> hello_;
+  std::array<uint8_t, wire::kChallengeBytes> challenge_{};
+  std::vector<uint8_t> proof_;
   std::array<uint8_t, wire::kReplyBytes> reply_{};
   std::string reply_message_;
   std::array<uint8_t, wire::kLengthBytes> ack_length_{};
   std::array<uint8_t, wire::kFrameFixedBytes> ack_{};
+  absl::StatusCode ack_code_ = absl::StatusCode::kOk;
+  std::string ack_message_;
   // Writing the runs of the piece at the back of in_flight_ (copied out
   // of it: it may be acknowledged before the last write completes).
   const std::byte* write_source_ = nullptr;
@@ -648,8 +750,11 @@ class TcpDataPlane::Impl::Incoming
 
   HostId peer() const { return peer_; }
   bool established() const { return established_; }
+  bool in_handshake() const { return !established_ && !closed_; }
+  uint64_t order() const { return order_; }
 
-  void Start() {
+  void Start(uint64_t order) {
+    order_ = order;
     TuneSocket(socket_, impl_->options());
     asio::error_code ignored;
     socket_.native_non_blocking(true, ignored);  // ReadDirectNow's readv.
@@ -658,6 +763,14 @@ class TcpDataPlane::Impl::Incoming
         absl::ToInt64Microseconds(impl_->options().handshake_timeout)));
     timer_.async_wait([self](const asio::error_code& ec) {
       if (ec || self->closed_ || self->established_) return;
+      if (self->awaiting_peer_) {
+        return self->Refuse(absl::PermissionDeniedError(absl::StrCat(
+            "host ", self->hello_decoded_.sender.value(),
+            " is not a member of this cluster (not in this worker's peer "
+            "table after ",
+            absl::FormatDuration(self->impl_->options().handshake_timeout),
+            ")")));
+      }
       self->Drop(absl::StrCat("no handshake within ",
                               absl::FormatDuration(
                                   self->impl_->options().handshake_timeout)));
@@ -675,6 +788,11 @@ class TcpDataPlane::Impl::Incoming
     if (!closed_) ReadFrame();
   }
 
+  // The peer table changed: a proven peer waiting to be known goes on.
+  void PeersChanged() {
+    if (awaiting_peer_ && !closed_) Admit();
+  }
+
   // Closes the connection. `status`, when not OK, is what the receiver
   // hears: the piece being read fails with it, and so (ConnectionLost) does
   // every receive waiting for this peer.
@@ -685,6 +803,7 @@ class TcpDataPlane::Impl::Incoming
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
+    StopWaiting();
     PieceReceiver* receiver = impl_->receiver();
     if (writer_ != nullptr) {
       std::unique_ptr<PieceWriter> writer = std::move(writer_);
@@ -698,12 +817,6 @@ class TcpDataPlane::Impl::Incoming
     impl_->Forget(this);
   }
 
- private:
-  std::string Describe() const {
-    return established_ ? absl::StrCat("host ", peer_.value(), " (", remote_, ")")
-                        : remote_;
-  }
-
   // Before the handshake: nothing to tell anyone.
   void Drop(absl::string_view cause) {
     CW_LOG(WARNING) << "data plane: dropping the connection from " << remote_
@@ -712,59 +825,80 @@ class TcpDataPlane::Impl::Incoming
     Close(absl::OkStatus());
   }
 
-  void OnHello() {
-    size_t token_bytes = 0;
-    absl::StatusOr<wire::Hello> hello = wire::DecodeHello(hello_, &token_bytes);
-    if (!hello.ok()) return Drop(hello.status().message());
-    hello_decoded_ = *std::move(hello);
-    token_.resize(token_bytes);
-    auto self = shared_from_this();
-    asio::async_read(socket_, asio::buffer(token_),
-                     [self](const asio::error_code& ec, size_t) {
-                       if (self->closed_) return;
-                       if (ec) return self->Drop(ec.message());
-                       self->Authenticate();
-                     });
+ private:
+  std::string Describe() const {
+    return established_ ? absl::StrCat("host ", peer_.value(), " (", remote_, ")")
+                        : remote_;
   }
 
-  void Authenticate() {
-    const wire::Hello& hello = hello_decoded_;
-    const TcpDataPlaneOptions& options = impl_->options();
-    absl::Status refusal;
-    if (hello.version != wire::kVersion) {
-      refusal = absl::FailedPreconditionError(absl::StrCat(
-          "data-plane protocol version ", hello.version,
+  // The hello: the listener answers with its nonce and its proof of the
+  // token over the hello and that nonce.
+  void OnHello() {
+    absl::StatusOr<wire::Hello> hello = wire::DecodeHello(hello_);
+    if (!hello.ok()) return Drop(hello.status().message());
+    hello_decoded_ = *std::move(hello);
+    auto self = shared_from_this();
+    if (hello_decoded_.version != wire::kVersion) {
+      const absl::Status refusal = absl::FailedPreconditionError(absl::StrCat(
+          "data-plane protocol version ", hello_decoded_.version,
           " is not supported; this worker speaks ", wire::kVersion));
-    } else if (!options.auth_token.empty() &&
-               !TokenMatches(token_, options.auth_token)) {
-      refusal = absl::UnauthenticatedError(
-          token_.empty() ? "this worker requires an auth token"
-                         : "wrong auth token");
-    } else if (hello.receiver_incarnation != 0 &&
-               hello.receiver_incarnation != options.incarnation) {
-      refusal = absl::FailedPreconditionError(absl::StrCat(
-          "this worker is incarnation ", options.incarnation, ", not ",
-          hello.receiver_incarnation));
-    } else {
-      const uint64_t known = impl_->KnownIncarnation(hello.sender);
-      if (known != 0 && known != hello.sender_incarnation) {
-        refusal = absl::FailedPreconditionError(absl::StrCat(
-            "host ", hello.sender.value(), " is incarnation ", known,
-            " here, not ", hello.sender_incarnation));
-      }
-    }
-    if (!refusal.ok()) {
-      CW_LOG(WARNING) << "data plane: refused a connection from " << remote_
-                      << " (host " << hello.sender.value()
-                      << "): " << refusal.message();
-      ++impl_->counters.connections_refused;
-      reply_ = wire::EncodeReply(refusal);
-      auto self = shared_from_this();
+      LogRefusal(refusal);
+      reply_ = wire::EncodeChallenge(refusal, {}, {});
       asio::async_write(socket_, asio::buffer(reply_),
                         [self](const asio::error_code&, size_t) {
                           self->Close(absl::OkStatus());
                         });
       return;
+    }
+    nonce_ = wire::RandomNonce();
+    reply_ = wire::EncodeChallenge(
+        absl::OkStatus(), nonce_,
+        wire::ListenerProof(impl_->options().auth_token, hello_, nonce_));
+    asio::async_write(
+        socket_, asio::buffer(reply_), [self](const asio::error_code& ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->Drop(ec.message());
+          asio::async_read(self->socket_, asio::buffer(self->proof_),
+                           [self](const asio::error_code& ec, size_t) {
+                             if (self->closed_) return;
+                             if (ec) return self->Drop(ec.message());
+                             self->Authenticate();
+                           });
+        });
+  }
+
+  void Authenticate() {
+    const wire::Hello& hello = hello_decoded_;
+    const TcpDataPlaneOptions& options = impl_->options();
+    if (!wire::ProofsMatch(proof_, wire::DiallerProof(options.auth_token,
+                                                      hello_, nonce_))) {
+      return Refuse(absl::UnauthenticatedError(
+          "wrong auth token (the handshake's proof does not match this "
+          "worker's token)"));
+    }
+    if (hello.receiver_incarnation != 0 &&
+        hello.receiver_incarnation != options.incarnation) {
+      return Refuse(absl::FailedPreconditionError(absl::StrCat(
+          "this worker is incarnation ", options.incarnation, ", not ",
+          hello.receiver_incarnation)));
+    }
+    Admit();
+  }
+
+  // A proven peer: admitted once the peer table knows it (at this
+  // incarnation).
+  void Admit() {
+    const wire::Hello& hello = hello_decoded_;
+    const std::optional<uint64_t> known = impl_->PeerIncarnation(hello.sender);
+    if (!known.has_value()) {
+      awaiting_peer_ = true;  // Until the handshake's deadline.
+      return;
+    }
+    awaiting_peer_ = false;
+    if (*known != 0 && *known != hello.sender_incarnation) {
+      return Refuse(absl::FailedPreconditionError(absl::StrCat(
+          "host ", hello.sender.value(), " is incarnation ", *known,
+          " here, not ", hello.sender_incarnation)));
     }
     peer_ = hello.sender;
     established_ = true;
@@ -774,6 +908,25 @@ class TcpDataPlane::Impl::Incoming
     acks_.push_back(wire::EncodeReply(absl::OkStatus()));
     WriteAcks();
     impl_->Established(shared_from_this());
+  }
+
+  void LogRefusal(const absl::Status& refusal) {
+    CW_LOG(WARNING) << "data plane: refused a connection from " << remote_
+                    << " (host " << hello_decoded_.sender.value()
+                    << "): " << refusal.message();
+    ++impl_->counters.connections_refused;
+  }
+
+  // After the proofs: the reply says why, then the connection closes.
+  void Refuse(const absl::Status& refusal) {
+    awaiting_peer_ = false;
+    LogRefusal(refusal);
+    reply_ = wire::EncodeReply(refusal);
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(reply_),
+                      [self](const asio::error_code&, size_t) {
+                        self->Close(absl::OkStatus());
+                      });
   }
 
   void ReadFrame() {
@@ -833,7 +986,12 @@ class TcpDataPlane::Impl::Incoming
     return message;
   }
 
+  // An error in place of a piece: held like an early piece (the worker
+  // may not have its receive yet), within the same bound.
   void ReadError() {
+    held_ = impl_->HoldEarly(header_.payload_bytes);
+    remaining_ = header_.payload_bytes;
+    if (held_ == nullptr) return RefuseEarly();
     message_.resize(header_.payload_bytes);
     auto self = shared_from_this();
     asio::async_read(socket_, asio::buffer(message_),
@@ -843,11 +1001,21 @@ class TcpDataPlane::Impl::Incoming
                        PieceMessage piece = self->MessageOf(self->header_);
                        piece.data = absl::Status(self->header_.code,
                                                  self->message_);
+                       piece.held = std::move(self->held_);
                        self->Deliver(std::move(piece));
                      });
   }
 
   void BeginPiece() {
+    remaining_ = header_.payload_bytes;
+    early_tries_ = 0;
+    PlacePiece();
+  }
+
+  // Where the piece's bytes go: its announced buffer, memory of its own
+  // within the bound on early pieces, or (over the bound) nowhere yet: it
+  // waits unread, trying again, up to early_piece_wait.
+  void PlacePiece() {
     PieceHeader header;
     header.transfer_id = header_.transfer_id;
     header.source_device = header_.source_device;
@@ -857,18 +1025,41 @@ class TcpDataPlane::Impl::Incoming
     header.offsets = header_.offsets;
     header.whole = header_.whole;
     header.shape = hlo::Shape(header_.type, header_.dims);
-    remaining_ = header_.payload_bytes;
     absl::StatusOr<std::unique_ptr<PieceWriter>> writer =
         impl_->receiver()->BeginPiece(header);
     if (!writer.ok()) {
       // Refused (the receiver dealt with it): skip the bytes.
+      StopWaiting();
       return Discard();
     }
     if (*writer == nullptr) {
-      // Not announced yet: the bytes go into a literal of their own.
-      literal_ = hlo::Literal::Uninitialized(std::move(header.shape));
-      return ReadLiteral();
+      // Not announced yet (or its buffer waits for memory).
+      held_ = impl_->HoldEarly(header_.payload_bytes);
+      if (held_ != nullptr) {
+        StopWaiting();
+        literal_ = hlo::Literal::Uninitialized(std::move(header.shape));
+        return ReadLiteral();
+      }
+      const absl::Time now = absl::Now();
+      if (!early_since_.has_value()) {
+        early_since_ = now;
+        ++impl_->counters.early_pieces_waiting;
+      }
+      if (now - *early_since_ >= impl_->options().early_piece_wait) {
+        StopWaiting();
+        return RefuseEarly();
+      }
+      // Try again soon: 1 ms, doubling to 64 ms.
+      const int64_t delay_ms = int64_t{1} << std::min(early_tries_++, 6);
+      auto self = shared_from_this();
+      timer_.expires_after(std::chrono::milliseconds(delay_ms));
+      timer_.async_wait([self](const asio::error_code& ec) {
+        if (ec || self->closed_) return;
+        self->PlacePiece();
+      });
+      return;
     }
+    StopWaiting();
     writer_ = *std::move(writer);
     const BoxRuns& runs = writer_->runs();
     if (static_cast<uint64_t>(runs.total_bytes()) != header_.payload_bytes) {
@@ -889,6 +1080,37 @@ class TcpDataPlane::Impl::Incoming
       return ReadDirect();
     }
     return ReadStaged();
+  }
+
+  void StopWaiting() {
+    if (!early_since_.has_value()) return;
+    early_since_.reset();
+    --impl_->counters.early_pieces_waiting;
+  }
+
+  // Over the bound on early pieces: the sender hears so at once (the
+  // acknowledgements keep their order: this frame's is next), then the
+  // bytes are read and dropped.
+  void RefuseEarly() {
+    const absl::Status refusal = EarlyRefusal();
+    ++impl_->counters.pieces_refused;
+    CW_LOG(WARNING) << refusal.message();
+    QueueAck(header_.transfer_id, refusal);
+    acknowledged_ = true;
+    Discard();
+  }
+
+  absl::Status EarlyRefusal() const {
+    const TcpDataPlaneOptions& options = impl_->options();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "data plane of host ", impl_->self().value(), ": ",
+        TransferText(header_.transfer_id, header_.destination,
+                     header_.destination_device),
+        " came before its receive, and its ", header_.payload_bytes,
+        " bytes do not fit in the limit on such early pieces "
+        "(max_early_piece_bytes, causeway worker --max-early-piece-bytes: ",
+        options.max_early_piece_bytes, " bytes, ", impl_->early_bytes(),
+        " held) within ", absl::FormatDuration(options.early_piece_wait)));
   }
 
   // Straight into the destination runs: readv(2) of up to kMaxDirectRuns
@@ -1003,6 +1225,7 @@ class TcpDataPlane::Impl::Incoming
           self->impl_->counters.bytes_received += self->header_.payload_bytes;
           PieceMessage piece = self->MessageOf(self->header_);
           piece.data = std::move(self->literal_);
+          piece.held = std::move(self->held_);
           self->literal_ = hlo::Literal();
           self->Deliver(std::move(piece));
         });
@@ -1010,7 +1233,12 @@ class TcpDataPlane::Impl::Incoming
 
   // Reads and drops the payload of a refused piece.
   void Discard() {
-    if (remaining_ == 0) return Acknowledge(header_.transfer_id);
+    if (remaining_ == 0) {
+      if (!acknowledged_) return Acknowledge(header_.transfer_id);
+      acknowledged_ = false;
+      mid_frame_ = false;
+      return ReadFrame();
+    }
     const size_t chunk =
         static_cast<size_t>(std::min<uint64_t>(remaining_, kStagingBytes));
     staging_.resize(std::max(staging_.size(), chunk));
@@ -1031,15 +1259,26 @@ class TcpDataPlane::Impl::Incoming
     Acknowledge(transfer);
   }
 
-  // Tells the sender the receiver has the piece, and reads the next frame.
+  // Tells the sender the receiver has the piece (or, `refusal` not OK,
+  // that it refused it), and reads the next frame.
   void Acknowledge(uint64_t transfer_id) {
     mid_frame_ = false;
+    QueueAck(transfer_id, absl::OkStatus());
+    ReadFrame();
+  }
+
+  void QueueAck(uint64_t transfer_id, const absl::Status& refusal) {
     wire::FrameHeader ack;
     ack.kind = wire::FrameKind::kAck;
     ack.transfer_id = transfer_id;
-    acks_.push_back(wire::EncodeFrameHeader(ack));
+    ack.code = refusal.code();
+    const absl::string_view text = refusal.message().substr(
+        0, std::min(refusal.message().size(), wire::kMaxReplyMessageBytes));
+    ack.payload_bytes = text.size();
+    std::vector<uint8_t> frame = wire::EncodeFrameHeader(ack);
+    frame.insert(frame.end(), text.begin(), text.end());
+    acks_.push_back(std::move(frame));
     WriteAcks();
-    ReadFrame();
   }
 
   void WriteAcks() {
@@ -1097,9 +1336,12 @@ class TcpDataPlane::Impl::Incoming
   bool established_ = false;
   HostId peer_;
 
+  uint64_t order_ = 0;  // Accepted as the order_-th connection.
   std::array<uint8_t, wire::kHelloBytes> hello_{};
   wire::Hello hello_decoded_;
-  std::string token_;
+  wire::Nonce nonce_{};
+  wire::Proof proof_{};
+  bool awaiting_peer_ = false;  // Proven, not in the peer table yet.
   std::vector<uint8_t> reply_;
 
   std::array<uint8_t, wire::kLengthBytes> length_{};
@@ -1115,6 +1357,12 @@ class TcpDataPlane::Impl::Incoming
   std::vector<std::byte> staging_;
   hlo::Literal literal_;
   std::string message_;
+  // The current early piece's share of the bound, while it is read.
+  std::shared_ptr<const void> held_;
+  // Over the bound: since when it waits, and how often it tried.
+  std::optional<absl::Time> early_since_;
+  int early_tries_ = 0;
+  bool acknowledged_ = false;  // The frame being dropped was refused.
 
   std::deque<std::vector<uint8_t>> acks_;
   std::vector<uint8_t> sending_;
@@ -1158,9 +1406,24 @@ void TcpDataPlane::Impl::Accept() {
       });
       return;
     }
+    // A flood of connections that never finish their handshake: the
+    // oldest of them makes room.
+    Incoming* oldest = nullptr;
+    int in_handshake = 0;
+    for (const auto& other : incoming_) {
+      if (!other->in_handshake()) continue;
+      ++in_handshake;
+      if (oldest == nullptr || other->order() < oldest->order()) {
+        oldest = other.get();
+      }
+    }
+    if (oldest != nullptr && in_handshake >= options_.max_pending_handshakes) {
+      oldest->Drop(absl::StrCat("more than ", options_.max_pending_handshakes,
+                                " connections in their handshake"));
+    }
     auto connection = std::make_shared<Incoming>(this, std::move(socket));
     incoming_.insert(connection);
-    connection->Start();
+    connection->Start(++accepted_);
     Accept();
   });
 }
@@ -1172,6 +1435,14 @@ void TcpDataPlane::Impl::Established(
   } else {
     connection->Resume();
   }
+}
+
+void TcpDataPlane::Impl::PeersChanged() {
+  std::vector<std::shared_ptr<Incoming>> waiting;
+  for (const auto& connection : incoming_) {
+    if (connection->in_handshake()) waiting.push_back(connection);
+  }
+  for (auto& connection : waiting) connection->PeersChanged();
 }
 
 void TcpDataPlane::Impl::Forget(Incoming* connection) {
@@ -1211,6 +1482,7 @@ void TcpDataPlane::Impl::SetPeer(HostId host, std::string address,
     }
     peers_[host] = Peer{std::move(address), incarnation, nullptr};
   }
+  asio::post(io_, [this] { PeersChanged(); });
   if (old != nullptr) {
     asio::post(io_, [old, host] {
       old->Close(absl::UnavailableError(absl::StrCat(
@@ -1385,10 +1657,10 @@ absl::StatusOr<std::unique_ptr<TcpDataPlane>> TcpDataPlane::Create(
   if (options.max_piece_bytes <= 0) {
     return absl::InvalidArgumentError("data plane: max_piece_bytes must be > 0");
   }
-  if (options.auth_token.size() > wire::kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data plane: the auth token is longer than ", wire::kMaxTokenBytes,
-        " bytes"));
+  if (options.max_early_piece_bytes < 0 || options.max_pending_handshakes < 1) {
+    return absl::InvalidArgumentError(
+        "data plane: max_early_piece_bytes must be >= 0 and "
+        "max_pending_handshakes >= 1");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   absl::Status listening = impl->Listen();
@@ -1433,6 +1705,9 @@ TcpDataPlaneStats TcpDataPlane::Stats() const {
   stats.bytes_received = c.bytes_received;
   stats.pieces_sent = c.pieces_sent;
   stats.bytes_sent = c.bytes_sent;
+  stats.pieces_refused = c.pieces_refused;
+  stats.early_pieces_waiting = c.early_pieces_waiting;
+  stats.early_piece_bytes = impl_->early_bytes();
   return stats;
 }
 

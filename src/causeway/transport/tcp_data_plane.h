@@ -52,15 +52,31 @@ struct TcpDataPlaneOptions {
   // so a stale peer table never reaches a restarted worker on the same
   // port. Zero: one is drawn at random.
   uint64_t incarnation = 0;
-  // When not empty, every connection must present this token in its
-  // handshake; one that does not is refused (and logged).
+  // The shared secret every connection proves in its handshake (an
+  // HMAC-SHA256 challenge and response both ways over fresh nonces; the
+  // token never crosses the wire). A peer that cannot prove it is refused
+  // (and logged); a listener that cannot prove it is not sent anything.
+  // Empty: the empty key, which anyone can compute (loopback only).
   std::string auth_token;
   // The largest piece accepted from a peer, in bytes (its header is
   // refused before anything is allocated otherwise).
   int64_t max_piece_bytes = int64_t{4} << 30;
   // Dialling a peer (connect plus handshake), and a peer's handshake on an
-  // accepted connection.
+  // accepted connection. A proven peer that is not in the peer table
+  // (yet: the head's membership update may come a little after its first
+  // piece) waits for it this long, then is refused.
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // Accepted connections still in their handshake: past this many, the
+  // oldest is dropped, so a flood of idle connections costs no more.
+  int max_pending_handshakes = 256;
+  // Pieces that come before their receive is announced are read into
+  // memory of their own until the worker takes them; all of them together
+  // (counting 256 bytes more for each) stay within this bound. A piece
+  // that would go over waits, unread, up to `early_piece_wait` for its
+  // receive or for room, then is refused: its bytes are read and dropped
+  // and its sender hears ResourceExhausted naming the limit.
+  int64_t max_early_piece_bytes = int64_t{1} << 30;
+  absl::Duration early_piece_wait = absl::Seconds(5);
   // TCP keepalive on every connection (an idle connection to a host that
   // vanished breaks within idle + interval * count) and TCP_USER_TIMEOUT
   // (sent data unacknowledged this long breaks the connection).
@@ -78,13 +94,17 @@ struct TcpDataPlaneOptions {
 // Counters, for tests and the status view.
 struct TcpDataPlaneStats {
   int64_t connections_accepted = 0;  // Handshakes that succeeded.
-  int64_t connections_refused = 0;   // Handshakes refused (token, version).
+  int64_t connections_refused = 0;   // Handshakes refused (token, version,
+                                     // incarnation, unknown host).
   int64_t protocol_errors = 0;       // Connections closed for bad frames.
   int64_t pieces_received = 0;
   int64_t pieces_in_place = 0;       // Of those, read straight into a buffer.
   int64_t bytes_received = 0;        // Payload bytes.
   int64_t pieces_sent = 0;           // Acknowledged by the peer.
   int64_t bytes_sent = 0;            // Payload bytes written.
+  int64_t pieces_refused = 0;        // Early pieces over the bound.
+  int64_t early_piece_bytes = 0;     // Held now for receives not announced.
+  int64_t early_pieces_waiting = 0;  // Now waiting, unread, for room.
 };
 
 class TcpDataPlane final : public DataPlane {

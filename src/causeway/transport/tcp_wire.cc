@@ -1,7 +1,17 @@
 #include "causeway/transport/tcp_wire.h"
 
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -32,6 +42,10 @@ class Encoder {
   void U64(uint64_t v) { Little(v, 8); }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
   void Bytes(const std::string& s) { bytes_.insert(bytes_.end(), s.begin(), s.end()); }
+  template <size_t N>
+  void Raw(const std::array<uint8_t, N>& a) {
+    bytes_.insert(bytes_.end(), a.begin(), a.end());
+  }
   std::vector<uint8_t> Take() { return std::move(bytes_); }
   size_t size() const { return bytes_.size(); }
   // Overwrites a u32 written earlier at `at`.
@@ -55,6 +69,12 @@ class Decoder {
   uint32_t U32() { return static_cast<uint32_t>(Little(4)); }
   uint64_t U64() { return Little(8); }
   int64_t I64() { return static_cast<int64_t>(U64()); }
+  template <size_t N>
+  void Raw(std::array<uint8_t, N>& a) {
+    CW_CHECK(at_ + N <= bytes_.size()) << "decoding past the end";
+    std::copy(bytes_.begin() + at_, bytes_.begin() + at_ + N, a.begin());
+    at_ += N;
+  }
 
  private:
   uint64_t Little(int n) {
@@ -85,38 +105,120 @@ uint8_t WireType(PrimitiveType type) {
   return 0;
 }
 
+Nonce RandomNonce() {
+  Nonce nonce;
+  CW_CHECK(RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) == 1)
+      << "no random bytes for a data-plane nonce";
+  return nonce;
+}
+
 std::vector<uint8_t> EncodeHello(const Hello& hello) {
-  CW_CHECK(hello.token.size() <= kMaxTokenBytes) << "token too long";
   Encoder e;
   e.U32(kMagic);
   e.U16(hello.version);
-  e.U16(static_cast<uint16_t>(hello.token.size()));
+  e.U16(0);
   e.I64(hello.sender.value());
   e.U64(hello.sender_incarnation);
   e.U64(hello.receiver_incarnation);
-  e.Bytes(hello.token);
+  e.Raw(hello.nonce);
   return e.Take();
 }
 
-absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> fixed,
-                                  size_t* token_bytes) {
-  CW_CHECK(fixed.size() == kHelloBytes);
-  Decoder d(fixed);
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes) {
+  CW_CHECK(bytes.size() == kHelloBytes);
+  Decoder d(bytes);
   if (d.U32() != kMagic) return Invalid("not a data-plane handshake (magic)");
   Hello hello;
   hello.version = d.U16();
-  *token_bytes = d.U16();
+  d.U16();
   hello.sender = HostId(d.I64());
   hello.sender_incarnation = d.U64();
   hello.receiver_incarnation = d.U64();
-  if (*token_bytes > kMaxTokenBytes) {
-    return Invalid(absl::StrCat("handshake token of ", *token_bytes,
-                                " bytes (at most ", kMaxTokenBytes, ")"));
-  }
+  d.Raw(hello.nonce);
   if (hello.sender.value() < 0) {
     return Invalid(absl::StrCat("handshake from host ", hello.sender.value()));
   }
   return hello;
+}
+
+namespace {
+
+Proof Hmac(absl::string_view token, absl::string_view label,
+           absl::Span<const uint8_t> hello_bytes, const Nonce& nonce) {
+  std::vector<uint8_t> message(label.begin(), label.end());
+  message.insert(message.end(), hello_bytes.begin(), hello_bytes.end());
+  message.insert(message.end(), nonce.begin(), nonce.end());
+  Proof proof{};
+  unsigned int length = 0;
+  CW_CHECK(HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+                message.data(), message.size(), proof.data(),
+                &length) != nullptr &&
+           length == proof.size());
+  return proof;
+}
+
+}  // namespace
+
+Proof ListenerProof(absl::string_view token,
+                    absl::Span<const uint8_t> hello_bytes,
+                    const Nonce& listener_nonce) {
+  return Hmac(token, "causeway data plane: listener", hello_bytes,
+              listener_nonce);
+}
+
+Proof DiallerProof(absl::string_view token,
+                   absl::Span<const uint8_t> hello_bytes,
+                   const Nonce& listener_nonce) {
+  return Hmac(token, "causeway data plane: dialler", hello_bytes,
+              listener_nonce);
+}
+
+bool ProofsMatch(const Proof& a, const Proof& b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::vector<uint8_t> EncodeChallenge(const absl::Status& status,
+                                     const Nonce& nonce, const Proof& proof) {
+  std::string message(status.message().substr(
+      0, std::min(status.message().size(), kMaxReplyMessageBytes)));
+  Encoder e;
+  e.U32(kMagic);
+  e.U16(kVersion);
+  e.U16(static_cast<uint16_t>(status.code()));
+  e.U32(static_cast<uint32_t>(message.size()));
+  if (status.ok()) {
+    e.Raw(nonce);
+    e.Raw(proof);
+  } else {
+    e.Raw(Nonce{});
+    e.Raw(Proof{});
+  }
+  e.Bytes(message);
+  return e.Take();
+}
+
+absl::StatusOr<Challenge> DecodeChallenge(absl::Span<const uint8_t> fixed,
+                                          size_t* message_bytes) {
+  CW_CHECK(fixed.size() == kChallengeBytes);
+  Decoder d(fixed);
+  if (d.U32() != kMagic) return Invalid("not a data-plane handshake challenge");
+  const uint16_t version = d.U16();
+  const uint16_t code = d.U16();
+  *message_bytes = d.U32();
+  Challenge challenge;
+  d.Raw(challenge.nonce);
+  d.Raw(challenge.proof);
+  if (version != kVersion) {
+    return Invalid(absl::StrCat("handshake challenge of version ", version,
+                                "; this worker speaks ", kVersion));
+  }
+  if (!KnownCode(code)) return Invalid(absl::StrCat("challenge code ", code));
+  if (*message_bytes > kMaxReplyMessageBytes) {
+    return Invalid(
+        absl::StrCat("challenge message of ", *message_bytes, " bytes"));
+  }
+  challenge.code = static_cast<absl::StatusCode>(code);
+  return challenge;
 }
 
 std::vector<uint8_t> EncodeReply(const absl::Status& status) {
@@ -215,11 +317,13 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
   for (int i = 0; i < rank; ++i) h.offsets.push_back(d.I64());
   if (h.transfer_id == 0) return Invalid("transfer id 0");
   if (h.kind == FrameKind::kAck) {
-    if (rank != 0 || h.payload_bytes != 0 || wire_type != 0 || code != 0 ||
-        h.whole) {
+    if (rank != 0 || wire_type != 0 || h.whole || !KnownCode(code) ||
+        (code == 0 ? h.payload_bytes != 0
+                   : h.payload_bytes > kMaxReplyMessageBytes)) {
       return Invalid(absl::StrCat("acknowledgement of transfer ",
                                   h.transfer_id, " with fields set"));
     }
+    h.code = static_cast<absl::StatusCode>(code);
     return h;
   }
   const std::string where = absl::StrCat("transfer ", h.transfer_id, ": ");
@@ -281,6 +385,126 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
                                 std::string(hlo::PrimitiveTypeName(h.type))));
   }
   return h;
+}
+
+namespace {
+
+// Blocking I/O with one deadline for a whole handshake.
+class Deadline {
+ public:
+  explicit Deadline(absl::Duration timeout) : end_(absl::Now() + timeout) {}
+
+  absl::Status Read(int fd, void* data, size_t size) {
+    auto* at = static_cast<uint8_t*>(data);
+    while (size > 0) {
+      absl::Status ready = Wait(fd, POLLIN);
+      if (!ready.ok()) return ready;
+      const ssize_t n = recv(fd, at, size, 0);
+      if (n == 0) return absl::UnavailableError("the peer closed the connection");
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return absl::UnavailableError(std::strerror(errno));
+      }
+      at += n;
+      size -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Write(int fd, const std::vector<uint8_t>& bytes) {
+    const uint8_t* at = bytes.data();
+    size_t size = bytes.size();
+    while (size > 0) {
+      absl::Status ready = Wait(fd, POLLOUT);
+      if (!ready.ok()) return ready;
+      const ssize_t n = send(fd, at, size, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return absl::UnavailableError(std::strerror(errno));
+      }
+      at += n;
+      size -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Wait(int fd, short events) {
+    while (true) {
+      const int64_t left = absl::ToInt64Milliseconds(end_ - absl::Now());
+      if (left <= 0) return absl::UnavailableError("no handshake in time");
+      pollfd wait{fd, events, 0};
+      const int r = poll(&wait, 1, static_cast<int>(left));
+      if (r > 0) return absl::OkStatus();
+      if (r < 0 && errno != EINTR) {
+        return absl::UnavailableError(std::strerror(errno));
+      }
+    }
+  }
+
+  absl::Time end_;
+};
+
+}  // namespace
+
+absl::Status DialHandshake(int fd, Hello hello, absl::string_view token,
+                           absl::Duration timeout) {
+  Deadline io(timeout);
+  hello.nonce = RandomNonce();
+  const std::vector<uint8_t> hello_bytes = EncodeHello(hello);
+  absl::Status status = io.Write(fd, hello_bytes);
+  std::vector<uint8_t> fixed(kChallengeBytes);
+  if (status.ok()) status = io.Read(fd, fixed.data(), fixed.size());
+  if (!status.ok()) return status;
+  size_t message_bytes = 0;
+  absl::StatusOr<Challenge> challenge = DecodeChallenge(fixed, &message_bytes);
+  if (!challenge.ok()) return challenge.status();
+  std::string message(message_bytes, '\0');
+  status = io.Read(fd, message.data(), message.size());
+  if (!status.ok()) return status;
+  if (challenge->code != absl::StatusCode::kOk) {
+    return absl::Status(challenge->code, message);
+  }
+  if (!ProofsMatch(challenge->proof,
+                   ListenerProof(token, hello_bytes, challenge->nonce))) {
+    return absl::UnauthenticatedError(
+        "the listener could not prove it holds the token");
+  }
+  const Proof proof = DiallerProof(token, hello_bytes, challenge->nonce);
+  status = io.Write(fd, std::vector<uint8_t>(proof.begin(), proof.end()));
+  std::vector<uint8_t> reply(kReplyBytes);
+  if (status.ok()) status = io.Read(fd, reply.data(), reply.size());
+  if (!status.ok()) return status;
+  absl::StatusOr<absl::StatusCode> code = DecodeReply(reply, &message_bytes);
+  if (!code.ok()) return code.status();
+  message.assign(message_bytes, '\0');
+  status = io.Read(fd, message.data(), message.size());
+  if (!status.ok()) return status;
+  return absl::Status(*code, message);
+}
+
+absl::StatusOr<Hello> AnswerHandshake(int fd, absl::string_view token,
+                                      absl::Duration timeout) {
+  Deadline io(timeout);
+  std::vector<uint8_t> hello_bytes(kHelloBytes);
+  absl::Status status = io.Read(fd, hello_bytes.data(), hello_bytes.size());
+  if (!status.ok()) return status;
+  absl::StatusOr<Hello> hello = DecodeHello(hello_bytes);
+  if (!hello.ok()) return hello.status();
+  const Nonce nonce = RandomNonce();
+  status = io.Write(fd, EncodeChallenge(absl::OkStatus(), nonce,
+                                        ListenerProof(token, hello_bytes, nonce)));
+  Proof proof{};
+  if (status.ok()) status = io.Read(fd, proof.data(), proof.size());
+  if (!status.ok()) return status;
+  if (!ProofsMatch(proof, DiallerProof(token, hello_bytes, nonce))) {
+    const absl::Status refused = absl::UnauthenticatedError("wrong auth token");
+    io.Write(fd, EncodeReply(refused)).IgnoreError();
+    return refused;
+  }
+  status = io.Write(fd, EncodeReply(absl::OkStatus()));
+  if (!status.ok()) return status;
+  return hello;
 }
 
 }  // namespace causeway::transport::tcp_wire

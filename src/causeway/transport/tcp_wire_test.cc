@@ -45,40 +45,84 @@ void Patch64(std::vector<uint8_t>& frame, size_t at, uint64_t value) {
   }
 }
 
-TEST(TcpWireTest, AHelloRoundTripsItsIdsAndToken) {
+TEST(TcpWireTest, AHelloRoundTripsItsIdsAndNonce) {
   Hello hello;
   hello.sender = HostId(3);
   hello.sender_incarnation = 0x1122334455667788;
   hello.receiver_incarnation = 99;
-  hello.token = "secret";
+  hello.nonce = RandomNonce();
   std::vector<uint8_t> bytes = EncodeHello(hello);
-  ASSERT_EQ(bytes.size(), kHelloBytes + 6);
-  size_t token_bytes = 0;
-  absl::StatusOr<Hello> decoded = DecodeHello(
-      absl::MakeConstSpan(bytes).subspan(0, kHelloBytes), &token_bytes);
+  ASSERT_EQ(bytes.size(), kHelloBytes);
+  absl::StatusOr<Hello> decoded = DecodeHello(bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->version, kVersion);
   EXPECT_EQ(decoded->sender, HostId(3));
   EXPECT_EQ(decoded->sender_incarnation, 0x1122334455667788u);
   EXPECT_EQ(decoded->receiver_incarnation, 99u);
-  EXPECT_EQ(token_bytes, 6u);
+  EXPECT_EQ(decoded->nonce, hello.nonce);
+  // The token is in no byte of it.
+  EXPECT_NE(RandomNonce(), hello.nonce);
 }
 
-TEST(TcpWireTest, AHelloWithAWrongMagicOrAHugeTokenIsRefused) {
+TEST(TcpWireTest, AHelloWithAWrongMagicOrANegativeSenderIsRefused) {
   Hello hello;
   hello.sender = HostId(0);
   std::vector<uint8_t> bytes = EncodeHello(hello);
-  size_t token_bytes = 0;
   std::vector<uint8_t> garbage = bytes;
   garbage[0] ^= 0xff;
-  EXPECT_THAT(DecodeHello(garbage, &token_bytes).status().message(),
-              HasSubstr("magic"));
-  std::vector<uint8_t> huge = bytes;
-  huge[6] = 0xff;  // Token length 0xff.. > 4096.
-  huge[7] = 0xff;
-  absl::Status refused = DecodeHello(huge, &token_bytes).status();
+  EXPECT_THAT(DecodeHello(garbage).status().message(), HasSubstr("magic"));
+  hello.sender = HostId(-4);
+  absl::Status refused = DecodeHello(EncodeHello(hello)).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.message(), HasSubstr("token of 65535 bytes"));
+  EXPECT_THAT(refused.message(), HasSubstr("from host -4"));
+}
+
+TEST(TcpWireTest, AProofHoldsOnlyForItsTokenHelloNonceAndSide) {
+  Hello hello;
+  hello.sender = HostId(1);
+  hello.nonce = RandomNonce();
+  const std::vector<uint8_t> bytes = EncodeHello(hello);
+  const Nonce nonce = RandomNonce();
+  const Proof proof = DiallerProof("token", bytes, nonce);
+  EXPECT_TRUE(ProofsMatch(proof, DiallerProof("token", bytes, nonce)));
+  EXPECT_FALSE(ProofsMatch(proof, DiallerProof("tokem", bytes, nonce)));
+  EXPECT_FALSE(ProofsMatch(proof, DiallerProof("token", bytes, RandomNonce())));
+  EXPECT_FALSE(ProofsMatch(proof, ListenerProof("token", bytes, nonce)));
+  std::vector<uint8_t> other = bytes;
+  other[8] ^= 1;  // Another sender.
+  EXPECT_FALSE(ProofsMatch(proof, DiallerProof("token", other, nonce)));
+}
+
+TEST(TcpWireTest, AChallengeCarriesItsNonceAndProofOrARefusal) {
+  const Nonce nonce = RandomNonce();
+  Proof proof{};
+  proof[0] = 7;
+  std::vector<uint8_t> bytes = EncodeChallenge(absl::OkStatus(), nonce, proof);
+  ASSERT_EQ(bytes.size(), kChallengeBytes);
+  size_t message_bytes = 1;
+  absl::StatusOr<Challenge> challenge = DecodeChallenge(bytes, &message_bytes);
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  EXPECT_EQ(challenge->code, absl::StatusCode::kOk);
+  EXPECT_EQ(challenge->nonce, nonce);
+  EXPECT_EQ(challenge->proof, proof);
+  EXPECT_EQ(message_bytes, 0u);
+  bytes = EncodeChallenge(absl::FailedPreconditionError("version 1"), nonce,
+                          proof);
+  challenge = DecodeChallenge(
+      absl::MakeConstSpan(bytes).subspan(0, kChallengeBytes), &message_bytes);
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  EXPECT_EQ(challenge->code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(challenge->proof, Proof{});
+  EXPECT_EQ(message_bytes, 9u);
+  bytes[12 + 2 * 32 - 1] = 0;
+  bytes[8] = 0xff;  // A message of more than 4096 bytes.
+  bytes[9] = 0xff;
+  EXPECT_EQ(DecodeChallenge(
+                absl::MakeConstSpan(bytes).subspan(0, kChallengeBytes),
+                &message_bytes)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TcpWireTest, AReplyCarriesItsCodeAndMessageLength) {
@@ -146,6 +190,19 @@ TEST(TcpWireTest, ErrorFramesAndAcknowledgementsRoundTrip) {
   decoded = Decode(EncodeFrameHeader(ack));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->kind, FrameKind::kAck);
+  EXPECT_EQ(decoded->code, absl::StatusCode::kOk);
+  // A refusal: its code and message.
+  ack.code = absl::StatusCode::kResourceExhausted;
+  ack.payload_bytes = 100;
+  decoded = Decode(EncodeFrameHeader(ack));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->code, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(decoded->payload_bytes, 100u);
+  ack.payload_bytes = kMaxReplyMessageBytes + 1;
+  EXPECT_FALSE(Decode(EncodeFrameHeader(ack)).ok());
+  ack.code = absl::StatusCode::kOk;
+  ack.payload_bytes = 1;  // An acceptance carries nothing.
+  EXPECT_FALSE(Decode(EncodeFrameHeader(ack)).ok());
 }
 
 TEST(TcpWireTest, AFrameLengthOutsideItsBoundsIsRefused) {
@@ -246,7 +303,10 @@ TEST(TcpWireTest, RandomHeadersNeverDecodeIntoAnOversizedPiece) {
     } else if (result->kind == FrameKind::kError) {
       EXPECT_LE(result->payload_bytes, kMaxErrorMessageBytes);
     } else {
-      EXPECT_EQ(result->payload_bytes, 0u);
+      EXPECT_LE(result->payload_bytes, kMaxReplyMessageBytes);
+      if (result->code == absl::StatusCode::kOk) {
+        EXPECT_EQ(result->payload_bytes, 0u);
+      }
     }
   }
   EXPECT_GT(decoded, 0);  // The checks above were reached.

@@ -58,6 +58,9 @@ using transport::WorkerListener;
 namespace wire = transport::tcp_wire;
 
 constexpr absl::Duration kDeadline = absl::Seconds(30);
+// A peer-table address for a host that only ever dials in (a test's raw
+// connection or child process).
+constexpr char kNowhere[] = "127.0.0.1:1";
 
 // Hosts of one device each, joined by one kind of data plane. Every
 // harness makes the planes before the workers (a worker needs its plane),
@@ -564,20 +567,34 @@ class RawConnection {
       if (r <= 0) return true;
     }
   }
-  // Handshakes as host `host`; the reply's code.
+  // Handshakes as host `host`, proving `token`; the reply's code.
   absl::StatusCode Handshake(HostId host, const std::string& token = "") {
     wire::Hello hello;
     hello.sender = host;
     hello.sender_incarnation = 5;
-    hello.token = token;
-    Write(wire::EncodeHello(hello));
+    return wire::DialHandshake(fd_, hello, token, kDeadline).code();
+  }
+  // An intruder's handshake: proves `token` whatever the listener proved,
+  // and returns the reply's code (Unknown if the connection ended first).
+  absl::StatusCode Intrude(HostId host, const std::string& token) {
+    wire::Hello hello;
+    hello.sender = host;
+    hello.sender_incarnation = 5;
+    hello.nonce = wire::RandomNonce();
+    const std::vector<uint8_t> hello_bytes = wire::EncodeHello(hello);
+    Write(hello_bytes);
+    std::vector<uint8_t> challenge;
+    if (!Read(wire::kChallengeBytes, &challenge)) return absl::StatusCode::kUnknown;
+    size_t message_bytes = 0;
+    auto decoded = wire::DecodeChallenge(challenge, &message_bytes);
+    if (!decoded.ok()) return absl::StatusCode::kUnknown;
+    const wire::Proof proof =
+        wire::DiallerProof(token, hello_bytes, decoded->nonce);
+    Write(std::vector<uint8_t>(proof.begin(), proof.end()));
     std::vector<uint8_t> reply;
     if (!Read(wire::kReplyBytes, &reply)) return absl::StatusCode::kUnknown;
-    size_t message = 0;
-    auto code = wire::DecodeReply(reply, &message);
-    std::vector<uint8_t> text;
-    if (!code.ok() || !Read(message, &text)) return absl::StatusCode::kUnknown;
-    return *code;
+    auto code = wire::DecodeReply(reply, &message_bytes);
+    return code.ok() ? *code : absl::StatusCode::kUnknown;
   }
 
  private:
@@ -601,6 +618,7 @@ TEST_F(TcpDataPlaneTest, AnnouncedPiecesAreReadStraightIntoTheirBuffers) {
 
 TEST_F(TcpDataPlaneTest, PiecesThatComeBeforeTheWorkerAttachesWaitForIt) {
   TcpDataPlane& plane = *harness_.PlaneOf(HostId(0));  // No worker yet.
+  plane.SetPeer(HostId(9), kNowhere, 0);
   RawConnection early(plane.address());
   ASSERT_EQ(early.Handshake(HostId(9)), absl::StatusCode::kOk);
   Literal value = Pattern(PrimitiveType::kF32, {2}, 8);
@@ -642,6 +660,7 @@ TEST_F(TcpDataPlaneTest, ASenderKilledMidTransferFailsWhatWaitsForIt) {
   Receive(1, 80, shape, {From(3, 5)}, true);
   Receive(1, 81, Shape(PrimitiveType::kF32, {2}), {From(4, 5)}, true);
   TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  receiver.SetPeer(HostId(5), kNowhere, 0);
   Child sender({PeerBinary(), "send", receiver.address(),
                 std::to_string(receiver.incarnation()), "5", "3", "1", "80",
                 std::to_string(bytes)});
@@ -721,6 +740,7 @@ TEST_F(TcpDataPlaneTest, GarbageClosesTheConnectionAndTheWorkerGoesOn) {
 TEST_F(TcpDataPlaneTest, AHugeClaimedPieceIsRefusedBeforeAnythingIsAllocated) {
   MakeHosts(3);
   TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  receiver.SetPeer(HostId(9), kNowhere, 0);
   RawConnection hostile(receiver.address());
   ASSERT_EQ(hostile.Handshake(HostId(9)), absl::StatusCode::kOk);
   // 2^40 f32 elements (4 TiB): allocating them would end the process.
@@ -750,11 +770,17 @@ TEST_F(TcpDataPlaneTest, AWrongAuthTokenIsRefused) {
   harness_.options().auth_token = "the right token";
   MakeHosts(2, int64_t{1} << 20);
   RawConnection intruder(harness_.PlaneOf(HostId(1))->address());
-  EXPECT_EQ(intruder.Handshake(HostId(9), "a guess"),
+  EXPECT_EQ(intruder.Intrude(HostId(0), "a guess"),
             absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(intruder.AwaitClosed());
   RawConnection anonymous(harness_.PlaneOf(HostId(1))->address());
-  EXPECT_EQ(anonymous.Handshake(HostId(9)), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous.Intrude(HostId(0), ""),
+            absl::StatusCode::kUnauthenticated);
+  // A dialler checks the listener's proof first: one with the wrong token
+  // learns the worker is not its cluster's before it proves anything.
+  RawConnection careful(harness_.PlaneOf(HostId(1))->address());
+  EXPECT_EQ(careful.Handshake(HostId(0), "a guess"),
+            absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(harness_.PlaneOf(HostId(1))->Stats().connections_refused, 2);
   // Workers that share the token still talk.
   Receive(1, 130, Shape(PrimitiveType::kF32, {2}), {From(1, 0)}, true);
@@ -762,6 +788,241 @@ TEST_F(TcpDataPlaneTest, AWrongAuthTokenIsRefused) {
                                Pattern(PrimitiveType::kF32, {2}, 3), true))
                   .ok());
   EXPECT_TRUE(Fetch(1, 130).ok());
+}
+
+// An attacker who recorded a whole handshake of a worker that holds the
+// token replays it on a new connection: the listener's nonce is new, the
+// recorded proof does not match it, and the connection is refused.
+TEST_F(TcpDataPlaneTest, AReplayedHandshakeIsRefused) {
+  harness_.options().auth_token = "the right token";
+  MakeHosts(2, int64_t{1} << 20);
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  // The recorded handshake: the hello and the proof a token holder sent.
+  RawConnection recorded(receiver.address());
+  wire::Hello hello;
+  hello.sender = HostId(0);
+  hello.sender_incarnation = harness_.PlaneOf(HostId(0))->incarnation();
+  hello.receiver_incarnation = receiver.incarnation();
+  hello.nonce = wire::RandomNonce();
+  const std::vector<uint8_t> hello_bytes = wire::EncodeHello(hello);
+  recorded.Write(hello_bytes);
+  std::vector<uint8_t> challenge;
+  ASSERT_TRUE(recorded.Read(wire::kChallengeBytes, &challenge));
+  size_t message_bytes = 0;
+  auto decoded = wire::DecodeChallenge(challenge, &message_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const wire::Proof proof =
+      wire::DiallerProof("the right token", hello_bytes, decoded->nonce);
+  recorded.Write(std::vector<uint8_t>(proof.begin(), proof.end()));
+  std::vector<uint8_t> reply;
+  ASSERT_TRUE(recorded.Read(wire::kReplyBytes, &reply));
+  ASSERT_EQ(*wire::DecodeReply(reply, &message_bytes), absl::StatusCode::kOk);
+  // The replay, byte for byte.
+  RawConnection replay(receiver.address());
+  replay.Write(hello_bytes);
+  ASSERT_TRUE(replay.Read(wire::kChallengeBytes, &challenge));
+  decoded = wire::DecodeChallenge(challenge, &message_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_NE(decoded->nonce, wire::Nonce{});
+  replay.Write(std::vector<uint8_t>(proof.begin(), proof.end()));
+  ASSERT_TRUE(replay.Read(wire::kReplyBytes, &reply));
+  EXPECT_EQ(*wire::DecodeReply(reply, &message_bytes),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(replay.AwaitClosed());
+  EXPECT_EQ(receiver.Stats().connections_refused, 1);
+}
+
+// The dialler checks the listener too: something listening at a peer's
+// address that cannot prove the token is sent no proof and no piece.
+TEST_F(TcpDataPlaneTest, AListenerThatCannotProveTheTokenIsSentNothing) {
+  harness_.options().auth_token = "the right token";
+  MakeHosts(1, int64_t{1} << 20);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&local), sizeof local), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t size = sizeof local;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&local), &size);
+  harness_.PlaneOf(HostId(0))->SetPeer(
+      HostId(6), absl::StrCat("127.0.0.1:", ntohs(local.sin_port)), 0);
+  Future<> pushed = plane(0).Push(
+      HostId(6), Piece(1, 0, 6, 95, {0}, Pattern(PrimitiveType::kU8, {64}, 1),
+                       true));
+  const int fd = accept(listener, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  absl::StatusOr<wire::Hello> answered =
+      wire::AnswerHandshake(fd, "a guess", kDeadline);
+  // The dialler hung up instead of proving anything to it.
+  EXPECT_EQ(answered.status().code(), absl::StatusCode::kUnavailable)
+      << answered.status();
+  absl::Status status = pushed.AwaitFor(kDeadline);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("could not prove"));
+  close(fd);
+  close(listener);
+}
+
+// A proven peer that is not in the peer table waits for the head's update
+// a while (it may come just after the peer's first piece), and is refused
+// if it never comes.
+TEST_F(TcpDataPlaneTest, AHostNotInThePeerTableIsAdmittedOnlyOnceItIs) {
+  harness_.options().handshake_timeout = absl::Milliseconds(300);
+  MakeHosts(1);
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(0));
+  RawConnection stranger(receiver.address());
+  EXPECT_EQ(stranger.Handshake(HostId(9)), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(stranger.AwaitClosed());
+  EXPECT_EQ(receiver.Stats().connections_refused, 1);
+  EXPECT_EQ(receiver.Stats().connections_accepted, 0);
+  // One that joins while its handshake waits is admitted (a plane that
+  // waits long enough for the test to add it).
+  harness_.options().handshake_timeout = kDeadline;
+  TcpDataPlane& patient = *harness_.PlaneOf(HostId(1));
+  RawConnection joining(patient.address());
+  wire::Hello hello;
+  hello.sender = HostId(8);
+  hello.sender_incarnation = 5;
+  hello.nonce = wire::RandomNonce();
+  const std::vector<uint8_t> hello_bytes = wire::EncodeHello(hello);
+  joining.Write(hello_bytes);
+  std::vector<uint8_t> challenge;
+  ASSERT_TRUE(joining.Read(wire::kChallengeBytes, &challenge));
+  size_t message_bytes = 0;
+  auto decoded = wire::DecodeChallenge(challenge, &message_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const wire::Proof proof = wire::DiallerProof("", hello_bytes, decoded->nonce);
+  joining.Write(std::vector<uint8_t>(proof.begin(), proof.end()));
+  patient.SetPeer(HostId(8), kNowhere, 5);
+  std::vector<uint8_t> reply;
+  ASSERT_TRUE(joining.Read(wire::kReplyBytes, &reply));
+  EXPECT_EQ(*wire::DecodeReply(reply, &message_bytes), absl::StatusCode::kOk);
+  EXPECT_EQ(patient.Stats().connections_accepted, 1);
+}
+
+// A known peer sends a valid handshake, then garbage: the connection
+// closes, nothing lands anywhere, and everyone else goes on.
+TEST_F(TcpDataPlaneTest, GarbageAfterAValidHandshakeClosesOnlyThatConnection) {
+  MakeHosts(3);
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  const Shape shape(PrimitiveType::kF32, {2});
+  Receive(1, 160, shape, {From(1, 0)}, true);
+  RawConnection hostile(receiver.address());
+  // Posing as a member at another incarnation is refused.
+  EXPECT_EQ(hostile.Handshake(HostId(2)), absl::StatusCode::kFailedPrecondition);
+  receiver.SetPeer(HostId(9), kNowhere, 0);
+  RawConnection garbage(receiver.address());
+  ASSERT_EQ(garbage.Handshake(HostId(9)), absl::StatusCode::kOk);
+  std::mt19937 random(5);
+  std::vector<uint8_t> bytes(4096);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(random());
+  garbage.Write(bytes);
+  EXPECT_TRUE(garbage.AwaitClosed());
+  EXPECT_EQ(receiver.Stats().protocol_errors, 1);
+  EXPECT_EQ(receiver.Stats().pieces_received, 0);
+  const Literal value = Pattern(PrimitiveType::kF32, {2}, 6);
+  ASSERT_TRUE(Push(0, 1, Piece(1, 0, 1, 160, {0}, value, true)).ok());
+  auto received = Fetch(1, 160);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, value);
+}
+
+// A header claiming a 2 GiB piece for a buffer nobody announced: over the
+// bound on early pieces, it is refused without allocating (the sender
+// hears why at once, naming the limit), and the worker holds nothing.
+TEST_F(TcpDataPlaneTest, AnEarlyPieceOverTheBoundIsRefusedWithoutAllocating) {
+  harness_.options().max_early_piece_bytes = int64_t{1} << 20;
+  harness_.options().early_piece_wait = absl::Milliseconds(50);
+  MakeHosts(2);
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  receiver.SetPeer(HostId(9), kNowhere, 0);
+  RawConnection hostile(receiver.address());
+  ASSERT_EQ(hostile.Handshake(HostId(9)), absl::StatusCode::kOk);
+  wire::FrameHeader header;
+  header.kind = wire::FrameKind::kPiece;
+  header.whole = true;
+  header.type = PrimitiveType::kU8;
+  header.transfer_id = 1;
+  header.source_device = DeviceId(0);
+  header.destination_device = DeviceId(1);
+  header.destination = BufferId{ArrayHandle(170), 0};
+  header.dims = {int64_t{2} << 30};
+  header.offsets = {0};
+  header.payload_bytes = uint64_t{2} << 30;
+  hostile.Write(wire::EncodeFrameHeader(header));
+  std::vector<uint8_t> ack;
+  ASSERT_TRUE(hostile.Read(wire::kLengthBytes + wire::kFrameFixedBytes, &ack));
+  auto decoded = wire::DecodeFrameHeader(
+      absl::MakeConstSpan(ack).subspan(wire::kLengthBytes), 1);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->kind, wire::FrameKind::kAck);
+  EXPECT_EQ(decoded->code, absl::StatusCode::kResourceExhausted);
+  std::vector<uint8_t> text;
+  ASSERT_TRUE(hostile.Read(decoded->payload_bytes, &text));
+  EXPECT_THAT(std::string(text.begin(), text.end()),
+              HasSubstr("max-early-piece-bytes"));
+  const transport::TcpDataPlaneStats stats = receiver.Stats();
+  EXPECT_EQ(stats.pieces_refused, 1);
+  EXPECT_EQ(stats.early_piece_bytes, 0);
+  EXPECT_EQ(stats.pieces_received, 0);
+  // Early pieces within the bound are still held for their receive, and
+  // their hold is given back once the worker takes them.
+  const Literal value = Pattern(PrimitiveType::kF32, {2}, 7);
+  ASSERT_TRUE(Push(0, 1, Piece(1, 0, 1, 171, {0}, value, true)).ok());
+  EXPECT_GT(receiver.Stats().early_piece_bytes, 0);
+  Receive(1, 171, value.shape(), {From(1, 0)}, true);
+  auto received = Fetch(1, 171);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, value);
+  EXPECT_EQ(receiver.Stats().early_piece_bytes, 0);
+}
+
+// An early piece over the bound whose receive is announced while it waits
+// is read straight into its buffer: a slow announcement costs a wait, not
+// the transfer.
+TEST_F(TcpDataPlaneTest, AnEarlyPieceOverTheBoundLandsOnceItsReceiveComes) {
+  harness_.options().max_early_piece_bytes = 1024;
+  harness_.options().early_piece_wait = kDeadline;
+  MakeHosts(2);
+  const Literal value = Pattern(PrimitiveType::kF32, {4096}, 8);
+  Future<> pushed = plane(0).Push(HostId(1), Piece(1, 0, 1, 180, {0}, value, true));
+  // It waits, unread, for room or for its receive.
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  const absl::Time deadline = absl::Now() + kDeadline;
+  while (receiver.Stats().early_pieces_waiting == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(receiver.Stats().early_pieces_waiting, 1);
+  Receive(1, 180, value.shape(), {From(1, 0)}, true);
+  ASSERT_TRUE(pushed.AwaitFor(kDeadline).ok());
+  auto received = Fetch(1, 180);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, value);
+  EXPECT_EQ(receiver.Stats().pieces_in_place, 1);
+  EXPECT_EQ(receiver.Stats().early_pieces_waiting, 0);
+}
+
+// A flood of connections that never finish their handshake costs no more
+// than max_pending_handshakes of them: the oldest are dropped, and a real
+// peer that comes after the flood is served.
+TEST_F(TcpDataPlaneTest, AFloodOfIdleConnectionsNeitherCrashesNorStallsAWorker) {
+  harness_.options().max_pending_handshakes = 64;
+  MakeHosts(2);
+  TcpDataPlane& receiver = *harness_.PlaneOf(HostId(1));
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 500; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(receiver.address()));
+  }
+  const Literal value = Pattern(PrimitiveType::kF32, {2}, 9);
+  Receive(1, 190, value.shape(), {From(1, 0)}, true);
+  ASSERT_TRUE(Push(0, 1, Piece(1, 0, 1, 190, {0}, value, true)).ok());
+  auto received = Fetch(1, 190);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, value);
+  // Every flooder beyond the bound was dropped to make room.
+  EXPECT_GE(receiver.Stats().protocol_errors, 500 - 64);
+  EXPECT_TRUE(flood.front()->AwaitClosed());
 }
 
 TEST_F(TcpDataPlaneTest, AStaleIncarnationIsNeverReached) {

@@ -1,0 +1,257 @@
+"""Attacks on a running cluster, made as a foreign process on the same host
+would make them (docs/security.md): to the ports it listens on (the head's
+gRPC and HTTP ports, each worker's data plane), without credentials, with a
+wrong token, with a replayed handshake and with garbage. Each is refused,
+and the cluster goes on serving its members. (A valid handshake followed by
+garbage, and the collectives' ports, are attacked in the C++ tests:
+TcpDataPlaneTest, GlooMeshTest.)
+"""
+import hashlib
+import hmac
+import os
+import re
+import socket
+import struct
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+import causeway
+from conftest import ProcessCluster
+
+TOKEN = "the-security-test-token"
+HTTP_LINE = "http listening on "
+READY = re.compile(r"worker host (\d+) ready: .*data plane ([0-9.]+:\d+)\)")
+
+# The data plane's handshake (src/causeway/transport/tcp_wire.h).
+MAGIC = 0x50445743
+VERSION = 2
+OK, UNAUTHENTICATED, PERMISSION_DENIED = 0, 16, 7
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("security") / "token"
+    path.write_text(TOKEN + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def guarded(token_file):
+    """One island of two one-device workers behind a token, with its HTTP
+    endpoint: (cluster, http address, {host: data-plane address})."""
+    cluster = ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 1,
+                             "--token-file", token_file, "--http-listen", "127.0.0.1:0")
+    try:
+        http = cluster.line_starting_with(HTTP_LINE)[len(HTTP_LINE):].strip()
+        planes = {int(m[1]): m[2] for line in cluster.lines if (m := READY.search(line))}
+        assert len(planes) == 2, cluster.output()
+        yield cluster, http, planes
+    finally:
+        cluster.stop()
+
+
+def dial(address):
+    host, port = address.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def read_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def closed_by_peer(sock):
+    """True once the other side ends the connection (within the timeout)."""
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def hello(sender, nonce):
+    return struct.pack("<IHHqQQ", MAGIC, VERSION, 0, sender, 5, 0) + nonce
+
+
+def proof(token, side, hello_bytes, listener_nonce):
+    label = f"causeway data plane: {side}".encode()
+    return hmac.new(token.encode(), label + hello_bytes + listener_nonce, hashlib.sha256).digest()
+
+
+def handshake(sock, sender, token, hello_bytes=None, answer=None):
+    """Dials the data plane's handshake as host `sender` proving `token`
+    (or sending `answer` as the proof); the reply's status code, or None if
+    the connection ended first. Returns (code, hello bytes, proof sent)."""
+    hello_bytes = hello_bytes or hello(sender, os.urandom(32))
+    sock.sendall(hello_bytes)
+    challenge = read_exactly(sock, 76)
+    if challenge is None:
+        return None, hello_bytes, None
+    magic, version, code, message = struct.unpack("<IHHI", challenge[:12])
+    assert magic == MAGIC and version == VERSION and code == OK, (code, challenge)
+    listener_nonce = challenge[12:44]
+    if token == TOKEN:  # The worker proves the token it shares with us.
+        assert hmac.compare_digest(challenge[44:76],
+                                   proof(token, "listener", hello_bytes, listener_nonce))
+    sent = answer if answer is not None else proof(token, "dialler", hello_bytes, listener_nonce)
+    sock.sendall(sent)
+    reply = read_exactly(sock, 12)
+    if reply is None:
+        return None, hello_bytes, sent
+    _, _, code, length = struct.unpack("<IHHI", reply)
+    read_exactly(sock, length)
+    return code, hello_bytes, sent
+
+
+def test_the_head_refuses_foreign_clients_and_garbage(guarded, token_file):
+    cluster, _, _ = guarded
+    with pytest.raises(causeway.UnauthenticatedError):
+        causeway.connect(cluster.address, connect_timeout=60)
+    with pytest.raises(causeway.UnauthenticatedError):
+        causeway.connect(cluster.address, token="a guess", connect_timeout=60)
+    with dial(cluster.address) as sock:
+        sock.sendall(os.urandom(4096))  # Not HTTP/2: gRPC hangs up.
+        assert closed_by_peer(sock)
+
+
+def test_the_http_endpoint_refuses_requests_without_the_token(guarded):
+    _, http, _ = guarded
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://{http}/api/status", timeout=30)
+    assert refused.value.code == 401
+
+
+def test_the_data_plane_refuses_every_foreign_connection(guarded):
+    _, _, planes = guarded
+    address = next(iter(planes.values()))
+    member = next(iter(planes))  # A host the worker knows: only the proof is missing.
+    with dial(address) as sock:  # No token at all (the empty key).
+        assert handshake(sock, member, "")[0] == UNAUTHENTICATED
+    with dial(address) as sock:  # A wrong token.
+        assert handshake(sock, member, "a guess")[0] == UNAUTHENTICATED
+    with dial(address) as sock:  # Garbage.
+        sock.sendall(os.urandom(4096))
+        assert closed_by_peer(sock)
+    # A token holder's handshake recorded byte for byte, replayed on a new
+    # connection: the worker's nonce is new, so the recorded proof is wrong.
+    # (A host it does not know: the proof is checked first.)
+    with dial(address) as sock:
+        code, recorded_hello, recorded_proof = handshake(sock, 9999, TOKEN)
+        assert code == PERMISSION_DENIED  # Proven, but not a member.
+    with dial(address) as sock:
+        assert handshake(sock, 9999, TOKEN, hello_bytes=recorded_hello,
+                         answer=recorded_proof)[0] == UNAUTHENTICATED
+
+
+def test_a_flood_of_idle_connections_stalls_neither_the_head_nor_a_worker(guarded, token_file):
+    cluster, _, planes = guarded
+    flood = []
+    try:
+        for address in (cluster.address, *planes.values()):
+            flood += [dial(address) for _ in range(1000)]
+        # A slow sender: half a data-plane hello, then nothing.
+        slow = dial(next(iter(planes.values())))
+        flood.append(slow)
+        slow.sendall(hello(next(iter(planes)), os.urandom(32))[:20])
+        client = causeway.connect(cluster.address, token_file=token_file, connect_timeout=60)
+        try:
+            s = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
+            summed = causeway.jit(lambda x: x + 1, devices=s)(np.zeros(4, np.float32))
+            np.testing.assert_array_equal(np.asarray(summed), np.ones(4))
+        finally:
+            causeway.disconnect()
+    finally:
+        for sock in flood:
+            sock.close()
+
+
+def test_the_cluster_serves_its_members_after_the_attacks(guarded, token_file):
+    cluster, _, planes = guarded
+    address = next(iter(planes.values()))
+    member = next(iter(planes))
+    # Even with the token, posing as a member at another incarnation is
+    # refused (the worker's peer table has the member's own).
+    with dial(address) as sock:
+        assert handshake(sock, member, TOKEN)[0] not in (None, OK)
+    client = causeway.connect(cluster.address, token_file=token_file, connect_timeout=60)
+    try:
+        s = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
+        doubled = causeway.jit(lambda x: x * 2, devices=s)(np.arange(8, dtype=np.float32))
+        np.testing.assert_array_equal(np.asarray(doubled), np.arange(8) * 2)
+        assert len(client.devices()) == 2
+    finally:
+        causeway.disconnect()
+
+
+def test_a_head_exposed_without_protection_refuses_to_start(token_file):
+    from conftest import CAUSEWAY
+    import subprocess
+
+    refused = subprocess.run([CAUSEWAY, "head", "--listen", "0.0.0.0:0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "reachable from other machines" in refused.stderr
+    assert "--insecure" in refused.stderr
+    refused = subprocess.run([CAUSEWAY, "proxy", "--head", "127.0.0.1:1",
+                              "--listen", "0.0.0.0:0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "--insecure" in refused.stderr
+    # With a token it starts (and is stopped at once).
+    with ProcessCluster("--listen", "0.0.0.0:0", "--token-file", token_file,
+                        command="head") as head:
+        assert head.address
+
+
+def test_a_cluster_with_mutual_tls_serves_its_members_only(tmp_path, token_file):
+    """`causeway cluster` passes the TLS flags to its head and workers: the
+    workers join over mutual TLS with the cluster's certificate, a client
+    with a certificate of the CA is served, one without is told at once."""
+    import subprocess
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    ca, ca_key = str(tmp_path / "ca.pem"), str(tmp_path / "ca.key")
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=ca",
+        "-keyout", ca_key, "-out", ca)
+    ext = tmp_path / "member.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def member(name):
+        key, csr, cert = (str(tmp_path / f"{name}.{s}") for s in ("key", "csr", "pem"))
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", key, "-out", csr)
+        run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-days", "1", "-extfile", str(ext), "-out", cert)
+        return cert, key
+
+    cluster_cert, cluster_key = member("cluster")
+    alice_cert, alice_key = member("alice")
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 1,
+                        "--token-file", token_file, "--tls-cert", cluster_cert,
+                        "--tls-key", cluster_key, "--tls-ca", ca) as cluster:
+        client = causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
+                                  tls_cert_file=alice_cert, tls_key_file=alice_key,
+                                  connect_timeout=60)
+        try:
+            assert len(client.devices()) == 2
+            s = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
+            out = causeway.jit(lambda x: x * 3, devices=s)(np.ones(4, np.float32))
+            np.testing.assert_array_equal(np.asarray(out), np.full(4, 3.0))
+        finally:
+            causeway.disconnect()
+        with pytest.raises(causeway.UnauthenticatedError, match="client certificate"):
+            causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
+                             connect_timeout=60)
