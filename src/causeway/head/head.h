@@ -12,8 +12,9 @@
 //   Dispatcher     island schedulers (gang order), batches, in flight
 //   status_report.h the status view
 //
-// The head itself keeps the sessions: their slices, executables and the
-// FIFO of work waiting for a slice to be granted. It talks to workers only
+//   SessionTable   the sessions: slices, executables, deferred work
+//
+// It talks to workers only
 // through their ControlChannels, and never while it holds a lock: what its
 // parts decide under their locks goes out through the Outbox, in order,
 // once the locks are released. Data never passes through it except
@@ -26,7 +27,6 @@
 #define CAUSEWAY_HEAD_HEAD_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -51,6 +52,8 @@
 #include "causeway/head/membership.h"
 #include "causeway/head/outbox.h"
 #include "causeway/head/resource_manager.h"
+#include "causeway/head/session.h"
+#include "causeway/head/session_table.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
@@ -226,38 +229,18 @@ class Head final : public transport::SessionService,
   void Shutdown();
 
  private:
-  struct SliceRecord;
-  struct Executable;
-  struct Deferred;
-  struct Session;
-
   explicit Head(HeadOptions options);
 
-  // Sessions.
-  Session* FindSessionLocked(SessionId session)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same, for a call of the session's client: renews its lease.
-  Session* TouchSessionLocked(SessionId session)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status NoSessionLocked(SessionId session) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a session (CloseSession, an expired lease, shutdown): `status`
   // fails its waiting work and stops its launches; `why` is what later
-  // calls naming it are told. NotFound-style error if it is not open.
+  // calls naming it are told. NotOpen's error if it is not open.
   absl::Status EndSession(SessionId session, const absl::Status& status,
                           const std::string& why);
-  // Runs `run` now, or queues it behind earlier deferred work of the session
-  // while `blocked()` says a slice it needs is not granted yet; `cancel`
-  // resolves whatever `run` would have if the session ends first.
-  void RunOrDeferLocked(Session& session, std::function<bool()> blocked,
-                        std::function<void()> run,
-                        std::function<void(absl::Status)> cancel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DrainDeferredLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool SliceBlockedLocked(Session& session, SliceHandle slice)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool ExecutableBlockedLocked(Session& session, ExecutableHandle executable)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A call of the session's client: renews its lease, then runs `work`
+  // with the session under the session table's lock (SessionTable::
+  // WithSession says what it may do). NotOpen's error if it is not open.
+  absl::Status ForClient(SessionId session,
+                         absl::FunctionRef<void(Session&)> work);
   // Resolves `promise` with `result` through the outbox (its continuations
   // may run inline: never under a lock).
   template <typename T>
@@ -269,8 +252,9 @@ class Head final : public transport::SessionService,
                                                       SliceHandle handle,
                                                       const SliceGrant& grant);
   void OnSliceEvent(const SliceEvent& event);
-  void LoadExecutablesLocked(Session& session, const SliceRecord& slice)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slice has new devices: its executables are loaded there and the
+  // session's work that waited for it runs. Under the table's lock.
+  void SliceMoved(Session& session, const SliceRecord& slice);
   // PutArray and PutShards: places a new array whose buffer on virtual
   // device i of the slice is shards_of(shard shape, n)[i]. `what` names
   // the call in errors.
@@ -278,23 +262,15 @@ class Head final : public transport::SessionService,
       const hlo::Shape& shard_shape, int64_t num_devices)>;
   Future<> PlaceArray(SessionId session_id, transport::ArraySpec spec,
                       const char* what, ShardsOf shards_of);
-  void LoadProgramLocked(const CompiledProgram& program,
-                         const std::vector<DeviceId>& devices)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static transport::SliceInfo InfoOf(const SliceRecord& slice);
+  void LoadProgram(const CompiledProgram& program,
+                   const std::vector<DeviceId>& devices);
 
   // Execute and Copy: now, or once the executable's or slice's devices are
-  // granted (RunOrDeferLocked).
-  void EnqueueExecuteLocked(Session& session, transport::ExecuteOp op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnqueueCopyLocked(Session& session, transport::CopyOp op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ExecuteLocked(Session& session, const transport::ExecuteOp& op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CopyLocked(Session& session, const transport::CopyOp& op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DeleteArrayLocked(Session& session, ArrayHandle handle)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // granted (Session::RunOrDefer). Under the table's lock.
+  void EnqueueExecute(Session& session, transport::ExecuteOp op);
+  void EnqueueCopy(Session& session, transport::CopyOp op);
+  void ExecuteNow(Session& session, const transport::ExecuteOp& op);
+  void CopyNow(Session& session, const transport::CopyOp& op);
   // The error of a call to `host` that failed: DATA_LOSS if the host is
   // dead (what it held is gone), the call's own error otherwise (a
   // transient failure is not a death).
@@ -306,6 +282,10 @@ class Head final : public transport::SessionService,
   Membership membership_;
   CompileCache programs_;
   ArrayTable arrays_;
+  // Sessions, their slices, executables and deferred work. Its lock comes
+  // before the parts' locks and is never held while calling the resource
+  // manager, the health monitor's callbacks or a channel.
+  SessionTable sessions_;
   std::unique_ptr<ResourceManager> resources_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<HealthMonitor> health_;
@@ -313,21 +293,9 @@ class Head final : public transport::SessionService,
   // Gathers worker status reports, which may wait up to a deadline.
   std::unique_ptr<ThreadPool> status_pool_;
 
-  // Sessions, their slices and executables. Order: mu_ before the parts'
-  // locks; never held while calling the resource manager, the health
-  // monitor's callbacks or a channel.
-  mutable absl::Mutex mu_;
-  std::map<SessionId, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::map<SliceId, std::pair<SessionId, SliceHandle>> slices_by_id_
-      ABSL_GUARDED_BY(mu_);
-  // Why recently ended sessions ended, for the error later calls get.
-  std::map<SessionId, std::string> ended_ ABSL_GUARDED_BY(mu_);
-  std::deque<SessionId> ended_order_ ABSL_GUARDED_BY(mu_);
-  int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Dead hosts whose failure handling (remaps included) is complete.
-  std::set<HostId> handled_dead_hosts_ ABSL_GUARDED_BY(mu_);
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  mutable absl::Mutex deaths_mu_;
+  std::set<HostId> handled_dead_hosts_ ABSL_GUARDED_BY(deaths_mu_);
 };
 
 }  // namespace causeway::head
