@@ -15,6 +15,7 @@
 #include "causeway/head/island_scheduler.h"
 #include "causeway/head/launch_plan.h"
 #include "causeway/head/status_report.h"
+#include "causeway/head/uploads.h"
 #include "causeway/hlo/sharding_util.h"
 
 namespace causeway::head {
@@ -23,46 +24,10 @@ using transport::ControlChannel;
 using transport::DeviceBuffer;
 using transport::HostState;
 using transport::LoadProgramRequest;
-using transport::PutBufferRequest;
 using transport::Topology;
 using transport::WorkerStatus;
 
 namespace {
-
-absl::Status WithContext(const absl::Status& status,
-                         const std::string& context) {
-  return absl::Status(status.code(),
-                      absl::StrCat(context, ": ", status.message()));
-}
-
-// The shape of an array a client names must be one the runtime can hold.
-absl::Status ValidateArrayShape(const hlo::Shape& shape,
-                                const std::string& what) {
-  constexpr size_t kMaxRank = 64;
-  constexpr int64_t kMaxBytes = int64_t{1} << 50;
-  if (!shape.IsArray()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", shape.ToString(false), " is not an array"));
-  }
-  if (shape.dims().size() > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " has rank ", shape.dims().size(), "; at most ", kMaxRank));
-  }
-  int64_t bytes = hlo::ByteWidth(shape.type());
-  for (int64_t dim : shape.dims()) {
-    if (dim < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has a negative dimension: ", shape.ToString(false)));
-    }
-    if (dim > 0 && bytes > kMaxBytes / dim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " ", shape.ToString(false), " is larger than ",
-                       kMaxBytes, " bytes"));
-    }
-    bytes *= dim;
-  }
-  return absl::OkStatus();
-}
 
 // `future`, its error replaced by `map(error)`.
 template <typename T>
@@ -135,6 +100,8 @@ Head::Head(HeadOptions options)
                           .epoch_retired = options_.epoch_retired},
       &membership_, &outbox_);
   callbacks_ = std::make_unique<ThreadPool>("head-cb", 2);
+  uploads_ = std::make_unique<Uploads>(&membership_, dispatcher_.get(),
+                                       &arrays_, &outbox_, callbacks_.get());
   status_pool_ = std::make_unique<ThreadPool>("head-status", 1);
   resources_->AddListener(
       [this](const SliceEvent& event) { OnSliceEvent(event); });
@@ -493,161 +460,34 @@ Future<transport::CompileInfo> Head::Compile(
 // ---------------------------------------------------------------------------
 // Arrays.
 
-absl::Status Head::CallError(HostId host, const absl::Status& status) const {
-  if (status.ok()) return status;
-  const std::shared_ptr<const Topology> topology = membership_.topology();
-  if (topology->HasHost(host) && !topology->IsAlive(host)) {
-    return absl::DataLossError(
-        absl::StrCat("host ", host.value(), " was lost: ", status.message()));
-  }
-  return status;
-}
-
 Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
                         hlo::Literal global) {
-  auto value = std::make_shared<hlo::Literal>(std::move(global));
-  const hlo::Sharding sharding = spec.sharding;
-  const hlo::Shape global_shape = spec.global_shape;
-  return PlaceArray(
-      session_id, std::move(spec), "PutArray",
-      [value, sharding, global_shape](const hlo::Shape&, int64_t n)
-          -> absl::StatusOr<std::vector<hlo::Literal>> {
-        if (!value->shape().IsArray() ||
-            !value->shape().Compatible(global_shape)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "PutArray: the value is ", value->shape().ToString(false),
-              " but the array spec says ", global_shape.ToString(false)));
-        }
-        absl::StatusOr<std::vector<hlo::Literal>> shards =
-            hlo::SplitGlobal(*value, sharding, n);
-        if (!shards.ok()) return WithContext(shards.status(), "PutArray");
-        return shards;
-      });
+  return Upload(session_id, std::move(spec),
+                UploadSource::Global(std::move(global)));
 }
 
 Future<> Head::PutShards(SessionId session_id, transport::ArraySpec spec,
                          std::vector<hlo::Literal> shards) {
-  auto values = std::make_shared<std::vector<hlo::Literal>>(std::move(shards));
-  return PlaceArray(
-      session_id, std::move(spec), "PutShards",
-      [values](const hlo::Shape& shard_shape,
-               int64_t n) -> absl::StatusOr<std::vector<hlo::Literal>> {
-        if (static_cast<int64_t>(values->size()) != n) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("PutShards: ", values->size(),
-                           " shards for a slice of ", n, " devices"));
-        }
-        for (size_t i = 0; i < values->size(); ++i) {
-          const hlo::Shape& shape = (*values)[i].shape();
-          if (!shape.IsArray() || !shape.Compatible(shard_shape)) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "PutShards: shard ", i, " is ", shape.ToString(false),
-                " but the array's shards are ", shard_shape.ToString(false)));
-          }
-        }
-        return std::move(*values);
-      });
+  return Upload(session_id, std::move(spec),
+                UploadSource::Shards(std::move(shards)));
 }
 
-Future<> Head::PlaceArray(SessionId session_id, transport::ArraySpec spec,
-                          const char* what, ShardsOf shards_of) {
+Future<> Head::Upload(SessionId session_id, transport::ArraySpec spec,
+                      std::shared_ptr<UploadSource> source) {
   Outbox::Flush flush(outbox_);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
-  auto run = [this, spec, what, shards_of = std::move(shards_of),
-              shared](Session& session) {
-    absl::Status fresh = arrays_.CheckNewHandles(session.id(), {spec});
-    if (!fresh.ok()) {
-      ResolveLater(shared, fresh);
-      return;
-    }
-    auto fail = [&](absl::Status status) {
-      arrays_.AddErrors(session.id(), {spec}, status);
-      ResolveLater(shared, std::move(status));
-    };
-    if (absl::Status shape = ValidateArrayShape(spec.global_shape, what);
-        !shape.ok()) {
-      return fail(shape);
-    }
-    const SliceRecord* slice = session.FindSlice(spec.slice);
-    if (slice == nullptr) {
-      return fail(absl::NotFoundError(
-          absl::StrCat(what, ": unknown slice handle ", spec.slice.value())));
-    }
-    const SliceRecord& record = *slice;
-    if (record.state != SliceRecord::State::kGranted) {
-      return fail(absl::UnavailableError(absl::StrCat(
-          what, ": slice ", spec.slice.value(), " has no devices now")));
-    }
-    const std::shared_ptr<const Topology> topology = membership_.topology();
-    const int64_t n = static_cast<int64_t>(record.devices.size());
-    absl::StatusOr<hlo::Shape> shard_shape =
-        hlo::ShardShape(spec.sharding, spec.global_shape, n);
-    if (!shard_shape.ok()) {
-      return fail(WithContext(shard_shape.status(), what));
-    }
-    for (DeviceId device : record.devices) {
-      const int64_t budget = topology->device(device).memory_bytes;
-      if (shard_shape->ByteSize() > budget) {
-        return fail(absl::ResourceExhaustedError(absl::StrCat(
-            what, ": a shard of array ", spec.handle.value(), " needs ",
-            shard_shape->ByteSize(), " bytes but device ", device.value(),
-            " has a memory budget of ", budget, " bytes")));
-      }
-    }
-    absl::StatusOr<std::vector<hlo::Literal>> shards =
-        shards_of(*shard_shape, n);
-    if (!shards.ok()) return fail(shards.status());
-    auto array = std::make_shared<ArrayRecord>();
-    array->session = session.id();
-    array->handle = spec.handle;
-    array->internal = arrays_.NewInternalHandle();
-    array->slice = spec.slice;
-    array->placement =
-        ArrayPlacement{spec.global_shape, spec.sharding, record.devices};
-    static const auto* const kUploaded =
-        new std::shared_ptr<const std::string>(
-            std::make_shared<const std::string>("uploaded by the client"));
-    array->producer = *kUploaded;
-    array->buffers =
-        NewArrayBuffers(array->internal, array->placement, *topology);
-    arrays_.Add(array);
-    std::vector<Future<>> puts;
-    for (int64_t i = 0; i < n; ++i) {
-      const auto& [host, buffer] = array->buffers->buffers[i];
-      auto [put, put_future] = MakePromise<>();
-      puts.push_back(std::move(put_future));
-      dispatcher_->Call(
-          host, [this, host = host,
-                 request = PutBufferRequest{buffer.device, buffer.buffer,
-                                            std::move((*shards)[i])},
-                 put = std::move(put)](ControlChannel* worker) mutable {
-            if (worker == nullptr) {
-              put.Set(CallError(
-                  host, absl::UnavailableError(absl::StrCat(
-                            "host ", host.value(), " cannot be reached"))));
-              return;
-            }
-            worker->PutBuffer(std::move(request))
-                .OnReady(InlineExecutor::Instance(),
-                         [this, host, put = std::move(put)](
-                             const absl::Status& status) mutable {
-                           put.Set(CallError(host, status));
-                         });
-          });
-    }
-    // Whatever reads the buffers is sent after the PutBuffers.
-    dispatcher_->MarkPlaced(*array->buffers);
-    JoinFutures(std::move(puts))
-        .OnReady(*callbacks_,
-                 [shared](const absl::Status& status) { shared->Set(status); });
-  };
   const SliceHandle slice = spec.slice;
   absl::Status open = ForClient(session_id, [&](Session& session) {
-    session.RunOrDefer(slice, std::move(run),
-                       [this, shared](const absl::Status& status) {
-                         ResolveLater(shared, status);
-                       });
+    session.RunOrDefer(
+        slice,
+        [this, spec = std::move(spec), source = std::move(source),
+         shared](Session& session) mutable {
+          uploads_->Place(session, spec, std::move(source), shared);
+        },
+        [this, shared](const absl::Status& status) {
+          ResolveLater(shared, status);
+        });
   });
   if (!open.ok()) return MakeErrorFuture(open);
   return future;
@@ -685,7 +525,7 @@ Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
                           absl::StrCat("host ", host.value(), " is not alive")))
                     : worker->AwaitBuffers(std::move(buffers)),
                 [this, host = host](const absl::Status& status) {
-                  return CallError(host, status);
+                  return membership_.CallError(host, status);
                 }));
           }
           JoinFutures(std::move(ready))
@@ -743,7 +583,7 @@ Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
                           absl::StrCat("host ", host.value(), " is not alive")))
                     : worker->FetchBuffer(buffer),
                 [this, host = host](const absl::Status& status) {
-                  return CallError(host, status);
+                  return membership_.CallError(host, status);
                 }));
             fetched.push_back(static_cast<int64_t>(i));
           }
@@ -816,7 +656,7 @@ Future<std::vector<hlo::Literal>> Head::FetchShards(SessionId session_id,
                           absl::StrCat("host ", host.value(), " is not alive")))
                     : worker->FetchBuffer(buffer),
                 [this, host = host](const absl::Status& status) {
-                  return CallError(host, status);
+                  return membership_.CallError(host, status);
                 }));
           }
           JoinFutures(std::move(shards))

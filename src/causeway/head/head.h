@@ -8,6 +8,7 @@
 //   ResourceManager slices on devices: grants, queue, remaps
 //   CompileCache   programs parsed and verified once
 //   ArrayTable     every session's arrays
+//   Uploads        PutArray and PutShards: checked, split, sent
 //   launch_plan.h  Execute and Copy validated and planned
 //   Dispatcher     island schedulers (gang order), batches, in flight
 //   status_report.h the status view
@@ -54,6 +55,7 @@
 #include "causeway/head/resource_manager.h"
 #include "causeway/head/session.h"
 #include "causeway/head/session_table.h"
+#include "causeway/head/uploads.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
@@ -255,13 +257,10 @@ class Head final : public transport::SessionService,
   // The slice has new devices: its executables are loaded there and the
   // session's work that waited for it runs. Under the table's lock.
   void SliceMoved(Session& session, const SliceRecord& slice);
-  // PutArray and PutShards: places a new array whose buffer on virtual
-  // device i of the slice is shards_of(shard shape, n)[i]. `what` names
-  // the call in errors.
-  using ShardsOf = std::function<absl::StatusOr<std::vector<hlo::Literal>>(
-      const hlo::Shape& shard_shape, int64_t num_devices)>;
-  Future<> PlaceArray(SessionId session_id, transport::ArraySpec spec,
-                      const char* what, ShardsOf shards_of);
+  // PutArray and PutShards: a new array from `source`, once its slice is
+  // granted (Uploads::Place).
+  Future<> Upload(SessionId session_id, transport::ArraySpec spec,
+                  std::shared_ptr<UploadSource> source);
   void LoadProgram(const CompiledProgram& program,
                    const std::vector<DeviceId>& devices);
 
@@ -271,10 +270,6 @@ class Head final : public transport::SessionService,
   void EnqueueCopy(Session& session, transport::CopyOp op);
   void ExecuteNow(Session& session, const transport::ExecuteOp& op);
   void CopyNow(Session& session, const transport::CopyOp& op);
-  // The error of a call to `host` that failed: DATA_LOSS if the host is
-  // dead (what it held is gone), the call's own error otherwise (a
-  // transient failure is not a death).
-  absl::Status CallError(HostId host, const absl::Status& status) const;
 
   const HeadOptions options_;
   trace::EventSink* const events_;
@@ -290,6 +285,7 @@ class Head final : public transport::SessionService,
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<HealthMonitor> health_;
   std::unique_ptr<ThreadPool> callbacks_;
+  std::unique_ptr<Uploads> uploads_;
   // Gathers worker status reports, which may wait up to a deadline.
   std::unique_ptr<ThreadPool> status_pool_;
 

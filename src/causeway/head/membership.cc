@@ -163,6 +163,17 @@ std::map<HostId, HostDeath> Membership::Deaths() const {
   return deaths_;
 }
 
+absl::Status Membership::CallError(HostId host,
+                                   const absl::Status& status) const {
+  if (status.ok()) return status;
+  const std::shared_ptr<const Topology> now = topology();
+  if (now->HasHost(host) && !now->IsAlive(host)) {
+    return absl::DataLossError(
+        absl::StrCat("host ", host.value(), " was lost: ", status.message()));
+  }
+  return status;
+}
+
 std::shared_ptr<const Topology> Membership::topology() const {
   absl::MutexLock lock(&mu_);
   return topology_;

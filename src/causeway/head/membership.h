@@ -114,6 +114,11 @@ class Membership {
   LiveChannels() const ABSL_LOCKS_EXCLUDED(mu_);
   // Every host declared dead so far, by host id.
   std::map<HostId, HostDeath> Deaths() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The error of a call to `host` that failed: DATA_LOSS if the host is
+  // dead (what it held is gone), the call's own error otherwise (a
+  // transient failure is not a death). OK stays OK.
+  absl::Status CallError(HostId host, const absl::Status& status) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Status Validate(const HostRegistration& host) const;
