@@ -12,6 +12,7 @@
 #include "causeway/base/lock_order.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/head/fetches.h"
 #include "causeway/head/island_scheduler.h"
 #include "causeway/head/launch_plan.h"
 #include "causeway/head/status_report.h"
@@ -21,33 +22,10 @@
 namespace causeway::head {
 
 using transport::ControlChannel;
-using transport::DeviceBuffer;
 using transport::HostState;
 using transport::LoadProgramRequest;
 using transport::Topology;
 using transport::WorkerStatus;
-
-namespace {
-
-// `future`, its error replaced by `map(error)`.
-template <typename T>
-Future<T> MapError(const Future<T>& future,
-                   std::function<absl::Status(const absl::Status&)> map) {
-  auto [promise, mapped] = MakePromise<T>();
-  future.OnReady(InlineExecutor::Instance(),
-                 [promise = std::move(promise), map = std::move(map)](
-                     const internal::FutureResult<T>& result) mutable {
-                   const absl::Status& status = internal::StatusOf(result);
-                   if (status.ok()) {
-                     promise.Set(result);
-                   } else {
-                     promise.Set(map(status));
-                   }
-                 });
-  return std::move(mapped);
-}
-
-}  // namespace
 
 template <typename T>
 void Head::ResolveLater(std::shared_ptr<Promise<T>> promise,
@@ -102,6 +80,8 @@ Head::Head(HeadOptions options)
   callbacks_ = std::make_unique<ThreadPool>("head-cb", 2);
   uploads_ = std::make_unique<Uploads>(&membership_, dispatcher_.get(),
                                        &arrays_, &outbox_, callbacks_.get());
+  fetches_ = std::make_unique<Fetches>(&membership_, dispatcher_.get(),
+                                       callbacks_.get());
   status_pool_ = std::make_unique<ThreadPool>("head-status", 1);
   resources_->AddListener(
       [this](const SliceEvent& event) { OnSliceEvent(event); });
@@ -493,187 +473,44 @@ Future<> Head::Upload(SessionId session_id, transport::ArraySpec spec,
   return future;
 }
 
-Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
+template <typename T>
+Future<T> Head::ReadArray(
+    SessionId session_id, ArrayHandle handle,
+    void (Fetches::*read)(std::shared_ptr<const ArrayRecord>,
+                          std::shared_ptr<Promise<T>>)) {
   Outbox::Flush flush(outbox_);
-  auto [promise, future] = MakePromise<>();
-  auto shared = std::make_shared<Promise<>>(std::move(promise));
-  auto run = [this, handle, shared](Session& session) {
-    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
-        arrays_.Find(session.id(), handle, [] { return std::string(); });
-    if (!found.ok()) {
-      ResolveLater(shared, found.status());
-      return;
-    }
-    std::shared_ptr<const ArrayRecord> record = *std::move(found);
-    // Runs through the outbox, with no lock held.
-    dispatcher_->WhenPlaced(
-        record->buffers, [this, record, shared](absl::Status placed) {
-          if (!placed.ok()) {
-            shared->Set(placed);
-            return;
-          }
-          std::map<HostId, std::vector<DeviceBuffer>> by_host;
-          for (const auto& [host, buffer] : record->buffers->buffers) {
-            by_host[host].push_back(buffer);
-          }
-          std::vector<Future<>> ready;
-          for (auto& [host, buffers] : by_host) {
-            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
-            ready.push_back(MapError(
-                worker == nullptr
-                    ? MakeErrorFuture(absl::UnavailableError(
-                          absl::StrCat("host ", host.value(), " is not alive")))
-                    : worker->AwaitBuffers(std::move(buffers)),
-                [this, host = host](const absl::Status& status) {
-                  return membership_.CallError(host, status);
-                }));
-          }
-          JoinFutures(std::move(ready))
-              .OnReady(*callbacks_, [shared](const absl::Status& status) {
-                shared->Set(status);
-              });
-        });
+  auto [promise, future] = MakePromise<T>();
+  auto shared = std::make_shared<Promise<T>>(std::move(promise));
+  auto cancel = [this, shared](const absl::Status& status) {
+    ResolveLater(shared, internal::FutureResult<T>(status));
   };
   absl::Status open = ForClient(session_id, [&](Session& session) {
-    session.RunOrDefer({}, std::move(run),
-                       [this, shared](const absl::Status& status) {
-                         ResolveLater(shared, status);
-                       });
+    session.RunOrDefer(
+        {},
+        [this, handle, read, shared, cancel](Session& session) {
+          absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
+              arrays_.Find(session.id(), handle, [] { return std::string(); });
+          if (!found.ok()) return cancel(found.status());
+          (fetches_.get()->*read)(*std::move(found), shared);
+        },
+        cancel);
   });
-  if (!open.ok()) return MakeErrorFuture(open);
+  if (!open.ok()) return MakeErrorFuture<T>(open);
   return future;
 }
 
+Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
+  return ReadArray<void>(session_id, handle, &Fetches::Ready);
+}
+
 Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
-  Outbox::Flush flush(outbox_);
-  auto [promise, future] = MakePromise<hlo::Literal>();
-  auto shared = std::make_shared<Promise<hlo::Literal>>(std::move(promise));
-  auto run = [this, handle, shared](Session& session) {
-    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
-        arrays_.Find(session.id(), handle, [] { return std::string(); });
-    if (!found.ok()) {
-      ResolveLater(shared, absl::StatusOr<hlo::Literal>(found.status()));
-      return;
-    }
-    std::shared_ptr<const ArrayRecord> record = *std::move(found);
-    absl::StatusOr<std::vector<hlo::ShardRegion>> regions =
-        RegionsOf(record->placement);
-    if (!regions.ok()) {
-      ResolveLater(shared, absl::StatusOr<hlo::Literal>(regions.status()));
-      return;
-    }
-    // Runs through the outbox, with no lock held.
-    dispatcher_->WhenPlaced(
-        record->buffers, [this, record, shared,
-                          regions = *std::move(regions)](absl::Status placed) {
-          if (!placed.ok()) {
-            shared->Set(placed);
-            return;
-          }
-          // Only the primary replica of each tile travels.
-          std::vector<Future<hlo::Literal>> shards;
-          std::vector<int64_t> fetched;
-          for (size_t i = 0; i < regions.size(); ++i) {
-            if (!regions[i].primary) continue;
-            const auto& [host, buffer] = record->buffers->buffers[i];
-            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
-            shards.push_back(MapError(
-                worker == nullptr
-                    ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
-                          absl::StrCat("host ", host.value(), " is not alive")))
-                    : worker->FetchBuffer(buffer),
-                [this, host = host](const absl::Status& status) {
-                  return membership_.CallError(host, status);
-                }));
-            fetched.push_back(static_cast<int64_t>(i));
-          }
-          JoinFutures(std::move(shards))
-              .OnReady(
-                  *callbacks_,
-                  [record, shared, fetched, regions](
-                      const absl::StatusOr<std::vector<hlo::Literal>>& values) {
-                    if (!values.ok()) {
-                      shared->Set(values.status());
-                      return;
-                    }
-                    std::vector<hlo::Literal> all(regions.size());
-                    for (size_t k = 0; k < fetched.size(); ++k) {
-                      all[fetched[k]] = (*values)[k];
-                    }
-                    for (size_t i = 0; i < all.size(); ++i) {
-                      if (all[i].shape().IsArray()) continue;
-                      for (const hlo::Literal& value : *values) {
-                        if (value.shape().dims() == regions[i].dims) {
-                          all[i] = value;  // A stand-in; not read.
-                          break;
-                        }
-                      }
-                    }
-                    shared->Set(
-                        hlo::AssembleGlobal(all, record->placement.sharding,
-                                            record->placement.global_shape));
-                  });
-        });
-  };
-  absl::Status open = ForClient(session_id, [&](Session& session) {
-    session.RunOrDefer({}, std::move(run),
-                       [this, shared](const absl::Status& status) {
-                         ResolveLater(shared, absl::StatusOr<hlo::Literal>(status));
-                       });
-  });
-  if (!open.ok()) return MakeErrorFuture<hlo::Literal>(open);
-  return future;
+  return ReadArray<hlo::Literal>(session_id, handle, &Fetches::Fetch);
 }
 
 Future<std::vector<hlo::Literal>> Head::FetchShards(SessionId session_id,
                                                     ArrayHandle handle) {
-  using Shards = std::vector<hlo::Literal>;
-  Outbox::Flush flush(outbox_);
-  auto [promise, future] = MakePromise<Shards>();
-  auto shared = std::make_shared<Promise<Shards>>(std::move(promise));
-  auto run = [this, handle, shared](Session& session) {
-    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
-        arrays_.Find(session.id(), handle, [] { return std::string(); });
-    if (!found.ok()) {
-      ResolveLater(shared, absl::StatusOr<Shards>(found.status()));
-      return;
-    }
-    std::shared_ptr<const ArrayRecord> record = *std::move(found);
-    // Runs through the outbox, with no lock held.
-    dispatcher_->WhenPlaced(
-        record->buffers, [this, record, shared](absl::Status placed) {
-          if (!placed.ok()) {
-            shared->Set(placed);
-            return;
-          }
-          // Every buffer travels, replicas too: they may differ.
-          std::vector<Future<hlo::Literal>> shards;
-          for (const auto& [host, buffer] : record->buffers->buffers) {
-            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
-            shards.push_back(MapError(
-                worker == nullptr
-                    ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
-                          absl::StrCat("host ", host.value(), " is not alive")))
-                    : worker->FetchBuffer(buffer),
-                [this, host = host](const absl::Status& status) {
-                  return membership_.CallError(host, status);
-                }));
-          }
-          JoinFutures(std::move(shards))
-              .OnReady(*callbacks_,
-                       [shared](const absl::StatusOr<Shards>& values) {
-                         shared->Set(values);
-                       });
-        });
-  };
-  absl::Status open = ForClient(session_id, [&](Session& session) {
-    session.RunOrDefer({}, std::move(run),
-                       [this, shared](const absl::Status& status) {
-                         ResolveLater(shared, absl::StatusOr<Shards>(status));
-                       });
-  });
-  if (!open.ok()) return MakeErrorFuture<Shards>(open);
-  return future;
+  return ReadArray<std::vector<hlo::Literal>>(session_id, handle,
+                                              &Fetches::FetchShards);
 }
 
 void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {

@@ -9,6 +9,7 @@
 //   CompileCache   programs parsed and verified once
 //   ArrayTable     every session's arrays
 //   Uploads        PutArray and PutShards: checked, split, sent
+//   Fetches        ArrayReady, Fetch, FetchShards: asked, assembled
 //   launch_plan.h  Execute and Copy validated and planned
 //   Dispatcher     island schedulers (gang order), batches, in flight
 //   status_report.h the status view
@@ -49,6 +50,7 @@
 #include "causeway/head/array_table.h"
 #include "causeway/head/compile_cache.h"
 #include "causeway/head/dispatcher.h"
+#include "causeway/head/fetches.h"
 #include "causeway/head/health.h"
 #include "causeway/head/membership.h"
 #include "causeway/head/outbox.h"
@@ -261,6 +263,12 @@ class Head final : public transport::SessionService,
   // granted (Uploads::Place).
   Future<> Upload(SessionId session_id, transport::ArraySpec spec,
                   std::shared_ptr<UploadSource> source);
+  // ArrayReady, Fetch and FetchShards: `read` of the array, in the
+  // session's order.
+  template <typename T>
+  Future<T> ReadArray(SessionId session_id, ArrayHandle handle,
+                      void (Fetches::*read)(std::shared_ptr<const ArrayRecord>,
+                                            std::shared_ptr<Promise<T>>));
   void LoadProgram(const CompiledProgram& program,
                    const std::vector<DeviceId>& devices);
 
@@ -286,6 +294,7 @@ class Head final : public transport::SessionService,
   std::unique_ptr<HealthMonitor> health_;
   std::unique_ptr<ThreadPool> callbacks_;
   std::unique_ptr<Uploads> uploads_;
+  std::unique_ptr<Fetches> fetches_;
   // Gathers worker status reports, which may wait up to a deadline.
   std::unique_ptr<ThreadPool> status_pool_;
 
