@@ -17,6 +17,7 @@
 #include "causeway/head/launch_plan.h"
 #include "causeway/head/status_report.h"
 #include "causeway/head/uploads.h"
+#include "causeway/head/worker_notices.h"
 #include "causeway/hlo/sharding_util.h"
 
 namespace causeway::head {
@@ -784,9 +785,7 @@ void Head::CheckHealthNow() { health_->CheckNow(); }
 
 void Head::OnOpDone(const transport::OpDone& done) {
   Outbox::Flush flush(outbox_);
-  const std::shared_ptr<const Topology> topology = membership_.topology();
-  if (!topology->HasDevice(done.device) ||
-      topology->HostOf(done.device) != done.host) {
+  if (!OpDoneIsFromItsDevice(*membership_.topology(), done)) {
     CW_LOG(WARNING) << "OpDone from host " << done.host << " for device "
                     << done.device << ", which is not its own: ignored";
     return;
@@ -796,11 +795,7 @@ void Head::OnOpDone(const transport::OpDone& done) {
 
 void Head::OnPushFailed(const transport::UndeliveredPiece& piece) {
   Outbox::Flush flush(outbox_);
-  const std::shared_ptr<const Topology> topology = membership_.topology();
-  for (HostId host : {piece.source_host, piece.destination_host}) {
-    // A dead host's failure handling covers its pieces.
-    if (!topology->HasHost(host) || !topology->IsAlive(host)) return;
-  }
+  if (!BothEndsAlive(*membership_.topology(), piece)) return;
   dispatcher_->AfterSent([membership = &membership_, piece] {
     if (std::shared_ptr<ControlChannel> destination =
             membership->Channel(piece.destination_host)) {
@@ -815,27 +810,14 @@ void Head::OnWorkerDisconnected(HostId host, absl::Status why) {
 
 void Head::OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
                          absl::Duration clock_offset) {
-  constexpr size_t kMaxEventsPerBatch = size_t{1} << 16;
   if (!membership_.topology()->HasHost(host)) return;
-  if (clock_offset > absl::Hours(24) || clock_offset < -absl::Hours(24)) {
-    CW_LOG(WARNING) << "trace events of host " << host
-                    << " with a clock offset of "
-                    << absl::FormatDuration(clock_offset) << ": dropped";
+  absl::StatusOr<std::vector<trace::EventRecord>> own =
+      OwnTraceEvents(host, std::move(events), clock_offset);
+  if (!own.ok()) {
+    CW_LOG(WARNING) << own.status().message() << ": dropped";
     return;
   }
-  if (events.size() > kMaxEventsPerBatch) events.resize(kMaxEventsPerBatch);
-  // A worker reports only its own devices' events.
-  std::erase_if(events, [host](const trace::EventRecord& record) {
-    if (const auto* op = std::get_if<trace::OpEvent>(&record.event)) {
-      return op->host != host;
-    }
-    if (const auto* wait = std::get_if<trace::WaitEvent>(&record.event)) {
-      return wait->host != host;
-    }
-    const auto& transfer = std::get<trace::TransferEvent>(record.event);
-    return transfer.source_host != host && transfer.destination_host != host;
-  });
-  trace::Replay(events, clock_offset, *events_);
+  trace::Replay(*own, clock_offset, *events_);
 }
 
 // ---------------------------------------------------------------------------
