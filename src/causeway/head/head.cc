@@ -734,15 +734,7 @@ bool Head::IsHostAlive(HostId host) const {
 }
 
 absl::Status Head::AwaitHostDead(HostId host, absl::Time deadline) {
-  absl::MutexLock lock(&deaths_mu_);
-  auto dead = [this, host]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(deaths_mu_) {
-    return handled_dead_hosts_.contains(host);
-  };
-  if (!deaths_mu_.AwaitWithDeadline(absl::Condition(&dead), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("host ", host.value(), " was not declared dead in time"));
-  }
-  return absl::OkStatus();
+  return membership_.AwaitDeathHandled(host, deadline);
 }
 
 void Head::MarkHostDead(HostId host, const std::string& reason) {
@@ -777,8 +769,7 @@ void Head::MarkHostDead(HostId host, const std::string& reason) {
     }
   }
   CW_LOG(WARNING) << lost.message();
-  absl::MutexLock lock(&deaths_mu_);
-  handled_dead_hosts_.insert(host);
+  membership_.DeathHandled(host);
 }
 
 void Head::CheckHealthNow() { health_->CheckNow(); }

@@ -297,10 +297,6 @@ class Head final : public transport::SessionService,
   std::unique_ptr<Fetches> fetches_;
   // Gathers worker status reports, which may wait up to a deadline.
   std::unique_ptr<ThreadPool> status_pool_;
-
-  // Dead hosts whose failure handling (remaps included) is complete.
-  mutable absl::Mutex deaths_mu_;
-  std::set<HostId> handled_dead_hosts_ ABSL_GUARDED_BY(deaths_mu_);
 };
 
 }  // namespace causeway::head

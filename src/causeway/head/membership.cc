@@ -163,6 +163,23 @@ std::map<HostId, HostDeath> Membership::Deaths() const {
   return deaths_;
 }
 
+void Membership::DeathHandled(HostId host) {
+  absl::MutexLock lock(&mu_);
+  deaths_handled_.insert(host);
+}
+
+absl::Status Membership::AwaitDeathHandled(HostId host, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto handled = [this, host]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return deaths_handled_.contains(host);
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&handled), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("host ", host.value(), " was not declared dead in time"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Membership::CallError(HostId host,
                                    const absl::Status& status) const {
   if (status.ok()) return status;
