@@ -26,7 +26,6 @@ using transport::ControlChannel;
 using transport::HostState;
 using transport::LoadProgramRequest;
 using transport::Topology;
-using transport::WorkerStatus;
 
 template <typename T>
 void Head::ResolveLater(std::shared_ptr<Promise<T>> promise,
@@ -83,7 +82,8 @@ Head::Head(HeadOptions options)
                                        &arrays_, &outbox_, callbacks_.get());
   fetches_ = std::make_unique<Fetches>(&membership_, dispatcher_.get(),
                                        callbacks_.get());
-  status_pool_ = std::make_unique<ThreadPool>("head-status", 1);
+  statuses_ =
+      std::make_unique<WorkerStatusPoll>(&membership_, dispatcher_.get());
   resources_->AddListener(
       [this](const SliceEvent& event) { OnSliceEvent(event); });
   health_ = std::make_unique<HealthMonitor>(
@@ -121,7 +121,7 @@ Head::~Head() {
   // threads are there; those queued run now, and may post more.
   membership_.DropChannels();
   callbacks_.reset();
-  status_pool_.reset();
+  statuses_.reset();
   outbox_.Drain();
   dispatcher_.reset();
   resources_.reset();
@@ -160,8 +160,7 @@ absl::StatusOr<SessionId> Head::OpenSession(
 Future<> Head::CloseSession(SessionId session_id) {
   std::string name;
   sessions_
-      .WithSession(session_id,
-                   [&](Session& session) { name = session.name(); })
+      .WithSession(session_id, [&](Session& session) { name = session.name(); })
       .IgnoreError();
   absl::Status ended = EndSession(
       session_id,
@@ -173,8 +172,7 @@ Future<> Head::CloseSession(SessionId session_id) {
 absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
                               const std::string& why) {
   Outbox::Flush flush(outbox_);
-  CW_ASSIGN_OR_RETURN(std::string name,
-                      sessions_.End(session_id, status, why));
+  CW_ASSIGN_OR_RETURN(std::string name, sessions_.End(session_id, status, why));
   // Nothing of the session can add arrays any more.
   std::vector<std::shared_ptr<const ArrayRecord>> arrays =
       arrays_.RemoveSession(session_id);
@@ -650,8 +648,12 @@ void Head::ExecuteNow(Session& session, const transport::ExecuteOp& op) {
     }
   }
   const std::shared_ptr<const Topology> topology = membership_.topology();
-  PlanContext context{session.id(),        session.name(),   slice.island,
-                      slice.devices,     topology.get(), &arrays_,
+  PlanContext context{session.id(),
+                      session.name(),
+                      slice.island,
+                      slice.devices,
+                      topology.get(),
+                      &arrays_,
                       sessions_.transfer_ids()};
   absl::StatusOr<LaunchPlan> plan =
       PlanExecute(context, executable.bound, executable.slice, op);
@@ -692,8 +694,12 @@ void Head::CopyNow(Session& session, const transport::CopyOp& op) {
         "Copy: slice ", spec.slice.value(), " has no devices now")));
   }
   const std::shared_ptr<const Topology> topology = membership_.topology();
-  PlanContext context{session.id(),        session.name(),   slice.island,
-                      slice.devices,     topology.get(), &arrays_,
+  PlanContext context{session.id(),
+                      session.name(),
+                      slice.island,
+                      slice.devices,
+                      topology.get(),
+                      &arrays_,
                       sessions_.transfer_ids()};
   absl::StatusOr<CopyPlan> plan = PlanCopy(context, op);
   if (!plan.ok()) return fail(plan.status());
@@ -816,37 +822,7 @@ void Head::OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
 
 Future<WorkerStatuses> Head::GetWorkerStatuses(absl::Duration timeout) {
   Outbox::Flush flush(outbox_);
-  // Asked after everything already sent, so that the view includes it.
-  std::vector<std::pair<HostId, Future<WorkerStatus>>> reports;
-  for (const auto& [host, channel] : membership_.LiveChannels()) {
-    auto [promise, report] = MakePromise<WorkerStatus>();
-    reports.emplace_back(host, std::move(report));
-    dispatcher_->AfterSent([membership = &membership_, host = host,
-                            promise = std::move(promise)]() mutable {
-      std::shared_ptr<ControlChannel> worker = membership->Channel(host);
-      if (worker == nullptr) {
-        promise.Set(absl::UnavailableError("it died meanwhile"));
-        return;
-      }
-      worker->GetStatus().OnReady(
-          InlineExecutor::Instance(),
-          [promise = std::move(promise)](
-              const absl::StatusOr<WorkerStatus>& status) mutable {
-            promise.Set(status);
-          });
-    });
-  }
-  auto [promise, future] = MakePromise<WorkerStatuses>();
-  const absl::Time deadline = absl::Now() + timeout;
-  status_pool_->Execute([reports = std::move(reports), deadline,
-                         promise = std::move(promise)]() mutable {
-    WorkerStatuses statuses;
-    for (const auto& [host, report] : reports) {
-      statuses.emplace(host, report.AwaitUntil(deadline));
-    }
-    promise.Set(std::move(statuses));
-  });
-  return future;
+  return statuses_->Ask(timeout);
 }
 
 Future<transport::StatusReport> Head::GetStatus() {
@@ -854,11 +830,11 @@ Future<transport::StatusReport> Head::GetStatus() {
   inputs->topology = membership_.topology();
   inputs->deaths = membership_.Deaths();
   sessions_.ForEach([&](const Session& session) {
-    inputs->sessions.push_back(SessionSummary{
-        session.id(), session.name(),
-        static_cast<int64_t>(session.slices().size()),
-        session.num_executables(), arrays_.Count(session.id()),
-        session.num_deferred(), session.leased()});
+    inputs->sessions.push_back(
+        SessionSummary{session.id(), session.name(),
+                       static_cast<int64_t>(session.slices().size()),
+                       session.num_executables(), arrays_.Count(session.id()),
+                       session.num_deferred(), session.leased()});
   });
   inputs->resources = resources_->DebugString();
   inputs->scheduling = dispatcher_->DebugString();

@@ -3,24 +3,27 @@
 // and composes the parts that do the work, each with its own state and
 // lock (see docs/dispatch.md, docs/failure.md, docs/membership.md):
 //
-//   Membership     the hosts: topology snapshots, control channels
-//   HealthMonitor  heartbeats with a deadline, session leases
-//   ResourceManager slices on devices: grants, queue, remaps
-//   CompileCache   programs parsed and verified once
-//   ArrayTable     every session's arrays
-//   Uploads        PutArray and PutShards: checked, split, sent
-//   Fetches        ArrayReady, Fetch, FetchShards: asked, assembled
-//   launch_plan.h  Execute and Copy validated and planned
-//   Dispatcher     island schedulers (gang order), batches, in flight
-//   status_report.h the status view
+//   Membership       the hosts: topology snapshots, channels, deaths
+//   HealthMonitor    heartbeats with a deadline, session leases
+//   ResourceManager  slices on devices: grants, queue, remaps
+//   SessionTable     the sessions (Session: slices, executables, the
+//                    FIFO of work waiting for a slice)
+//   CompileCache     programs parsed and verified once
+//   ArrayTable       every session's arrays
+//   Uploads          PutArray, PutShards: checked, split, sent
+//   Fetches          ArrayReady, Fetch, FetchShards: asked, assembled
+//   launch_plan.h    Execute and Copy validated and planned
+//   Dispatcher       island schedulers (gang order), batches, in flight
+//   worker_notices.h what workers say unasked, checked
+//   WorkerStatusPoll every worker's status, up to a deadline
+//   status_report.h  the status view
 //
-//   SessionTable   the sessions: slices, executables, deferred work
-//
-// It talks to workers only
-// through their ControlChannels, and never while it holds a lock: what its
-// parts decide under their locks goes out through the Outbox, in order,
-// once the locks are released. Data never passes through it except
-// PutArray and Fetch, which are copies to and from the client.
+// Head wires them: the session service's calls, hosts joining and dying.
+// It talks to workers only through their ControlChannels, and never while
+// it holds a lock: what its parts decide under their locks goes out
+// through the Outbox, in order, once the locks are released. Data never
+// passes through it except PutArray and Fetch, which are copies to and
+// from the client.
 //
 // Thread-safe. Futures resolve on the head's callback threads, on worker
 // threads or on the thread that drains the outbox; attach continuations
@@ -58,6 +61,7 @@
 #include "causeway/head/session.h"
 #include "causeway/head/session_table.h"
 #include "causeway/head/uploads.h"
+#include "causeway/head/worker_statuses.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
@@ -136,8 +140,6 @@ struct ClusterView {
   // Alive hosts: how long since each last answered a heartbeat.
   std::map<HostId, absl::Duration> heartbeat_ages;
 };
-using WorkerStatuses =
-    std::map<HostId, absl::StatusOr<transport::WorkerStatus>>;
 
 class Head final : public transport::SessionService,
                    public transport::WorkerListener {
@@ -295,8 +297,7 @@ class Head final : public transport::SessionService,
   std::unique_ptr<ThreadPool> callbacks_;
   std::unique_ptr<Uploads> uploads_;
   std::unique_ptr<Fetches> fetches_;
-  // Gathers worker status reports, which may wait up to a deadline.
-  std::unique_ptr<ThreadPool> status_pool_;
+  std::unique_ptr<WorkerStatusPoll> statuses_;
 };
 
 }  // namespace causeway::head
