@@ -5,24 +5,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "causeway/transport/testing/fake_control_channel.h"
+#include "causeway/head/testing/fake_hosts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace causeway::head {
 namespace {
 
-// A dispatcher that records no events.
-Dispatcher::Options QuietDispatcher() {
-  Dispatcher::Options options;
-  options.events = &trace::NullEventSink();
-  return options;
-}
-
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using transport::FakeControlChannel;
-using transport::HostSpec;
 
 hlo::Shape F32(std::vector<int64_t> dims) {
   return hlo::Shape(hlo::PrimitiveType::kF32, std::move(dims));
@@ -67,20 +58,12 @@ TEST(AssembleFetchedTest, OnlyThePrimaryReplicasMakeTheGlobalValue) {
 
 // One alive host of two devices behind a fake channel; a second host
 // registered and then dead.
-class FetchesTest : public ::testing::Test {
+class FetchesTest : public testing::FakeHostsTest {
  protected:
   void SetUp() override {
-    for (int h = 0; h < 2; ++h) {
-      absl::StatusOr<HostAssignment> host = membership_.Register(
-          {IslandId(0), HostSpec{2, "cpu", 1024}, absl::StrCat("w", h), ""});
-      ASSERT_TRUE(host.ok()) << host.status();
-      auto channel = std::make_shared<FakeControlChannel>();
-      ASSERT_TRUE(membership_.Activate(host->host, channel).ok());
-      hosts_.push_back(channel);
-    }
+    AddHosts(2, 2);
     membership_.MarkDead(HostId(1), "test");
   }
-  void TearDown() override { outbox_.Drain(); }
 
   // A placed array with one replicated shard on each of `devices`.
   std::shared_ptr<const ArrayRecord> Array(std::vector<int64_t> devices) {
@@ -94,11 +77,7 @@ class FetchesTest : public ::testing::Test {
     return array;
   }
 
-  Outbox outbox_;
-  Membership membership_;
-  Dispatcher dispatcher_{QuietDispatcher(), &membership_, &outbox_};
   Fetches fetches_{&membership_, &dispatcher_, &InlineExecutor::Instance()};
-  std::vector<std::shared_ptr<FakeControlChannel>> hosts_;
   uint64_t next_ = 1;
 };
 

@@ -605,6 +605,18 @@ void Head::EnqueueCopy(Session& session, transport::CopyOp op) {
       });
 }
 
+PlanContext Head::PlanContextFor(const Session& session,
+                                 const SliceRecord& slice,
+                                 const Topology& topology) {
+  return PlanContext{.session = session.id(),
+                     .session_name = session.name(),
+                     .island = slice.island,
+                     .devices = slice.devices,
+                     .topology = &topology,
+                     .arrays = &arrays_,
+                     .next_transfer_id = sessions_.transfer_ids()};
+}
+
 void Head::ExecuteNow(Session& session, const transport::ExecuteOp& op) {
   const SessionLimits& limits = options_.session_limits;
   if (op.arguments.size() > limits.max_handles_per_call ||
@@ -648,13 +660,7 @@ void Head::ExecuteNow(Session& session, const transport::ExecuteOp& op) {
     }
   }
   const std::shared_ptr<const Topology> topology = membership_.topology();
-  PlanContext context{session.id(),
-                      session.name(),
-                      slice.island,
-                      slice.devices,
-                      topology.get(),
-                      &arrays_,
-                      sessions_.transfer_ids()};
+  const PlanContext context = PlanContextFor(session, slice, *topology);
   absl::StatusOr<LaunchPlan> plan =
       PlanExecute(context, executable.bound, executable.slice, op);
   if (!plan.ok()) return fail(plan.status());
@@ -694,13 +700,7 @@ void Head::CopyNow(Session& session, const transport::CopyOp& op) {
         "Copy: slice ", spec.slice.value(), " has no devices now")));
   }
   const std::shared_ptr<const Topology> topology = membership_.topology();
-  PlanContext context{session.id(),
-                      session.name(),
-                      slice.island,
-                      slice.devices,
-                      topology.get(),
-                      &arrays_,
-                      sessions_.transfer_ids()};
+  const PlanContext context = PlanContextFor(session, slice, *topology);
   absl::StatusOr<CopyPlan> plan = PlanCopy(context, op);
   if (!plan.ok()) return fail(plan.status());
   arrays_.Add(plan->destination);

@@ -55,6 +55,7 @@
 #include "causeway/head/dispatcher.h"
 #include "causeway/head/fetches.h"
 #include "causeway/head/health.h"
+#include "causeway/head/launch_plan.h"
 #include "causeway/head/membership.h"
 #include "causeway/head/outbox.h"
 #include "causeway/head/resource_manager.h"
@@ -279,6 +280,10 @@ class Head final : public transport::SessionService,
   void EnqueueExecute(Session& session, transport::ExecuteOp op);
   void EnqueueCopy(Session& session, transport::CopyOp op);
   void ExecuteNow(Session& session, const transport::ExecuteOp& op);
+  // What PlanExecute and PlanCopy plan in: the session and its slice now,
+  // on `topology` (which must outlive it).
+  PlanContext PlanContextFor(const Session& session, const SliceRecord& slice,
+                             const transport::Topology& topology);
   void CopyNow(Session& session, const transport::CopyOp& op);
 
   const HeadOptions options_;

@@ -6,24 +6,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "causeway/transport/testing/fake_control_channel.h"
+#include "causeway/head/testing/fake_hosts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace causeway::head {
 namespace {
 
-// A dispatcher that records no events.
-Dispatcher::Options QuietDispatcher() {
-  Dispatcher::Options options;
-  options.events = &trace::NullEventSink();
-  return options;
-}
-
 using ::testing::HasSubstr;
 using transport::ArraySpec;
-using transport::FakeControlChannel;
-using transport::HostSpec;
 
 hlo::Shape F32(std::vector<int64_t> dims) {
   return hlo::Shape(hlo::PrimitiveType::kF32, std::move(dims));
@@ -61,17 +52,10 @@ class CountingSource final : public UploadSource {
 
 // Two alive hosts of one device each behind fake channels, and a session
 // whose slice 1 is granted on both devices.
-class UploadsTest : public ::testing::Test {
+class UploadsTest : public testing::FakeHostsTest {
  protected:
   void SetUp() override {
-    for (int h = 0; h < 2; ++h) {
-      absl::StatusOr<HostAssignment> host = membership_.Register(
-          {IslandId(0), HostSpec{1, "cpu", 1024}, absl::StrCat("w", h), ""});
-      ASSERT_TRUE(host.ok()) << host.status();
-      auto channel = std::make_shared<FakeControlChannel>();
-      ASSERT_TRUE(membership_.Activate(host->host, channel).ok());
-      hosts_.push_back(channel);
-    }
+    AddHosts(2, 1);
     transport::SliceRequest request;
     request.handle = SliceHandle(1);
     absl::StatusOr<SliceRecord*> slice = session_.AddSlice(request);
@@ -79,13 +63,12 @@ class UploadsTest : public ::testing::Test {
     session_.SliceOnDevices(**slice, IslandId(0), {DeviceId(0), DeviceId(1)},
                             {2}, 1);
   }
-  void TearDown() override { outbox_.Drain(); }
-
   // Places array 5, tiled over the slice's two devices, from `source`.
   Future<> Place(std::shared_ptr<UploadSource> source,
                  hlo::Shape shape = F32({4})) {
     auto [promise, future] = MakePromise<>();
-    ArraySpec spec{ArrayHandle(next_handle_++), std::move(shape), Halves(), SliceHandle(1)};
+    ArraySpec spec{ArrayHandle(next_handle_++), std::move(shape), Halves(),
+                   SliceHandle(1)};
     uploads_.Place(session_, spec, std::move(source),
                    std::make_shared<Promise<>>(std::move(promise)));
     return future;
@@ -105,14 +88,10 @@ class UploadsTest : public ::testing::Test {
     return n;
   }
 
-  Outbox outbox_;
-  Membership membership_;
   ArrayTable arrays_;
-  Dispatcher dispatcher_{QuietDispatcher(), &membership_, &outbox_};
   Uploads uploads_{&membership_, &dispatcher_, &arrays_, &outbox_,
                    &InlineExecutor::Instance()};
   Session session_{SessionId(1), "s", 1.0, 0, false, {}};
-  std::vector<std::shared_ptr<FakeControlChannel>> hosts_;
   uint64_t next_handle_ = 5;  // The first array placed is 5.
 };
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "causeway/head/membership.h"
-#include "causeway/transport/testing/fake_control_channel.h"
+#include "causeway/head/testing/fake_hosts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,19 +16,10 @@ using trace::EventRecord;
 
 // Hosts 0, 1 and 2 of two devices each (devices 0, 1 on host 0, 2, 3 on
 // host 1, ...): 0 and 2 alive, 1 dead.
-class WorkerNoticesTest : public ::testing::Test {
+class WorkerNoticesTest : public testing::FakeHostsTest {
  protected:
   void SetUp() override {
-    for (const char* name : {"a", "b", "c"}) {
-      absl::StatusOr<HostAssignment> host =
-          membership_.Register({IslandId(0), transport::HostSpec{2}, name, ""});
-      ASSERT_TRUE(host.ok()) << host.status();
-      ASSERT_TRUE(
-          membership_
-              .Activate(host->host,
-                        std::make_shared<transport::FakeControlChannel>())
-              .ok());
-    }
+    AddHosts(3, 2);
     membership_.MarkDead(HostId(1), "test");
   }
   EventRecord Op(int64_t host) {
@@ -42,8 +33,6 @@ class WorkerNoticesTest : public ::testing::Test {
     transfer.destination_host = HostId(to);
     return EventRecord{EventRecord::Kind::kTransferStarted, transfer, {}};
   }
-
-  Membership membership_;
 };
 
 TEST_F(WorkerNoticesTest, AnOpDoneCountsOnlyFromItsDevicesHost) {

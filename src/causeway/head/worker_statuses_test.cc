@@ -5,42 +5,23 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "causeway/transport/testing/fake_control_channel.h"
+#include "causeway/head/testing/fake_hosts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace causeway::head {
 namespace {
 
-// A dispatcher that records no events.
-Dispatcher::Options QuietDispatcher() {
-  Dispatcher::Options options;
-  options.events = &trace::NullEventSink();
-  return options;
-}
-
 using ::testing::ElementsAre;
-using transport::FakeControlChannel;
 
 // Hosts 0 and 1 alive behind fake channels, host 2 dead.
-class WorkerStatusPollTest : public ::testing::Test {
+class WorkerStatusPollTest : public testing::FakeHostsTest {
  protected:
   void SetUp() override {
-    for (int h = 0; h < 3; ++h) {
-      absl::StatusOr<HostAssignment> host = membership_.Register(
-          {IslandId(0), transport::HostSpec{1}, absl::StrCat("w", h), ""});
-      ASSERT_TRUE(host.ok()) << host.status();
-      auto channel = std::make_shared<FakeControlChannel>();
-      ASSERT_TRUE(membership_.Activate(host->host, channel).ok());
-      hosts_.push_back(channel);
-    }
+    AddHosts(3, 1);
     membership_.MarkDead(HostId(2), "test");
   }
 
-  Outbox outbox_;
-  Membership membership_;
-  Dispatcher dispatcher_{QuietDispatcher(), &membership_, &outbox_};
-  std::vector<std::shared_ptr<FakeControlChannel>> hosts_;
   WorkerStatusPoll poll_{&membership_, &dispatcher_};
 };
 
@@ -69,7 +50,6 @@ TEST_F(WorkerStatusPollTest, AWorkerNotAskedByTheDeadlineIsDeadlineExceeded) {
     EXPECT_EQ(status.status().code(), absl::StatusCode::kDeadlineExceeded)
         << host;
   }
-  outbox_.Drain();
 }
 
 }  // namespace
