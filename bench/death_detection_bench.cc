@@ -1,6 +1,6 @@
 // How soon the head declares a worker dead, by how it hears of it, on
 // separate hosts (network namespaces, cli/testing/separate_hosts.h, as
-// cli/netns_test.cc, which checks only the causes). See BENCHMARKS.md.
+// cli/separate_hosts_test.cc, which checks only the causes). See BENCHMARKS.md.
 //
 //   death_detection_bench [--gtest_repeat=N]
 //

@@ -1,7 +1,7 @@
 // Separate hosts (docs/distributed.md): a ProcessClusterTest whose head and
 // workers each run in a network namespace of their own, joined by veth
 // pairs to a bridge (veth_network.h), the client in this process reaching
-// the head across its own veth pair. For cli/netns_test.cc and
+// the head across its own veth pair. For cli/separate_hosts_test.cc and
 // bench/death_detection_bench.cc. Needs root and `ip netns`: SetUp skips,
 // saying which is missing, elsewhere.
 #ifndef CAUSEWAY_CLI_TESTING_SEPARATE_HOSTS_H_
