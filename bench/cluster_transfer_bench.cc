@@ -7,7 +7,7 @@
 //
 // A `causeway head` and two `causeway worker` processes (one device each),
 // each in a network namespace of its own joined by veth pairs to a bridge
-// (cli::testing::VethNetwork, as cli/netns_test.cc); this process is the
+// (cli::testing::VethNetwork, as cli/separate_hosts_test.cc); this process is the
 // client, on the same bridge. One transfer is an f32 array of --mib MiB
 // on a 1-device slice on the first worker, copied whole onto a 1-device
 // slice on the second (Session::Copy; not a SingleDevice reshard within

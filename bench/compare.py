@@ -5,7 +5,7 @@ Usage: compare.py BUILD ROUNDS [--update BENCHMARKS.md]
 
 For each program and round: XLA's mean wall seconds per step and its
 process CPU seconds per step (bench/xla_baseline.py), and Causeway's
-(executor_bench: real time, and process CPU time over every thread). Each
+(evaluator_bench: real time, and process CPU time over every thread). Each
 ratio is XLA time / Causeway time (throughput relative to XLA: 1.0 = equal,
 higher is better), taken per round, so both sides of a ratio ran minutes
 apart at most; the table shows the median over the rounds and the range.
@@ -18,8 +18,8 @@ import json
 import os
 import statistics
 
-BEGIN = "<!-- executor-vs-xla:begin -->"
-END = "<!-- executor-vs-xla:end -->"
+BEGIN = "<!-- evaluator-vs-xla:begin -->"
+END = "<!-- evaluator-vs-xla:end -->"
 TARGET = 0.9  # Every program (issue #9).
 
 

@@ -8,8 +8,8 @@
 //              the whole loop), counted as 128 programs per run.
 //
 // The baseline, same run, the same one-step module and device count, no
-// runtime: "executor streamed" is one thread per device calling
-// Evaluator::Run back to back (the executor's time with no dispatch at
+// runtime: "evaluator streamed" is one thread per device calling
+// Evaluator::Run back to back (the evaluator's time with no dispatch at
 // all). The runtime's overhead per chained program is its time minus that.
 //
 //   dispatch_bench [--devices=1,2,4,8] [--programs=4096] [--repeats=3]
@@ -90,10 +90,10 @@ absl::Status CheckValue(const Array& array, float expected) {
   return absl::OkStatus();
 }
 
-// The executor streamed: one thread per device runs the one-step module
+// The evaluator streamed: one thread per device runs the one-step module
 // back to back (Evaluator::Run with in-process collectives), with nobody
 // dispatching: the least a runtime could cost per program.
-absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs) {
+absl::StatusOr<Result> EvaluatorStreamed(int64_t devices, int64_t programs) {
   CW_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
                       hlo::ParseModule(StepsProgram(devices, 1)));
   CW_ASSIGN_OR_RETURN(std::unique_ptr<exec::Evaluator> evaluator,
@@ -127,7 +127,7 @@ absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs) {
   CW_RETURN_IF_ERROR(run(programs / 10, 1));  // Warm up.
   absl::Time start = absl::Now();
   CW_RETURN_IF_ERROR(run(programs, 1 + programs));
-  return Result{"executor streamed", devices, programs,
+  return Result{"evaluator streamed", devices, programs,
                 absl::ToDoubleSeconds(absl::Now() - start)};
 }
 
@@ -237,7 +237,7 @@ int Main(int argc, char** argv) {
     // The best of `repeats` runs of each mode (the machine is shared).
     std::vector<Result> best;
     for (int64_t r = 0; r < repeats; ++r) {
-      absl::StatusOr<Result> streamed = ExecutorStreamed(devices, programs);
+      absl::StatusOr<Result> streamed = EvaluatorStreamed(devices, programs);
       absl::StatusOr<std::vector<Result>> runtime = Runtime(devices, programs);
       if (!streamed.ok() || !runtime.ok()) {
         std::fprintf(stderr, "%d devices: %s %s\n", static_cast<int>(devices),
@@ -270,15 +270,15 @@ int Main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"dispatch_overhead\",\"devices\":%lld,"
         "\"chained_us_per_program\":%.2f,"
-        "\"executor_streamed_us_per_program\":%.2f,"
-        "\"overhead_vs_executor_streamed_us\":%.2f}\n",
+        "\"evaluator_streamed_us_per_program\":%.2f,"
+        "\"overhead_vs_evaluator_streamed_us\":%.2f}\n",
         static_cast<long long>(devices), chained.micros_per_program(),
         streamed.micros_per_program(),
         chained.micros_per_program() - streamed.micros_per_program());
     std::fflush(stdout);
   }
   std::printf(
-      "\n| devices | executor streamed | op-by-op | chained (128) | "
+      "\n| devices | evaluator streamed | op-by-op | chained (128) | "
       "fused (128) | overhead per chained program vs streamed |\n"
       "|---|---|---|---|---|---|\n");
   for (size_t i = 0; i + 3 < table.size(); i += 4) {

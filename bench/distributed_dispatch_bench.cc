@@ -4,12 +4,12 @@
 // programs chained output to input: ProgramTraces of 128 programs, each
 // submitted as one graph (what the paper's "chained" mode measures).
 //
-// Baselines, same run, same module, same N: "executor streamed" is one
+// Baselines, same run, same module, same N: "evaluator streamed" is one
 // thread per device calling Evaluator::Run back to back with nothing
 // dispatching (the least any runtime could cost per program), and
 // "embedded" is the same chained loop on a LocalCluster of N hosts in this
 // process (in-process channels instead of gRPC). The overhead per chained
-// program is its time minus the executor streamed.
+// program is its time minus the evaluator streamed.
 //
 // The program is `y = x + 1` on every device (replicated, N partitions) by
 // default. With --collectives it is the paper's scalar all-reduce (max)
@@ -148,7 +148,7 @@ struct CpuMeter {
 };
 
 // One thread per device runs the step back to back (no runtime at all).
-absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs,
+absl::StatusOr<Result> EvaluatorStreamed(int64_t devices, int64_t programs,
                                         bool collectives) {
   CW_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
                       hlo::ParseModule(StepProgram(devices, collectives)));
@@ -183,7 +183,7 @@ absl::StatusOr<Result> ExecutorStreamed(int64_t devices, int64_t programs,
   CW_RETURN_IF_ERROR(run(programs / 10, 1));
   const absl::Time start = absl::Now();
   CW_RETURN_IF_ERROR(run(programs, 1 + programs));
-  return Result{"executor streamed", devices, programs,
+  return Result{"evaluator streamed", devices, programs,
                 absl::ToDoubleSeconds(absl::Now() - start)};
 }
 
@@ -386,7 +386,7 @@ int Main(int argc, char** argv) {
   const std::vector<Http> http_modes =
       http ? std::vector<Http>{Http::kOff, Http::kIdle, Http::kScraped}
            : std::vector<Http>{Http::kOff};
-  std::printf("| workers | causeway | mode | executor streamed | embedded chained | "
+  std::printf("| workers | causeway | mode | evaluator streamed | embedded chained | "
               "processes chained | overhead per program: embedded / "
               "processes |\n|---|---|---|---|---|---|---|\n");
   for (int64_t workers : worker_counts) {
@@ -397,7 +397,7 @@ int Main(int argc, char** argv) {
     std::vector<std::vector<double>> us(2 + binaries.size() * http_modes.size());
     for (int64_t r = 0; r < repeats; ++r) {
       std::vector<std::pair<std::string, absl::StatusOr<Result>>> results;
-      results.emplace_back("", ExecutorStreamed(workers, programs, collectives));
+      results.emplace_back("", EvaluatorStreamed(workers, programs, collectives));
       results.emplace_back("", Embedded(workers, programs, collectives));
       for (const std::string& binary : binaries) {
         for (Http mode : http_modes) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make bench`: the executor against XLA's CPU backend (JAX), same modules,
+# `make bench`: the evaluator against XLA's CPU backend (JAX), same modules,
 # same inputs, both pinned to one core, in one run. Prints a markdown table
-# and writes it to BENCHMARKS.md between the executor-vs-XLA markers.
+# and writes it to BENCHMARKS.md between the evaluator-vs-XLA markers.
 # ROUNDS (default 5) alternating rounds; the table has medians of the
 # per-round ratios.
 set -euo pipefail
@@ -19,7 +19,7 @@ rounds=${ROUNDS:-5}
 for round in $(seq 1 "$rounds"); do
   taskset -c "$core" .venv/bin/python bench/xla_baseline.py "$dir" \
     > "$build/bench-xla-$round.json"
-  taskset -c "$core" "$build/bin/executor_bench" "$dir" \
+  taskset -c "$core" "$build/bin/evaluator_bench" "$dir" \
     --benchmark_format=json > "$build/bench-cw-$round.json" 2>/dev/null
 done
 .venv/bin/python bench/compare.py "$build" "$rounds" --update BENCHMARKS.md

@@ -26,7 +26,7 @@ namespace {
 
 // The corpus's outputs are what JAX computed on the processor that wrote
 // them (Intel with AVX512-FP16: docs/hlo.md, "Rounding"), so its programs
-// run as XLA runs there, on any processor: the executor emulates native f16
+// run as XLA runs there, on any processor: the evaluator emulates native f16
 // (exec/xla_cpu_target.h), and the clusters this binary starts inherit it.
 // Set before main, so before anything reads it; an explicit
 // CAUSEWAY_XLA_CPU wins. What XLA computes on the processor at hand is

@@ -27,8 +27,15 @@ a 1024^3 f32 matmul), with random inputs, to DIR: beside program.hlo each also
 gets program.mlir (the StableHLO JAX lowered, which bench/xla_baseline.py
 compiles and times).
 
---verify re-generates every program in memory and checks that the committed
-files are identical (text byte for byte, arrays bit for bit).
+--verify re-generates every program in memory and checks the committed files
+against it (verify_program): the manifest and the inputs byte for byte, the
+program text without its source locations (which name this script's path and
+line numbers, not anything XLA computes), and JAX's outputs within the
+tolerances the manifest gives (what the conformance tests allow Causeway):
+XLA's CPU code differs by processor (docs/hlo.md, "Rounding"), so the bits of
+an f16 output on one processor are not the bits on another (on a processor
+unlike the writer's, WRITER_VARIANT, the outputs the manifest compares
+exactly are left out, and the script says which).
 
 --stats parses every program.hlo with XLA's own parser and prints markdown
 tables of the opcodes and collective forms (docs/corpus.md holds them).
@@ -42,6 +49,7 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import argparse  # noqa: E402
+import ast  # noqa: E402
 import collections  # noqa: E402
 import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
@@ -1558,6 +1566,108 @@ def files_for(b: Built, with_mlir=False) -> dict:
 
 INDEX_FILE = "programs.txt"
 
+# Where each op came from in the Python that traced it: the FileNames,
+# FunctionNames, FileLocations and StackFrames tables of the module and each
+# instruction's `stack_frame_id=N` (or, with older JAX, `source_file=...
+# source_line=N`) in its metadata.
+_LOCATION_TABLES_RE = re.compile(
+    r"^(FileNames|FunctionNames|FileLocations|StackFrames)\n(?:[^\n]+\n)*\n*", re.M)
+_LOCATION_ATTRS_RE = re.compile(
+    r' (?:stack_frame_id=\d+|source_file="[^"]*"|source_line=\d+|source_end_line=\d+'
+    r'|source_column=\d+|source_end_column=\d+)')
+
+
+def without_locations(text: str) -> str:
+    """The program text without its source locations."""
+    return _LOCATION_ATTRS_RE.sub("", _LOCATION_TABLES_RE.sub("", text))
+
+
+def _output_tolerances(manifest: str) -> dict:
+    """out<i>.npy -> (dtype, rtol, atol), from a manifest's output lines."""
+    dtypes = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+    tolerances = {}
+    for line in manifest.splitlines():
+        fields = line.split()
+        if len(fields) == 6 and fields[0] == "output":
+            tolerances[fields[1]] = (dtypes[fields[2]], float(fields[4]), float(fields[5]))
+    return tolerances
+
+
+def _load_npy(data: bytes, dtype) -> np.ndarray:
+    """An array _npy_bytes wrote, as `dtype` (the manifest's): ml_dtypes'
+    types are written with descriptors np.load does not take back."""
+    f = io.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    length = int.from_bytes(f.read(2 if version == (1, 0) else 4), "little")
+    header = ast.literal_eval(f.read(length).decode("latin1"))
+    a = np.frombuffer(f.read(), dtype=dtype)
+    return a.reshape(header["shape"], order="F" if header["fortran_order"] else "C")
+
+
+# What XLA:CPU's generated code follows on a processor (docs/hlo.md,
+# "Rounding"): the vendor (rsqrt's Newton steps), AVX512-FP16 (f16 inside
+# fusions) and AVX-512 F (f64 rsqrt). WRITER_VARIANT is that of the
+# processor whose JAX wrote the committed outputs; tests/corpus_runner.cc
+# runs Causeway as that variant (avx512fp16,intel) to compare with them.
+WRITER_VARIANT = ("GenuineIntel", True, True)
+
+
+def processor_variant() -> tuple:
+    """This processor's (vendor, avx512fp16, avx512f), as XLA:CPU sees it:
+    an --xla_cpu_max_isa below AVX-512 in XLA_FLAGS turns both off."""
+    vendor, flags = "", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "vendor_id" and not vendor:
+                vendor = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    isa = re.search(r"--xla_cpu_max_isa=(\S+)", os.environ.get("XLA_FLAGS", ""))
+    avx512 = isa is None or isa.group(1).upper().startswith("AVX512")
+    fp16 = "avx512_fp16" in flags or "avx512fp16" in flags  # Linux spells it so.
+    return (vendor, avx512 and fp16, avx512 and "avx512f" in flags)
+
+
+def verify_program(on_disk: dict, files: dict, variant: tuple = WRITER_VARIANT,
+                   skipped: Optional[list] = None) -> list:
+    """What differs between a program's committed files and the ones just
+    built, as messages; empty if none (see --verify in the module doc).
+    `variant` is the processor's that built `files` (processor_variant()):
+    on another than WRITER_VARIANT's, an output the manifest compares
+    exactly holds bits only that kind of processor computes (f16_bf16_rounding:
+    XLA rounds f16 fusions and rsqrt by processor, by more than a tolerance),
+    so it is left out, and said so in `skipped` if given."""
+    problems = []
+    for f in sorted(set(on_disk) ^ set(files)):
+        problems.append(f"{f}: {'not written by the script' if f in on_disk else 'missing'}")
+    tolerances = _output_tolerances(files.get("manifest.txt", b"").decode())
+    for f in sorted(set(on_disk) & set(files)):
+        disk, built = on_disk[f], files[f]
+        if f == "program.hlo":
+            if without_locations(disk.decode()) != without_locations(built.decode()):
+                problems.append(f"{f}: the program differs (source locations aside)")
+        elif disk == built:
+            continue
+        elif f in tolerances:
+            dtype, rtol, atol = tolerances[f]
+            if rtol == atol == 0 and variant != WRITER_VARIANT and dtype_name(dtype) in DEFAULT_TOL:
+                if skipped is not None:
+                    skipped.append(f"{f}: exact bits of the writer's kind of processor")
+                continue
+            got, want = _load_npy(disk, dtype), _load_npy(built, dtype)
+            if got.dtype != want.dtype or got.shape != want.shape:
+                problems.append(f"{f}: {got.dtype}{list(got.shape)} on disk, "
+                                f"{want.dtype}{list(want.shape)} now")
+                continue
+            usage = _usage(got, want, rtol, atol)
+            if usage > 1:
+                problems.append(f"{f}: differs from JAX's output now by {usage:.2f} "
+                                "of the manifest's tolerance")
+        elif disk != built:
+            problems.append(f"{f}: differs")
+    return problems
+
 
 def index_text(registry) -> str:
     return ("# The programs tools/gen_corpus.py writes here, one per line; the conformance test\n"
@@ -1662,6 +1772,10 @@ def main(argv=None):
 
     total_bytes = 0
     failures = []
+    variant = processor_variant()
+    if args.verify and variant != WRITER_VARIANT:
+        print(f"this processor is {variant}, the corpus's writer {WRITER_VARIANT}: "
+              "outputs the manifest compares exactly are not compared")
     for name in names:
         p = registry[name]()
         b = build(p)
@@ -1675,9 +1789,14 @@ def main(argv=None):
         if args.verify:
             d = os.path.join(args.verify, name)
             on_disk = {f: open(os.path.join(d, f), "rb").read() for f in os.listdir(d)} if os.path.isdir(d) else {}
-            if on_disk != files:
+            skipped = []
+            problems = verify_program(on_disk, files, variant, skipped)
+            for skip in skipped:
+                print(f"  not compared here: {skip}")
+            if problems:
                 failures.append(name)
-                print(f"  MISMATCH: {sorted(set(on_disk) ^ set(files)) or [f for f in files if on_disk.get(f) != files[f]]}")
+                for problem in problems:
+                    print(f"  MISMATCH: {problem}")
         else:
             write_dir(os.path.join(args.out, name), files)
     # The index: every program of the registry, one per line, so that the

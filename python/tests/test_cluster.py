@@ -21,7 +21,6 @@ import causeway
 from causeway.elastic import Manager
 from conftest import ProcessCluster
 from test_elastic import NUM_STEPS, initial_state, make_train_step
-from test_errors import spin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "a-test-token-0123456789"
@@ -32,6 +31,11 @@ def token_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("cluster") / "token"
     path.write_text(TOKEN + "\n")
     return str(path)
+
+
+def spin(x, steps=4000):
+    """A program that runs for a while (hundreds of ms here)."""
+    return jax.lax.fori_loop(0, steps, lambda i, v: jnp.sin(v) @ jnp.cos(v), x)
 
 
 @pytest.fixture(scope="module")

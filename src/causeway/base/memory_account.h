@@ -1,5 +1,5 @@
 // MemoryAccount: bounds the bytes of array buffers that one piece of work
-// holds at once. The executor opens one account per run, so that a program
+// holds at once. The evaluator opens one account per run, so that a program
 // whose values cannot fit is refused with ResourceExhausted, naming the
 // instruction and the bytes, instead of aborting the process on
 // std::bad_alloc (or being killed by the kernel once zero-filling touches
@@ -11,7 +11,7 @@
 // credited back when the buffer is freed: on any thread, at any later time
 // (a charge keeps its account alive). A charge that would take the account
 // past its limit throws MemoryLimitExceeded, a std::bad_alloc, from the
-// allocation; the executor catches it at the instruction that allocated.
+// allocation; the evaluator catches it at the instruction that allocated.
 // Code that must not unwind (a collective holding its peers' state) opens a
 // ScopedNonThrowingCharges: charges there still count, and never throw.
 //

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -111,12 +112,36 @@ struct Member {
   bool open = true;  // Its stdout is still open.
 };
 
-void StopAll(std::vector<Member>& members) {
-  // Workers first, so that the head sees them go, then the head.
-  for (size_t i = members.size(); i-- > 0;) members[i].process->Signal(SIGTERM);
-  for (size_t i = members.size(); i-- > 0;) {
-    members[i].process->Stop(kStopGrace);
+// Stops `member` (SIGTERM; SIGKILL after the grace) and says so if it
+// ended otherwise than asked (a crash while stopping).
+void StopMember(Member& member) {
+  if (member.process->reaped()) return;  // Ended before; reported then.
+  const int status = member.process->Stop(kStopGrace);
+  if (status != -1 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
+      !(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) {
+    PrintUserMessage(LogSeverity::kError,
+                     "causeway cluster: %s (pid %d) %s while stopping\n",
+                     member.what.c_str(), member.process->pid(),
+                     ChildProcess::DescribeWaitStatus(status).c_str());
   }
+}
+
+// members[0] is the head, then the workers, then the proxy if any.
+void StopAll(std::vector<Member>& members) {
+  // The proxy (a client of the head) first, then the head while its workers
+  // still run, then the workers. A head shutting down while its workers'
+  // streams end under it could abort inside gRPC (the worker server cancels
+  // a stream whose handler may just have returned: transport/
+  // grpc_control_channel.cc, GrpcWorkerServer::Shutdown); with the workers
+  // alive, only the head's own cancels end their streams.
+  if (members.size() > 1 && members.back().what == "proxy") {
+    StopMember(members.back());
+  }
+  if (!members.empty()) StopMember(members[0]);
+  for (size_t i = 1; i < members.size(); ++i) {
+    members[i].process->Signal(SIGTERM);
+  }
+  for (size_t i = 1; i < members.size(); ++i) StopMember(members[i]);
 }
 
 }  // namespace

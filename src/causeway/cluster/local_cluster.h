@@ -78,7 +78,7 @@ struct LocalClusterOptions {
   bool gloo_between_hosts = false;
   // See HeadOptions.
   bool slices_wait_for_hosts = false;
-  // How the devices' executor runs programs (fused loops or op by op).
+  // How the devices' evaluator runs programs (fused loops or op by op).
   exec::Evaluator::Options evaluator = {};
 };
 

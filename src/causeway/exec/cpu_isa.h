@@ -1,4 +1,4 @@
-// Which vector instruction set the executor's hot kernels run on.
+// Which vector instruction set the evaluator's hot kernels run on.
 //
 // Where the build machine has AVX2 and FMA the whole build targets them
 // (CMakeLists.txt, CAUSEWAY_AVX2); elsewhere it targets plain x86-64, and

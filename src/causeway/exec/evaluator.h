@@ -1,4 +1,4 @@
-// The executor: runs an HLO module as one partition of an SPMD program on a
+// The evaluator: runs an HLO module as one partition of an SPMD program on a
 // CPU device. An Evaluator is built once per module (it checks that every
 // instruction is supported and precomputes what it can) and then runs many
 // times; Run is thread-safe, so N device threads may run the same Evaluator

@@ -1,4 +1,4 @@
-// libFuzzer target for the executor: any module that parses and verifies
+// libFuzzer target for the evaluator: any module that parses and verifies
 // must load (Evaluator::Create) or be refused with a clean error, and then
 // run on arguments of its parameter shapes, filled with bytes from the
 // input, to a result of the root's shape or a clean error. A crash, a

@@ -1,4 +1,4 @@
-// What the executor fuzzers (evaluator_fuzzer.cc, spmd_fuzzer.cc) share: how
+// What the evaluator fuzzers (evaluator_fuzzer.cc, spmd_fuzzer.cc) share: how
 // an input splits into module text and argument bytes, which modules are
 // small enough to run in milliseconds, and how arguments are filled.
 // Header-only: the fuzzers and their replay binaries include it; no library

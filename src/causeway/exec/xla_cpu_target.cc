@@ -74,7 +74,7 @@ XlaCpuTarget ApplyXlaCpuOverrides(const XlaCpuTarget& detected,
           Warn(warnings, absl::StrCat(
                              "max_isa=", entry,
                              ": XLA computes without FMA there, which the "
-                             "executor does not imitate (it follows AVX2)"));
+                             "evaluator does not imitate (it follows AVX2)"));
         }
       } else if (entry != "AVX512" && entry != "AVX512_VNNI" &&
                  entry != "AVX512_BF16" && entry != "AMX") {

@@ -1,5 +1,5 @@
 // The facts about the processor that XLA's CPU compiler bases its numerics
-// on, so that the executor computes what the installed XLA (jaxlib 0.10.2)
+// on, so that the evaluator computes what the installed XLA (jaxlib 0.10.2)
 // computes on the processor it runs on (docs/hlo.md, "Rounding").
 //
 // XLA compiles for the host: LLVM's host features, filtered by
@@ -25,7 +25,7 @@
 //                  AVX512_BF16 and AMX keep what the processor has;
 //   amd | intel    the vendor XLA sees (which XLA itself cannot be told);
 //   avx512fp16 | no_avx512fp16 | avx512f | no_avx512f
-//                  one feature on or off (the executor computes either
+//                  one feature on or off (the evaluator computes either
 //                  way: it emulates f16 FMA and the AVX-512 estimate needs
 //                  AVX-512, so `avx512f` on a processor without it is
 //                  refused with a warning);

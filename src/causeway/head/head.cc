@@ -12,126 +12,20 @@
 #include "causeway/base/lock_order.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/head/fetches.h"
 #include "causeway/head/island_scheduler.h"
 #include "causeway/head/launch_plan.h"
 #include "causeway/head/status_report.h"
+#include "causeway/head/uploads.h"
+#include "causeway/head/worker_notices.h"
 #include "causeway/hlo/sharding_util.h"
 
 namespace causeway::head {
 
 using transport::ControlChannel;
-using transport::DeviceBuffer;
 using transport::HostState;
 using transport::LoadProgramRequest;
-using transport::PutBufferRequest;
 using transport::Topology;
-using transport::WorkerStatus;
-
-namespace {
-
-absl::Status WithContext(const absl::Status& status,
-                         const std::string& context) {
-  return absl::Status(status.code(),
-                      absl::StrCat(context, ": ", status.message()));
-}
-
-// Sessions whose end is remembered for the error later calls get.
-constexpr size_t kEndedSessionsRemembered = 1024;
-
-// The shape of an array a client names must be one the runtime can hold.
-absl::Status ValidateArrayShape(const hlo::Shape& shape,
-                                const std::string& what) {
-  constexpr size_t kMaxRank = 64;
-  constexpr int64_t kMaxBytes = int64_t{1} << 50;
-  if (!shape.IsArray()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", shape.ToString(false), " is not an array"));
-  }
-  if (shape.dims().size() > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " has rank ", shape.dims().size(), "; at most ", kMaxRank));
-  }
-  int64_t bytes = hlo::ByteWidth(shape.type());
-  for (int64_t dim : shape.dims()) {
-    if (dim < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has a negative dimension: ", shape.ToString(false)));
-    }
-    if (dim > 0 && bytes > kMaxBytes / dim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " ", shape.ToString(false), " is larger than ",
-                       kMaxBytes, " bytes"));
-    }
-    bytes *= dim;
-  }
-  return absl::OkStatus();
-}
-
-// `future`, its error replaced by `map(error)`.
-template <typename T>
-Future<T> MapError(const Future<T>& future,
-                   std::function<absl::Status(const absl::Status&)> map) {
-  auto [promise, mapped] = MakePromise<T>();
-  future.OnReady(InlineExecutor::Instance(),
-                 [promise = std::move(promise), map = std::move(map)](
-                     const internal::FutureResult<T>& result) mutable {
-                   const absl::Status& status = internal::StatusOf(result);
-                   if (status.ok()) {
-                     promise.Set(result);
-                   } else {
-                     promise.Set(map(status));
-                   }
-                 });
-  return std::move(mapped);
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------------------
-// The session service's own records.
-
-struct Head::SliceRecord {
-  enum class State {
-    kRequesting,
-    kQueued,
-    kGranted,
-    kBroken,
-    kReleased,
-    kFailed
-  };
-  SliceHandle handle;
-  SliceId id;
-  transport::SliceRequest request;
-  State state = State::kRequesting;
-  absl::Status failure;
-  IslandId island;
-  std::vector<DeviceId> devices;
-  std::vector<int64_t> mesh_shape;
-  uint64_t generation = 0;
-};
-
-struct Head::Executable {
-  ExecutableHandle handle;
-  SliceHandle slice;
-  BoundProgram bound;
-};
-
-struct Head::Deferred {
-  std::function<bool()> blocked;
-  std::function<void()> run;
-  std::function<void(absl::Status)> cancel;
-};
-
-struct Head::Session {
-  SessionId id;
-  std::string name;
-  double weight = 1.0;
-  int priority = 0;
-  bool leased = false;
-  std::map<SliceHandle, std::shared_ptr<SliceRecord>> slices;
-  std::map<ExecutableHandle, std::shared_ptr<Executable>> executables;
-  std::deque<Deferred> deferred;
-};
 
 template <typename T>
 void Head::ResolveLater(std::shared_ptr<Promise<T>> promise,
@@ -165,7 +59,14 @@ Head::Head(HeadOptions options)
       membership_(options_.host_limits),
       arrays_(ArrayTable::Options{
           .max_arrays_per_session =
-              options_.session_limits.max_arrays_per_session}) {
+              options_.session_limits.max_arrays_per_session}),
+      sessions_(SessionTable::Limits{
+          .max_sessions = options_.session_limits.max_sessions,
+          .max_name_length = options_.session_limits.max_name_length,
+          .per_session = Session::Limits{
+              .max_slices = options_.session_limits.max_slices_per_session,
+              .max_executables =
+                  options_.session_limits.max_executables_per_session}}) {
   resources_ = std::make_unique<ResourceManager>(
       membership_.topology(),
       ResourceManager::Options{.wait_for_hosts =
@@ -177,7 +78,12 @@ Head::Head(HeadOptions options)
                           .epoch_retired = options_.epoch_retired},
       &membership_, &outbox_);
   callbacks_ = std::make_unique<ThreadPool>("head-cb", 2);
-  status_pool_ = std::make_unique<ThreadPool>("head-status", 1);
+  uploads_ = std::make_unique<Uploads>(&membership_, dispatcher_.get(),
+                                       &arrays_, &outbox_, callbacks_.get());
+  fetches_ = std::make_unique<Fetches>(&membership_, dispatcher_.get(),
+                                       callbacks_.get());
+  statuses_ =
+      std::make_unique<WorkerStatusPoll>(&membership_, dispatcher_.get());
   resources_->AddListener(
       [this](const SliceEvent& event) { OnSliceEvent(event); });
   health_ = std::make_unique<HealthMonitor>(
@@ -205,12 +111,7 @@ Head::Head(HeadOptions options)
 
 Head::~Head() {
   Shutdown();
-  std::vector<SessionId> sessions;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, session] : sessions_) sessions.push_back(id);
-  }
-  for (SessionId session : sessions) {
+  for (SessionId session : sessions_.Ids()) {
     EndSession(session, absl::CancelledError("the head shut down"),
                "the head shut down")
         .IgnoreError();
@@ -220,7 +121,7 @@ Head::~Head() {
   // threads are there; those queued run now, and may post more.
   membership_.DropChannels();
   callbacks_.reset();
-  status_pool_.reset();
+  statuses_.reset();
   outbox_.Drain();
   dispatcher_.reset();
   resources_.reset();
@@ -228,10 +129,7 @@ Head::~Head() {
 }
 
 void Head::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    shut_down_ = true;
-  }
+  sessions_.Shutdown();
   health_->Stop();
 }
 
@@ -242,80 +140,30 @@ std::shared_ptr<const Topology> Head::topology() const {
 // ---------------------------------------------------------------------------
 // Sessions.
 
-Head::Session* Head::FindSessionLocked(SessionId session) {
-  auto it = sessions_.find(session);
-  return it == sessions_.end() ? nullptr : it->second.get();
-}
-
-Head::Session* Head::TouchSessionLocked(SessionId session) {
-  Session* found = FindSessionLocked(session);
-  if (found != nullptr && found->leased) health_->Touch(session);
-  return found;
-}
-
-absl::Status Head::NoSessionLocked(SessionId session) const {
-  auto ended = ended_.find(session);
-  if (ended != ended_.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "session ", session.value(), " is not open: ", ended->second,
-        " (its handles are gone)"));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "session ", session.value(),
-      " is not open (call OpenSession first; a closed session's handles are "
-      "gone)"));
-}
-
 absl::StatusOr<SessionId> Head::OpenSession(
     const transport::OpenSessionRequest& request,
     transport::SessionLease lease) {
-  const SessionLimits& limits = options_.session_limits;
-  if (request.name.size() > limits.max_name_length) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("session name is ", request.name.size(),
-                     " bytes long; at most ", limits.max_name_length));
-  }
   // Not positive (or NaN): the default; beyond the bounds: clamped.
   const double weight = request.weight > 0 ? request.weight : 1.0;
   const bool leased = lease == transport::SessionLease::kLeased &&
                       options_.session_lease > absl::ZeroDuration();
-  SessionId id;
-  std::string name;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) {
-      return absl::UnavailableError("the head is shutting down");
-    }
-    if (static_cast<int64_t>(sessions_.size()) >= limits.max_sessions) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the head has ", sessions_.size(),
-                       " sessions open, as many as it allows"));
-    }
-    id = SessionId(next_session_++);
-    auto session = std::make_unique<Session>();
-    session->id = id;
-    session->name = request.name.empty() ? absl::StrCat("session ", id.value())
-                                         : request.name;
-    session->weight = weight;
-    session->priority = request.priority;
-    session->leased = leased;
-    name = session->name;
-    sessions_.emplace(id, std::move(session));
-  }
-  events_->SessionOpened(trace::SessionEvent{absl::Now(), id, name, ""});
-  dispatcher_->SetWeight(id, weight);
-  if (leased) health_->WatchSession(id, options_.session_lease);
-  return id;
+  CW_ASSIGN_OR_RETURN(
+      SessionTable::Opened opened,
+      sessions_.Open(request.name, weight, request.priority, leased));
+  events_->SessionOpened(
+      trace::SessionEvent{absl::Now(), opened.id, opened.name, ""});
+  dispatcher_->SetWeight(opened.id, weight);
+  if (leased) health_->WatchSession(opened.id, options_.session_lease);
+  return opened.id;
 }
 
-Future<> Head::CloseSession(SessionId session) {
+Future<> Head::CloseSession(SessionId session_id) {
   std::string name;
-  {
-    absl::MutexLock lock(&mu_);
-    if (Session* open = FindSessionLocked(session)) name = open->name;
-  }
+  sessions_
+      .WithSession(session_id, [&](Session& session) { name = session.name(); })
+      .IgnoreError();
   absl::Status ended = EndSession(
-      session,
+      session_id,
       absl::CancelledError(absl::StrCat("session '", name, "' was closed")),
       "it was closed");
   return ended.ok() ? MakeReadyFuture() : MakeErrorFuture(std::move(ended));
@@ -324,28 +172,10 @@ Future<> Head::CloseSession(SessionId session) {
 absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
                               const std::string& why) {
   Outbox::Flush flush(outbox_);
-  std::vector<std::shared_ptr<const ArrayRecord>> arrays;
-  std::string name;
-  {
-    absl::MutexLock lock(&mu_);
-    Session* session = FindSessionLocked(session_id);
-    if (session == nullptr) return NoSessionLocked(session_id);
-    name = session->name;
-    std::deque<Deferred> deferred;
-    deferred.swap(session->deferred);
-    for (Deferred& op : deferred) op.cancel(status);
-    arrays = arrays_.RemoveSession(session_id);
-    for (const auto& [handle, slice] : session->slices) {
-      slices_by_id_.erase(slice->id);
-    }
-    sessions_.erase(session_id);
-    ended_.emplace(session_id, why);
-    ended_order_.push_back(session_id);
-    if (ended_order_.size() > kEndedSessionsRemembered) {
-      ended_.erase(ended_order_.front());
-      ended_order_.pop_front();
-    }
-  }
+  CW_ASSIGN_OR_RETURN(std::string name, sessions_.End(session_id, status, why));
+  // Nothing of the session can add arrays any more.
+  std::vector<std::shared_ptr<const ArrayRecord>> arrays =
+      arrays_.RemoveSession(session_id);
   health_->ForgetSession(session_id);
   {
     Dispatcher::Batch batch(*dispatcher_);  // One message per worker.
@@ -361,120 +191,44 @@ absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
 }
 
 absl::Status Head::AwaitSessionEnded(SessionId session, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto ended = [this, session]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !sessions_.contains(session);
-  };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&ended), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("session ", session.value(), " is still open"));
-  }
-  return absl::OkStatus();
+  return sessions_.AwaitEnded(session, deadline);
 }
 
 void Head::Touch(SessionId session) { health_->Touch(session); }
 
-void Head::RunOrDeferLocked(Session& session, std::function<bool()> blocked,
-                            std::function<void()> run,
-                            std::function<void(absl::Status)> cancel) {
-  if (session.deferred.empty() && !blocked()) {
-    run();
-    return;
-  }
-  session.deferred.push_back(
-      Deferred{std::move(blocked), std::move(run), std::move(cancel)});
-}
-
-void Head::DrainDeferredLocked(Session& session) {
-  Dispatcher::Batch batch(*dispatcher_);
-  while (!session.deferred.empty() && !session.deferred.front().blocked()) {
-    Deferred op = std::move(session.deferred.front());
-    session.deferred.pop_front();
-    op.run();
-  }
-}
-
-bool Head::SliceBlockedLocked(Session& session, SliceHandle slice) {
-  auto it = session.slices.find(slice);
-  if (it == session.slices.end()) return false;  // Fails when it runs.
-  const SliceRecord::State state = it->second->state;
-  return state == SliceRecord::State::kRequesting ||
-         state == SliceRecord::State::kQueued;
-}
-
-bool Head::ExecutableBlockedLocked(Session& session,
-                                   ExecutableHandle executable) {
-  auto it = session.executables.find(executable);
-  if (it == session.executables.end()) return false;
-  return SliceBlockedLocked(session, it->second->slice);
+absl::Status Head::ForClient(SessionId session_id,
+                             absl::FunctionRef<void(Session&)> work) {
+  return sessions_.WithSession(session_id, [&](Session& session) {
+    if (session.leased()) health_->Touch(session_id);
+    work(session);
+  });
 }
 
 // ---------------------------------------------------------------------------
 // Slices.
 
-transport::SliceInfo Head::InfoOf(const SliceRecord& slice) {
-  transport::SliceInfo info;
-  info.handle = slice.handle;
-  info.island = slice.island;
-  info.devices = slice.devices;
-  info.mesh_shape = slice.mesh_shape;
-  info.generation = slice.generation;
-  return info;
-}
-
 Future<transport::SliceInfo> Head::RequestSlice(
     SessionId session_id, transport::SliceRequest request) {
   Outbox::Flush flush(outbox_);
   SliceRequest wanted;
-  {
-    absl::MutexLock lock(&mu_);
-    Session* session = TouchSessionLocked(session_id);
-    if (session == nullptr) {
-      return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
-    }
-    if (session->slices.contains(request.handle)) {
-      return MakeErrorFuture<transport::SliceInfo>(absl::AlreadyExistsError(
-          absl::StrCat("slice handle ", request.handle.value(),
-                       " is already used in this session")));
-    }
-    if (static_cast<int64_t>(session->slices.size()) >=
-        options_.session_limits.max_slices_per_session) {
-      return MakeErrorFuture<transport::SliceInfo>(absl::ResourceExhaustedError(
-          absl::StrCat("the session has ", session->slices.size(),
-                       " slices, as many as a session may have")));
-    }
-    auto record = std::make_shared<SliceRecord>();
-    record->handle = request.handle;
-    record->request = request;
-    session->slices.emplace(request.handle, record);
+  absl::Status added;
+  absl::Status open = ForClient(session_id, [&](Session& session) {
+    absl::StatusOr<SliceRecord*> record = session.AddSlice(request);
+    added = record.status();
     wanted.session = session_id;
     wanted.num_devices = request.num_devices;
     wanted.mesh_shape = request.mesh_shape;
     wanted.island = request.island;
-    wanted.priority = request.priority.value_or(session->priority);
+    wanted.priority = request.priority.value_or(session.priority());
     wanted.allow_smaller = request.allow_smaller;
     wanted.shared = request.shared;
-  }
+  });
+  if (!open.ok()) return MakeErrorFuture<transport::SliceInfo>(open);
+  if (!added.ok()) return MakeErrorFuture<transport::SliceInfo>(added);
   SliceTicket ticket = resources_->RequestSlice(std::move(wanted));
-  bool orphaned = false;
-  {
-    absl::MutexLock lock(&mu_);
-    Session* session = FindSessionLocked(session_id);
-    if (session == nullptr) {
-      orphaned = true;
-    } else {
-      SliceRecord& record = *session->slices.at(request.handle);
-      record.id = ticket.id;
-      if (record.state == SliceRecord::State::kRequesting) {
-        record.state = SliceRecord::State::kQueued;
-      }
-      slices_by_id_[ticket.id] = {session_id, request.handle};
-    }
-  }
-  if (orphaned) {
+  if (!sessions_.SliceQueued(session_id, request.handle, ticket.id)) {
     resources_->Release(ticket.id).IgnoreError();
-    absl::MutexLock lock(&mu_);
-    return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
+    return MakeErrorFuture<transport::SliceInfo>(sessions_.NotOpen(session_id));
   }
   auto [promise, future] = MakePromise<transport::SliceInfo>();
   auto shared =
@@ -488,17 +242,14 @@ Future<transport::SliceInfo> Head::RequestSlice(
           ResolveLater(shared, OnSliceGranted(session_id, handle, *grant));
           return;
         }
-        {
-          absl::MutexLock lock(&mu_);
-          if (Session* session = FindSessionLocked(session_id)) {
-            auto it = session->slices.find(handle);
-            if (it != session->slices.end()) {
-              it->second->state = SliceRecord::State::kFailed;
-              it->second->failure = grant.status();
-            }
-            DrainDeferredLocked(*session);
-          }
-        }
+        sessions_
+            .WithSession(session_id,
+                         [&](Session& session) {
+                           session.SliceFailed(handle, grant.status());
+                           Dispatcher::Batch batch(*dispatcher_);
+                           session.DrainDeferred();
+                         })
+            .IgnoreError();
         ResolveLater(shared,
                      absl::StatusOr<transport::SliceInfo>(grant.status()));
       });
@@ -507,75 +258,62 @@ Future<transport::SliceInfo> Head::RequestSlice(
 
 absl::StatusOr<transport::SliceInfo> Head::OnSliceGranted(
     SessionId session_id, SliceHandle handle, const SliceGrant& grant) {
-  absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
-  if (session == nullptr) return NoSessionLocked(session_id);
-  auto it = session->slices.find(handle);
-  if (it == session->slices.end()) {
-    return absl::CancelledError(
-        absl::StrCat("slice ", handle.value(), " was released"));
-  }
-  SliceRecord& record = *it->second;
-  if (record.state == SliceRecord::State::kRequesting ||
-      record.state == SliceRecord::State::kQueued ||
-      grant.generation > record.generation) {
-    record.state = SliceRecord::State::kGranted;
-    record.island = grant.island;
-    record.devices = grant.devices;
-    record.mesh_shape = grant.mesh_shape;
-    record.generation = grant.generation;
-    LoadExecutablesLocked(*session, record);
-    DrainDeferredLocked(*session);
-  }
-  return InfoOf(record);
+  absl::StatusOr<transport::SliceInfo> info;
+  CW_RETURN_IF_ERROR(sessions_.WithSession(session_id, [&](Session& session) {
+    SliceRecord* slice = session.FindSlice(handle);
+    if (slice == nullptr) {
+      info = absl::CancelledError(
+          absl::StrCat("slice ", handle.value(), " was released"));
+      return;
+    }
+    if (session.SliceOnDevices(*slice, grant.island, grant.devices,
+                               grant.mesh_shape, grant.generation)) {
+      SliceMoved(session, *slice);
+    }
+    info = slice->Info();
+  }));
+  return info;
 }
 
 void Head::OnSliceEvent(const SliceEvent& event) {
   if (event.kind == SliceEvent::Kind::kGranted) return;  // Via the ticket.
   Outbox::Flush flush(outbox_);
-  absl::MutexLock lock(&mu_);
-  auto by_id = slices_by_id_.find(event.slice);
-  if (by_id == slices_by_id_.end()) return;
-  Session* session = FindSessionLocked(by_id->second.first);
-  if (session == nullptr) return;
-  auto it = session->slices.find(by_id->second.second);
-  if (it == session->slices.end()) return;
-  SliceRecord& record = *it->second;
-  switch (event.kind) {
-    case SliceEvent::Kind::kRemapped:
-      if (event.generation <= record.generation) return;
-      record.state = SliceRecord::State::kGranted;
-      record.island = event.island;
-      record.devices = event.new_devices;
-      record.mesh_shape = event.mesh_shape;
-      record.generation = event.generation;
-      // Executables follow their slice (reloaded on the new devices).
-      LoadExecutablesLocked(*session, record);
-      DrainDeferredLocked(*session);
-      return;
-    case SliceEvent::Kind::kBroken:
-      record.state = SliceRecord::State::kBroken;
-      record.generation = std::max(record.generation, event.generation);
-      return;
-    case SliceEvent::Kind::kReleased:
-      record.state = SliceRecord::State::kReleased;
-      slices_by_id_.erase(by_id);
-      return;
-    case SliceEvent::Kind::kGranted:
-      return;
+  sessions_.WithSliceOwner(
+      event.slice, [&](Session& session, SliceRecord& slice) {
+        switch (event.kind) {
+          case SliceEvent::Kind::kRemapped:
+            if (session.SliceOnDevices(slice, event.island, event.new_devices,
+                                       event.mesh_shape, event.generation)) {
+              SliceMoved(session, slice);
+            }
+            return;
+          case SliceEvent::Kind::kBroken:
+            session.SliceBroken(slice, event.generation);
+            return;
+          case SliceEvent::Kind::kReleased:
+            session.SliceReleased(slice.handle);
+            return;
+          case SliceEvent::Kind::kGranted:
+            return;
+        }
+      });
+  if (event.kind == SliceEvent::Kind::kReleased) {
+    sessions_.ForgetSlice(event.slice);
   }
 }
 
-void Head::LoadExecutablesLocked(Session& session, const SliceRecord& slice) {
-  for (const auto& [handle, executable] : session.executables) {
-    if (executable->slice == slice.handle) {
-      LoadProgramLocked(*executable->bound.program, slice.devices);
-    }
+void Head::SliceMoved(Session& session, const SliceRecord& slice) {
+  // Executables follow their slice (reloaded on the new devices).
+  for (const ExecutableRecord* executable :
+       session.ExecutablesOn(slice.handle)) {
+    LoadProgram(*executable->bound.program, slice.devices);
   }
+  Dispatcher::Batch batch(*dispatcher_);
+  session.DrainDeferred();
 }
 
-void Head::LoadProgramLocked(const CompiledProgram& program,
-                             const std::vector<DeviceId>& devices) {
+void Head::LoadProgram(const CompiledProgram& program,
+                       const std::vector<DeviceId>& devices) {
   const std::shared_ptr<const Topology> topology = membership_.topology();
   std::set<HostId> hosts;
   for (DeviceId device : devices) hosts.insert(topology->HostOf(device));
@@ -603,39 +341,33 @@ void Head::LoadProgramLocked(const CompiledProgram& program,
 
 Future<transport::SliceInfo> Head::GetSlice(SessionId session_id,
                                             SliceHandle handle) {
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) {
-    return MakeErrorFuture<transport::SliceInfo>(NoSessionLocked(session_id));
-  }
-  auto it = session->slices.find(handle);
-  if (it == session->slices.end()) {
-    return MakeErrorFuture<transport::SliceInfo>(absl::NotFoundError(
-        absl::StrCat("unknown slice handle ", handle.value())));
-  }
-  const SliceRecord& record = *it->second;
-  if (record.state == SliceRecord::State::kFailed) {
-    return MakeErrorFuture<transport::SliceInfo>(record.failure);
-  }
-  return MakeReadyFuture(InfoOf(record));
+  absl::StatusOr<transport::SliceInfo> info;
+  absl::Status open = ForClient(session_id, [&](Session& session) {
+    absl::StatusOr<SliceRecord*> slice = session.GetSlice(handle);
+    if (!slice.ok()) {
+      info = slice.status();
+    } else if ((*slice)->state == SliceRecord::State::kFailed) {
+      info = (*slice)->failure;
+    } else {
+      info = (*slice)->Info();
+    }
+  });
+  if (!open.ok()) return MakeErrorFuture<transport::SliceInfo>(open);
+  if (!info.ok()) return MakeErrorFuture<transport::SliceInfo>(info.status());
+  return MakeReadyFuture(*std::move(info));
 }
 
 Future<> Head::ReleaseSlice(SessionId session_id, SliceHandle handle) {
   Outbox::Flush flush(outbox_);
-  SliceId id;
-  {
-    absl::MutexLock lock(&mu_);
-    Session* session = TouchSessionLocked(session_id);
-    if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
-    auto it = session->slices.find(handle);
-    if (it == session->slices.end()) {
-      return MakeErrorFuture(absl::NotFoundError(
-          absl::StrCat("unknown slice handle ", handle.value())));
-    }
-    it->second->state = SliceRecord::State::kReleased;
-    id = it->second->id;
-  }
-  if (id.value() >= 0) resources_->Release(id).IgnoreError();
+  std::optional<SliceId> id;
+  absl::Status found;
+  absl::Status open = ForClient(session_id, [&](Session& session) {
+    found = session.GetSlice(handle).status();
+    id = session.SliceReleased(handle);
+  });
+  if (!open.ok()) return MakeErrorFuture(open);
+  if (!found.ok()) return MakeErrorFuture(found);
+  if (id.has_value()) resources_->Release(*id).IgnoreError();
   return MakeReadyFuture();
 }
 
@@ -655,36 +387,22 @@ Future<transport::CompileInfo> Head::Compile(
             "--max-program-bytes)")));
   }
   int64_t num_devices = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    Session* session = TouchSessionLocked(session_id);
-    if (session == nullptr) {
-      return MakeErrorFuture<transport::CompileInfo>(
-          NoSessionLocked(session_id));
-    }
-    auto slice = session->slices.find(request.slice);
-    if (slice == session->slices.end()) {
-      return MakeErrorFuture<transport::CompileInfo>(absl::NotFoundError(
+  absl::Status checked;
+  absl::Status open = ForClient(session_id, [&](Session& session) {
+    const SliceRecord* slice = session.FindSlice(request.slice);
+    if (slice == nullptr) {
+      checked = absl::NotFoundError(
           absl::StrCat("Compile: unknown slice handle ", request.slice.value(),
-                       " (request the slice first)")));
+                       " (request the slice first)"));
+      return;
     }
-    if (session->executables.contains(request.handle)) {
-      return MakeErrorFuture<transport::CompileInfo>(absl::AlreadyExistsError(
-          absl::StrCat("executable handle ", request.handle.value(),
-                       " is already used in this session")));
-    }
-    if (static_cast<int64_t>(session->executables.size()) >=
-        options_.session_limits.max_executables_per_session) {
-      return MakeErrorFuture<transport::CompileInfo>(
-          absl::ResourceExhaustedError(
-              absl::StrCat("the session has ", session->executables.size(),
-                           " executables, as many as a session may have")));
-    }
-    const SliceRecord& record = *slice->second;
-    num_devices = record.state == SliceRecord::State::kGranted
-                      ? static_cast<int64_t>(record.devices.size())
-                      : record.request.num_devices;
-  }
+    checked = session.CheckNewExecutable(request.handle);
+    num_devices = slice->state == SliceRecord::State::kGranted
+                      ? static_cast<int64_t>(slice->devices.size())
+                      : slice->request.num_devices;
+  });
+  if (!open.ok()) return MakeErrorFuture<transport::CompileInfo>(open);
+  if (!checked.ok()) return MakeErrorFuture<transport::CompileInfo>(checked);
   // Parsing and verifying can take a while: outside the lock.
   absl::StatusOr<std::shared_ptr<const CompiledProgram>> compiled =
       programs_.GetOrCompile(request.hlo_text);
@@ -703,390 +421,98 @@ Future<transport::CompileInfo> Head::Compile(
   info.parameter_shardings = bound->parameter_shardings;
   info.output_shapes = program.output_shapes;
   info.output_shardings = bound->output_shardings;
-  auto executable = std::make_shared<Executable>();
+  auto executable = std::make_shared<ExecutableRecord>();
   executable->handle = request.handle;
   executable->slice = request.slice;
   executable->bound = *std::move(bound);
-  absl::MutexLock lock(&mu_);
-  Session* session = FindSessionLocked(session_id);
-  if (session == nullptr) {
-    return MakeErrorFuture<transport::CompileInfo>(NoSessionLocked(session_id));
-  }
-  if (!session->executables.emplace(request.handle, executable).second) {
-    return MakeErrorFuture<transport::CompileInfo>(absl::AlreadyExistsError(
-        absl::StrCat("executable handle ", request.handle.value(),
-                     " is already used in this session")));
-  }
-  auto slice = session->slices.find(request.slice);
-  if (slice != session->slices.end() &&
-      slice->second->state == SliceRecord::State::kGranted) {
-    LoadProgramLocked(program, slice->second->devices);
-  }
+  absl::Status added;
+  open = sessions_.WithSession(session_id, [&](Session& session) {
+    added = session.AddExecutable(executable);
+    const SliceRecord* slice = session.FindSlice(request.slice);
+    if (added.ok() && slice != nullptr &&
+        slice->state == SliceRecord::State::kGranted) {
+      LoadProgram(program, slice->devices);
+    }
+  });
+  if (!open.ok()) return MakeErrorFuture<transport::CompileInfo>(open);
+  if (!added.ok()) return MakeErrorFuture<transport::CompileInfo>(added);
   return MakeReadyFuture(std::move(info));
 }
 
 // ---------------------------------------------------------------------------
 // Arrays.
 
-absl::Status Head::CallError(HostId host, const absl::Status& status) const {
-  if (status.ok()) return status;
-  const std::shared_ptr<const Topology> topology = membership_.topology();
-  if (topology->HasHost(host) && !topology->IsAlive(host)) {
-    return absl::DataLossError(
-        absl::StrCat("host ", host.value(), " was lost: ", status.message()));
-  }
-  return status;
-}
-
-void Head::DeleteArrayLocked(Session& session, ArrayHandle handle) {
-  std::shared_ptr<const ArrayRecord> record =
-      arrays_.Remove(session.id, handle);
-  if (record != nullptr && record->buffers != nullptr) {
-    dispatcher_->Delete(record->buffers);
-  }
-}
-
 Future<> Head::PutArray(SessionId session_id, transport::ArraySpec spec,
                         hlo::Literal global) {
-  auto value = std::make_shared<hlo::Literal>(std::move(global));
-  const hlo::Sharding sharding = spec.sharding;
-  const hlo::Shape global_shape = spec.global_shape;
-  return PlaceArray(
-      session_id, std::move(spec), "PutArray",
-      [value, sharding, global_shape](const hlo::Shape&, int64_t n)
-          -> absl::StatusOr<std::vector<hlo::Literal>> {
-        if (!value->shape().IsArray() ||
-            !value->shape().Compatible(global_shape)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "PutArray: the value is ", value->shape().ToString(false),
-              " but the array spec says ", global_shape.ToString(false)));
-        }
-        absl::StatusOr<std::vector<hlo::Literal>> shards =
-            hlo::SplitGlobal(*value, sharding, n);
-        if (!shards.ok()) return WithContext(shards.status(), "PutArray");
-        return shards;
-      });
+  return Upload(session_id, std::move(spec),
+                UploadSource::Global(std::move(global)));
 }
 
 Future<> Head::PutShards(SessionId session_id, transport::ArraySpec spec,
                          std::vector<hlo::Literal> shards) {
-  auto values = std::make_shared<std::vector<hlo::Literal>>(std::move(shards));
-  return PlaceArray(
-      session_id, std::move(spec), "PutShards",
-      [values](const hlo::Shape& shard_shape,
-               int64_t n) -> absl::StatusOr<std::vector<hlo::Literal>> {
-        if (static_cast<int64_t>(values->size()) != n) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("PutShards: ", values->size(),
-                           " shards for a slice of ", n, " devices"));
-        }
-        for (size_t i = 0; i < values->size(); ++i) {
-          const hlo::Shape& shape = (*values)[i].shape();
-          if (!shape.IsArray() || !shape.Compatible(shard_shape)) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "PutShards: shard ", i, " is ", shape.ToString(false),
-                " but the array's shards are ", shard_shape.ToString(false)));
-          }
-        }
-        return std::move(*values);
-      });
+  return Upload(session_id, std::move(spec),
+                UploadSource::Shards(std::move(shards)));
 }
 
-Future<> Head::PlaceArray(SessionId session_id, transport::ArraySpec spec,
-                          const char* what, ShardsOf shards_of) {
+Future<> Head::Upload(SessionId session_id, transport::ArraySpec spec,
+                      std::shared_ptr<UploadSource> source) {
   Outbox::Flush flush(outbox_);
   auto [promise, future] = MakePromise<>();
   auto shared = std::make_shared<Promise<>>(std::move(promise));
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
-  auto run = [this, session, spec, what, shards_of = std::move(shards_of),
-              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::Status fresh = arrays_.CheckNewHandles(session->id, {spec});
-    if (!fresh.ok()) {
-      ResolveLater(shared, fresh);
-      return;
-    }
-    auto fail = [&](absl::Status status) {
-      arrays_.AddErrors(session->id, {spec}, status);
-      ResolveLater(shared, std::move(status));
-    };
-    if (absl::Status shape = ValidateArrayShape(spec.global_shape, what);
-        !shape.ok()) {
-      return fail(shape);
-    }
-    auto slice = session->slices.find(spec.slice);
-    if (slice == session->slices.end()) {
-      return fail(absl::NotFoundError(
-          absl::StrCat(what, ": unknown slice handle ", spec.slice.value())));
-    }
-    const SliceRecord& record = *slice->second;
-    if (record.state != SliceRecord::State::kGranted) {
-      return fail(absl::UnavailableError(absl::StrCat(
-          what, ": slice ", spec.slice.value(), " has no devices now")));
-    }
-    const std::shared_ptr<const Topology> topology = membership_.topology();
-    const int64_t n = static_cast<int64_t>(record.devices.size());
-    absl::StatusOr<hlo::Shape> shard_shape =
-        hlo::ShardShape(spec.sharding, spec.global_shape, n);
-    if (!shard_shape.ok()) {
-      return fail(WithContext(shard_shape.status(), what));
-    }
-    for (DeviceId device : record.devices) {
-      const int64_t budget = topology->device(device).memory_bytes;
-      if (shard_shape->ByteSize() > budget) {
-        return fail(absl::ResourceExhaustedError(absl::StrCat(
-            what, ": a shard of array ", spec.handle.value(), " needs ",
-            shard_shape->ByteSize(), " bytes but device ", device.value(),
-            " has a memory budget of ", budget, " bytes")));
-      }
-    }
-    absl::StatusOr<std::vector<hlo::Literal>> shards =
-        shards_of(*shard_shape, n);
-    if (!shards.ok()) return fail(shards.status());
-    auto array = std::make_shared<ArrayRecord>();
-    array->session = session->id;
-    array->handle = spec.handle;
-    array->internal = arrays_.NewInternalHandle();
-    array->slice = spec.slice;
-    array->placement =
-        ArrayPlacement{spec.global_shape, spec.sharding, record.devices};
-    static const auto* const kUploaded =
-        new std::shared_ptr<const std::string>(
-            std::make_shared<const std::string>("uploaded by the client"));
-    array->producer = *kUploaded;
-    array->buffers =
-        NewArrayBuffers(array->internal, array->placement, *topology);
-    arrays_.Add(array);
-    std::vector<Future<>> puts;
-    for (int64_t i = 0; i < n; ++i) {
-      const auto& [host, buffer] = array->buffers->buffers[i];
-      auto [put, put_future] = MakePromise<>();
-      puts.push_back(std::move(put_future));
-      dispatcher_->Call(
-          host, [this, host = host,
-                 request = PutBufferRequest{buffer.device, buffer.buffer,
-                                            std::move((*shards)[i])},
-                 put = std::move(put)](ControlChannel* worker) mutable {
-            if (worker == nullptr) {
-              put.Set(CallError(
-                  host, absl::UnavailableError(absl::StrCat(
-                            "host ", host.value(), " cannot be reached"))));
-              return;
-            }
-            worker->PutBuffer(std::move(request))
-                .OnReady(InlineExecutor::Instance(),
-                         [this, host, put = std::move(put)](
-                             const absl::Status& status) mutable {
-                           put.Set(CallError(host, status));
-                         });
-          });
-    }
-    // Whatever reads the buffers is sent after the PutBuffers.
-    dispatcher_->MarkPlaced(*array->buffers);
-    JoinFutures(std::move(puts))
-        .OnReady(*callbacks_,
-                 [shared](const absl::Status& status) { shared->Set(status); });
+  const SliceHandle slice = spec.slice;
+  absl::Status open = ForClient(session_id, [&](Session& session) {
+    session.RunOrDefer(
+        slice,
+        [this, spec = std::move(spec), source = std::move(source),
+         shared](Session& session) mutable {
+          uploads_->Place(session, spec, std::move(source), shared);
+        },
+        [this, shared](const absl::Status& status) {
+          ResolveLater(shared, status);
+        });
+  });
+  if (!open.ok()) return MakeErrorFuture(open);
+  return future;
+}
+
+template <typename T>
+Future<T> Head::ReadArray(
+    SessionId session_id, ArrayHandle handle,
+    void (Fetches::*read)(std::shared_ptr<const ArrayRecord>,
+                          std::shared_ptr<Promise<T>>)) {
+  Outbox::Flush flush(outbox_);
+  auto [promise, future] = MakePromise<T>();
+  auto shared = std::make_shared<Promise<T>>(std::move(promise));
+  auto cancel = [this, shared](const absl::Status& status) {
+    ResolveLater(shared, internal::FutureResult<T>(status));
   };
-  RunOrDeferLocked(
-      *session,
-      [this, session, slice = spec.slice]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return SliceBlockedLocked(*session, slice);
-      },
-      std::move(run),
-      [this, shared](absl::Status status) { ResolveLater(shared, status); });
+  absl::Status open = ForClient(session_id, [&](Session& session) {
+    session.RunOrDefer(
+        {},
+        [this, handle, read, shared, cancel](Session& session) {
+          absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
+              arrays_.Find(session.id(), handle, [] { return std::string(); });
+          if (!found.ok()) return cancel(found.status());
+          (fetches_.get()->*read)(*std::move(found), shared);
+        },
+        cancel);
+  });
+  if (!open.ok()) return MakeErrorFuture<T>(open);
   return future;
 }
 
 Future<> Head::ArrayReady(SessionId session_id, ArrayHandle handle) {
-  Outbox::Flush flush(outbox_);
-  auto [promise, future] = MakePromise<>();
-  auto shared = std::make_shared<Promise<>>(std::move(promise));
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) return MakeErrorFuture(NoSessionLocked(session_id));
-  auto run = [this, session, handle,
-              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
-        arrays_.Find(session->id, handle, [] { return std::string(); });
-    if (!found.ok()) {
-      ResolveLater(shared, found.status());
-      return;
-    }
-    std::shared_ptr<const ArrayRecord> record = *std::move(found);
-    // Runs through the outbox, with no lock held.
-    dispatcher_->WhenPlaced(
-        record->buffers, [this, record, shared](absl::Status placed) {
-          if (!placed.ok()) {
-            shared->Set(placed);
-            return;
-          }
-          std::map<HostId, std::vector<DeviceBuffer>> by_host;
-          for (const auto& [host, buffer] : record->buffers->buffers) {
-            by_host[host].push_back(buffer);
-          }
-          std::vector<Future<>> ready;
-          for (auto& [host, buffers] : by_host) {
-            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
-            ready.push_back(MapError(
-                worker == nullptr
-                    ? MakeErrorFuture(absl::UnavailableError(
-                          absl::StrCat("host ", host.value(), " is not alive")))
-                    : worker->AwaitBuffers(std::move(buffers)),
-                [this, host = host](const absl::Status& status) {
-                  return CallError(host, status);
-                }));
-          }
-          JoinFutures(std::move(ready))
-              .OnReady(*callbacks_, [shared](const absl::Status& status) {
-                shared->Set(status);
-              });
-        });
-  };
-  RunOrDeferLocked(
-      *session, [] { return false; }, std::move(run),
-      [this, shared](absl::Status status) { ResolveLater(shared, status); });
-  return future;
+  return ReadArray<void>(session_id, handle, &Fetches::Ready);
 }
 
 Future<hlo::Literal> Head::Fetch(SessionId session_id, ArrayHandle handle) {
-  Outbox::Flush flush(outbox_);
-  auto [promise, future] = MakePromise<hlo::Literal>();
-  auto shared = std::make_shared<Promise<hlo::Literal>>(std::move(promise));
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) {
-    return MakeErrorFuture<hlo::Literal>(NoSessionLocked(session_id));
-  }
-  auto run = [this, session, handle,
-              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
-        arrays_.Find(session->id, handle, [] { return std::string(); });
-    if (!found.ok()) {
-      ResolveLater(shared, absl::StatusOr<hlo::Literal>(found.status()));
-      return;
-    }
-    std::shared_ptr<const ArrayRecord> record = *std::move(found);
-    absl::StatusOr<std::vector<hlo::ShardRegion>> regions =
-        RegionsOf(record->placement);
-    if (!regions.ok()) {
-      ResolveLater(shared, absl::StatusOr<hlo::Literal>(regions.status()));
-      return;
-    }
-    // Runs through the outbox, with no lock held.
-    dispatcher_->WhenPlaced(
-        record->buffers, [this, record, shared,
-                          regions = *std::move(regions)](absl::Status placed) {
-          if (!placed.ok()) {
-            shared->Set(placed);
-            return;
-          }
-          // Only the primary replica of each tile travels.
-          std::vector<Future<hlo::Literal>> shards;
-          std::vector<int64_t> fetched;
-          for (size_t i = 0; i < regions.size(); ++i) {
-            if (!regions[i].primary) continue;
-            const auto& [host, buffer] = record->buffers->buffers[i];
-            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
-            shards.push_back(MapError(
-                worker == nullptr
-                    ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
-                          absl::StrCat("host ", host.value(), " is not alive")))
-                    : worker->FetchBuffer(buffer),
-                [this, host = host](const absl::Status& status) {
-                  return CallError(host, status);
-                }));
-            fetched.push_back(static_cast<int64_t>(i));
-          }
-          JoinFutures(std::move(shards))
-              .OnReady(
-                  *callbacks_,
-                  [record, shared, fetched, regions](
-                      const absl::StatusOr<std::vector<hlo::Literal>>& values) {
-                    if (!values.ok()) {
-                      shared->Set(values.status());
-                      return;
-                    }
-                    std::vector<hlo::Literal> all(regions.size());
-                    for (size_t k = 0; k < fetched.size(); ++k) {
-                      all[fetched[k]] = (*values)[k];
-                    }
-                    for (size_t i = 0; i < all.size(); ++i) {
-                      if (all[i].shape().IsArray()) continue;
-                      for (const hlo::Literal& value : *values) {
-                        if (value.shape().dims() == regions[i].dims) {
-                          all[i] = value;  // A stand-in; not read.
-                          break;
-                        }
-                      }
-                    }
-                    shared->Set(
-                        hlo::AssembleGlobal(all, record->placement.sharding,
-                                            record->placement.global_shape));
-                  });
-        });
-  };
-  RunOrDeferLocked(
-      *session, [] { return false; }, std::move(run),
-      [this, shared](absl::Status status) {
-        ResolveLater(shared, absl::StatusOr<hlo::Literal>(status));
-      });
-  return future;
+  return ReadArray<hlo::Literal>(session_id, handle, &Fetches::Fetch);
 }
 
 Future<std::vector<hlo::Literal>> Head::FetchShards(SessionId session_id,
                                                     ArrayHandle handle) {
-  using Shards = std::vector<hlo::Literal>;
-  Outbox::Flush flush(outbox_);
-  auto [promise, future] = MakePromise<Shards>();
-  auto shared = std::make_shared<Promise<Shards>>(std::move(promise));
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) {
-    return MakeErrorFuture<Shards>(NoSessionLocked(session_id));
-  }
-  auto run = [this, session, handle,
-              shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::StatusOr<std::shared_ptr<const ArrayRecord>> found =
-        arrays_.Find(session->id, handle, [] { return std::string(); });
-    if (!found.ok()) {
-      ResolveLater(shared, absl::StatusOr<Shards>(found.status()));
-      return;
-    }
-    std::shared_ptr<const ArrayRecord> record = *std::move(found);
-    // Runs through the outbox, with no lock held.
-    dispatcher_->WhenPlaced(
-        record->buffers, [this, record, shared](absl::Status placed) {
-          if (!placed.ok()) {
-            shared->Set(placed);
-            return;
-          }
-          // Every buffer travels, replicas too: they may differ.
-          std::vector<Future<hlo::Literal>> shards;
-          for (const auto& [host, buffer] : record->buffers->buffers) {
-            std::shared_ptr<ControlChannel> worker = membership_.Channel(host);
-            shards.push_back(MapError(
-                worker == nullptr
-                    ? MakeErrorFuture<hlo::Literal>(absl::UnavailableError(
-                          absl::StrCat("host ", host.value(), " is not alive")))
-                    : worker->FetchBuffer(buffer),
-                [this, host = host](const absl::Status& status) {
-                  return CallError(host, status);
-                }));
-          }
-          JoinFutures(std::move(shards))
-              .OnReady(*callbacks_,
-                       [shared](const absl::StatusOr<Shards>& values) {
-                         shared->Set(values);
-                       });
-        });
-  };
-  RunOrDeferLocked(
-      *session, [] { return false; }, std::move(run),
-      [this, shared](absl::Status status) {
-        ResolveLater(shared, absl::StatusOr<Shards>(status));
-      });
-  return future;
+  return ReadArray<std::vector<hlo::Literal>>(session_id, handle,
+                                              &Fetches::FetchShards);
 }
 
 void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
@@ -1097,133 +523,130 @@ void Head::Delete(SessionId session_id, std::vector<ArrayHandle> arrays) {
                     << options_.session_limits.max_handles_per_call << ")";
     return;
   }
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) return;
-  RunOrDeferLocked(
-      *session, [] { return false; },
-      [this, session, arrays = std::move(arrays)]()
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            Dispatcher::Batch batch(*dispatcher_);
-            for (ArrayHandle handle : arrays) {
-              DeleteArrayLocked(*session, handle);
+  ForClient(session_id, [&](Session& session) {
+    session.RunOrDefer(
+        {},
+        [this, arrays = std::move(arrays)](Session& session) {
+          Dispatcher::Batch batch(*dispatcher_);
+          for (ArrayHandle handle : arrays) {
+            std::shared_ptr<const ArrayRecord> record =
+                arrays_.Remove(session.id(), handle);
+            if (record != nullptr && record->buffers != nullptr) {
+              dispatcher_->Delete(record->buffers);
             }
-          },
-      [](absl::Status) {});
+          }
+        },
+        [](const absl::Status&) {});
+  }).IgnoreError();
 }
 
 // ---------------------------------------------------------------------------
 // Execute and Copy.
 
 void Head::Execute(SessionId session_id, transport::ExecuteOp op) {
-  Outbox::Flush flush(outbox_);
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) return;
-  Dispatcher::Batch batch(*dispatcher_);
-  EnqueueExecuteLocked(*session, std::move(op));
+  transport::ProgramGraph graph;
+  graph.ops.push_back(std::move(op));
+  Submit(session_id, std::move(graph));
 }
 
 void Head::Copy(SessionId session_id, transport::CopyOp op) {
-  Outbox::Flush flush(outbox_);
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) return;
-  Dispatcher::Batch batch(*dispatcher_);
-  EnqueueCopyLocked(*session, std::move(op));
+  transport::ProgramGraph graph;
+  graph.ops.push_back(std::move(op));
+  Submit(session_id, std::move(graph));
 }
 
 void Head::Submit(SessionId session_id, transport::ProgramGraph graph) {
   Outbox::Flush flush(outbox_);
-  absl::MutexLock lock(&mu_);
-  Session* session = TouchSessionLocked(session_id);
-  if (session == nullptr) return;
   if (graph.ops.size() > options_.session_limits.max_ops_per_graph) {
     const absl::Status refused = absl::InvalidArgumentError(
         absl::StrCat("a program graph of ", graph.ops.size(), " ops; at most ",
                      options_.session_limits.max_ops_per_graph));
-    for (auto& node : graph.ops) {
-      if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
-        arrays_.AddErrors(session_id, execute->outputs, refused);
-      } else {
-        arrays_.AddErrors(session_id,
-                          {std::get<transport::CopyOp>(node).destination},
-                          refused);
+    ForClient(session_id, [&](Session&) {
+      for (auto& node : graph.ops) {
+        if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
+          arrays_.AddErrors(session_id, execute->outputs, refused);
+        } else {
+          arrays_.AddErrors(session_id,
+                            {std::get<transport::CopyOp>(node).destination},
+                            refused);
+        }
       }
-    }
+    }).IgnoreError();
     return;
   }
-  // All nodes at once: every launch released meanwhile joins one batch, so
-  // each worker gets one message for the whole graph.
-  Dispatcher::Batch batch(*dispatcher_);
-  for (auto& node : graph.ops) {
-    if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
-      EnqueueExecuteLocked(*session, std::move(*execute));
-    } else {
-      EnqueueCopyLocked(*session, std::move(std::get<transport::CopyOp>(node)));
+  ForClient(session_id, [&](Session& session) {
+    // All nodes at once: every launch released meanwhile joins one batch,
+    // so each worker gets one message for the whole graph.
+    Dispatcher::Batch batch(*dispatcher_);
+    for (auto& node : graph.ops) {
+      if (auto* execute = std::get_if<transport::ExecuteOp>(&node)) {
+        EnqueueExecute(session, std::move(*execute));
+      } else {
+        EnqueueCopy(session, std::move(std::get<transport::CopyOp>(node)));
+      }
     }
-  }
+  }).IgnoreError();
 }
 
-void Head::EnqueueExecuteLocked(Session& session, transport::ExecuteOp op) {
+void Head::EnqueueExecute(Session& session, transport::ExecuteOp op) {
   auto shared = std::make_shared<transport::ExecuteOp>(std::move(op));
-  Session* s = &session;
-  RunOrDeferLocked(
-      session,
-      [this, s, executable = shared->executable]()
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return ExecutableBlockedLocked(*s, executable);
-          },
-      [this, s, shared]()
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ExecuteLocked(*s, *shared); },
-      [this, s, shared](absl::Status status) {
-        arrays_.AddErrors(s->id, shared->outputs, status);
+  session.RunOrDefer(
+      shared->executable,
+      [this, shared](Session& session) { ExecuteNow(session, *shared); },
+      [this, id = session.id(), shared](const absl::Status& status) {
+        arrays_.AddErrors(id, shared->outputs, status);
       });
 }
 
-void Head::EnqueueCopyLocked(Session& session, transport::CopyOp op) {
+void Head::EnqueueCopy(Session& session, transport::CopyOp op) {
   auto shared = std::make_shared<transport::CopyOp>(std::move(op));
-  Session* s = &session;
-  RunOrDeferLocked(
-      session,
-      [this, s, slice = shared->destination.slice]()
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return SliceBlockedLocked(*s, slice);
-          },
-      [this, s, shared]()
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { CopyLocked(*s, *shared); },
-      [this, s, shared](absl::Status status) {
-        arrays_.AddErrors(s->id, {shared->destination}, status);
+  session.RunOrDefer(
+      shared->destination.slice,
+      [this, shared](Session& session) { CopyNow(session, *shared); },
+      [this, id = session.id(), shared](const absl::Status& status) {
+        arrays_.AddErrors(id, {shared->destination}, status);
       });
 }
 
-void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
+PlanContext Head::PlanContextFor(const Session& session,
+                                 const SliceRecord& slice,
+                                 const Topology& topology) {
+  return PlanContext{.session = session.id(),
+                     .session_name = session.name(),
+                     .island = slice.island,
+                     .devices = slice.devices,
+                     .topology = &topology,
+                     .arrays = &arrays_,
+                     .next_transfer_id = sessions_.transfer_ids()};
+}
+
+void Head::ExecuteNow(Session& session, const transport::ExecuteOp& op) {
   const SessionLimits& limits = options_.session_limits;
   if (op.arguments.size() > limits.max_handles_per_call ||
       op.outputs.size() > limits.max_handles_per_call) {
-    CW_LOG(WARNING) << "Execute in session '" << session.name
+    CW_LOG(WARNING) << "Execute in session '" << session.name()
                     << "' dropped: too many handles";
     return;
   }
-  if (absl::Status fresh = arrays_.CheckNewHandles(session.id, op.outputs);
+  if (absl::Status fresh = arrays_.CheckNewHandles(session.id(), op.outputs);
       !fresh.ok()) {
-    CW_LOG(WARNING) << "Execute in session '" << session.name
+    CW_LOG(WARNING) << "Execute in session '" << session.name()
                     << "' dropped: " << fresh;
-    arrays_.AddErrors(session.id, op.outputs, fresh);
+    arrays_.AddErrors(session.id(), op.outputs, fresh);
     return;
   }
   auto fail = [&](const absl::Status& status) {
-    arrays_.AddErrors(session.id, op.outputs, status);
+    arrays_.AddErrors(session.id(), op.outputs, status);
   };
-  auto executable_it = session.executables.find(op.executable);
-  if (executable_it == session.executables.end()) {
+  const ExecutableRecord* found = session.FindExecutable(op.executable);
+  if (found == nullptr) {
     return fail(absl::NotFoundError(absl::StrCat(
         "Execute: unknown executable handle ", op.executable.value(),
         " (not compiled in this session)")));
   }
-  const Executable& executable = *executable_it->second;
+  const ExecutableRecord& executable = *found;
   const std::string& name = executable.bound.program->name;
-  const SliceRecord& slice = *session.slices.at(executable.slice);
+  const SliceRecord& slice = *session.FindSlice(executable.slice);
   if (slice.state != SliceRecord::State::kGranted) {
     return fail(absl::UnavailableError(
         absl::StrCat("program '", name, "': its slice ", slice.handle.value(),
@@ -1240,9 +663,7 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
     }
   }
   const std::shared_ptr<const Topology> topology = membership_.topology();
-  PlanContext context{session.id,        session.name,   slice.island,
-                      slice.devices,     topology.get(), &arrays_,
-                      &next_transfer_id_};
+  const PlanContext context = PlanContextFor(session, slice, *topology);
   absl::StatusOr<LaunchPlan> plan =
       PlanExecute(context, executable.bound, executable.slice, op);
   if (!plan.ok()) return fail(plan.status());
@@ -1251,40 +672,38 @@ void Head::ExecuteLocked(Session& session, const transport::ExecuteOp& op) {
   if (!scheduled.ok()) {
     // Never sent: the outputs are errors without buffers.
     for (const auto& output : plan->outputs) {
-      arrays_.Fail(session.id, output->handle, scheduled);
+      arrays_.Fail(session.id(), output->handle, scheduled);
     }
   }
 }
 
-void Head::CopyLocked(Session& session, const transport::CopyOp& op) {
+void Head::CopyNow(Session& session, const transport::CopyOp& op) {
   const transport::ArraySpec& spec = op.destination;
-  if (absl::Status fresh = arrays_.CheckNewHandles(session.id, {spec});
+  if (absl::Status fresh = arrays_.CheckNewHandles(session.id(), {spec});
       !fresh.ok()) {
-    CW_LOG(WARNING) << "Copy in session '" << session.name
+    CW_LOG(WARNING) << "Copy in session '" << session.name()
                     << "' dropped: " << fresh;
     return;
   }
   auto fail = [&](const absl::Status& status) {
-    arrays_.AddErrors(session.id, {spec}, status);
+    arrays_.AddErrors(session.id(), {spec}, status);
   };
   if (absl::Status shape = ValidateArrayShape(spec.global_shape, "Copy");
       !shape.ok()) {
     return fail(shape);
   }
-  auto slice_it = session.slices.find(spec.slice);
-  if (slice_it == session.slices.end()) {
+  const SliceRecord* found = session.FindSlice(spec.slice);
+  if (found == nullptr) {
     return fail(absl::NotFoundError(
         absl::StrCat("Copy: unknown slice handle ", spec.slice.value())));
   }
-  const SliceRecord& slice = *slice_it->second;
+  const SliceRecord& slice = *found;
   if (slice.state != SliceRecord::State::kGranted) {
     return fail(absl::UnavailableError(absl::StrCat(
         "Copy: slice ", spec.slice.value(), " has no devices now")));
   }
   const std::shared_ptr<const Topology> topology = membership_.topology();
-  PlanContext context{session.id,        session.name,   slice.island,
-                      slice.devices,     topology.get(), &arrays_,
-                      &next_transfer_id_};
+  const PlanContext context = PlanContextFor(session, slice, *topology);
   absl::StatusOr<CopyPlan> plan = PlanCopy(context, op);
   if (!plan.ok()) return fail(plan.status());
   arrays_.Add(plan->destination);
@@ -1326,15 +745,7 @@ bool Head::IsHostAlive(HostId host) const {
 }
 
 absl::Status Head::AwaitHostDead(HostId host, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto dead = [this, host]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return handled_dead_hosts_.contains(host);
-  };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&dead), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("host ", host.value(), " was not declared dead in time"));
-  }
-  return absl::OkStatus();
+  return membership_.AwaitDeathHandled(host, deadline);
 }
 
 void Head::MarkHostDead(HostId host, const std::string& reason) {
@@ -1346,11 +757,9 @@ void Head::MarkHostDead(HostId host, const std::string& reason) {
       absl::StrCat("host ", host.value(), " was lost (", reason, ")"));
   const std::shared_ptr<const Topology> topology = membership_.topology();
   std::vector<std::shared_ptr<const ArrayRecord>> failed;
-  {
-    // Serialized with the session service's planning.
-    absl::MutexLock lock(&mu_);
-    failed = arrays_.FailArraysOnHost(host, *topology, lost);
-  }
+  // Serialized with the session service's planning.
+  sessions_.Exclusive(
+      [&] { failed = arrays_.FailArraysOnHost(host, *topology, lost); });
   {
     // Their shards on other hosts go back, one message per worker.
     Dispatcher::Batch batch(*dispatcher_);
@@ -1371,17 +780,14 @@ void Head::MarkHostDead(HostId host, const std::string& reason) {
     }
   }
   CW_LOG(WARNING) << lost.message();
-  absl::MutexLock lock(&mu_);
-  handled_dead_hosts_.insert(host);
+  membership_.DeathHandled(host);
 }
 
 void Head::CheckHealthNow() { health_->CheckNow(); }
 
 void Head::OnOpDone(const transport::OpDone& done) {
   Outbox::Flush flush(outbox_);
-  const std::shared_ptr<const Topology> topology = membership_.topology();
-  if (!topology->HasDevice(done.device) ||
-      topology->HostOf(done.device) != done.host) {
+  if (!OpDoneIsFromItsDevice(*membership_.topology(), done)) {
     CW_LOG(WARNING) << "OpDone from host " << done.host << " for device "
                     << done.device << ", which is not its own: ignored";
     return;
@@ -1391,11 +797,7 @@ void Head::OnOpDone(const transport::OpDone& done) {
 
 void Head::OnPushFailed(const transport::UndeliveredPiece& piece) {
   Outbox::Flush flush(outbox_);
-  const std::shared_ptr<const Topology> topology = membership_.topology();
-  for (HostId host : {piece.source_host, piece.destination_host}) {
-    // A dead host's failure handling covers its pieces.
-    if (!topology->HasHost(host) || !topology->IsAlive(host)) return;
-  }
+  if (!BothEndsAlive(*membership_.topology(), piece)) return;
   dispatcher_->AfterSent([membership = &membership_, piece] {
     if (std::shared_ptr<ControlChannel> destination =
             membership->Channel(piece.destination_host)) {
@@ -1410,27 +812,14 @@ void Head::OnWorkerDisconnected(HostId host, absl::Status why) {
 
 void Head::OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
                          absl::Duration clock_offset) {
-  constexpr size_t kMaxEventsPerBatch = size_t{1} << 16;
   if (!membership_.topology()->HasHost(host)) return;
-  if (clock_offset > absl::Hours(24) || clock_offset < -absl::Hours(24)) {
-    CW_LOG(WARNING) << "trace events of host " << host
-                    << " with a clock offset of "
-                    << absl::FormatDuration(clock_offset) << ": dropped";
+  absl::StatusOr<std::vector<trace::EventRecord>> own =
+      OwnTraceEvents(host, std::move(events), clock_offset);
+  if (!own.ok()) {
+    CW_LOG(WARNING) << own.status().message() << ": dropped";
     return;
   }
-  if (events.size() > kMaxEventsPerBatch) events.resize(kMaxEventsPerBatch);
-  // A worker reports only its own devices' events.
-  std::erase_if(events, [host](const trace::EventRecord& record) {
-    if (const auto* op = std::get_if<trace::OpEvent>(&record.event)) {
-      return op->host != host;
-    }
-    if (const auto* wait = std::get_if<trace::WaitEvent>(&record.event)) {
-      return wait->host != host;
-    }
-    const auto& transfer = std::get<trace::TransferEvent>(record.event);
-    return transfer.source_host != host && transfer.destination_host != host;
-  });
-  trace::Replay(events, clock_offset, *events_);
+  trace::Replay(*own, clock_offset, *events_);
 }
 
 // ---------------------------------------------------------------------------
@@ -1438,52 +827,20 @@ void Head::OnTraceEvents(HostId host, std::vector<trace::EventRecord> events,
 
 Future<WorkerStatuses> Head::GetWorkerStatuses(absl::Duration timeout) {
   Outbox::Flush flush(outbox_);
-  // Asked after everything already sent, so that the view includes it.
-  std::vector<std::pair<HostId, Future<WorkerStatus>>> reports;
-  for (const auto& [host, channel] : membership_.LiveChannels()) {
-    auto [promise, report] = MakePromise<WorkerStatus>();
-    reports.emplace_back(host, std::move(report));
-    dispatcher_->AfterSent([membership = &membership_, host = host,
-                            promise = std::move(promise)]() mutable {
-      std::shared_ptr<ControlChannel> worker = membership->Channel(host);
-      if (worker == nullptr) {
-        promise.Set(absl::UnavailableError("it died meanwhile"));
-        return;
-      }
-      worker->GetStatus().OnReady(
-          InlineExecutor::Instance(),
-          [promise = std::move(promise)](
-              const absl::StatusOr<WorkerStatus>& status) mutable {
-            promise.Set(status);
-          });
-    });
-  }
-  auto [promise, future] = MakePromise<WorkerStatuses>();
-  const absl::Time deadline = absl::Now() + timeout;
-  status_pool_->Execute([reports = std::move(reports), deadline,
-                         promise = std::move(promise)]() mutable {
-    WorkerStatuses statuses;
-    for (const auto& [host, report] : reports) {
-      statuses.emplace(host, report.AwaitUntil(deadline));
-    }
-    promise.Set(std::move(statuses));
-  });
-  return future;
+  return statuses_->Ask(timeout);
 }
 
 Future<transport::StatusReport> Head::GetStatus() {
   auto inputs = std::make_shared<StatusInputs>();
   inputs->topology = membership_.topology();
   inputs->deaths = membership_.Deaths();
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, session] : sessions_) {
-      inputs->sessions.push_back(SessionSummary{
-          id, session->name, static_cast<int64_t>(session->slices.size()),
-          static_cast<int64_t>(session->executables.size()), arrays_.Count(id),
-          static_cast<int64_t>(session->deferred.size()), session->leased});
-    }
-  }
+  sessions_.ForEach([&](const Session& session) {
+    inputs->sessions.push_back(
+        SessionSummary{session.id(), session.name(),
+                       static_cast<int64_t>(session.slices().size()),
+                       session.num_executables(), arrays_.Count(session.id()),
+                       session.num_deferred(), session.leased()});
+  });
   inputs->resources = resources_->DebugString();
   inputs->scheduling = dispatcher_->DebugString();
   auto [promise, future] = MakePromise<transport::StatusReport>();
@@ -1497,51 +854,37 @@ Future<transport::StatusReport> Head::GetStatus() {
   return future;
 }
 
-namespace {
-
-const char* SliceRecordStateName(int state) {
-  static constexpr const char* kNames[] = {"requesting", "queued",   "granted",
-                                           "broken",     "released", "failed"};
-  return state >= 0 && state < 6 ? kNames[state] : "unknown";
-}
-
-}  // namespace
-
 ClusterView Head::View() const {
   ClusterView view;
   view.topology = membership_.topology();
   view.deaths = membership_.Deaths();
-  {
-    absl::MutexLock lock(&mu_);
-    view.sessions.reserve(sessions_.size());
-    for (const auto& [id, session] : sessions_) {
-      SessionView out;
-      out.id = id;
-      out.name = session->name;
-      out.leased = session->leased;
-      out.priority = session->priority;
-      out.weight = session->weight;
-      out.executables = static_cast<int64_t>(session->executables.size());
-      out.arrays = arrays_.Count(id);
-      out.deferred = static_cast<int64_t>(session->deferred.size());
-      for (const auto& [handle, record] : session->slices) {
-        SessionView::Slice slice;
-        slice.handle = handle;
-        slice.state = SliceRecordStateName(static_cast<int>(record->state));
-        slice.requested_devices = record->request.num_devices;
-        slice.requested_island = record->request.island;
-        slice.island = record->island;
-        slice.devices = record->devices;
-        slice.mesh_shape = record->mesh_shape;
-        slice.generation = record->generation;
-        if (!record->failure.ok()) {
-          slice.failure = std::string(record->failure.message());
-        }
-        out.slices.push_back(std::move(slice));
+  sessions_.ForEach([&](const Session& session) {
+    SessionView out;
+    out.id = session.id();
+    out.name = session.name();
+    out.leased = session.leased();
+    out.priority = session.priority();
+    out.weight = session.weight();
+    out.executables = session.num_executables();
+    out.arrays = arrays_.Count(session.id());
+    out.deferred = session.num_deferred();
+    for (const auto& [handle, record] : session.slices()) {
+      SessionView::Slice slice;
+      slice.handle = handle;
+      slice.state = SliceStateName(record->state);
+      slice.requested_devices = record->request.num_devices;
+      slice.requested_island = record->request.island;
+      slice.island = record->island;
+      slice.devices = record->devices;
+      slice.mesh_shape = record->mesh_shape;
+      slice.generation = record->generation;
+      if (!record->failure.ok()) {
+        slice.failure = std::string(record->failure.message());
       }
-      view.sessions.push_back(std::move(out));
+      out.slices.push_back(std::move(slice));
     }
-  }
+    view.sessions.push_back(std::move(out));
+  });
   view.slices = resources_->ListSlices();
   view.heartbeat_ages = health_->HeartbeatAges();
   return view;

@@ -3,21 +3,27 @@
 // and composes the parts that do the work, each with its own state and
 // lock (see docs/dispatch.md, docs/failure.md, docs/membership.md):
 //
-//   Membership     the hosts: topology snapshots, control channels
-//   HealthMonitor  heartbeats with a deadline, session leases
-//   ResourceManager slices on devices: grants, queue, remaps
-//   CompileCache   programs parsed and verified once
-//   ArrayTable     every session's arrays
-//   launch_plan.h  Execute and Copy validated and planned
-//   Dispatcher     island schedulers (gang order), batches, in flight
-//   status_report.h the status view
+//   Membership       the hosts: topology snapshots, channels, deaths
+//   HealthMonitor    heartbeats with a deadline, session leases
+//   ResourceManager  slices on devices: grants, queue, remaps
+//   SessionTable     the sessions (Session: slices, executables, the
+//                    FIFO of work waiting for a slice)
+//   CompileCache     programs parsed and verified once
+//   ArrayTable       every session's arrays
+//   Uploads          PutArray, PutShards: checked, split, sent
+//   Fetches          ArrayReady, Fetch, FetchShards: asked, assembled
+//   launch_plan.h    Execute and Copy validated and planned
+//   Dispatcher       island schedulers (gang order), batches, in flight
+//   worker_notices.h what workers say unasked, checked
+//   WorkerStatusPoll every worker's status, up to a deadline
+//   status_report.h  the status view
 //
-// The head itself keeps the sessions: their slices, executables and the
-// FIFO of work waiting for a slice to be granted. It talks to workers only
-// through their ControlChannels, and never while it holds a lock: what its
-// parts decide under their locks goes out through the Outbox, in order,
-// once the locks are released. Data never passes through it except
-// PutArray and Fetch, which are copies to and from the client.
+// Head wires them: the session service's calls, hosts joining and dying.
+// It talks to workers only through their ControlChannels, and never while
+// it holds a lock: what its parts decide under their locks goes out
+// through the Outbox, in order, once the locks are released. Data never
+// passes through it except PutArray and Fetch, which are copies to and
+// from the client.
 //
 // Thread-safe. Futures resolve on the head's callback threads, on worker
 // threads or on the thread that drains the outbox; attach continuations
@@ -26,7 +32,6 @@
 #define CAUSEWAY_HEAD_HEAD_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +42,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -47,10 +53,16 @@
 #include "causeway/head/array_table.h"
 #include "causeway/head/compile_cache.h"
 #include "causeway/head/dispatcher.h"
+#include "causeway/head/fetches.h"
 #include "causeway/head/health.h"
+#include "causeway/head/launch_plan.h"
 #include "causeway/head/membership.h"
 #include "causeway/head/outbox.h"
 #include "causeway/head/resource_manager.h"
+#include "causeway/head/session.h"
+#include "causeway/head/session_table.h"
+#include "causeway/head/uploads.h"
+#include "causeway/head/worker_statuses.h"
 #include "causeway/hlo/literal.h"
 #include "causeway/trace/events.h"
 #include "causeway/transport/control_channel.h"
@@ -129,8 +141,6 @@ struct ClusterView {
   // Alive hosts: how long since each last answered a heartbeat.
   std::map<HostId, absl::Duration> heartbeat_ages;
 };
-using WorkerStatuses =
-    std::map<HostId, absl::StatusOr<transport::WorkerStatus>>;
 
 class Head final : public transport::SessionService,
                    public transport::WorkerListener {
@@ -226,38 +236,18 @@ class Head final : public transport::SessionService,
   void Shutdown();
 
  private:
-  struct SliceRecord;
-  struct Executable;
-  struct Deferred;
-  struct Session;
-
   explicit Head(HeadOptions options);
 
-  // Sessions.
-  Session* FindSessionLocked(SessionId session)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same, for a call of the session's client: renews its lease.
-  Session* TouchSessionLocked(SessionId session)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status NoSessionLocked(SessionId session) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a session (CloseSession, an expired lease, shutdown): `status`
   // fails its waiting work and stops its launches; `why` is what later
-  // calls naming it are told. NotFound-style error if it is not open.
+  // calls naming it are told. NotOpen's error if it is not open.
   absl::Status EndSession(SessionId session, const absl::Status& status,
                           const std::string& why);
-  // Runs `run` now, or queues it behind earlier deferred work of the session
-  // while `blocked()` says a slice it needs is not granted yet; `cancel`
-  // resolves whatever `run` would have if the session ends first.
-  void RunOrDeferLocked(Session& session, std::function<bool()> blocked,
-                        std::function<void()> run,
-                        std::function<void(absl::Status)> cancel)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DrainDeferredLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool SliceBlockedLocked(Session& session, SliceHandle slice)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool ExecutableBlockedLocked(Session& session, ExecutableHandle executable)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A call of the session's client: renews its lease, then runs `work`
+  // with the session under the session table's lock (SessionTable::
+  // WithSession says what it may do). NotOpen's error if it is not open.
+  absl::Status ForClient(SessionId session,
+                         absl::FunctionRef<void(Session&)> work);
   // Resolves `promise` with `result` through the outbox (its continuations
   // may run inline: never under a lock).
   template <typename T>
@@ -269,36 +259,32 @@ class Head final : public transport::SessionService,
                                                       SliceHandle handle,
                                                       const SliceGrant& grant);
   void OnSliceEvent(const SliceEvent& event);
-  void LoadExecutablesLocked(Session& session, const SliceRecord& slice)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // PutArray and PutShards: places a new array whose buffer on virtual
-  // device i of the slice is shards_of(shard shape, n)[i]. `what` names
-  // the call in errors.
-  using ShardsOf = std::function<absl::StatusOr<std::vector<hlo::Literal>>(
-      const hlo::Shape& shard_shape, int64_t num_devices)>;
-  Future<> PlaceArray(SessionId session_id, transport::ArraySpec spec,
-                      const char* what, ShardsOf shards_of);
-  void LoadProgramLocked(const CompiledProgram& program,
-                         const std::vector<DeviceId>& devices)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static transport::SliceInfo InfoOf(const SliceRecord& slice);
+  // The slice has new devices: its executables are loaded there and the
+  // session's work that waited for it runs. Under the table's lock.
+  void SliceMoved(Session& session, const SliceRecord& slice);
+  // PutArray and PutShards: a new array from `source`, once its slice is
+  // granted (Uploads::Place).
+  Future<> Upload(SessionId session_id, transport::ArraySpec spec,
+                  std::shared_ptr<UploadSource> source);
+  // ArrayReady, Fetch and FetchShards: `read` of the array, in the
+  // session's order.
+  template <typename T>
+  Future<T> ReadArray(SessionId session_id, ArrayHandle handle,
+                      void (Fetches::*read)(std::shared_ptr<const ArrayRecord>,
+                                            std::shared_ptr<Promise<T>>));
+  void LoadProgram(const CompiledProgram& program,
+                   const std::vector<DeviceId>& devices);
 
   // Execute and Copy: now, or once the executable's or slice's devices are
-  // granted (RunOrDeferLocked).
-  void EnqueueExecuteLocked(Session& session, transport::ExecuteOp op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnqueueCopyLocked(Session& session, transport::CopyOp op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ExecuteLocked(Session& session, const transport::ExecuteOp& op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CopyLocked(Session& session, const transport::CopyOp& op)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DeleteArrayLocked(Session& session, ArrayHandle handle)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The error of a call to `host` that failed: DATA_LOSS if the host is
-  // dead (what it held is gone), the call's own error otherwise (a
-  // transient failure is not a death).
-  absl::Status CallError(HostId host, const absl::Status& status) const;
+  // granted (Session::RunOrDefer). Under the table's lock.
+  void EnqueueExecute(Session& session, transport::ExecuteOp op);
+  void EnqueueCopy(Session& session, transport::CopyOp op);
+  void ExecuteNow(Session& session, const transport::ExecuteOp& op);
+  // What PlanExecute and PlanCopy plan in: the session and its slice now,
+  // on `topology` (which must outlive it).
+  PlanContext PlanContextFor(const Session& session, const SliceRecord& slice,
+                             const transport::Topology& topology);
+  void CopyNow(Session& session, const transport::CopyOp& op);
 
   const HeadOptions options_;
   trace::EventSink* const events_;
@@ -306,28 +292,17 @@ class Head final : public transport::SessionService,
   Membership membership_;
   CompileCache programs_;
   ArrayTable arrays_;
+  // Sessions, their slices, executables and deferred work. Its lock comes
+  // before the parts' locks and is never held while calling the resource
+  // manager, the health monitor's callbacks or a channel.
+  SessionTable sessions_;
   std::unique_ptr<ResourceManager> resources_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<HealthMonitor> health_;
   std::unique_ptr<ThreadPool> callbacks_;
-  // Gathers worker status reports, which may wait up to a deadline.
-  std::unique_ptr<ThreadPool> status_pool_;
-
-  // Sessions, their slices and executables. Order: mu_ before the parts'
-  // locks; never held while calling the resource manager, the health
-  // monitor's callbacks or a channel.
-  mutable absl::Mutex mu_;
-  std::map<SessionId, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::map<SliceId, std::pair<SessionId, SliceHandle>> slices_by_id_
-      ABSL_GUARDED_BY(mu_);
-  // Why recently ended sessions ended, for the error later calls get.
-  std::map<SessionId, std::string> ended_ ABSL_GUARDED_BY(mu_);
-  std::deque<SessionId> ended_order_ ABSL_GUARDED_BY(mu_);
-  int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_transfer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Dead hosts whose failure handling (remaps included) is complete.
-  std::set<HostId> handled_dead_hosts_ ABSL_GUARDED_BY(mu_);
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<Uploads> uploads_;
+  std::unique_ptr<Fetches> fetches_;
+  std::unique_ptr<WorkerStatusPoll> statuses_;
 };
 
 }  // namespace causeway::head

@@ -163,6 +163,34 @@ std::map<HostId, HostDeath> Membership::Deaths() const {
   return deaths_;
 }
 
+void Membership::DeathHandled(HostId host) {
+  absl::MutexLock lock(&mu_);
+  deaths_handled_.insert(host);
+}
+
+absl::Status Membership::AwaitDeathHandled(HostId host, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto handled = [this, host]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return deaths_handled_.contains(host);
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&handled), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("host ", host.value(), " was not declared dead in time"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Membership::CallError(HostId host,
+                                   const absl::Status& status) const {
+  if (status.ok()) return status;
+  const std::shared_ptr<const Topology> now = topology();
+  if (now->HasHost(host) && !now->IsAlive(host)) {
+    return absl::DataLossError(
+        absl::StrCat("host ", host.value(), " was lost: ", status.message()));
+  }
+  return status;
+}
+
 std::shared_ptr<const Topology> Membership::topology() const {
   absl::MutexLock lock(&mu_);
   return topology_;

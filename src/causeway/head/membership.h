@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "causeway/base/ids.h"
 #include "causeway/transport/control_channel.h"
 #include "causeway/transport/topology.h"
@@ -114,6 +116,17 @@ class Membership {
   LiveChannels() const ABSL_LOCKS_EXCLUDED(mu_);
   // Every host declared dead so far, by host id.
   std::map<HostId, HostDeath> Deaths() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The head has finished handling `host`'s death (its arrays failed, its
+  // slices remapped): AwaitDeathHandled returns.
+  void DeathHandled(HostId host) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until DeathHandled(host); DeadlineExceeded if not by `deadline`.
+  absl::Status AwaitDeathHandled(HostId host, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The error of a call to `host` that failed: DATA_LOSS if the host is
+  // dead (what it held is gone), the call's own error otherwise (a
+  // transient failure is not a death). OK stays OK.
+  absl::Status CallError(HostId host, const absl::Status& status) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Status Validate(const HostRegistration& host) const;
@@ -125,6 +138,7 @@ class Membership {
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, HostId> incarnations_ ABSL_GUARDED_BY(mu_);
   std::map<HostId, HostDeath> deaths_ ABSL_GUARDED_BY(mu_);
+  std::set<HostId> deaths_handled_ ABSL_GUARDED_BY(mu_);
   int64_t joining_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

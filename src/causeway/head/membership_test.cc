@@ -4,7 +4,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/time/clock.h"
 #include "causeway/transport/testing/fake_control_channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -138,6 +140,34 @@ TEST(MembershipTest, OnlySoManyHostsMayBeJoiningAtOnce) {
   // A joining host that died frees its place.
   membership.MarkDead(b.host, "killed");
   EXPECT_TRUE(membership.Register(Worker("c")).ok());
+}
+
+TEST(MembershipTest, ACallToADeadHostIsDataLossAndToALiveOneItsOwnError) {
+  Membership membership;
+  ASSERT_TRUE(membership.Register(Worker("a")).ok());
+  ASSERT_TRUE(membership.Register(Worker("b")).ok());
+  ASSERT_TRUE(
+      membership.Activate(HostId(0), std::make_shared<FakeControlChannel>())
+          .ok());
+  membership.MarkDead(HostId(1), "test");
+  const absl::Status failed = absl::UnavailableError("no answer");
+  EXPECT_EQ(membership.CallError(HostId(0), failed), failed);
+  const absl::Status lost = membership.CallError(HostId(1), failed);
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(lost.message(), HasSubstr("host 1 was lost: no answer"));
+  EXPECT_TRUE(membership.CallError(HostId(1), absl::OkStatus()).ok());
+}
+
+TEST(MembershipTest, AwaitingADeathReturnsOnceItIsHandled) {
+  Membership membership;
+  ASSERT_TRUE(membership.Register(Worker("a")).ok());
+  membership.MarkDead(HostId(0), "test");
+  EXPECT_EQ(membership.AwaitDeathHandled(HostId(0), absl::Now()).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::thread handler([&] { membership.DeathHandled(HostId(0)); });
+  EXPECT_TRUE(
+      membership.AwaitDeathHandled(HostId(0), absl::InfiniteFuture()).ok());
+  handler.join();
 }
 
 }  // namespace

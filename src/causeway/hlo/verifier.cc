@@ -182,7 +182,7 @@ class ModuleVerifier {
   }
 
   // The ids a collective's groups (or pairs) number, and how many there
-  // are, by its group mode (docs/executor.md, "Collectives").
+  // are, by its group mode (docs/evaluator.md, "Collectives").
   struct IdSpace {
     int64_t count;
     const char* what;

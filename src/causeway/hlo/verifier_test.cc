@@ -1,5 +1,6 @@
 #include "causeway/hlo/verifier.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -472,27 +473,53 @@ TEST(VerifierJaxTest, GeneratedJaxModulesParseAndVerify) {
   EXPECT_EQ(count, 11);
 }
 
-TEST(VerifierJaxTest, ConformanceCorpusProgramsVerify) {
-  std::filesystem::path corpus = std::filesystem::path(__FILE__)
-                                     .parent_path()
-                                     .parent_path()
-                                     .parent_path()
-                                     .parent_path() /
-                                 "tests" / "corpus";
-  ASSERT_TRUE(std::filesystem::exists(corpus)) << corpus;
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
-    std::filesystem::path program = entry.path() / "program.hlo";
-    if (!std::filesystem::exists(program)) continue;
-    absl::StatusOr<std::unique_ptr<Module>> module =
-        ParseModule(ReadFile(program));
-    if (!module.ok()) continue;  // The parser's tests own parse failures.
-    absl::Status status = VerifyModule(**module);
-    EXPECT_TRUE(status.ok()) << program << ": " << status;
-    ++count;
-  }
-  EXPECT_GE(count, 30);
+std::filesystem::path CorpusDir() {
+  return std::filesystem::path(__FILE__).parent_path().parent_path()
+             .parent_path().parent_path() /
+         "tests" / "corpus";
 }
+
+// The programs tools/gen_corpus.py wrote, as its index lists them.
+std::vector<std::string> CorpusPrograms() {
+  std::vector<std::string> names;
+  std::istringstream index(ReadFile(CorpusDir() / "programs.txt"));
+  for (std::string line; std::getline(index, line);) {
+    if (!line.empty() && line[0] != '#') names.push_back(line);
+  }
+  return names;
+}
+
+TEST(VerifierJaxTest, TheCorpusIndexListsEveryProgramDirectory) {
+  std::vector<std::string> directories;
+  for (const auto& entry : std::filesystem::directory_iterator(CorpusDir())) {
+    if (entry.is_directory()) {
+      directories.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(directories.begin(), directories.end());
+  EXPECT_EQ(CorpusPrograms(), directories);
+  EXPECT_EQ(directories.size(), 64u);
+}
+
+// Every program of the JAX corpus parses and verifies: one test each.
+class CorpusProgramVerifies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CorpusProgramVerifies, ParsesAndVerifies) {
+  const std::filesystem::path program =
+      CorpusDir() / GetParam() / "program.hlo";
+  ASSERT_TRUE(std::filesystem::exists(program)) << program;
+  absl::StatusOr<std::unique_ptr<Module>> module =
+      ParseModule(ReadFile(program));
+  ASSERT_TRUE(module.ok()) << program << ": " << module.status();
+  absl::Status status = VerifyModule(**module);
+  EXPECT_TRUE(status.ok()) << program << ": " << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, CorpusProgramVerifies, ::testing::ValuesIn(CorpusPrograms()),
+    [](const ::testing::TestParamInfo<std::string>& info) {
+      return info.param;
+    });
 
 TEST(VerifierJaxTest, ShardMapModuleUsesEveryCollectiveForm) {
   absl::StatusOr<std::unique_ptr<Module>> module =

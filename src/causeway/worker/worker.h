@@ -62,7 +62,7 @@ struct WorkerOptions {
   // epochs), on the thread of UpdateMembership: a worker process wires its
   // data plane and collectives to it. May be null.
   std::function<void(const transport::MembershipUpdate&)> on_membership;
-  // How the devices' executor runs programs (tests turn the fused loops
+  // How the devices' evaluator runs programs (tests turn the fused loops
   // off to compare them with op-by-op evaluation).
   exec::Evaluator::Options evaluator = {};
 };

@@ -1,5 +1,5 @@
-// Test support for the multi-process tests (cli/distributed_test.cc,
-// cli/netns_test.cc): a gtest fixture that starts `causeway head` and
+// Test support for the multi-process tests (cli/multi_process_test.cc,
+// cli/separate_hosts_test.cc): a gtest fixture that starts `causeway head` and
 // `causeway worker` as child processes, waits for the lines they print
 // when ready (never a sleep), and stops them all even when a test fails;
 // and small programs with their expected answers.

@@ -4,6 +4,8 @@
 // readiness by the lines they print, and every process stopped by the
 // fixture even when a test fails.
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -40,6 +43,7 @@ using hlo::testutil::F32;
 using hlo::testutil::Values;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::kStart;
 using testing::kWait;
 using testing::OpenSessionWithSlice;
@@ -691,6 +695,91 @@ TEST_F(ClusterCommandTest, AKilledClusterLeavesNoOrphans) {
   // Every member hears its parent die (PR_SET_PDEATHSIG) and exits.
   for (pid_t pid : members_) {
     EXPECT_TRUE(AwaitProcessExit(pid, kWait).ok()) << "pid " << pid;
+  }
+}
+
+// A parent that started `causeway cluster` dies (SIGKILL): the cluster hears
+// it (PR_SET_PDEATHSIG, as ChildProcess and ClusterProcess set it; setpriv
+// here, under a shell that is the parent) and stops every member, each
+// ending as asked. This test process is a child subreaper, so the orphaned
+// cluster becomes its child and its exit status can be read. The head used
+// to abort ("pure virtual method called") when its workers' streams ended
+// while it shut down: a race, so three rounds, with workers and a client.
+TEST(ClusterParentTest, AClusterWhoseParentIsKilledStopsEveryMemberCleanly) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  absl::Cleanup not_a_subreaper = [] { prctl(PR_SET_CHILD_SUBREAPER, 0); };
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    absl::StatusOr<std::unique_ptr<ChildProcess>> parent = ChildProcess::Start(
+        {"/bin/sh", "-c",
+         absl::StrCat("setpriv --pdeathsig TERM '", CAUSEWAY_BINARY,
+                      "' cluster --islands 1 --hosts-per-island 4 "
+                      "--devices-per-host 1 --memory-per-device 64M & "
+                      "echo \"cluster pid $!\"; wait")},
+        /*merge_stderr=*/true);
+    ASSERT_TRUE(parent.ok()) << parent.status();
+    absl::StatusOr<std::string> started =
+        (*parent)->ReadLineStartingWith("cluster pid ", kStart);
+    ASSERT_TRUE(started.ok()) << started.status();
+    int cluster = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(started->substr(12), &cluster)) << *started;
+    absl::Cleanup kill_cluster = [cluster] {
+      kill(cluster, SIGKILL);
+      waitpid(cluster, nullptr, 0);
+    };
+    std::vector<pid_t> members;
+    std::string address;
+    while (address.empty()) {
+      absl::StatusOr<std::string> line =
+          (*parent)->ReadLineStartingWith("", kStart, /*echo=*/false);
+      ASSERT_TRUE(line.ok()) << line.status();
+      if (absl::StartsWith(*line, "head listening on ")) {
+        address = line->substr(std::string("head listening on ").size());
+      } else if (absl::StartsWith(*line, "causeway cluster: ")) {
+        const size_t at = line->find(", pid ");
+        int pid = 0;
+        if (at != std::string::npos &&
+            absl::SimpleAtoi(
+                line->substr(at + 6, line->find(':', at) - at - 6), &pid)) {
+          members.push_back(pid);
+        }
+      }
+    }
+    ASSERT_EQ(members.size(), 5u);  // The head and four workers.
+    absl::Cleanup kill_members = [members] {
+      for (pid_t pid : members) kill(pid, SIGKILL);
+    };
+    absl::StatusOr<std::unique_ptr<client::Client>> client =
+        client::Connect(address);
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(**client, 4);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    ASSERT_TRUE(opened->slice.Ready().AwaitFor(kWait).ok());
+
+    (*parent)->Signal(SIGKILL);
+    ASSERT_TRUE((*parent)->Wait(kWait).ok());
+    ASSERT_TRUE(AwaitProcessExit(cluster, kWait).ok());
+    int status = 0;
+    ASSERT_EQ(waitpid(cluster, &status, 0), cluster);
+    std::move(kill_cluster).Cancel();
+    EXPECT_EQ(ChildProcess::DescribeWaitStatus(status), "exited with status 0");
+    for (pid_t pid : members) {
+      EXPECT_TRUE(AwaitProcessExit(pid, kWait).ok()) << "pid " << pid;
+    }
+    // What the cluster and its members said until the last of them went:
+    // none of them ended otherwise than asked.
+    std::vector<std::string> said;
+    while (true) {
+      absl::StatusOr<std::string> line =
+          (*parent)->ReadLineStartingWith("", kWait, /*echo=*/false);
+      if (!line.ok()) break;
+      said.push_back(*line);
+    }
+    for (const std::string& line : said) {
+      EXPECT_THAT(line, Not(HasSubstr("while stopping")));
+      EXPECT_THAT(line, Not(HasSubstr("pure virtual")));
+    }
+    client->reset();
   }
 }
 

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "absl/time/time.h"
 #include "causeway/cli/child_process.h"
 #include "causeway/cli/testing/process_cluster.h"
+#include "causeway/cli/testing/separate_hosts.h"
 #include "causeway/cli/testing/veth_network.h"
 #include "causeway/client/client.h"
 #include "causeway/hlo/literal_test_util.h"
@@ -32,10 +32,10 @@ namespace {
 using hlo::testutil::F32;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::kHeartbeatInterval;
 using testing::kWait;
 using ::testing::Not;
 using testing::RunIp;
+using testing::SeparateHostsTest;
 using testing::SessionSlice;
 using testing::SliceOverTwoProcesses;
 using ::testing::StartsWith;
@@ -44,56 +44,6 @@ using testing::SwappedThenDoubled;
 using ::testing::UnorderedElementsAre;
 using testing::VethNetwork;
 using testing::Worker;
-
-// Host namespace 0 holds the head, 1.. the workers.
-class SeparateHostsTest : public testing::ProcessClusterTest {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<VethNetwork>> network =
-        VethNetwork::Create(7);
-    if (network.status().code() == absl::StatusCode::kFailedPrecondition) {
-      GTEST_SKIP() << "separate hosts need network namespaces: "
-                   << network.status().message();
-    }
-    ASSERT_TRUE(network.ok()) << network.status();
-    network_ = *std::move(network);
-  }
-  void TearDown() override {
-    // The processes first: they keep their namespaces alive.
-    StopAll();
-    network_.reset();
-  }
-
-  // The head, listening on its namespace's address.
-  void StartHeadApart(std::vector<std::string> flags = {}) {
-    // A test network of its own: no token (--insecure).
-    flags.push_back("--insecure");
-    StartHead(std::move(flags), absl::StrCat(network_->ip(0), ":0"),
-              network_->Launcher(0));
-  }
-
-  // A 1-device worker in namespace `n` (1..), its data plane and Gloo on
-  // that namespace's address.
-  Worker& AddWorkerApart(int n, std::vector<std::string> flags = {}) {
-    flags.insert(flags.end(), {"--data-plane-listen",
-                               absl::StrCat(network_->ip(n), ":0"),
-                               "--insecure"});
-    Worker& worker = AddWorker(1, 0, std::move(flags), network_->Launcher(n));
-    namespace_of_.emplace_back(worker.host, n);
-    return worker;
-  }
-
-  // The namespace worker `host` runs in.
-  int NamespaceOf(HostId host) const {
-    for (const auto& [h, n] : namespace_of_) {
-      if (h == host) return n;
-    }
-    return -1;
-  }
-
-  std::unique_ptr<VethNetwork> network_;
-  std::vector<std::pair<HostId, int>> namespace_of_;
-};
 
 TEST_F(SeparateHostsTest, CollectivesAndTransfersCrossTheNamespaces) {
   StartHeadApart();
@@ -158,13 +108,12 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
   // worker loses its link.
   const HostId killed = client->topology()->HostOf(placed[0].devices[0]);
   const HostId cut = client->topology()->HostOf(placed[1].devices[0]);
-  const auto killed_at = std::chrono::steady_clock::now();
   WorkerOf(killed).process->Signal(SIGKILL);
-  const auto cut_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(network_->CutLink(NamespaceOf(cut)).ok());
 
   // The head hears of the killed one through its broken stream, of the
-  // cut one through its missed heartbeats.
+  // cut one through its missed heartbeats. (How soon: bench/
+  // death_detection_bench.cc and BENCHMARKS.md; no clock decides here.)
   for (const auto& [host, why] :
        {std::pair{killed, "its connection broke"},
         std::pair{cut, "no heartbeat answered for "}}) {
@@ -177,27 +126,6 @@ TEST_F(SeparateHostsTest, AKilledWorkerAndACutOneAreDeadAndTheClientGoesOn) {
                                          absl::FormatDuration(kTimeout), ")")));
     }
   }
-  // And within the timeout, by the head's own record of when it declared
-  // each dead. These are bounds that follow from the configured timeout,
-  // not measurements: the killed one's broken stream tells well before any
-  // heartbeat could (the first missed one needs the timeout less an
-  // interval); the cut one is dead once the timeout has passed since its
-  // last answer, at the health check after that (an interval), plus
-  // kSlack for `ip` taking the link down and for a loaded machine's
-  // scheduling (docs/distributed.md).
-  constexpr absl::Duration kSlack = absl::Seconds(1);
-  absl::StatusOr<std::chrono::steady_clock::time_point> killed_dead =
-      DeclaredDeadAt(*session, killed);
-  ASSERT_TRUE(killed_dead.ok()) << killed_dead.status();
-  const absl::Duration after_kill = absl::FromChrono(*killed_dead - killed_at);
-  EXPECT_GT(after_kill, absl::ZeroDuration());
-  EXPECT_LE(after_kill, kTimeout / 2);
-  absl::StatusOr<std::chrono::steady_clock::time_point> cut_dead =
-      DeclaredDeadAt(*session, cut);
-  ASSERT_TRUE(cut_dead.ok()) << cut_dead.status();
-  const absl::Duration after_cut = absl::FromChrono(*cut_dead - cut_at);
-  EXPECT_GT(after_cut, absl::ZeroDuration());
-  EXPECT_LE(after_cut, kTimeout + kHeartbeatInterval + kSlack);
   // What they held is lost, and the error names the host: fetched, and
   // as the input of a program.
   for (int s = 0; s < 2; ++s) {

@@ -1,11 +1,11 @@
-// Times the executor on benchmark programs written by
+// Times the evaluator on benchmark programs written by
 // `tools/gen_corpus.py --bench-only --out DIR` (single partition each):
 //
-//   executor_bench DIR [google-benchmark flags]
+//   evaluator_bench DIR [google-benchmark flags]
 //
 // One benchmark per program directory, named after it. Inputs are the
 // stacked in<i>.npy files (leading axis = partition, here 1). Each iteration
-// is one exec::Evaluator::Run on the benchmark's thread: the executor on one
+// is one exec::Evaluator::Run on the benchmark's thread: the evaluator on one
 // device, what XLA's executable does in bench/xla_baseline.py. Run it
 // pinned to one core (taskset) to compare with that. Reports wall time per
 // step ("real_time") and the process's CPU time per step, every thread's
@@ -98,7 +98,7 @@ void RunProgram(benchmark::State& state, BenchProgram* bench) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: executor_bench DIR [benchmark flags]\n");
+    std::fprintf(stderr, "usage: evaluator_bench DIR [benchmark flags]\n");
     return 2;
   }
   std::filesystem::path root = argv[1];

@@ -69,7 +69,7 @@ ENTRY main {
 }
 )";
 
-class CliTest : public ::testing::Test {
+class CausewayCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char self[4096];
@@ -190,13 +190,13 @@ class CliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(CliTest, HelpListsTheRunCommand) {
+TEST_F(CausewayCommandTest, HelpListsTheRunCommand) {
   CliResult result = Cli({"--help"});
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_THAT(result.output, HasSubstr("run"));
 }
 
-TEST_F(CliTest, RunHelpExplainsEveryOption) {
+TEST_F(CausewayCommandTest, RunHelpExplainsEveryOption) {
   CliResult result = Cli({"run", "--help"});
   EXPECT_EQ(result.exit_code, 0);
   for (const char* option : {"--partitions", "--input", "--output-dir",
@@ -205,13 +205,13 @@ TEST_F(CliTest, RunHelpExplainsEveryOption) {
   }
 }
 
-TEST_F(CliTest, UnknownCommandIsAUsageError) {
+TEST_F(CausewayCommandTest, UnknownCommandIsAUsageError) {
   CliResult result = Cli({"launch"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.output, HasSubstr("unknown command 'launch'"));
 }
 
-TEST_F(CliTest, StackedInputsGiveStackedOutputs) {
+TEST_F(CausewayCommandTest, StackedInputsGiveStackedOutputs) {
   CliResult result =
       RunProgram(kProgram, 2, F32({2, 3}, {1, 2, 3, 10, 20, 30}));
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -223,7 +223,7 @@ TEST_F(CliTest, StackedInputsGiveStackedOutputs) {
 
 // The same run on a running cluster (a head and a worker process of 2
 // devices, started here) gives the same files.
-TEST_F(CliTest, ARunOnAClusterGivesWhatTheEmbeddedRunGives) {
+TEST_F(CausewayCommandTest, ARunOnAClusterGivesWhatTheEmbeddedRunGives) {
   absl::StatusOr<std::unique_ptr<cli::ClusterProcess>> cluster =
       cli::ClusterProcess::Start(binary_, {"--islands", "1",
                                            "--hosts-per-island", "1",
@@ -238,7 +238,7 @@ TEST_F(CliTest, ARunOnAClusterGivesWhatTheEmbeddedRunGives) {
   EXPECT_THAT(Values(ReadOutput("out1.npy")), ElementsAre(1, 2, 3, 11, 21, 31));
 }
 
-TEST_F(CliTest, ClusterFlagsAreCheckedAgainstEachOther) {
+TEST_F(CausewayCommandTest, ClusterFlagsAreCheckedAgainstEachOther) {
   const std::string program = WriteFile("p.hlo", kProgram);
   CliResult result = Cli({"run", program, "--partitions", "2", "--input", "x",
                           "--output-dir", OutDir(), "--token-file", "t"});
@@ -251,7 +251,7 @@ TEST_F(CliTest, ClusterFlagsAreCheckedAgainstEachOther) {
   EXPECT_THAT(result.output, HasSubstr("--collective-timeout applies to an embedded run"));
 }
 
-TEST_F(CliTest, GlobalInputsAreSplitAndOutputsAssembledByShardings) {
+TEST_F(CausewayCommandTest, GlobalInputsAreSplitAndOutputsAssembledByShardings) {
   CliResult result =
       RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 10, 20, 30}),
                  {"--global", "--output-sharding", "{replicated}",
@@ -261,14 +261,14 @@ TEST_F(CliTest, GlobalInputsAreSplitAndOutputsAssembledByShardings) {
   EXPECT_THAT(Values(ReadOutput("out1.npy")), ElementsAre(1, 2, 3, 11, 21, 31));
 }
 
-TEST_F(CliTest, GlobalWithoutOutputShardingsSaysHowToGiveThem) {
+TEST_F(CausewayCommandTest, GlobalWithoutOutputShardingsSaysHowToGiveThem) {
   CliResult result =
       RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 4, 5, 6}), {"--global"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("--output-sharding"));
 }
 
-TEST_F(CliTest, GlobalTakesUnannotatedScalarOutputsAsReplicated) {
+TEST_F(CausewayCommandTest, GlobalTakesUnannotatedScalarOutputsAsReplicated) {
   CliResult result = RunProgram(R"(HloModule sum, num_partitions=2
 add {
   a = f32[] parameter(0)
@@ -289,7 +289,7 @@ ENTRY main {
   EXPECT_THAT(Values(total), ElementsAre(10));
 }
 
-TEST_F(CliTest, GlobalRefusesParametersWithoutSharding) {
+TEST_F(CausewayCommandTest, GlobalRefusesParametersWithoutSharding) {
   CliResult result = RunProgram(R"(HloModule one
 ENTRY main {
   ROOT x = f32[2] parameter(0)
@@ -301,7 +301,7 @@ ENTRY main {
               HasSubstr("parameter 0 ('x') has no sharding= annotation"));
 }
 
-TEST_F(CliTest, WrongInputShapeNamesTheParameter) {
+TEST_F(CausewayCommandTest, WrongInputShapeNamesTheParameter) {
   CliResult result = RunProgram(kProgram, 2, F32({3, 2}, {1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output,
@@ -309,32 +309,32 @@ TEST_F(CliTest, WrongInputShapeNamesTheParameter) {
                         "(2 partitions × f32[3]), got f32[3,2]"));
 }
 
-TEST_F(CliTest, WrongInputCountListsTheParameters) {
+TEST_F(CausewayCommandTest, WrongInputCountListsTheParameters) {
   CliResult result = RunProgram(kProgram, 2, std::nullopt);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("takes 1 parameter ('x': f32[3])"));
 }
 
-TEST_F(CliTest, PartitionCountMismatchIsReported) {
+TEST_F(CausewayCommandTest, PartitionCountMismatchIsReported) {
   CliResult result = RunProgram(kProgram, 4, F32({4, 3}, {}));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("num_partitions=2"));
 }
 
-TEST_F(CliTest, ParseErrorsNameTheLine) {
+TEST_F(CausewayCommandTest, ParseErrorsNameTheLine) {
   CliResult result =
       RunProgram("HloModule m\nENTRY e {\n  x = \n}\n", 1, std::nullopt);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("p.hlo: line 4:1:"));
 }
 
-TEST_F(CliTest, MissingOptionsAreUsageErrors) {
+TEST_F(CausewayCommandTest, MissingOptionsAreUsageErrors) {
   CliResult result = Cli({"run", "x.hlo", "--output-dir", OutDir()});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.output, HasSubstr("missing --partitions"));
 }
 
-TEST_F(CliTest, AWorkersDataPlaneAddressMustBeOneItsPeersCanDial) {
+TEST_F(CausewayCommandTest, AWorkersDataPlaneAddressMustBeOneItsPeersCanDial) {
   for (const char* wildcard : {"0.0.0.0:0", "[::]:7000"}) {
     CliResult result =
         Cli({"worker", "--head", "127.0.0.1:1", "--island", "0", "--devices",
@@ -346,21 +346,21 @@ TEST_F(CliTest, AWorkersDataPlaneAddressMustBeOneItsPeersCanDial) {
 
 // --tls-ca on the head asks clients for certificates (mutual TLS,
 // docs/security.md), which needs the head's own TLS certificate.
-TEST_F(CliTest, AHeadTakesTlsCaForMutualTlsOnlyWithItsOwnCertificate) {
+TEST_F(CausewayCommandTest, AHeadTakesTlsCaForMutualTlsOnlyWithItsOwnCertificate) {
   CliResult result = Cli({"head", "--tls-ca", "ca.pem"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.output, HasSubstr("mutual TLS"));
   EXPECT_THAT(result.output, HasSubstr("--tls-cert and --tls-key too"));
 }
 
-TEST_F(CliTest, ADirectoryAsTheProgramIsNamedAsSuch) {
+TEST_F(CausewayCommandTest, ADirectoryAsTheProgramIsNamedAsSuch) {
   CliResult result = Cli(
       {"run", dir_.string(), "--partitions", "1", "--output-dir", OutDir()});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.output, HasSubstr("is a directory, not an HLO text file"));
 }
 
-TEST_F(CliTest, BinaryDataAsTheProgramIsRefusedBeforeItIsReadWhole) {
+TEST_F(CausewayCommandTest, BinaryDataAsTheProgramIsRefusedBeforeItIsReadWhole) {
   // /dev/zero never ends; only its first bytes may be read.
   CliResult result =
       Cli({"run", "/dev/zero", "--partitions", "1", "--output-dir", OutDir()});
@@ -368,7 +368,7 @@ TEST_F(CliTest, BinaryDataAsTheProgramIsRefusedBeforeItIsReadWhole) {
   EXPECT_THAT(result.output, HasSubstr("/dev/zero: not HLO text"));
 }
 
-TEST_F(CliTest, AnEndlessInputIsRefusedAfterItsHeader) {
+TEST_F(CausewayCommandTest, AnEndlessInputIsRefusedAfterItsHeader) {
   const std::string program = WriteFile("p.hlo", kProgram);
   CliResult result = Cli({"run", program, "--partitions", "2", "--input",
                           "/dev/zero", "--output-dir", OutDir()});
@@ -376,7 +376,7 @@ TEST_F(CliTest, AnEndlessInputIsRefusedAfterItsHeader) {
   EXPECT_THAT(result.output, HasSubstr("/dev/zero: not a valid .npy file"));
 }
 
-TEST_F(CliTest, AnOptionOfOneValueGivenTwiceIsAUsageError) {
+TEST_F(CausewayCommandTest, AnOptionOfOneValueGivenTwiceIsAUsageError) {
   const std::string program = WriteFile("p.hlo", kProgram);
   CliResult result = Cli({"run", program, "--partitions", "2", "--partitions",
                           "4", "--output-dir", OutDir()});
@@ -403,7 +403,7 @@ ENTRY main {
 }
 )";
 
-TEST_F(CliTest, TimeoutStopsAProgramThatLoopsForever) {
+TEST_F(CausewayCommandTest, TimeoutStopsAProgramThatLoopsForever) {
   CliResult result =
       RunProgram(kForever, 2, F32({2, 3}, {}), {"--timeout", "0.5"});
   EXPECT_EQ(result.exit_code, 124) << result.output;
@@ -413,7 +413,7 @@ TEST_F(CliTest, TimeoutStopsAProgramThatLoopsForever) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "out0.npy"));
 }
 
-TEST_F(CliTest, SigintStopsTheRunWithAMessage) {
+TEST_F(CausewayCommandTest, SigintStopsTheRunWithAMessage) {
   CliResult result = CliSignalledWhen(
       RunArgs(kForever, 2, F32({2, 3}, {}), {"--timeout", "120"}),
       "running 'forever' on 2 devices", SIGINT);
@@ -422,7 +422,7 @@ TEST_F(CliTest, SigintStopsTheRunWithAMessage) {
               HasSubstr("interrupted (signal 2); the program was stopped"));
 }
 
-TEST_F(CliTest, APartitionLoopingWhileItsPeerWaitsInACollectiveEndsTheRun) {
+TEST_F(CausewayCommandTest, APartitionLoopingWhileItsPeerWaitsInACollectiveEndsTheRun) {
   // Partition 0 loops forever; partition 1 waits for it in an all-reduce
   // and gives up: the run then stops partition 0 too and exits.
   CliResult result =
@@ -461,7 +461,7 @@ ENTRY main {
   EXPECT_THAT(result.output, HasSubstr("did not arrive within 200ms"));
 }
 
-TEST_F(CliTest, AOnePartitionModuleRunsACopyPerDeviceReadingPartitionIdZero) {
+TEST_F(CausewayCommandTest, AOnePartitionModuleRunsACopyPerDeviceReadingPartitionIdZero) {
   CliResult result = RunProgram(R"(HloModule copies
 ENTRY main {
   x = f32[2] parameter(0)
@@ -478,7 +478,7 @@ ENTRY main {
               ElementsAre(1, 2, 10, 20, 100, 200));
 }
 
-TEST_F(CliTest, GlobalRefusesAnInputTheShardingDoesNotDivideEvenly) {
+TEST_F(CausewayCommandTest, GlobalRefusesAnInputTheShardingDoesNotDivideEvenly) {
   // The program's shards are f32[3]: a global f32[5] would be padded.
   CliResult result =
       RunProgram(kProgram, 2, F32({5}, {1, 2, 3, 4, 5}),
@@ -490,7 +490,7 @@ TEST_F(CliTest, GlobalRefusesAnInputTheShardingDoesNotDivideEvenly) {
                         "sharding {devices=[2]0,1}"));
 }
 
-TEST_F(CliTest, GlobalRefusesAnOutputShardingForAnotherDeviceCount) {
+TEST_F(CausewayCommandTest, GlobalRefusesAnOutputShardingForAnotherDeviceCount) {
   CliResult result =
       RunProgram(kProgram, 2, F32({6}, {1, 2, 3, 10, 20, 30}),
                  {"--global", "--output-sharding", "{replicated}",
@@ -505,7 +505,7 @@ TEST_F(CliTest, GlobalRefusesAnOutputShardingForAnotherDeviceCount) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "out0.npy"));
 }
 
-TEST_F(CliTest, GlobalRefusesReplicatedForAnOutputWhosePartitionsDiffer) {
+TEST_F(CausewayCommandTest, GlobalRefusesReplicatedForAnOutputWhosePartitionsDiffer) {
   // Output 1 is x + partition_id: each partition's differs, so reading it
   // as replicated would write one partition's values as the whole.
   CliResult result =
@@ -519,7 +519,7 @@ TEST_F(CliTest, GlobalRefusesReplicatedForAnOutputWhosePartitionsDiffer) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "out0.npy"));
 }
 
-TEST_F(CliTest, AValueTooBigForMemoryIsRefusedNamingTheInstruction) {
+TEST_F(CausewayCommandTest, AValueTooBigForMemoryIsRefusedNamingTheInstruction) {
   CliResult result = RunProgram(R"(HloModule big
 add {
   a = f32[] parameter(0)
@@ -538,7 +538,7 @@ ENTRY main {
   EXPECT_THAT(result.output, HasSubstr("needs a buffer of 400000000000 bytes"));
 }
 
-TEST_F(CliTest, ReplicaGroupsThatLeaveAPartitionOutAreRefusedAtLoad) {
+TEST_F(CausewayCommandTest, ReplicaGroupsThatLeaveAPartitionOutAreRefusedAtLoad) {
   CliResult result = RunProgram(R"(HloModule lonely, num_partitions=2
 add {
   a = f32[] parameter(0)
@@ -556,7 +556,7 @@ ENTRY main {
   EXPECT_THAT(result.output, Not(HasSubstr("running")));
 }
 
-TEST_F(CliTest, RunsACorpusProgramLikeJax) {
+TEST_F(CausewayCommandTest, RunsACorpusProgramLikeJax) {
   const fs::path corpus =
       fs::path(CAUSEWAY_CORPUS_DIR) / "shard_map_collectives_4";
   std::vector<std::string> args = {
