@@ -439,15 +439,14 @@ GrpcWorkerServer::GrpcWorkerServer(WorkerMembership* membership,
 GrpcWorkerServer::~GrpcWorkerServer() { Shutdown(); }
 
 void GrpcWorkerServer::Shutdown() {
-  std::vector<grpc::ServerContext*> contexts;
-  {
-    absl::MutexLock lock(&mu_);
-    shut_down_ = true;
-    for (auto& [host, connection] : workers_) {
-      contexts.push_back(connection.context);
-    }
-  }
-  for (grpc::ServerContext* context : contexts) context->TryCancel();
+  // Cancelled under the lock: a handler erases its entry under it before
+  // it returns and its context dies, so every context still listed is
+  // alive (copied out and cancelled after the lock, one could be gone:
+  // "pure virtual method called"). TryCancel only marks the call; it runs
+  // nothing of ours.
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  for (auto& [host, connection] : workers_) connection.context->TryCancel();
 }
 
 int64_t GrpcWorkerServer::num_workers() const {

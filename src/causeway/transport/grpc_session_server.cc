@@ -231,11 +231,16 @@ void GrpcSessionServer::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
-    for (auto& [id, session] : sessions_) sessions.push_back(session);
+    for (auto& [id, session] : sessions_) {
+      sessions.push_back(session);
+      // Under the lock: a handler erases its session under it before it
+      // returns and its context dies, so this context is alive. TryCancel
+      // only marks the call; it runs nothing of ours.
+      session->context->TryCancel();
+    }
   }
   for (const std::shared_ptr<SessionState>& session : sessions) {
     session->buffers.Close(absl::UnavailableError("the head is shutting down"));
-    session->context->TryCancel();
   }
 }
 
