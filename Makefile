@@ -21,9 +21,11 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # registers jaxlib's IFRT proxy backend for JAX through `causeway proxy`
 # (docs/jax.md), kubernetes-validate checks deploy/k8s against the
 # Kubernetes API's schemas, which it bundles, so offline
-# (python/tests/test_deploy.py, docs/deploy.md).
+# (python/tests/test_deploy.py, docs/deploy.md). matplotlib draws the scale
+# benchmark's plots as PNG files (bench/scale_bench.py --plot, issue 18).
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
-               prometheus_client pathwaysutils flax optax kubernetes-validate
+               prometheus_client pathwaysutils flax optax kubernetes-validate \
+               matplotlib
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean

@@ -10,7 +10,13 @@
 //
 //   figure5_bench --cluster=HOST:PORT --devices=N
 //                 --programs=FILE:COUNT[,FILE:COUNT...]
-//                 [--modes=chained,opbyop]
+//                 [--modes=chained,opbyop] [--warmup=N] [--sim]
+//                 [--head-pid=P] [--worker-pids=P,P...]
+//
+// --sim: the cluster's devices are sim devices (docs/sim_devices.md),
+// whose outputs are zeros: the final x is checked for its shape only.
+// --head-pid / --worker-pids: those processes' CPU seconds (user + system,
+// from /proc) during the measured run are reported too.
 //
 // Modes: "chained" submits ProgramTraces of 128 programs, each one graph
 // (the paper's Pathways -C); "opbyop" calls Executable::Execute once per
@@ -18,8 +24,9 @@
 //
 // Prints one JSON object per program and mode:
 //   {"bench":"figure5","mode":...,"file":...,"devices":N,"programs":P,
-//    "seconds":S,"client_cpu_s":C}
+//    "seconds":S,"client_cpu_s":C,"head_cpu_s":H,"worker_cpu_s":W}
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -48,12 +55,44 @@ using client::Array;
 using client::Executable;
 
 constexpr int64_t kChain = 128;
-constexpr int64_t kWarmup = kChain;
 
 struct Job {
   std::string file;
   int64_t programs = 0;
 };
+
+struct Options {
+  std::vector<std::string> modes = {"chained", "opbyop"};
+  int64_t warmup = kChain;
+  bool sim = false;
+  int64_t head_pid = 0;
+  std::vector<int64_t> worker_pids;
+};
+
+// CPU seconds (user + system) of process `pid` so far; 0 if unreadable.
+double ProcessCpuSeconds(int64_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after the command's closing parenthesis: state is field 3,
+  // utime 14, stime 15.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields =
+      absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
+  double utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
+      !absl::SimpleAtod(fields[12], &stime)) {
+    return 0;
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double ProcessesCpuSeconds(const std::vector<int64_t>& pids) {
+  double total = 0;
+  for (int64_t pid : pids) total += ProcessCpuSeconds(pid);
+  return total;
+}
 
 double ProcessCpuSeconds() {
   rusage usage{};
@@ -84,17 +123,19 @@ absl::StatusOr<hlo::Literal> Weights(const hlo::Shape& shape) {
 }
 
 void Print(const std::string& mode, const Job& job, int64_t devices,
-           double seconds, double cpu) {
+           double seconds, double cpu, double head_cpu, double worker_cpu) {
   std::printf(
       "{\"bench\":\"figure5\",\"mode\":\"%s\",\"file\":\"%s\",\"devices\":%lld,"
-      "\"programs\":%lld,\"seconds\":%.6f,\"client_cpu_s\":%.6f}\n",
+      "\"programs\":%lld,\"seconds\":%.6f,\"client_cpu_s\":%.6f,"
+      "\"head_cpu_s\":%.6f,\"worker_cpu_s\":%.6f}\n",
       mode.c_str(), job.file.c_str(), static_cast<long long>(devices),
-      static_cast<long long>(job.programs), seconds, cpu);
+      static_cast<long long>(job.programs), seconds, cpu, head_cpu,
+      worker_cpu);
   std::fflush(stdout);
 }
 
 absl::Status OnCluster(client::Client& client, const Job& job, int64_t devices,
-                       const std::vector<std::string>& modes) {
+                       const Options& options) {
   CW_ASSIGN_OR_RETURN(std::string text, ReadFile(job.file));
   CW_ASSIGN_OR_RETURN(client::Session session,
                       client.OpenSession({.name = "figure5_bench"}));
@@ -134,6 +175,16 @@ absl::Status OnCluster(client::Client& client, const Job& job, int64_t devices,
     CW_RETURN_IF_ERROR(x.Ready().AwaitFor(absl::Seconds(600)));
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     CW_ASSIGN_OR_RETURN(hlo::Literal value, x.ToHost().AwaitFor(absl::Seconds(60)));
+    if (options.sim) {
+      // Sim devices compute nothing: the value is zeros, its shape is right.
+      if (!value.shape().Compatible(zeros.shape())) {
+        return absl::InternalError(
+            absl::StrCat(job.file, " (", mode, "): got ",
+                         value.shape().ToString(), ", want ",
+                         zeros.shape().ToString()));
+      }
+      return seconds;
+    }
     for (float v : value.data<float>()) {
       if (v != static_cast<float>(n)) {
         return absl::InternalError(absl::StrCat(job.file, " (", mode,
@@ -142,11 +193,17 @@ absl::Status OnCluster(client::Client& client, const Job& job, int64_t devices,
     }
     return seconds;
   };
-  for (const std::string& mode : modes) {
-    CW_RETURN_IF_ERROR(run(mode, kWarmup).status());
+  for (const std::string& mode : options.modes) {
+    if (options.warmup > 0) CW_RETURN_IF_ERROR(run(mode, options.warmup).status());
     const double cpu = ProcessCpuSeconds();
+    const double head_cpu =
+        options.head_pid > 0 ? ProcessCpuSeconds(options.head_pid) : 0;
+    const double worker_cpu = ProcessesCpuSeconds(options.worker_pids);
     CW_ASSIGN_OR_RETURN(double seconds, run(mode, job.programs));
-    Print(mode, job, devices, seconds, ProcessCpuSeconds() - cpu);
+    Print(mode, job, devices, seconds, ProcessCpuSeconds() - cpu,
+          options.head_pid > 0 ? ProcessCpuSeconds(options.head_pid) - head_cpu
+                               : 0,
+          ProcessesCpuSeconds(options.worker_pids) - worker_cpu);
   }
   return absl::OkStatus();
 }
@@ -155,11 +212,13 @@ int Main(int argc, char** argv) {
   std::string cluster;
   int64_t devices = 0;
   std::vector<Job> jobs;
-  std::vector<std::string> modes = {"chained", "opbyop"};
+  Options options;
+  std::vector<std::string>& modes = options.modes;
   auto usage = [&] {
     std::fprintf(stderr,
                  "usage: %s --cluster=HOST:PORT --devices=N "
-                 "--programs=FILE:COUNT[,...] [--modes=chained,opbyop]\n",
+                 "--programs=FILE:COUNT[,...] [--modes=chained,opbyop] "
+                 "[--warmup=N] [--sim] [--head-pid=P] [--worker-pids=P,...]\n",
                  argv[0]);
     return 2;
   };
@@ -192,6 +251,22 @@ int Main(int argc, char** argv) {
           return usage();
         }
       }
+    } else if (arg.rfind("--warmup=", 0) == 0) {
+      if (!absl::SimpleAtoi(arg.substr(9), &options.warmup) ||
+          options.warmup < 0) {
+        return usage();
+      }
+    } else if (arg == "--sim") {
+      options.sim = true;
+    } else if (arg.rfind("--head-pid=", 0) == 0) {
+      if (!absl::SimpleAtoi(arg.substr(11), &options.head_pid)) return usage();
+    } else if (arg.rfind("--worker-pids=", 0) == 0) {
+      for (absl::string_view pid :
+           absl::StrSplit(arg.substr(14), ',', absl::SkipEmpty())) {
+        int64_t value = 0;
+        if (!absl::SimpleAtoi(pid, &value)) return usage();
+        options.worker_pids.push_back(value);
+      }
     } else {
       return usage();
     }
@@ -204,7 +279,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   for (const Job& job : jobs) {
-    absl::Status status = OnCluster(**client, job, devices, modes);
+    absl::Status status = OnCluster(**client, job, devices, options);
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.ToString().c_str());
       return 1;

@@ -25,6 +25,7 @@ namespace {
 
 constexpr char kClusterHelp[] = R"(Usage:
   causeway cluster --islands I --hosts-per-island H --devices-per-host D
+                   [--device-kind cpu|sim [--sim-...]]
                    [--spare-hosts K] [--memory-per-device BYTES]
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
@@ -48,6 +49,15 @@ slices); if the head dies, everything stops with status 1.
   --islands I             Islands (1..64).
   --hosts-per-island H    Workers per island (1..64).
   --devices-per-host D    Devices per worker (1..256).
+  --device-kind cpu|sim   cpu (default), or sim: simulated devices that
+                          model time instead of running kernels
+                          (docs/sim_devices.md). Each island's H + K sim
+                          hosts are one `causeway worker --device-kind sim
+                          --hosts H+K` process; H may then be up to 1024.
+  --sim-program-time S, --sim-peak-flops F, --sim-memory-bandwidth B,
+  --sim-interconnect-bandwidth B, --sim-collective-latency S
+                          Passed to the sim workers (causeway worker
+                          --help).
   --spare-hosts K         K more workers on every island (default 0), for
                           slices to be remapped onto after a failure.
   --memory-per-device B   Each device's memory budget (default 1G).
@@ -154,6 +164,12 @@ int ClusterCommand(const std::vector<std::string>& args) {
       args, {{"--islands"},
              {"--hosts-per-island"},
              {"--devices-per-host"},
+             {"--device-kind"},
+             {"--sim-program-time"},
+             {"--sim-peak-flops"},
+             {"--sim-memory-bandwidth"},
+             {"--sim-interconnect-bandwidth"},
+             {"--sim-collective-latency"},
              {"--spare-hosts"},
              {"--memory-per-device"},
              {"--listen"},
@@ -188,12 +204,36 @@ int ClusterCommand(const std::vector<std::string>& args) {
     usage = value.status();
     if (value.ok()) *out = *value;
   };
+  const std::string kind =
+      usage.ok() ? parsed->Get("--device-kind").value_or("cpu") : "cpu";
+  const bool sim = kind == "sim";
+  if (usage.ok() && kind != "cpu" && !sim) {
+    usage = absl::InvalidArgumentError(
+        absl::StrCat("--device-kind ", kind, ": the kinds are cpu and sim"));
+  }
   if (usage.ok()) {
     take(IntFlag(*parsed, "--islands", 1, 1, 64), &islands);
-    take(IntFlag(*parsed, "--hosts-per-island", 1, 1, 64), &hosts);
+    // Sim hosts are threads of one process per island, not processes.
+    take(IntFlag(*parsed, "--hosts-per-island", 1, 1, sim ? 1024 : 64),
+         &hosts);
     take(IntFlag(*parsed, "--devices-per-host", 1, 1, 256), &devices);
-    take(IntFlag(*parsed, "--spare-hosts", 0, 0, 64), &spare);
+    take(IntFlag(*parsed, "--spare-hosts", 0, 0, sim ? 1024 : 64), &spare);
     take(BytesFlag(*parsed, "--memory-per-device", int64_t{1} << 30), &memory);
+  }
+  if (usage.ok() && sim && hosts + spare > 1024) {
+    usage = absl::InvalidArgumentError(
+        "--hosts-per-island plus --spare-hosts: at most 1024 sim hosts per "
+        "island");
+  }
+  if (usage.ok() && !sim) {
+    for (const char* name :
+         {"--sim-program-time", "--sim-peak-flops", "--sim-memory-bandwidth",
+          "--sim-interconnect-bandwidth", "--sim-collective-latency"}) {
+      if (parsed->Has(name)) {
+        usage = absl::InvalidArgumentError(
+            absl::StrCat(name, " needs --device-kind sim"));
+      }
+    }
   }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(
@@ -265,14 +305,30 @@ int ClusterCommand(const std::vector<std::string>& args) {
   PrintUserMessage(LogSeverity::kInfo, "causeway cluster: head, pid %d: %s\n",
                members[0].process->pid(), listening->c_str());
 
+  // Sim: one process per island serves all its hosts.
+  const int64_t processes_per_island = sim ? 1 : hosts + spare;
+  const int64_t hosts_per_process = sim ? hosts + spare : 1;
+  std::vector<std::string> sim_flags;
+  if (sim) {
+    sim_flags = {"--device-kind", "sim", "--hosts",
+                 absl::StrCat(hosts_per_process)};
+    for (const char* passed :
+         {"--sim-program-time", "--sim-peak-flops", "--sim-memory-bandwidth",
+          "--sim-interconnect-bandwidth", "--sim-collective-latency"}) {
+      if (std::optional<std::string> value = parsed->Get(passed)) {
+        sim_flags.insert(sim_flags.end(), {passed, *value});
+      }
+    }
+  }
   for (int64_t island = 0; island < islands; ++island) {
-    for (int64_t h = 0; h < hosts + spare; ++h) {
+    for (int64_t h = 0; h < processes_per_island; ++h) {
       std::vector<std::string> worker_argv = {
           self,           "worker",
           "--head",       address,
           "--island",     absl::StrCat(island),
           "--devices",    absl::StrCat(devices),
           "--memory-per-device", absl::StrCat(memory)};
+      worker_argv.insert(worker_argv.end(), sim_flags.begin(), sim_flags.end());
       worker_argv.insert(worker_argv.end(), shared.begin(), shared.end());
       absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
           ChildProcess::Start(worker_argv);
@@ -283,17 +339,21 @@ int ClusterCommand(const std::vector<std::string>& args) {
     }
   }
   for (size_t i = 1; i < members.size(); ++i) {
-    absl::StatusOr<std::string> ready =
-        members[i].process->ReadLineStartingWith("worker host ", kStartTimeout);
-    if (!ready.ok()) {
-      return fail(absl::StrCat(members[i].what, " did not start: ",
-                               ready.status().message()));
+    for (int64_t h = 0; h < hosts_per_process; ++h) {
+      absl::StatusOr<std::string> ready =
+          members[i].process->ReadLineStartingWith("worker host ",
+                                                   kStartTimeout);
+      if (!ready.ok()) {
+        return fail(absl::StrCat(members[i].what, " did not start: ",
+                                 ready.status().message()));
+      }
+      PrintUserMessage(LogSeverity::kInfo,
+                       "causeway cluster: %s, pid %d: %s\n",
+                       members[i].what.c_str(), members[i].process->pid(),
+                       ready->c_str());
+      // On stdout too, for whoever wants to kill a worker of a given host.
+      std::printf("pid %d: %s\n", members[i].process->pid(), ready->c_str());
     }
-    PrintUserMessage(LogSeverity::kInfo, "causeway cluster: %s, pid %d: %s\n",
-                 members[i].what.c_str(), members[i].process->pid(),
-                 ready->c_str());
-    // On stdout too, for whoever wants to kill a worker of a given host.
-    std::printf("pid %d: %s\n", members[i].process->pid(), ready->c_str());
   }
   if (!http_line.empty()) std::printf("%s\n", http_line.c_str());
   std::printf("head listening on %s\n", address.c_str());

@@ -3,11 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <map>
+#include <set>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +27,8 @@
 #include "causeway/transport/grpc_worker_agent.h"
 #include "causeway/transport/gloo_launch_collectives.h"
 #include "causeway/transport/tcp_data_plane.h"
+#include "causeway/transport/launch_collectives.h"
+#include "causeway/worker/sim_program.h"
 #include "causeway/worker/worker.h"
 
 namespace causeway::cli {
@@ -28,6 +36,7 @@ namespace {
 
 constexpr char kWorkerHelp[] = R"(Usage:
   causeway worker --head HOST:PORT --island N --devices D
+                  [--device-kind cpu|sim [--hosts K] [--sim-... ]]
                   [--memory-per-device BYTES] [--retry-seconds S]
                   [--collective-timeout S] [--data-plane-listen IP:PORT]
                   [--max-early-piece-bytes BYTES] [--insecure]
@@ -48,7 +57,28 @@ exits with status 1 and says so.
   --head HOST:PORT          The head to join.
   --island N                Its island (0..4095): devices of one island
                             run collectives together.
-  --devices D               How many devices (1..4096).
+  --devices D               How many devices (1..4096), per host.
+  --device-kind cpu|sim     cpu (default): devices that run programs on
+                            this machine's cores. sim: devices that run
+                            the real worker path (queues, gang order,
+                            memory budgets, transfers, collectives' waits)
+                            but no kernels: a program takes a modelled
+                            time (docs/sim_devices.md), for scale
+                            experiments.
+  --hosts K                 With sim: this process serves K hosts
+                            (1..1024), each registered on its own (its own
+                            stream, heartbeats, incarnation, data plane);
+                            each prints its own ready line. Their
+                            collectives meet in this process: a launch
+                            whose devices span sim processes fails its
+                            collectives, saying so.
+  --sim-program-time S      Every program's fixed modelled time (default 0;
+                            a program may add its own with the frontend
+                            attribute causeway_sim_us="N").
+  --sim-peak-flops F, --sim-memory-bandwidth B,
+  --sim-interconnect-bandwidth B, --sim-collective-latency S
+                            The cost model's device (defaults: 275e12
+                            flop/s, 1.2e12 B/s, 1e11 B/s, 10 us: a TPU v4).
   --memory-per-device BYTES Each device's memory budget (default 1G; K, M,
                             G, T suffixes).
   --retry-seconds S         How long to keep trying to reach a head, at
@@ -88,6 +118,8 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 
 struct WorkerFlags {
   transport::GrpcWorkerAgentOptions agent;
+  int64_t hosts = 1;
+  std::optional<worker::SimModel> sim;  // Set: sim devices.
   std::string data_plane_listen = "127.0.0.1:0";
   absl::Duration retry = absl::Seconds(60);
   absl::Duration collective_timeout = absl::Seconds(60);
@@ -104,6 +136,20 @@ std::string HostOfAddress(const std::string& address) {
   return host;
 }
 
+// A positive rate ("275e12"); `fallback` when absent.
+absl::StatusOr<double> RateFlag(const ParsedFlags& flags,
+                                const std::string& name, double fallback) {
+  std::optional<std::string> text = flags.Get(name);
+  if (!text.has_value()) return fallback;
+  double value = 0;
+  if (!absl::SimpleAtod(*text, &value) || !(value > 0) ||
+      !std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " ", *text, ": a positive number (for example 1.2e12)"));
+  }
+  return value;
+}
+
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   WorkerFlags out;
   CW_ASSIGN_OR_RETURN(out.agent.head, AddressFlag(flags, "--head"));
@@ -118,7 +164,46 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   out.agent.island = IslandId(island);
   CW_ASSIGN_OR_RETURN(out.agent.spec.num_devices,
                       IntFlag(flags, "--devices", 1, 1, 4096));
-  out.agent.spec.kind = "cpu";
+  out.agent.spec.kind = flags.Get("--device-kind").value_or("cpu");
+  if (out.agent.spec.kind != "cpu" && out.agent.spec.kind != "sim") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device-kind ", out.agent.spec.kind,
+                     ": the kinds are cpu and sim"));
+  }
+  const bool sim = out.agent.spec.kind == "sim";
+  CW_ASSIGN_OR_RETURN(out.hosts, IntFlag(flags, "--hosts", 1, 1, 1024));
+  if (out.hosts > 1 && !sim) {
+    return absl::InvalidArgumentError(
+        "--hosts K needs --device-kind sim (a cpu worker is one host)");
+  }
+  for (const char* name :
+       {"--sim-program-time", "--sim-peak-flops", "--sim-memory-bandwidth",
+        "--sim-interconnect-bandwidth", "--sim-collective-latency"}) {
+    if (flags.Has(name) && !sim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " needs --device-kind sim"));
+    }
+  }
+  if (sim) {
+    worker::SimModel model;
+    if (flags.Has("--sim-program-time")) {
+      CW_ASSIGN_OR_RETURN(model.program_time,
+                          SecondsFlag(flags, "--sim-program-time",
+                                      absl::ZeroDuration()));
+    }
+    CW_ASSIGN_OR_RETURN(model.peak_flops,
+                        RateFlag(flags, "--sim-peak-flops", model.peak_flops));
+    CW_ASSIGN_OR_RETURN(model.memory_bandwidth,
+                        RateFlag(flags, "--sim-memory-bandwidth",
+                                 model.memory_bandwidth));
+    CW_ASSIGN_OR_RETURN(model.interconnect_bandwidth,
+                        RateFlag(flags, "--sim-interconnect-bandwidth",
+                                 model.interconnect_bandwidth));
+    CW_ASSIGN_OR_RETURN(model.collective_latency,
+                        SecondsFlag(flags, "--sim-collective-latency",
+                                    model.collective_latency));
+    out.sim = model;
+  }
   CW_ASSIGN_OR_RETURN(out.agent.spec.memory_per_device,
                       BytesFlag(flags, "--memory-per-device", int64_t{1} << 30));
   CW_ASSIGN_OR_RETURN(out.retry, SecondsFlag(flags, "--retry-seconds",
@@ -160,12 +245,149 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   return out;
 }
 
+// The hosts this process serves (one, or K sim hosts) and how they stop:
+// a signal, or one host that gives up, stops them all. Thread-safe.
+class HostGroup {
+ public:
+  // Stops every host: their streams end, and registering gives up.
+  void Stop() {
+    // Under the lock: a host's agent cannot end (Remove) meanwhile.
+    // GrpcWorkerAgent::Stop only cancels; it does not wait.
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    for (transport::GrpcWorkerAgent* agent : agents_) agent->Stop();
+  }
+  bool stopped() const {
+    absl::MutexLock lock(&mu_);
+    return stopped_;
+  }
+  // Waits up to `timeout` for Stop; true if it came.
+  bool WaitFor(absl::Duration timeout) const {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopped_), timeout);
+    return stopped_;
+  }
+  // `agent` serves until Remove; stopped at once if the group is.
+  void Add(transport::GrpcWorkerAgent* agent) {
+    bool stop;
+    {
+      absl::MutexLock lock(&mu_);
+      agents_.insert(agent);
+      stop = stopped_;
+    }
+    if (stop) agent->Stop();
+  }
+  void Remove(transport::GrpcWorkerAgent* agent) {
+    absl::MutexLock lock(&mu_);
+    agents_.erase(agent);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<transport::GrpcWorkerAgent*> agents_ ABSL_GUARDED_BY(mu_);
+};
+
+// The collectives of a sim process's hosts (one island): launches meet in
+// memory. A launch with a device this process does not serve cannot meet
+// here: its collectives fail at once, saying why, instead of waiting out
+// the timeout. Thread-safe.
+class SimCollectives final : public transport::LaunchCollectives {
+ public:
+  explicit SimCollectives(absl::Duration timeout) : in_process_(timeout) {}
+
+  // The devices of a host of this process. A device id is never reused
+  // (a dead host's devices never come back), so they are never removed:
+  // a launch is decided the same way at its Join and at its Leave.
+  void AddDevices(const std::vector<transport::DeviceInfo>& devices) {
+    absl::MutexLock lock(&mu_);
+    for (const transport::DeviceInfo& device : devices) local_.insert(device.id);
+  }
+
+  exec::Collectives* Join(const transport::LaunchMember& member) override {
+    absl::Status elsewhere = Elsewhere(member);
+    if (elsewhere.ok()) return in_process_.Join(member);
+    auto refused = std::make_unique<Refused>(std::move(elsewhere));
+    exec::Collectives* collectives = refused.get();
+    absl::MutexLock lock(&mu_);
+    refused_[Key(member)] = std::move(refused);
+    return collectives;
+  }
+  void Leave(const transport::LaunchMember& member) override {
+    if (Elsewhere(member).ok()) return in_process_.Leave(member);
+    absl::MutexLock lock(&mu_);
+    refused_.erase(Key(member));
+  }
+  void Cancel(const transport::LaunchMember& member,
+              absl::Status status) override {
+    if (Elsewhere(member).ok()) in_process_.Cancel(member, std::move(status));
+  }
+  void Abort(const transport::LaunchMember& member,
+             absl::Status status) override {
+    if (Elsewhere(member).ok()) in_process_.Abort(member, std::move(status));
+  }
+
+ private:
+  // Fails every call with why the launch cannot meet here.
+  class Refused final : public exec::Collectives {
+   public:
+    explicit Refused(absl::Status why) : why_(std::move(why)) {}
+    absl::StatusOr<hlo::Literal> AllReduce(
+        const exec::CollectiveOp&, std::vector<hlo::Literal>) override {
+      return why_;
+    }
+    absl::StatusOr<hlo::Literal> AllGather(
+        const exec::CollectiveOp&, std::vector<hlo::Literal>) override {
+      return why_;
+    }
+    absl::StatusOr<hlo::Literal> ReduceScatter(
+        const exec::CollectiveOp&, std::vector<hlo::Literal>) override {
+      return why_;
+    }
+    absl::StatusOr<hlo::Literal> AllToAll(
+        const exec::CollectiveOp&, std::vector<hlo::Literal>) override {
+      return why_;
+    }
+    absl::StatusOr<hlo::Literal> CollectivePermute(const exec::CollectiveOp&,
+                                                   hlo::Literal) override {
+      return why_;
+    }
+    absl::Status Cancelled() const override { return why_; }
+
+   private:
+    const absl::Status why_;
+  };
+  static std::pair<uint64_t, int64_t> Key(
+      const transport::LaunchMember& member) {
+    return {member.seq, member.partition};
+  }
+  absl::Status Elsewhere(const transport::LaunchMember& member) const {
+    absl::MutexLock lock(&mu_);
+    for (DeviceId device : member.devices) {
+      if (!local_.contains(device)) {
+        return absl::UnimplementedError(absl::StrCat(
+            "launch seq ", member.seq, " spans device ", device.value(),
+            ", which this sim worker process does not serve: sim devices "
+            "meet for collectives within one process (serve an island's "
+            "sim hosts from one process, --hosts K)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  transport::InProcessLaunchCollectives in_process_;
+  mutable absl::Mutex mu_;
+  std::set<DeviceId> local_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, int64_t>, std::unique_ptr<Refused>> refused_
+      ABSL_GUARDED_BY(mu_);
+};
+
 // Registers with the head, retrying with backoff until `deadline`. The
 // last error when no head answered in time (or a refusal, at once: a head
 // that says no will say no again).
 absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
     transport::GrpcWorkerAgentOptions options, absl::Duration window,
-    const StopSignals& signals) {
+    const HostGroup& group) {
   const absl::Time deadline = absl::Now() + window;
   absl::Duration backoff = kFirstBackoff;
   while (true) {
@@ -186,7 +408,7 @@ absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
           "no head answered at ", options.head, " within ",
           absl::FormatDuration(window)));
     }
-    if (signals.WaitFor(backoff)) {
+    if (group.WaitFor(backoff)) {
       return absl::CancelledError("stopped while trying to reach the head");
     }
     backoff = std::min(2 * backoff, kMaxBackoff);
@@ -213,29 +435,39 @@ void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
 // Returns why it ended.
 absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                        transport::TcpDataPlane& data_plane,
-                       const WorkerFlags& flags, StopSignals& signals,
+                       const WorkerFlags& flags, HostGroup& group,
+                       SimCollectives* sim_collectives,
                        observe::HealthServer* health) {
   trace::EventBuffer events;  // Sent to the head, for its trace.
   // Launches within this process meet in memory; launches that span
   // processes run their collectives over Gloo, meeting through the head's
   // key-value store (docs/collectives.md). Its Gloo sockets listen on the
   // data plane's interface.
-  transport::GlooLaunchCollectives::Options gloo;
-  gloo.store = &agent.key_value_store();
-  gloo.hostname = HostOfAddress(data_plane.address());
-  gloo.auth_token = flags.agent.security.token;
-  for (const transport::DeviceInfo& device : agent.devices()) {
-    gloo.local_devices.push_back(device.id);
+  // Sim hosts meet in their process's SimCollectives instead.
+  std::unique_ptr<transport::GlooLaunchCollectives> gloo_collectives;
+  transport::LaunchCollectives* collectives = sim_collectives;
+  if (sim_collectives != nullptr) {
+    sim_collectives->AddDevices(agent.devices());
+  } else {
+    transport::GlooLaunchCollectives::Options gloo;
+    gloo.store = &agent.key_value_store();
+    gloo.hostname = HostOfAddress(data_plane.address());
+    gloo.auth_token = flags.agent.security.token;
+    for (const transport::DeviceInfo& device : agent.devices()) {
+      gloo.local_devices.push_back(device.id);
+    }
+    gloo.timeout = flags.collective_timeout;
+    CW_ASSIGN_OR_RETURN(gloo_collectives,
+                        transport::GlooLaunchCollectives::Create(std::move(gloo)));
+    collectives = gloo_collectives.get();
   }
-  gloo.timeout = flags.collective_timeout;
-  CW_ASSIGN_OR_RETURN(std::unique_ptr<transport::GlooLaunchCollectives> collectives,
-                      transport::GlooLaunchCollectives::Create(std::move(gloo)));
   worker::WorkerOptions options;
   options.host = agent.host();
   options.island = flags.agent.island;
   options.devices = agent.devices();
   options.data_plane = &data_plane;
-  options.collectives = collectives.get();
+  options.collectives = collectives;
+  options.sim = flags.sim;
   options.listener = &agent;
   options.events = &events;
   const HostId self = agent.host();
@@ -273,9 +505,9 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   CW_ASSIGN_OR_RETURN(std::unique_ptr<worker::Worker> worker,
                       worker::Worker::Create(options));
   data_plane.Attach(agent.host(), worker.get());
-  signals.SetHandler([&agent] { agent.Stop(); });
+  group.Add(&agent);
   absl::Status ended = agent.Serve(worker.get(), &events);
-  signals.SetHandler(nullptr);
+  group.Remove(&agent);
   worker->Stop();
   // After this no piece reaches the worker any more.
   data_plane.Shutdown();
@@ -295,12 +527,69 @@ absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> StartDataPlane(
 
 }  // namespace
 
+// Serves one host until the group stops: registers, serves one
+// incarnation, and registers again after losing the head. Its exit status.
+int RunHost(const WorkerFlags& flags, HostGroup& group,
+            SimCollectives* sim_collectives, observe::HealthServer* health) {
+  absl::Status last = absl::OkStatus();
+  bool first = true;
+  while (!group.stopped()) {
+    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
+        StartDataPlane(flags);
+    if (!data_plane.ok()) {
+      PrintUserMessage(LogSeverity::kError, "causeway worker: the data plane: %s\n",
+                   std::string(data_plane.status().message()).c_str());
+      return kExitFailure;
+    }
+    transport::GrpcWorkerAgentOptions agent_options = flags.agent;
+    agent_options.data_plane_address = (*data_plane)->address();
+    agent_options.incarnation = (*data_plane)->incarnation();
+    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+        RegisterWithRetry(agent_options, flags.retry, group);
+    if (!agent.ok()) {
+      if (group.stopped()) break;
+      if (first) {
+        PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n",
+                     std::string(agent.status().message()).c_str());
+      } else {
+        PrintUserMessage(LogSeverity::kError,
+                     "causeway worker: lost the head (%s), then %s; "
+                     "exiting\n",
+                     std::string(last.message()).c_str(),
+                     std::string(agent.status().message()).c_str());
+      }
+      return kExitFailure;
+    }
+    first = false;
+    last = ServeOnce(**agent, **data_plane, flags, group, sim_collectives, health);
+    agent->reset();
+    if (group.stopped()) break;
+    if (health != nullptr) {
+      health->SetNotReady(absl::StrCat("lost the head (", last.message(),
+                                       "); registering again with ",
+                                       flags.agent.head));
+    }
+    PrintUserMessage(LogSeverity::kWarning,
+                 "causeway worker: %s; registering again (for up to %s)\n",
+                 std::string(last.message()).c_str(),
+                 absl::FormatDuration(flags.retry).c_str());
+  }
+  return kExitOk;
+}
+
 int WorkerCommand(const std::vector<std::string>& args) {
   StopSignals& signals = StopSignals::Install();
   absl::StatusOr<ParsedFlags> parsed = ParseFlags(
       args, WithSecurityFlags({{"--head"},
                                {"--island"},
                                {"--devices"},
+                               {"--device-kind"},
+                               {"--hosts"},
+                               {"--sim-program-time"},
+                               {"--sim-peak-flops"},
+                               {"--sim-memory-bandwidth"},
+                               {"--sim-interconnect-bandwidth"},
+                               {"--sim-collective-latency"},
                                {"--memory-per-device"},
                                {"--retry-seconds"},
                                {"--collective-timeout"},
@@ -341,48 +630,29 @@ int WorkerCommand(const std::vector<std::string>& args) {
     std::fflush(stdout);
   }
 
-  absl::Status last = absl::OkStatus();
-  bool first = true;
-  while (!signals.stopped()) {
-    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
-        StartDataPlane(*flags);
-    if (!data_plane.ok()) {
-      PrintUserMessage(LogSeverity::kError, "causeway worker: the data plane: %s\n",
-                   std::string(data_plane.status().message()).c_str());
-      return kExitFailure;
-    }
-    transport::GrpcWorkerAgentOptions agent_options = flags->agent;
-    agent_options.data_plane_address = (*data_plane)->address();
-    agent_options.incarnation = (*data_plane)->incarnation();
-    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
-        RegisterWithRetry(agent_options, flags->retry, signals);
-    if (!agent.ok()) {
-      if (signals.stopped()) break;
-      if (first) {
-        PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n",
-                     std::string(agent.status().message()).c_str());
-      } else {
-        PrintUserMessage(LogSeverity::kError,
-                     "causeway worker: lost the head (%s), then %s; "
-                     "exiting\n",
-                     std::string(last.message()).c_str(),
-                     std::string(agent.status().message()).c_str());
-      }
-      return kExitFailure;
-    }
-    first = false;
-    last = ServeOnce(**agent, **data_plane, *flags, signals, health.get());
-    agent->reset();
-    if (signals.stopped()) break;
-    if (health != nullptr) {
-      health->SetNotReady(absl::StrCat("lost the head (", last.message(),
-                                       "); registering again with ",
-                                       flags->agent.head));
-    }
-    PrintUserMessage(LogSeverity::kWarning,
-                 "causeway worker: %s; registering again (for up to %s)\n",
-                 std::string(last.message()).c_str(),
-                 absl::FormatDuration(flags->retry).c_str());
+  HostGroup group;
+  signals.SetHandler([&group] { group.Stop(); });
+  // A sim process's hosts share one SimCollectives (one island).
+  std::unique_ptr<SimCollectives> sim_collectives;
+  if (flags->sim.has_value()) {
+    sim_collectives = std::make_unique<SimCollectives>(flags->collective_timeout);
+  }
+  std::vector<int> exit_codes(flags->hosts, kExitOk);
+  std::vector<std::thread> hosts;
+  for (int64_t i = 1; i < flags->hosts; ++i) {
+    hosts.emplace_back([&, i] {
+      exit_codes[i] =
+          RunHost(*flags, group, sim_collectives.get(), health.get());
+      // One host that gives up stops the others: the process is done.
+      if (exit_codes[i] != kExitOk) group.Stop();
+    });
+  }
+  exit_codes[0] = RunHost(*flags, group, sim_collectives.get(), health.get());
+  if (exit_codes[0] != kExitOk) group.Stop();
+  for (std::thread& host : hosts) host.join();
+  signals.SetHandler(nullptr);
+  for (int code : exit_codes) {
+    if (code != kExitOk) return code;
   }
   return kExitOk;
 }

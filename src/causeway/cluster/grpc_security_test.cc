@@ -687,23 +687,26 @@ TEST_F(GrpcHeadFixture, AMalformedRegistrationIsRefusedNamingTheField) {
                             "registration.num_devices");
 }
 
-TEST_F(GrpcHeadFixture, AWorkerOfProtocolVersionOneIsRefused) {
-  // Version 2 sends names by number: a version-1 worker would misread it.
+TEST_F(GrpcHeadFixture, AWorkerOfAnOlderProtocolVersionIsRefused) {
+  // Version 3 sends a launch's peers by number: a version-2 worker would
+  // see launches without peers (version 2 sent names by number, which a
+  // version-1 worker would misread).
   StartServer({});
   auto workers = WorkerStub();
-  {
+  for (uint32_t version : {1u, 2u}) {
     grpc::ClientContext context;
     wire::VersionRequest request;
-    request.set_min_version(1);
-    request.set_max_version(1);
+    request.set_min_version(version);
+    request.set_max_version(version);
     wire::VersionResponse response;
     grpc::Status status = workers->GetVersion(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_THAT(status.error_message(),
-                HasSubstr("the peer speaks 1..1, this build 2..2"));
+                HasSubstr(absl::StrCat("the peer speaks ", version, "..",
+                                       version, ", this build 3..3")));
   }
-  ExpectRegistrationRefused(1, 1, grpc::StatusCode::FAILED_PRECONDITION,
-                            "registration.version: 1");
+  ExpectRegistrationRefused(2, 2, grpc::StatusCode::FAILED_PRECONDITION,
+                            "registration.version: 2");
 }
 
 TEST_F(GrpcHeadFixture, AWorkerSendingAMalformedNoticeIsCutOffAlone) {

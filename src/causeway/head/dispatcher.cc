@@ -422,9 +422,16 @@ void Dispatcher::OnOpDone(const transport::OpDone& done) {
 }
 
 void Dispatcher::MembershipChanged() {
-  AfterSent([membership = membership_] {
-    const transport::MembershipUpdate update =
-        MembershipUpdateOf(*membership->topology());
+  // Each action sends the newest topology when it runs, so an action whose
+  // newest is what an earlier one sent already has nothing to add: a burst
+  // of N joins is a few updates, not N (each to every host, each naming
+  // every host; at 512 sim hosts the burst kept the head busy for a
+  // minute and its heartbeats late).
+  AfterSent([membership = membership_, sent = membership_versions_sent_] {
+    const std::shared_ptr<const Topology> topology = membership->topology();
+    if (topology->version() <= sent->load()) return;
+    sent->store(topology->version());
+    const transport::MembershipUpdate update = MembershipUpdateOf(*topology);
     for (const auto& [host, channel] : membership->LiveChannels()) {
       channel->UpdateMembership(update);
     }

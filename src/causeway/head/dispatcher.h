@@ -19,6 +19,7 @@
 #ifndef CAUSEWAY_HEAD_DISPATCHER_H_
 #define CAUSEWAY_HEAD_DISPATCHER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -243,6 +244,10 @@ class Dispatcher {
   const Options options_;
   Membership* const membership_;
   Outbox* const outbox_;
+  // The newest topology version MembershipChanged's actions sent (they
+  // run one at a time, in order, on the outbox).
+  const std::shared_ptr<std::atomic<uint64_t>> membership_versions_sent_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 
   mutable absl::Mutex mu_;
   Messages open_ ABSL_GUARDED_BY(mu_);

@@ -200,6 +200,8 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
   }
   const std::vector<HostId> participant_hosts(launch->hosts.begin(),
                                               launch->hosts.end());
+  // Once per launch: its ops' peers then travel once per stream.
+  const uint64_t peers_key = transport::PeersKey(devices, participant_hosts);
   launch->ops.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
     LaunchOp launch_op;
@@ -213,6 +215,7 @@ absl::StatusOr<LaunchPlan> PlanExecute(const PlanContext& context,
     launch_op.num_partitions = n;
     launch_op.devices = devices;
     launch_op.participant_hosts = participant_hosts;
+    launch_op.peers_key = peers_key;
     launch_op.staging = std::move(staging[i]);
     launch_op.inputs = std::move(inputs[i]);
     launch_op.outputs.reserve(op.outputs.size());

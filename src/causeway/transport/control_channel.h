@@ -107,6 +107,10 @@ struct LaunchOutput {
 };
 
 // One partition of a launch: what one device runs.
+// LaunchOp::peers_key for these peers: never 0.
+uint64_t PeersKey(const std::vector<DeviceId>& devices,
+                  const std::vector<HostId>& hosts);
+
 struct LaunchOp {
   DeviceId device;
   IslandId island;
@@ -129,6 +133,11 @@ struct LaunchOp {
   // The hosts of every device of the launch (collective peers): if one of
   // them dies, the launch fails with DATA_LOSS everywhere.
   std::vector<HostId> participant_hosts;
+  // A fingerprint of `devices` and `participant_hosts`, the same in every
+  // op of one launch (PeersKey), or 0. With one, a network channel sends
+  // the two lists once per stream and a number after that
+  // (wire_names.h); without, in every op.
+  uint64_t peers_key = 0;
   // Staging buffers on this device that transfers fill for this launch's
   // inputs (an argument on another device list or sharding). Reserved right
   // before the outputs, so a device's memory is taken in launch order.

@@ -32,9 +32,10 @@ struct ProtocolVersions {
 // Client <-> head (proto/session.proto).
 inline constexpr ProtocolVersions kSessionProtocol{1, 1};
 // Worker <-> head (proto/worker.proto). Version 2: names travel by number
-// (wire_names.h) and releases inside dispatches; a worker or head of
-// version 1 is refused at GetVersion.
-inline constexpr ProtocolVersions kWorkerProtocol{2, 2};
+// (wire_names.h) and releases inside dispatches. Version 3: so do a
+// launch's peers (LaunchOp.peers). A worker or head of an older version is
+// refused at GetVersion.
+inline constexpr ProtocolVersions kWorkerProtocol{3, 3};
 
 // The highest version in both [peer_min, peer_max] and `ours`;
 // FailedPrecondition naming both ranges when they do not meet.

@@ -1004,9 +1004,14 @@ void ToWire(const LaunchOp& op, NameEncoder& names, wire::LaunchOp* out) {
   out->set_partition(op.partition);
   out->set_num_partitions(op.num_partitions);
   out->set_epoch(op.epoch);
-  for (DeviceId device : op.devices) out->add_devices(device.value());
-  for (HostId host : op.participant_hosts) {
-    out->add_participant_hosts(host.value());
+  if (op.peers_key != 0) {
+    out->set_peers(names.PeersId(op.peers_key, op.devices,
+                                 op.participant_hosts));
+  } else {
+    for (DeviceId device : op.devices) out->add_devices(device.value());
+    for (HostId host : op.participant_hosts) {
+      out->add_participant_hosts(host.value());
+    }
   }
   for (const ReceiveSpec& spec : op.staging) ToWire(spec, out->add_staging());
   for (const LaunchInput& input : op.inputs) {
@@ -1060,8 +1065,22 @@ absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
   }
   out.partition = op.partition();
   out.epoch = op.epoch();
-  CW_ASSIGN_OR_RETURN(out.devices,
-                      IdList<DeviceId>(op.devices(), "devices", limits, path));
+  if (op.peers() != 0) {
+    std::shared_ptr<const Peers> peers;
+    absl::Status found = names.FindPeers(op.peers(), path.Field("peers"), &peers);
+    if (!found.ok()) {
+      if (unnamed.ok()) unnamed = found;
+    } else if (op.devices_size() != 0 || op.participant_hosts_size() != 0) {
+      return path.Field("peers").Invalid(
+          "given with devices or participant_hosts");
+    } else {
+      out.devices = peers->devices;
+      out.participant_hosts = peers->hosts;
+    }
+  } else {
+    CW_ASSIGN_OR_RETURN(out.devices,
+                        IdList<DeviceId>(op.devices(), "devices", limits, path));
+  }
   if (!out.devices.empty() &&
       (static_cast<int64_t>(out.devices.size()) != out.num_partitions ||
        out.devices[out.partition] != out.device)) {
@@ -1070,9 +1089,11 @@ absl::StatusOr<LaunchOp> FromWire(const wire::LaunchOp& op,
         " partitions, or partition ", out.partition, "'s is not device ",
         out.device.value()));
   }
-  CW_ASSIGN_OR_RETURN(out.participant_hosts,
-                      IdList<HostId>(op.participant_hosts(),
-                                     "participant_hosts", limits, path));
+  if (op.peers() == 0) {
+    CW_ASSIGN_OR_RETURN(out.participant_hosts,
+                        IdList<HostId>(op.participant_hosts(),
+                                       "participant_hosts", limits, path));
+  }
   CW_ASSIGN_OR_RETURN(
       out.staging,
       ConvertAll<ReceiveSpec>(op.staging(), "staging", limits, path,

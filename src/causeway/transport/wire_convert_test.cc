@@ -779,5 +779,71 @@ TEST(WireConvertTest, ALaunchsDevicesMustMatchItsPartitions) {
               IsInvalid("b.launches[0].devices"));
 }
 
+// Two launches over the same two devices: their peers travel in the first
+// message only, as a number after that.
+TEST(WireConvertTest, ALaunchsPeersTravelOnceAndAsANumberAfterThat) {
+  WorkerBatch batch = SampleBatch();
+  batch.launches[0].devices = {DeviceId(2), DeviceId(3)};
+  batch.launches[0].peers_key = PeersKey(batch.launches[0].devices,
+                                         batch.launches[0].participant_hosts);
+  NameEncoder encoder;
+  NameDecoder decoder;
+  wire::WorkerBatch first;
+  ToWire(batch, encoder, &first);
+  ASSERT_EQ(first.names().define_peers_size(), 1);
+  EXPECT_EQ(first.launches(0).devices_size(), 0);
+  ASSERT_TRUE(FromWire(first, decoder, kLimits, FieldPath("b")).ok());
+
+  batch.launches[0].seq = 13;
+  wire::WorkerBatch second;
+  ToWire(batch, encoder, &second);
+  EXPECT_EQ(second.names().define_peers_size(), 0);
+  EXPECT_EQ(second.launches(0).peers(), first.launches(0).peers());
+  absl::StatusOr<WorkerBatch> back =
+      FromWire(second, decoder, kLimits, FieldPath("b"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->launches[0].devices, batch.launches[0].devices);
+  EXPECT_EQ(back->launches[0].participant_hosts,
+            batch.launches[0].participant_hosts);
+}
+
+TEST(WireConvertTest, UndefinedPeersFailThatLaunchOnlyAndSaySo) {
+  WorkerBatch batch = SampleBatch();
+  batch.launches[0].abandoned = absl::OkStatus();
+  batch.launches[0].devices = {DeviceId(2), DeviceId(3)};
+  batch.launches[0].peers_key = 42;
+  NameEncoder encoder;
+  wire::WorkerBatch message;
+  ToWire(batch, encoder, &message);
+  // A decoder that never saw the definition (another stream's).
+  message.mutable_names()->clear_define_peers();
+  NameDecoder decoder;
+  absl::StatusOr<WorkerBatch> back =
+      FromWire(message, decoder, kLimits, FieldPath("d"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_THAT(back->launches[0].abandoned,
+              IsInvalid("d.launches[0].peers: peer list 1 is not defined on "
+                        "this stream (0 are)"));
+}
+
+TEST(WireConvertTest, PeerTablesStayBoundedByResets) {
+  NameEncoder encoder;
+  NameDecoder decoder;
+  WorkerBatch batch = SampleBatch();
+  batch.launches[0].devices = {DeviceId(2), DeviceId(3)};
+  bool reset = false;
+  for (int64_t i = 0; i < kMaxPeerLists; ++i) {
+    batch.launches[0].peers_key = static_cast<uint64_t>(i + 1);
+    wire::WorkerBatch message;
+    ToWire(batch, encoder, &message);
+    reset = reset || message.names().reset();
+    absl::StatusOr<WorkerBatch> back =
+        FromWire(message, decoder, kLimits, FieldPath("b"));
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_EQ(back->launches[0].devices, batch.launches[0].devices);
+  }
+  EXPECT_TRUE(reset);
+}
+
 }  // namespace
 }  // namespace causeway::transport

@@ -25,11 +25,32 @@ std::string_view Cut(const std::string& name) {
 
 void NameEncoder::Begin(wire::Names* names) {
   names_ = names;
-  if (size() >= kMaxNames / 2 || bytes_ >= kMaxNameTableBytes / 2) {
+  if (size() >= kMaxNames / 2 || bytes_ >= kMaxNameTableBytes / 2 ||
+      static_cast<int64_t>(peer_ids_.size()) >= kMaxPeerLists / 2 ||
+      peer_id_count_ >= kMaxPeerIds / 2) {
     ids_.clear();
     bytes_ = 0;
+    peer_ids_.clear();
+    peer_id_count_ = 0;
     names->set_reset(true);
   }
+}
+
+uint32_t NameEncoder::PeersId(uint64_t key, const std::vector<DeviceId>& devices,
+                              const std::vector<HostId>& hosts) {
+  auto it = peer_ids_.find(key);
+  if (it != peer_ids_.end()) return it->second;
+  CW_CHECK(names_ != nullptr) << "NameEncoder::PeersId before Begin";
+  const uint32_t id = static_cast<uint32_t>(peer_ids_.size() + 1);
+  peer_ids_.emplace(key, id);
+  peer_id_count_ += static_cast<int64_t>(devices.size() + hosts.size());
+  wire::PeerList* definition = names_->add_define_peers();
+  definition->set_id(id);
+  definition->mutable_devices()->Reserve(static_cast<int>(devices.size()));
+  for (DeviceId device : devices) definition->add_devices(device.value());
+  definition->mutable_hosts()->Reserve(static_cast<int>(hosts.size()));
+  for (HostId host : hosts) definition->add_hosts(host.value());
+  return id;
 }
 
 uint32_t NameEncoder::Id(const std::string& name) {
@@ -51,6 +72,36 @@ void NameDecoder::Define(const wire::Names& names) {
   if (names.reset()) {
     names_.clear();
     bytes_ = 0;
+    peers_.clear();
+    peer_id_count_ = 0;
+  }
+  for (const wire::PeerList& list : names.define_peers()) {
+    const int64_t ids = list.devices_size() + list.hosts_size();
+    const char* refused = nullptr;
+    if (list.id() != static_cast<uint64_t>(peers_.size()) + 1) {
+      refused = "out of order";
+    } else if (static_cast<int64_t>(peers_.size()) >= kMaxPeerLists ||
+               peer_id_count_ + ids > kMaxPeerIds) {
+      refused = "beyond the table's bounds";
+    }
+    auto peers = std::make_shared<Peers>();
+    for (int64_t device : list.devices()) {
+      if (device < 0) refused = "a negative device id";
+      peers->devices.push_back(DeviceId(device));
+    }
+    for (int64_t host : list.hosts()) {
+      if (host < 0) refused = "a negative host id";
+      peers->hosts.push_back(HostId(host));
+    }
+    if (refused != nullptr) {
+      CW_LOG(WARNING) << "peer list " << list.id() << " (" << ids
+                      << " ids) is not kept: " << refused << " (the table has "
+                      << peers_.size() << " lists, " << peer_id_count_
+                      << " ids); its uses will fail";
+      continue;
+    }
+    peer_id_count_ += ids;
+    peers_.push_back(std::move(peers));
   }
   for (const wire::Name& name : names.define()) {
     const int64_t bytes = static_cast<int64_t>(name.text().size());
@@ -87,6 +138,17 @@ absl::Status NameDecoder::Find(
                                      names_.size(), " names are)"));
   }
   *out = names_[id - 1];
+  return absl::OkStatus();
+}
+
+absl::Status NameDecoder::FindPeers(uint32_t id, const FieldPath& path,
+                                    std::shared_ptr<const Peers>* out) const {
+  if (id == 0 || id > peers_.size()) {
+    return path.Invalid(absl::StrCat("peer list ", id,
+                                     " is not defined on this stream (",
+                                     peers_.size(), " are)"));
+  }
+  *out = peers_[id - 1];
   return absl::OkStatus();
 }
 

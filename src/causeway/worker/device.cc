@@ -172,6 +172,7 @@ void Device::Enqueue(LaunchOp op, std::shared_ptr<const LoadedProgram> program,
   launch->op = std::move(op);
   launch->program = std::move(program);
   launch->error = std::move(error);
+  launch->ready = absl::Now();
   const LaunchOp& spec = launch->op;
   if (launch->error.ok() && launch->program != nullptr &&
       launch->program->has_collectives) {
@@ -278,6 +279,7 @@ absl::Status Device::AwaitInputs(QueuedLaunch& launch) {
       value.Await();
     }
     wait.time = absl::Now();
+    launch.ready = wait.time;
     options_.events->WaitFinished(wait);
   }
   for (const Future<hlo::Literal>& value : launch.input_values) {
@@ -305,6 +307,7 @@ absl::Status Device::AwaitOutputs(QueuedLaunch& launch) {
       reservation.Await();
     }
     wait.time = absl::Now();
+    launch.ready = wait.time;
     options_.events->WaitFinished(wait);
     absl::MutexLock lock(&mu_);
     front_waits_for_memory_ = false;
@@ -341,8 +344,16 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   context.cancelled = &launch.cancel;
   // The run's working memory is bounded by the device's budget.
   context.memory_limit_bytes = options_.info.memory_bytes;
-  absl::StatusOr<hlo::Literal> result =
-      program.evaluator->Run(arguments, context);
+  absl::StatusOr<hlo::Literal> result;
+  if (program.sim != nullptr) {
+    // Modelled from when the device and the launch were both ready (never
+    // later than now): a device thread woken late does not add its delay.
+    const absl::Time start =
+        std::min(absl::Now(), std::max(launch.ready, sim_free_at_));
+    result = program.sim->Run(context, start, &sim_free_at_);
+  } else {
+    result = program.evaluator->Run(arguments, context);
+  }
   arguments.clear();
   if (timed.has_value()) {
     launch.collective_time = timed->time();

@@ -34,6 +34,7 @@
 #include "causeway/transport/launch_collectives.h"
 #include "causeway/transport/topology.h"
 #include "causeway/worker/object_store.h"
+#include "causeway/worker/sim_program.h"
 
 namespace causeway::worker {
 
@@ -42,7 +43,10 @@ struct LoadedProgram {
   transport::ProgramId id;
   std::string name;
   std::shared_ptr<const hlo::Module> module;
-  std::unique_ptr<exec::Evaluator> evaluator;  // Runs `module`.
+  // Runs `module`: the evaluator on cpu devices, the model on sim devices
+  // (exactly one is set).
+  std::unique_ptr<exec::Evaluator> evaluator;
+  std::unique_ptr<SimProgram> sim;
   bool has_collectives = false;
 };
 
@@ -56,6 +60,9 @@ struct QueuedLaunch {
   std::vector<bool> input_referenced;
   std::vector<Future<hlo::Literal>> input_values;
   std::vector<Future<>> output_reservations;
+  // When it could start, as far as its own inputs and memory go: enqueued,
+  // or later when it waited for them (a sim program's modelled start).
+  absl::Time ready;
   // Set (under the device's lock) when a peer host died or the session
   // ended: the launch must not run (or, running, must stop).
   absl::Status abandoned;
@@ -149,6 +156,8 @@ class Device {
   bool front_waits_for_memory_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sim devices: when the last modelled launch ended. The device thread's.
+  absl::Time sim_free_at_ = absl::InfinitePast();
   std::thread thread_;
 };
 

@@ -95,6 +95,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
                        device.host.value(), ", not to host ",
                        options.host.value()));
     }
+    if ((device.kind == "sim") != options.sim.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device ", device.id.value(), " is of kind '", device.kind,
+          "' but the worker ", options.sim.has_value() ? "models" : "runs",
+          " its programs: sim devices take a SimModel, and only they do"));
+    }
   }
   return std::unique_ptr<Worker>(new Worker(std::move(options)));
 }
@@ -165,8 +171,13 @@ Future<> Worker::LoadProgram(LoadProgramRequest request) {
     program->name = request.name.empty() ? module->name() : request.name;
     program->module = module;
     program->has_collectives = hlo::HasCollectives(*module);
-    CW_ASSIGN_OR_RETURN(program->evaluator,
-                        exec::Evaluator::Create(*module, options_.evaluator));
+    if (options_.sim.has_value()) {
+      CW_ASSIGN_OR_RETURN(program->sim,
+                          SimProgram::Create(*module, *options_.sim));
+    } else {
+      CW_ASSIGN_OR_RETURN(program->evaluator,
+                          exec::Evaluator::Create(*module, options_.evaluator));
+    }
     absl::MutexLock lock(&mu_);
     programs_.emplace(request.program, std::move(program));
     return absl::OkStatus();

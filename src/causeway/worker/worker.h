@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@
 #include "causeway/transport/launch_collectives.h"
 #include "causeway/transport/topology.h"
 #include "causeway/worker/device.h"
+#include "causeway/worker/sim_program.h"
 
 namespace causeway::worker {
 
@@ -65,13 +67,17 @@ struct WorkerOptions {
   // How the devices' evaluator runs programs (tests turn the fused loops
   // off to compare them with op-by-op evaluation).
   exec::Evaluator::Options evaluator = {};
+  // Set for sim devices (every device's kind "sim"): programs take the
+  // modelled time instead of running (sim_program.h, docs/sim_devices.md).
+  std::optional<SimModel> sim;
 };
 
 class Worker final : public transport::WorkerService,
                      public transport::PieceReceiver {
  public:
-  // InvalidArgument for a worker without devices or without its required
-  // collaborators.
+  // InvalidArgument for a worker without devices, without its required
+  // collaborators, or whose devices' kind ("sim" or not) disagrees with
+  // WorkerOptions::sim.
   static absl::StatusOr<std::unique_ptr<Worker>> Create(WorkerOptions options);
   ~Worker() override;  // Stop() if still running.
 

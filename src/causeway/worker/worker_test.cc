@@ -131,7 +131,9 @@ class WorkerTest : public ::testing::Test {
       options.island = IslandId(0);
       for (DeviceId d : topology_->DevicesOfHost(HostId(h))) {
         options.devices.push_back(topology_->device(d));
+        if (sim_.has_value()) options.devices.back().kind = "sim";
       }
+      options.sim = sim_;
       options.data_plane = data_plane_.get();
       options.collectives = collectives_.get();
       if (over_gloo_) {
@@ -164,6 +166,9 @@ class WorkerTest : public ::testing::Test {
   }
 
   Worker& worker(int64_t host) { return *workers_[host]; }
+
+  // Set before MakeWorkers: sim devices with this model.
+  std::optional<SimModel> sim_;
 
   void Load(int64_t host, ProgramId id, const char* text) {
     auto module = hlo::ParseModule(text);
@@ -345,6 +350,45 @@ TEST_F(WorkerTest, TwoDevicesOfALaunchMeetInTheirAllReduce) {
   ASSERT_TRUE(shifted.ok()) << shifted.status();
   EXPECT_THAT(Values(*shifted), ElementsAre(11, 21));
   EXPECT_EQ(collectives_->NumLive(), 0);
+}
+
+TEST_F(WorkerTest, SimDevicesMeetInTheirAllReduceAndWriteZerosOfTheOutputShapes) {
+  sim_ = SimModel{.program_time = absl::Milliseconds(1)};
+  MakeWorkers(int64_t{1} << 20);
+  Load(0, ProgramId(1), kAllReduce);
+  Put(0, 1, 0, F32({2}, {1, 2}));
+  Put(1, 1, 1, F32({2}, {10, 20}));
+  WorkerBatch batch;
+  const Shape f2(PrimitiveType::kF32, {2});
+  for (int64_t p = 0; p < 2; ++p) {
+    batch.launches.push_back(
+        Launch(p, 1, ProgramId(1), "sum2", p, 2, {1}, {2, 3}, f2, p));
+  }
+  worker(0).Dispatch(std::move(batch));
+  for (int64_t p = 0; p < 2; ++p) {
+    for (uint64_t array : {2, 3}) {
+      auto value = Fetch(p, array, p);
+      ASSERT_TRUE(value.ok()) << value.status();
+      EXPECT_THAT(Values(*value), ElementsAre(0, 0));
+    }
+  }
+  // Its outputs took their real size from the device's budget.
+  auto status = worker(0).GetStatus().Await();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices[0].memory.used_bytes, 3 * f2.ByteSize());
+  EXPECT_EQ(collectives_->NumLive(), 0);
+}
+
+TEST_F(WorkerTest, ADeviceKindThatDisagreesWithTheSimModelIsRefused) {
+  WorkerOptions options;
+  options.host = HostId(0);
+  options.devices = {topology_->device(DeviceId(0))};
+  options.data_plane = data_plane_.get();
+  options.collectives = collectives_.get();
+  options.sim = SimModel();  // The device is a cpu device.
+  absl::StatusOr<std::unique_ptr<Worker>> worker = Worker::Create(options);
+  EXPECT_EQ(worker.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(worker.status().message(), HasSubstr("of kind 'cpu'"));
 }
 
 TEST_F(WorkerTest, ConsumerOnAnotherHostIsEnqueuedBeforeItsProducerRuns) {
