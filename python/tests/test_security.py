@@ -255,3 +255,29 @@ def test_a_cluster_with_mutual_tls_serves_its_members_only(tmp_path, token_file)
         with pytest.raises(causeway.UnauthenticatedError, match="client certificate"):
             causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
                              connect_timeout=60)
+
+
+def test_a_slice_larger_than_the_cluster_is_refused_at_once(guarded, token_file):
+    """`causeway cluster` tells its head what the cluster will be (--islands,
+    --max-island-devices): a slice no island of it can hold fails at once,
+    naming both sizes, instead of waiting for hosts that never come; the
+    cluster goes on serving."""
+    cluster, _, _ = guarded
+    causeway.connect(cluster.address, token_file=token_file, connect_timeout=60)
+    try:
+        devices = causeway.make_virtual_device_set()
+        too_big = devices.add_slice(devices=3)
+        with pytest.raises(causeway.ResourceExhaustedError,
+                           match=r"a slice of 3 devices can never be granted: an island of "
+                                 r"this cluster has at most 2 devices \(head flag "
+                                 r"--max-island-devices"):
+            too_big.ready(timeout=60)
+        elsewhere = devices.add_slice(devices=1, island=1)
+        with pytest.raises(causeway.InvalidArgumentError,
+                           match=r"island 1 does not exist and never will"):
+            elsewhere.ready(timeout=60)
+        s = devices.add_slice(devices=2, island=0)
+        out = causeway.jit(lambda x: x - 1, devices=s)(np.ones(4, np.float32))
+        np.testing.assert_array_equal(np.asarray(out), np.zeros(4))
+    finally:
+        causeway.disconnect()

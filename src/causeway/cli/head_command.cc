@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "causeway/transport/grpc_head_server.h"
 #include "causeway/transport/gloo_collectives.h"
 #include "causeway/transport/in_process_key_value_store.h"
+#include "causeway/transport/topology.h"
 
 namespace causeway::cli {
 namespace {
@@ -34,6 +36,7 @@ constexpr char kHeadHelp[] = R"(Usage:
                 [--session-lease S] [--max-inflight-launches N]
                 [--tls-cert F --tls-key F [--tls-ca F]] [--token-file F]
                 [--http-listen HOST:PORT] [--history-file F] [--insecure]
+                [--islands N] [--max-island-devices N]
 
 Runs a cluster's head: the single controller that clients connect to
 (client::Connect, `causeway run --cluster`) and workers register with
@@ -69,6 +72,14 @@ register with it again, old sessions are gone.
                           HOST:PORT` before the head's own line. With
                           --token-file every endpoint but the page's HTML
                           needs `Authorization: Bearer TOKEN`.
+  --islands N             The cluster will have islands 0..N-1: a slice
+                          request for another island is refused at once
+                          (default: any island may still join, it waits).
+  --max-island-devices N  No island will have more than N devices: a
+                          larger slice request is refused at once, naming
+                          both sizes (default: it waits for hosts to join;
+                          `causeway status` says what it needs). An island
+                          that grows larger counts at its real size.
   --history-file F        Keep the history of finished sessions and host
                           deaths (/api/history, the page's History) in the
                           SQLite file F, created if missing: a head
@@ -90,6 +101,21 @@ RESOURCE_EXHAUSTED naming it, and every other session goes on.
   --max-host-buffer-bytes-per-session B
                           Bytes of uploads and downloads one session holds
                           in the head at once (default 32G).
+  --max-answer-bytes-per-session B
+                          Bytes of one session's answers waiting to be
+                          written (default 64M): a client that sends
+                          requests and never reads the answers loses its
+                          session past it.
+  --max-session-opens-per-second N
+                          Sessions opened per second by all clients together
+                          (default 1000, in bursts of as many): a client
+                          opening sessions in a loop cannot take the head
+                          from the others.
+  --max-host-buffer-bytes B
+                          The same for all sessions together (default 64G,
+                          or the per-session limit if larger):
+                          many sessions, each within its own limit, cannot
+                          exhaust the head's memory.
 
 Membership changes are printed as they happen: `causeway head: host H
 alive`, `causeway head: host H dead: REASON`.
@@ -222,8 +248,15 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         "--worker-timeout must be at least --heartbeat-interval");
   }
-  // An empty head at start: slices wait for workers to join.
+  // An empty head at start: slices wait for workers to join, up to what
+  // the cluster is configured to have.
   out.head.slices_wait_for_hosts = true;
+  CW_ASSIGN_OR_RETURN(out.head.configured_islands,
+                      IntFlag(flags, "--islands", 0, 1,
+                              transport::Topology::kMaxIslands));
+  CW_ASSIGN_OR_RETURN(out.head.configured_island_devices,
+                      IntFlag(flags, "--max-island-devices", 0, 1,
+                              transport::Topology::kMaxDevices));
   CW_ASSIGN_OR_RETURN(out.server.security, SecurityFromFlags(flags));
   if (!out.server.security.tls_ca_file.empty() &&
       out.server.security.tls_cert_file.empty()) {
@@ -275,6 +308,30 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
                       BytesFlag(flags, "--max-host-buffer-bytes-per-session",
                                 out.server.sessions
                                     .max_host_buffer_bytes_per_session));
+  CW_ASSIGN_OR_RETURN(
+      out.server.sessions.max_host_buffer_bytes,
+      BytesFlag(flags, "--max-host-buffer-bytes",
+                std::max(out.server.sessions.max_host_buffer_bytes,
+                         out.server.sessions
+                             .max_host_buffer_bytes_per_session)));
+  if (out.server.sessions.max_host_buffer_bytes <
+      out.server.sessions.max_host_buffer_bytes_per_session) {
+    return absl::InvalidArgumentError(
+        "--max-host-buffer-bytes (all sessions) must be at least "
+        "--max-host-buffer-bytes-per-session");
+  }
+  CW_ASSIGN_OR_RETURN(
+      out.server.sessions.max_answer_bytes_per_session,
+      BytesFlag(flags, "--max-answer-bytes-per-session",
+                out.server.sessions.max_answer_bytes_per_session));
+  CW_ASSIGN_OR_RETURN(
+      const int64_t opens,
+      IntFlag(flags, "--max-session-opens-per-second",
+              static_cast<int64_t>(
+                  out.server.sessions.max_session_opens_per_second),
+              1, 1000000));
+  out.server.sessions.max_session_opens_per_second = static_cast<double>(opens);
+  out.server.sessions.session_open_burst = static_cast<double>(opens);
   out.server.sessions.lease = out.head.session_lease;
   out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
   return out;
@@ -299,7 +356,12 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--max-arrays-per-session"},
                                           {"--max-program-bytes"},
                                           {"--max-host-buffer-bytes-per-session"},
-                                          {"--history-file"}}));
+                                          {"--max-host-buffer-bytes"},
+                                          {"--max-session-opens-per-second"},
+                                          {"--max-answer-bytes-per-session"},
+                                          {"--history-file"},
+                                          {"--islands"},
+                                          {"--max-island-devices"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s%s", kHeadHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
     return kExitOk;
