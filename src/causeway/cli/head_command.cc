@@ -71,7 +71,10 @@ register with it again, old sessions are gone.
                           picks a free one. Prints `http listening on
                           HOST:PORT` before the head's own line. With
                           --token-file every endpoint but the page's HTML
-                          needs `Authorization: Bearer TOKEN`.
+                          needs `Authorization: Bearer TOKEN`. With
+                          --tls-cert it serves HTTPS only, with the head's
+                          certificate, and with --tls-ca it requires client
+                          certificates too (mutual TLS).
   --islands N             The cluster will have islands 0..N-1: a slice
                           request for another island is refused at once
                           (default: any island may still join, it waits).
@@ -265,15 +268,24 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
         "certificate signed by it (mutual TLS), which needs TLS: give the "
         "head's own --tls-cert and --tls-key too");
   }
+  // Exposed, a port needs both: TLS, without which the token crosses the
+  // network in clear text in every call (anyone who sees one call holds
+  // it, and sees the session keys and the data), and a way to tell members
+  // (the token, or client certificates of --tls-ca). docs/security.md.
   const transport::GrpcSecurity& security = out.server.security;
+  const bool tls = !security.tls_cert_file.empty();
+  const bool members = !security.token.empty() || !security.tls_ca_file.empty();
+  const std::string needs =
+      tls ? "a token (--token-file) or client certificates (--tls-ca)"
+      : members
+          ? "TLS (--tls-cert, --tls-key; the token would cross the network "
+            "in clear text in every request)"
+          : "TLS (--tls-cert, --tls-key) and a token (--token-file)";
   CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
-      flags, "--listen", out.server.listen,
-      !security.token.empty() || !security.tls_cert_file.empty(),
-      "a token (--token-file) or TLS (--tls-cert, --tls-key)"));
+      flags, "--listen", out.server.listen, tls && members, needs));
   if (!out.http_listen.empty()) {
     CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
-        flags, "--http-listen", out.http_listen, !security.token.empty(),
-        "a token (--token-file)"));
+        flags, "--http-listen", out.http_listen, tls && members, needs));
   }
   head::SessionLimits& limits = out.head.session_limits;
   CW_ASSIGN_OR_RETURN(limits.max_sessions,
@@ -427,14 +439,17 @@ int HeadCommand(const std::vector<std::string>& args) {
     observer->Start();
     absl::StatusOr<std::unique_ptr<observe::HttpServer>> started =
         observe::HttpServer::Start(
-            observe::HttpServerOptions{.listen = flags->http_listen,
-                                       .token = flags->server.security.token,
-                                       .observer = observer.get(),
-                                       .history = history->get(),
-                                       .trace = [&events](absl::Time since) {
-                                         return events.ExportChromeTraceSince(
-                                             since);
-                                       }});
+            observe::HttpServerOptions{
+                .listen = flags->http_listen,
+                .token = flags->server.security.token,
+                .tls_cert_file = flags->server.security.tls_cert_file,
+                .tls_key_file = flags->server.security.tls_key_file,
+                .tls_ca_file = flags->server.security.tls_ca_file,
+                .observer = observer.get(),
+                .history = history->get(),
+                .trace = [&events](absl::Time since) {
+                  return events.ExportChromeTraceSince(since);
+                }});
     if (!started.ok()) {
       PrintUserMessage(LogSeverity::kError, "causeway head: --http-listen: %s\n",
                    std::string(started.status().message()).c_str());
