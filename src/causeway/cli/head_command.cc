@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "causeway/base/block_pool.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
@@ -104,6 +105,12 @@ RESOURCE_EXHAUSTED naming it, and every other session goes on.
   --max-host-buffer-bytes-per-session B
                           Bytes of uploads and downloads one session holds
                           in the head at once (default 32G).
+  --host-buffer-cache-bytes B
+                          Freed host buffers (uploads, fetched values) the
+                          head keeps for reuse (default 256M; 0 keeps
+                          none): beyond it their memory goes back to the
+                          system. More makes repeated large uploads
+                          faster (no fresh pages to fault in).
   --max-answer-bytes-per-session B
                           Bytes of one session's answers waiting to be
                           written (default 64M): a client that sends
@@ -223,6 +230,7 @@ struct HeadFlags {
   std::string port_file;
   std::string http_listen;  // Empty: no HTTP.
   std::string history_file;  // Empty: history in memory only.
+  int64_t host_buffer_cache_bytes = int64_t{256} << 20;
 };
 
 absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
@@ -332,6 +340,14 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
         "--max-host-buffer-bytes (all sessions) must be at least "
         "--max-host-buffer-bytes-per-session");
   }
+  if (std::optional<std::string> cache = flags.Get("--host-buffer-cache-bytes");
+      cache.has_value() && *cache == "0") {
+    out.host_buffer_cache_bytes = 0;
+  } else {
+    CW_ASSIGN_OR_RETURN(out.host_buffer_cache_bytes,
+                        BytesFlag(flags, "--host-buffer-cache-bytes",
+                                  out.host_buffer_cache_bytes));
+  }
   CW_ASSIGN_OR_RETURN(
       out.server.sessions.max_answer_bytes_per_session,
       BytesFlag(flags, "--max-answer-bytes-per-session",
@@ -371,6 +387,7 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--max-host-buffer-bytes"},
                                           {"--max-session-opens-per-second"},
                                           {"--max-answer-bytes-per-session"},
+                                          {"--host-buffer-cache-bytes"},
                                           {"--history-file"},
                                           {"--islands"},
                                           {"--max-island-devices"}}));
@@ -390,6 +407,12 @@ int HeadCommand(const std::vector<std::string>& args) {
                  std::string(flags.status().message()).c_str());
     return kExitUsage;
   }
+
+  // Every host buffer's bytes come from the process-wide pool, which keeps
+  // up to 1 GiB of freed blocks for reuse: right for a worker's device
+  // buffers, not for the head, which only passes uploads and fetches on.
+  BlockPool::Global().SetMaxCachedBytes(
+      static_cast<size_t>(flags->host_buffer_cache_bytes));
 
   HeadEventSink events;
   // Counted for /metrics and /api/status, then for the history, then
