@@ -14,6 +14,7 @@ import socket
 import struct
 import urllib.error
 import urllib.request
+from http.client import HTTPException
 
 import numpy as np
 import pytest
@@ -208,17 +209,27 @@ def test_a_head_exposed_without_protection_refuses_to_start(token_file):
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert "--insecure" in refused.stderr
-    # With a token it starts (and is stopped at once).
-    with ProcessCluster("--listen", "0.0.0.0:0", "--token-file", token_file,
+    # A token alone would cross the network in clear text in every call:
+    # refused too, saying so.
+    refused = subprocess.run([CAUSEWAY, "head", "--listen", "0.0.0.0:0",
+                              "--token-file", token_file],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "clear text" in refused.stderr
+    assert "--tls-cert" in refused.stderr
+    # Told --insecure, it starts (and is stopped at once).
+    with ProcessCluster("--listen", "0.0.0.0:0", "--token-file", token_file, "--insecure",
                         command="head") as head:
         assert head.address
 
 
-def test_a_cluster_with_mutual_tls_serves_its_members_only(tmp_path, token_file):
-    """`causeway cluster` passes the TLS flags to its head and workers: the
-    workers join over mutual TLS with the cluster's certificate, a client
-    with a certificate of the CA is served, one without is told at once."""
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    """A CA and certificates for 127.0.0.1 signed by it, made with openssl:
+    {"ca": path, "cluster": (cert, key), "alice": (cert, key)}."""
     import subprocess
+
+    tmp_path = tmp_path_factory.mktemp("certificates")
 
     def run(*args):
         subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
@@ -237,21 +248,105 @@ def test_a_cluster_with_mutual_tls_serves_its_members_only(tmp_path, token_file)
             "-days", "1", "-extfile", str(ext), "-out", cert)
         return cert, key
 
-    cluster_cert, cluster_key = member("cluster")
-    alice_cert, alice_key = member("alice")
-    with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 1,
-                        "--token-file", token_file, "--tls-cert", cluster_cert,
-                        "--tls-key", cluster_key, "--tls-ca", ca) as cluster:
-        client = causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
-                                  tls_cert_file=alice_cert, tls_key_file=alice_key,
-                                  connect_timeout=60)
-        try:
-            assert len(client.devices()) == 2
-            s = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
-            out = causeway.jit(lambda x: x * 3, devices=s)(np.ones(4, np.float32))
-            np.testing.assert_array_equal(np.asarray(out), np.full(4, 3.0))
-        finally:
-            causeway.disconnect()
-        with pytest.raises(causeway.UnauthenticatedError, match="client certificate"):
-            causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
-                             connect_timeout=60)
+    return {"ca": ca, "cluster": member("cluster"), "alice": member("alice")}
+
+
+@pytest.fixture(scope="module")
+def mutual_tls(certificates, token_file):
+    """A cluster of one island of two one-device workers with mutual TLS and
+    a token, and its HTTP endpoint: (cluster, http address)."""
+    cert, key = certificates["cluster"]
+    cluster = ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 1,
+                             "--token-file", token_file, "--tls-cert", cert, "--tls-key", key,
+                             "--tls-ca", certificates["ca"], "--http-listen", "127.0.0.1:0")
+    try:
+        http = cluster.line_starting_with(HTTP_LINE)[len(HTTP_LINE):].strip()
+        yield cluster, http
+    finally:
+        cluster.stop()
+
+
+def test_a_cluster_with_mutual_tls_serves_its_members_only(mutual_tls, certificates,
+                                                           token_file):
+    """`causeway cluster` passes the TLS flags to its head and workers: the
+    workers join over mutual TLS with the cluster's certificate, a client
+    with a certificate of the CA is served, one without is told at once."""
+    cluster, _ = mutual_tls
+    ca = certificates["ca"]
+    alice_cert, alice_key = certificates["alice"]
+    client = causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
+                              tls_cert_file=alice_cert, tls_key_file=alice_key,
+                              connect_timeout=60)
+    try:
+        assert len(client.devices()) == 2
+        s = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
+        out = causeway.jit(lambda x: x * 3, devices=s)(np.ones(4, np.float32))
+        np.testing.assert_array_equal(np.asarray(out), np.full(4, 3.0))
+    finally:
+        causeway.disconnect()
+    with pytest.raises(causeway.UnauthenticatedError, match="client certificate"):
+        causeway.connect(cluster.address, token_file=token_file, tls_ca_file=ca,
+                         connect_timeout=60)
+
+
+def test_the_http_endpoint_of_a_tls_head_serves_https_to_members_only(mutual_tls, certificates,
+                                                                      token_file):
+    """The head's HTTP endpoint takes the head's TLS settings: HTTPS only (the
+    bearer token never crosses in clear text), and with --tls-ca a client
+    certificate of the CA is required before any request is read."""
+    import ssl
+    import subprocess
+    from conftest import CAUSEWAY
+
+    _, http = mutual_tls
+    ca = certificates["ca"]
+    alice_cert, alice_key = certificates["alice"]
+    request = urllib.request.Request(f"https://{http}/api/status",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    member = ssl.create_default_context(cafile=ca)
+    member.load_cert_chain(alice_cert, alice_key)
+    with urllib.request.urlopen(request, context=member, timeout=30) as answer:
+        assert answer.status == 200
+        assert b"devices" in answer.read()
+    # Plain HTTP: the TLS server reads no request (the connection ends).
+    with pytest.raises((urllib.error.URLError, ConnectionError, HTTPException)):
+        urllib.request.urlopen(f"http://{http}/api/status", timeout=30)
+    # HTTPS without a client certificate: the handshake is refused.
+    stranger = ssl.create_default_context(cafile=ca)
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError, HTTPException)):
+        urllib.request.urlopen(request, context=stranger, timeout=30).read()
+    # `causeway top` takes the same flags.
+    top = subprocess.run([CAUSEWAY, "top", "--once", "--head", http, "--token-file", token_file,
+                          "--tls-ca", ca, "--tls-cert", alice_cert, "--tls-key", alice_key],
+                         capture_output=True, text=True, timeout=60)
+    assert top.returncode == 0, top.stderr
+    refused = subprocess.run([CAUSEWAY, "top", "--once", "--head", http,
+                              "--token-file", token_file],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+
+
+def test_a_slice_larger_than_the_cluster_is_refused_at_once(guarded, token_file):
+    """`causeway cluster` tells its head what the cluster will be (--islands,
+    --max-island-devices): a slice no island of it can hold fails at once,
+    naming both sizes, instead of waiting for hosts that never come; the
+    cluster goes on serving."""
+    cluster, _, _ = guarded
+    causeway.connect(cluster.address, token_file=token_file, connect_timeout=60)
+    try:
+        devices = causeway.make_virtual_device_set()
+        too_big = devices.add_slice(devices=3)
+        with pytest.raises(causeway.ResourceExhaustedError,
+                           match=r"a slice of 3 devices can never be granted: an island of "
+                                 r"this cluster has at most 2 devices \(head flag "
+                                 r"--max-island-devices"):
+            too_big.ready(timeout=60)
+        elsewhere = devices.add_slice(devices=1, island=1)
+        with pytest.raises(causeway.InvalidArgumentError,
+                           match=r"island 1 does not exist and never will"):
+            elsewhere.ready(timeout=60)
+        s = devices.add_slice(devices=2, island=0)
+        out = causeway.jit(lambda x: x - 1, devices=s)(np.ones(4, np.float32))
+        np.testing.assert_array_equal(np.asarray(out), np.zeros(4))
+    finally:
+        causeway.disconnect()

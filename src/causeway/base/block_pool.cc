@@ -1,8 +1,14 @@
 #include "causeway/base/block_pool.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <utility>
+#include <vector>
 
 namespace causeway {
 namespace {
@@ -11,6 +17,29 @@ constexpr size_t kClassesPerPowerOfTwo = 8;
 
 size_t RoundUp(size_t bytes, size_t multiple) {
   return (bytes + multiple - 1) / multiple * multiple;
+}
+
+// Frees a pooled-size block and gives its pages back to the kernel first:
+// allocators keep freed large blocks mapped (tcmalloc in its page heap), so
+// without this a head that passed a 1 GiB upload on keeps a gigabyte
+// resident. Its contents are garbage once freed, and the page-aligned
+// interior holds none of the allocator's own data (that is written by free,
+// after this, or lives outside the block).
+// (Blocks under 1 MiB are left to the allocator: the system call would cost
+// more than their pages.)
+void ReleaseAndFree(void* allocation, size_t capacity) {
+  if (capacity < (size_t{1} << 20)) {
+    std::free(allocation);
+    return;
+  }
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(allocation);
+  const uintptr_t first = (start + page - 1) & ~(page - 1);
+  const uintptr_t last = (start + capacity) & ~(page - 1);
+  if (last > first) {
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+  std::free(allocation);
 }
 
 }  // namespace
@@ -74,6 +103,8 @@ void BlockPool::Free(Block block) {
       ++stats_.cached_blocks;
       return;
     }
+    ReleaseAndFree(block.allocation, block.capacity);
+    return;
   }
   std::free(block.allocation);
 }
@@ -87,7 +118,32 @@ void BlockPool::Trim() {
     stats_.cached_blocks = 0;
   }
   for (auto& [capacity, list] : blocks) {
-    for (void* allocation : list) std::free(allocation);
+    for (void* allocation : list) ReleaseAndFree(allocation, capacity);
+  }
+}
+
+void BlockPool::SetMaxCachedBytes(size_t bytes) {
+  std::vector<std::pair<void*, size_t>> excess;
+  {
+    absl::MutexLock lock(&mu_);
+    max_cached_bytes_ = bytes;
+    // The largest blocks go first: fewest frees for the most bytes.
+    for (auto it = free_.rbegin();
+         it != free_.rend() &&
+         stats_.cached_bytes > static_cast<int64_t>(max_cached_bytes_);
+         ++it) {
+      std::vector<void*>& list = it->second;
+      while (!list.empty() &&
+             stats_.cached_bytes > static_cast<int64_t>(max_cached_bytes_)) {
+        excess.emplace_back(list.back(), it->first);
+        list.pop_back();
+        stats_.cached_bytes -= static_cast<int64_t>(it->first);
+        --stats_.cached_blocks;
+      }
+    }
+  }
+  for (auto [allocation, capacity] : excess) {
+    ReleaseAndFree(allocation, capacity);
   }
 }
 

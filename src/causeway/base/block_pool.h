@@ -72,11 +72,15 @@ class BlockPool {
 
   // Frees every cached block now.
   void Trim();
+  // Keeps at most `bytes` of cached blocks from now on, freeing at once
+  // what is cached beyond them (a process that wants its memory back, such
+  // as the head, which holds no device buffers).
+  void SetMaxCachedBytes(size_t bytes);
   BlockPoolStats Stats() const;
 
  private:
-  const size_t max_cached_bytes_;
   mutable absl::Mutex mu_;
+  size_t max_cached_bytes_ ABSL_GUARDED_BY(mu_);
   // Size class -> free blocks of that capacity (data pointers).
   std::map<size_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
   BlockPoolStats stats_ ABSL_GUARDED_BY(mu_);

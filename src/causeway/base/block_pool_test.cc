@@ -64,6 +64,24 @@ TEST(BlockPoolTest, BlocksBeyondTheCacheLimitGoBackToTheSystem) {
   EXPECT_EQ(pool.Stats().cached_bytes, 0);
 }
 
+TEST(BlockPoolTest, LoweringTheLimitFreesWhatIsCachedBeyondIt) {
+  BlockPool pool(4 << 20);
+  Block big = pool.Allocate(2 << 20);
+  Block small = pool.Allocate(1 << 20);
+  pool.Free(big);
+  pool.Free(small);
+  ASSERT_EQ(pool.Stats().cached_bytes, 3 << 20);
+  pool.SetMaxCachedBytes(1 << 20);  // The 2 MiB block goes, the 1 MiB stays.
+  BlockPoolStats stats = pool.Stats();
+  EXPECT_EQ(stats.cached_blocks, 1);
+  EXPECT_EQ(stats.cached_bytes, 1 << 20);
+  Block again = pool.Allocate(2 << 20);  // Not cached any more: malloc.
+  pool.Free(again);                      // Over the new limit: freed.
+  EXPECT_EQ(pool.Stats().cached_bytes, 1 << 20);
+  pool.SetMaxCachedBytes(0);
+  EXPECT_EQ(pool.Stats().cached_bytes, 0);
+}
+
 TEST(BlockPoolTest, BlocksAllocatedOnOneThreadAreFreedOnAnother) {
   BlockPool pool(64 << 20);
   std::vector<Block> blocks;

@@ -273,6 +273,11 @@ int ClusterCommand(const std::vector<std::string>& args) {
     }
   }
   head_argv.insert(head_argv.end(), shared.begin(), shared.end());
+  // The head knows what this cluster will be: a slice no island of it can
+  // hold is refused at once instead of waiting for hosts that never come.
+  head_argv.insert(head_argv.end(),
+                   {"--islands", absl::StrCat(islands), "--max-island-devices",
+                    absl::StrCat((hosts + spare) * devices)});
 
   std::vector<Member> members;
   auto fail = [&](const std::string& message) {

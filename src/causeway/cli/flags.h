@@ -87,9 +87,11 @@ std::vector<FlagSpec> WithSecurityFlags(std::vector<FlagSpec> specs);
 // when `address` is exposed and not `protected_`, unless the command was
 // given --insecure (a flag without a value: {"--insecure", false}).
 inline constexpr char kInsecureFlagHelp[] =
-    R"(  --insecure        Listen on an address other than loopback without a
-                    token or certificates (anyone who reaches the port
-                    can use it). Without it such a start is refused.
+    R"(  --insecure        Listen on an address other than loopback without the
+                    protection it needs (the head: TLS, and a token or
+                    client certificates; the proxy: none exists): anyone
+                    who reaches the port, or sees its traffic, can use
+                    it. Without it such a start is refused, saying why.
 )";
 bool IsLoopbackHost(const std::string& host);
 absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "causeway/base/block_pool.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/exit_codes.h"
@@ -24,6 +26,7 @@
 #include "causeway/transport/grpc_head_server.h"
 #include "causeway/transport/gloo_collectives.h"
 #include "causeway/transport/in_process_key_value_store.h"
+#include "causeway/transport/topology.h"
 
 namespace causeway::cli {
 namespace {
@@ -34,6 +37,7 @@ constexpr char kHeadHelp[] = R"(Usage:
                 [--session-lease S] [--max-inflight-launches N]
                 [--tls-cert F --tls-key F [--tls-ca F]] [--token-file F]
                 [--http-listen HOST:PORT] [--history-file F] [--insecure]
+                [--islands N] [--max-island-devices N]
 
 Runs a cluster's head: the single controller that clients connect to
 (client::Connect, `causeway run --cluster`) and workers register with
@@ -68,7 +72,18 @@ register with it again, old sessions are gone.
                           picks a free one. Prints `http listening on
                           HOST:PORT` before the head's own line. With
                           --token-file every endpoint but the page's HTML
-                          needs `Authorization: Bearer TOKEN`.
+                          needs `Authorization: Bearer TOKEN`. With
+                          --tls-cert it serves HTTPS only, with the head's
+                          certificate, and with --tls-ca it requires client
+                          certificates too (mutual TLS).
+  --islands N             The cluster will have islands 0..N-1: a slice
+                          request for another island is refused at once
+                          (default: any island may still join, it waits).
+  --max-island-devices N  No island will have more than N devices: a
+                          larger slice request is refused at once, naming
+                          both sizes (default: it waits for hosts to join;
+                          `causeway status` says what it needs). An island
+                          that grows larger counts at its real size.
   --history-file F        Keep the history of finished sessions and host
                           deaths (/api/history, the page's History) in the
                           SQLite file F, created if missing: a head
@@ -90,6 +105,27 @@ RESOURCE_EXHAUSTED naming it, and every other session goes on.
   --max-host-buffer-bytes-per-session B
                           Bytes of uploads and downloads one session holds
                           in the head at once (default 32G).
+  --host-buffer-cache-bytes B
+                          Freed host buffers (uploads, fetched values) the
+                          head keeps for reuse (default 256M; 0 keeps
+                          none): beyond it their memory goes back to the
+                          system. More makes repeated large uploads
+                          faster (no fresh pages to fault in).
+  --max-answer-bytes-per-session B
+                          Bytes of one session's answers waiting to be
+                          written (default 64M): a client that sends
+                          requests and never reads the answers loses its
+                          session past it.
+  --max-session-opens-per-second N
+                          Sessions opened per second by all clients together
+                          (default 1000, in bursts of as many): a client
+                          opening sessions in a loop cannot take the head
+                          from the others.
+  --max-host-buffer-bytes B
+                          The same for all sessions together (default 64G,
+                          or the per-session limit if larger):
+                          many sessions, each within its own limit, cannot
+                          exhaust the head's memory.
 
 Membership changes are printed as they happen: `causeway head: host H
 alive`, `causeway head: host H dead: REASON`.
@@ -194,6 +230,7 @@ struct HeadFlags {
   std::string port_file;
   std::string http_listen;  // Empty: no HTTP.
   std::string history_file;  // Empty: history in memory only.
+  int64_t host_buffer_cache_bytes = int64_t{256} << 20;
 };
 
 absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
@@ -222,8 +259,15 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         "--worker-timeout must be at least --heartbeat-interval");
   }
-  // An empty head at start: slices wait for workers to join.
+  // An empty head at start: slices wait for workers to join, up to what
+  // the cluster is configured to have.
   out.head.slices_wait_for_hosts = true;
+  CW_ASSIGN_OR_RETURN(out.head.configured_islands,
+                      IntFlag(flags, "--islands", 0, 1,
+                              transport::Topology::kMaxIslands));
+  CW_ASSIGN_OR_RETURN(out.head.configured_island_devices,
+                      IntFlag(flags, "--max-island-devices", 0, 1,
+                              transport::Topology::kMaxDevices));
   CW_ASSIGN_OR_RETURN(out.server.security, SecurityFromFlags(flags));
   if (!out.server.security.tls_ca_file.empty() &&
       out.server.security.tls_cert_file.empty()) {
@@ -232,15 +276,24 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
         "certificate signed by it (mutual TLS), which needs TLS: give the "
         "head's own --tls-cert and --tls-key too");
   }
+  // Exposed, a port needs both: TLS, without which the token crosses the
+  // network in clear text in every call (anyone who sees one call holds
+  // it, and sees the session keys and the data), and a way to tell members
+  // (the token, or client certificates of --tls-ca). docs/security.md.
   const transport::GrpcSecurity& security = out.server.security;
+  const bool tls = !security.tls_cert_file.empty();
+  const bool members = !security.token.empty() || !security.tls_ca_file.empty();
+  const std::string needs =
+      tls ? "a token (--token-file) or client certificates (--tls-ca)"
+      : members
+          ? "TLS (--tls-cert, --tls-key; the token would cross the network "
+            "in clear text in every request)"
+          : "TLS (--tls-cert, --tls-key) and a token (--token-file)";
   CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
-      flags, "--listen", out.server.listen,
-      !security.token.empty() || !security.tls_cert_file.empty(),
-      "a token (--token-file) or TLS (--tls-cert, --tls-key)"));
+      flags, "--listen", out.server.listen, tls && members, needs));
   if (!out.http_listen.empty()) {
     CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
-        flags, "--http-listen", out.http_listen, !security.token.empty(),
-        "a token (--token-file)"));
+        flags, "--http-listen", out.http_listen, tls && members, needs));
   }
   head::SessionLimits& limits = out.head.session_limits;
   CW_ASSIGN_OR_RETURN(limits.max_sessions,
@@ -275,6 +328,38 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
                       BytesFlag(flags, "--max-host-buffer-bytes-per-session",
                                 out.server.sessions
                                     .max_host_buffer_bytes_per_session));
+  CW_ASSIGN_OR_RETURN(
+      out.server.sessions.max_host_buffer_bytes,
+      BytesFlag(flags, "--max-host-buffer-bytes",
+                std::max(out.server.sessions.max_host_buffer_bytes,
+                         out.server.sessions
+                             .max_host_buffer_bytes_per_session)));
+  if (out.server.sessions.max_host_buffer_bytes <
+      out.server.sessions.max_host_buffer_bytes_per_session) {
+    return absl::InvalidArgumentError(
+        "--max-host-buffer-bytes (all sessions) must be at least "
+        "--max-host-buffer-bytes-per-session");
+  }
+  if (std::optional<std::string> cache = flags.Get("--host-buffer-cache-bytes");
+      cache.has_value() && *cache == "0") {
+    out.host_buffer_cache_bytes = 0;
+  } else {
+    CW_ASSIGN_OR_RETURN(out.host_buffer_cache_bytes,
+                        BytesFlag(flags, "--host-buffer-cache-bytes",
+                                  out.host_buffer_cache_bytes));
+  }
+  CW_ASSIGN_OR_RETURN(
+      out.server.sessions.max_answer_bytes_per_session,
+      BytesFlag(flags, "--max-answer-bytes-per-session",
+                out.server.sessions.max_answer_bytes_per_session));
+  CW_ASSIGN_OR_RETURN(
+      const int64_t opens,
+      IntFlag(flags, "--max-session-opens-per-second",
+              static_cast<int64_t>(
+                  out.server.sessions.max_session_opens_per_second),
+              1, 1000000));
+  out.server.sessions.max_session_opens_per_second = static_cast<double>(opens);
+  out.server.sessions.session_open_burst = static_cast<double>(opens);
   out.server.sessions.lease = out.head.session_lease;
   out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
   return out;
@@ -299,7 +384,13 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--max-arrays-per-session"},
                                           {"--max-program-bytes"},
                                           {"--max-host-buffer-bytes-per-session"},
-                                          {"--history-file"}}));
+                                          {"--max-host-buffer-bytes"},
+                                          {"--max-session-opens-per-second"},
+                                          {"--max-answer-bytes-per-session"},
+                                          {"--host-buffer-cache-bytes"},
+                                          {"--history-file"},
+                                          {"--islands"},
+                                          {"--max-island-devices"}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s%s", kHeadHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
     return kExitOk;
@@ -316,6 +407,12 @@ int HeadCommand(const std::vector<std::string>& args) {
                  std::string(flags.status().message()).c_str());
     return kExitUsage;
   }
+
+  // Every host buffer's bytes come from the process-wide pool, which keeps
+  // up to 1 GiB of freed blocks for reuse: right for a worker's device
+  // buffers, not for the head, which only passes uploads and fetches on.
+  BlockPool::Global().SetMaxCachedBytes(
+      static_cast<size_t>(flags->host_buffer_cache_bytes));
 
   HeadEventSink events;
   // Counted for /metrics and /api/status, then for the history, then
@@ -365,14 +462,17 @@ int HeadCommand(const std::vector<std::string>& args) {
     observer->Start();
     absl::StatusOr<std::unique_ptr<observe::HttpServer>> started =
         observe::HttpServer::Start(
-            observe::HttpServerOptions{.listen = flags->http_listen,
-                                       .token = flags->server.security.token,
-                                       .observer = observer.get(),
-                                       .history = history->get(),
-                                       .trace = [&events](absl::Time since) {
-                                         return events.ExportChromeTraceSince(
-                                             since);
-                                       }});
+            observe::HttpServerOptions{
+                .listen = flags->http_listen,
+                .token = flags->server.security.token,
+                .tls_cert_file = flags->server.security.tls_cert_file,
+                .tls_key_file = flags->server.security.tls_key_file,
+                .tls_ca_file = flags->server.security.tls_ca_file,
+                .observer = observer.get(),
+                .history = history->get(),
+                .trace = [&events](absl::Time since) {
+                  return events.ExportChromeTraceSince(since);
+                }});
     if (!started.ok()) {
       PrintUserMessage(LogSeverity::kError, "causeway head: --http-listen: %s\n",
                    std::string(started.status().message()).c_str());

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "causeway/base/logging.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
+#include "causeway/cli/head_http_client.h"
 #include "causeway/cli/stop_signals.h"
 #include "causeway/observe/http_server.h"
 #include "causeway/observe/top_view.h"
@@ -28,7 +30,7 @@ namespace {
 
 constexpr char kTopHelp[] = R"(Usage:
   causeway top --head HOST:PORT [--token-file F] [--interval S] [--once]
-               [--width N]
+               [--width N] [--tls-ca F [--tls-cert F --tls-key F]]
 
 A terminal view of a running cluster, repainted every second: every device
 as a row (state, utilisation over the last minute, queue length, memory
@@ -39,6 +41,9 @@ Ctrl-C). Plain ANSI escapes: any terminal, over ssh too.
   --head HOST:PORT  The head's HTTP endpoint: what `causeway head
                     --http-listen` printed as `http listening on HOST:PORT`.
   --token-file F    The cluster's token (sent as a bearer token).
+  --tls-ca F        HTTPS: the CA that signed the head's certificate (a
+  --tls-cert F      head with --tls-cert serves HTTPS only); the client
+  --tls-key F       certificate to present where the head requires one.
   --interval S      Seconds between repaints (default 1).
   --once            Print one screen, without escapes, and exit.
   --width N         Columns (default: the terminal's, or 120).
@@ -85,11 +90,10 @@ int TerminalHeight() {
   return 1000;
 }
 
-absl::StatusOr<nlohmann::json> FetchStatus(httplib::Client& client,
-                                           const std::string& token) {
-  httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  httplib::Result result = client.Get("/api/status", headers);
+absl::StatusOr<nlohmann::json> FetchStatus(
+    httplib::Client& client, const transport::GrpcSecurity& security) {
+  httplib::Result result =
+      client.Get("/api/status", HeadHttpHeaders(security));
   if (!result) {
     return absl::UnavailableError(
         absl::StrCat("cannot reach the head: ", httplib::to_string(result.error())));
@@ -117,6 +121,9 @@ int TopCommand(const std::vector<std::string>& args) {
   absl::StatusOr<ParsedFlags> parsed =
       ParseFlags(args, {{"--head"},
                         {"--token-file"},
+                        {"--tls-ca"},
+                        {"--tls-cert"},
+                        {"--tls-key"},
                         {"--interval"},
                         {"--width"},
                         {"--once", /*takes_value=*/false}});
@@ -125,7 +132,8 @@ int TopCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   absl::Status usage = parsed.status();
-  std::string head, token;
+  std::string head;
+  transport::GrpcSecurity security;
   absl::Duration interval = absl::Seconds(1);
   std::optional<int64_t> width;
   if (usage.ok()) {
@@ -148,11 +156,16 @@ int TopCommand(const std::vector<std::string>& args) {
     if (usage.ok()) width = *columns;
   }
   if (usage.ok()) {
-    if (std::optional<std::string> file = parsed->Get("--token-file")) {
-      absl::StatusOr<std::string> read = transport::ReadTokenFile(*file);
-      usage = read.status();
-      if (usage.ok()) token = *read;
-    }
+    absl::StatusOr<transport::GrpcSecurity> read = SecurityFromFlags(*parsed);
+    usage = read.status();
+    if (usage.ok()) security = *std::move(read);
+  }
+  std::unique_ptr<httplib::Client> http;
+  if (usage.ok()) {
+    absl::StatusOr<std::unique_ptr<httplib::Client>> made =
+        MakeHeadHttpClient(head, security);
+    usage = made.status();
+    if (usage.ok()) http = *std::move(made);
   }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(
@@ -164,14 +177,14 @@ int TopCommand(const std::vector<std::string>& args) {
     return kExitUsage;
   }
 
-  httplib::Client client("http://" + head);
+  httplib::Client& client = *http;
   client.set_connection_timeout(2, 0);
   client.set_read_timeout(5, 0);
   client.set_keep_alive(true);
   observe::TopViewOptions view{.width = 120, .color = false, .title = head};
 
   if (parsed->Has("--once")) {
-    absl::StatusOr<nlohmann::json> status = FetchStatus(client, token);
+    absl::StatusOr<nlohmann::json> status = FetchStatus(client, security);
     if (!status.ok()) {
       PrintUserMessage(LogSeverity::kError, "causeway top: %s\n",
                    std::string(status.status().message()).c_str());
@@ -194,7 +207,7 @@ int TopCommand(const std::vector<std::string>& args) {
     bool keys = true;  // Stdin is open.
     while (!signals.stopped()) {
       view.width = static_cast<int>(width.value_or(TerminalWidth()));
-      absl::StatusOr<nlohmann::json> status = FetchStatus(client, token);
+      absl::StatusOr<nlohmann::json> status = FetchStatus(client, security);
       std::vector<std::string> lines;
       if (status.ok()) {
         lines = observe::RenderTop(*status, view);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "causeway/base/logging.h"
 #include "causeway/cli/exit_codes.h"
 #include "causeway/cli/flags.h"
+#include "causeway/cli/head_http_client.h"
 #include "causeway/observe/http_server.h"
 #include "causeway/transport/grpc_common.h"
 #include "httplib.h"
@@ -21,6 +23,7 @@ namespace {
 
 constexpr char kTraceHelp[] = R"(Usage:
   causeway trace --head HOST:PORT --seconds N -o FILE [--token-file F]
+                 [--tls-ca F [--tls-cert F --tls-key F]]
 
 Writes the last N seconds of the cluster's work (every session's launches,
 every device's ops, waits and transfers, host state changes) as Chrome
@@ -30,6 +33,9 @@ trace-event JSON to FILE: open it in ui.perfetto.dev or chrome://tracing.
   --seconds N       How far back, 0 < N <= 3600 (default 10).
   -o, --output FILE Where to write it (`-` for stdout).
   --token-file F    The cluster's token (sent as a bearer token).
+  --tls-ca F        HTTPS, as for `causeway top`: the head's CA, and the
+  --tls-cert F      client certificate to present where the head
+  --tls-key F       requires one.
 )";
 
 int Fail(const std::string& message) {
@@ -46,13 +52,20 @@ int TraceCommand(const std::vector<std::string>& args) {
     if (arg == "-o") arg = "--output";
   }
   absl::StatusOr<ParsedFlags> parsed = ParseFlags(
-      long_args, {{"--head"}, {"--seconds"}, {"--output"}, {"--token-file"}});
+      long_args, {{"--head"},
+                  {"--seconds"},
+                  {"--output"},
+                  {"--token-file"},
+                  {"--tls-ca"},
+                  {"--tls-cert"},
+                  {"--tls-key"}});
   if (parsed.ok() && parsed->help) {
     std::printf("%s", kTraceHelp);
     return kExitOk;
   }
   absl::Status usage = parsed.status();
-  std::string head, output, token;
+  std::string head, output;
+  transport::GrpcSecurity security;
   double seconds = 10;
   if (usage.ok()) {
     absl::StatusOr<std::string> address = AddressFlag(*parsed, "--head");
@@ -74,11 +87,16 @@ int TraceCommand(const std::vector<std::string>& args) {
     if (output.empty()) usage = absl::InvalidArgumentError("missing -o FILE");
   }
   if (usage.ok()) {
-    if (std::optional<std::string> file = parsed->Get("--token-file")) {
-      absl::StatusOr<std::string> read = transport::ReadTokenFile(*file);
-      usage = read.status();
-      if (usage.ok()) token = *read;
-    }
+    absl::StatusOr<transport::GrpcSecurity> read = SecurityFromFlags(*parsed);
+    usage = read.status();
+    if (usage.ok()) security = *std::move(read);
+  }
+  std::unique_ptr<httplib::Client> http;
+  if (usage.ok()) {
+    absl::StatusOr<std::unique_ptr<httplib::Client>> made =
+        MakeHeadHttpClient(head, security);
+    usage = made.status();
+    if (usage.ok()) http = *std::move(made);
   }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(
@@ -89,11 +107,10 @@ int TraceCommand(const std::vector<std::string>& args) {
                  std::string(usage.message()).c_str());
     return kExitUsage;
   }
-  httplib::Client client("http://" + head);
+  httplib::Client& client = *http;
   client.set_connection_timeout(5, 0);
   client.set_read_timeout(60, 0);
-  httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  const httplib::Headers headers = HeadHttpHeaders(security);
   httplib::Result result =
       client.Get(absl::StrCat("/trace?seconds=", seconds).c_str(), headers);
   if (!result) {

@@ -3,6 +3,7 @@
 // mismatch said at once, naming why), and hand-built hostile
 // messages that fail their request or their session while the head goes
 // on serving everyone else.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -165,6 +166,31 @@ class GrpcHeadFixture : public ::testing::Test {
     raw->key = opened.opened().key();
     return raw;
   }
+  // Uploads host buffer `host_buffer` of session `session` (key `key`) by
+  // hand: a header declaring `dims` u8 elements in `bytes` bytes, then
+  // `data`. Returns the call's status.
+  static grpc::Status UploadRaw(GrpcHeadConnection& connection,
+                                int64_t session, const std::string& key,
+                                uint64_t host_buffer, int64_t dims,
+                                int64_t bytes, const std::string& data) {
+    grpc::ClientContext context;
+    wire::HostBufferPutResponse response;
+    auto writer = connection.bulk().PutHostBuffer(&context, &response);
+    wire::HostBufferPut message;
+    wire::HostBufferPutHeader* header = message.mutable_header();
+    header->set_session(session);
+    header->set_key(key);
+    header->set_host_buffer(host_buffer);
+    header->mutable_value()->mutable_shape()->set_type(wire::U8);
+    header->mutable_value()->mutable_shape()->add_dims(dims);
+    header->mutable_value()->set_byte_size(bytes);
+    writer->Write(message);
+    message.mutable_chunk()->set_data(data);
+    writer->Write(message);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
   // Reads until the stream ends; returns the call's status.
   static grpc::Status Drain(RawSession& raw) {
     wire::SessionResponse ignored;
@@ -644,24 +670,9 @@ TEST_F(GrpcHeadFixture, HostileUploadsAreRefusedWithoutAllocatingTheirSize) {
   absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
   ASSERT_TRUE(connection.ok()) << connection.status();
   std::unique_ptr<RawSession> raw = OpenRaw(**connection);
-  auto upload = [&](int64_t session, const std::string& key,
-                    int64_t dims, int64_t bytes, const std::string& data) {
-    grpc::ClientContext context;
-    wire::HostBufferPutResponse response;
-    auto writer = (*connection)->bulk().PutHostBuffer(&context, &response);
-    wire::HostBufferPut message;
-    wire::HostBufferPutHeader* header = message.mutable_header();
-    header->set_session(session);
-    header->set_key(key);
-    header->set_host_buffer(1);
-    header->mutable_value()->mutable_shape()->set_type(wire::U8);
-    header->mutable_value()->mutable_shape()->add_dims(dims);
-    header->mutable_value()->set_byte_size(bytes);
-    writer->Write(message);
-    message.mutable_chunk()->set_data(data);
-    writer->Write(message);
-    writer->WritesDone();
-    return writer->Finish();
+  auto upload = [&](int64_t session, const std::string& key, int64_t dims,
+                    int64_t bytes, const std::string& data) {
+    return UploadRaw(**connection, session, key, 1, dims, bytes, data);
   };
   // Another session's id without its key reads as no session at all.
   EXPECT_EQ(upload(raw->id, "not the key", 4, 4, "abcd").error_code(),
@@ -677,6 +688,111 @@ TEST_F(GrpcHeadFixture, HostileUploadsAreRefusedWithoutAllocatingTheirSize) {
   EXPECT_THAT(overflow.error_message(), HasSubstr("runs past"));
   raw->context.TryCancel();
   Drain(*raw);
+  ExpectHeadServes(*connection);
+}
+
+TEST_F(GrpcHeadFixture, HostBuffersOfAllSessionsTogetherAreBoundedAndOthersGoOn) {
+  // Each session may hold 600 bytes, all of them together 1000.
+  GrpcHeadServerOptions options;
+  options.sessions.max_host_buffer_bytes_per_session = 600;
+  options.sessions.max_host_buffer_bytes = 1000;
+  StartServer(std::move(options));
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> first = OpenRaw(**connection);
+  std::unique_ptr<RawSession> second = OpenRaw(**connection);
+  const std::string bytes(600, 'x');
+  // The first holds its 600 (uploaded, not yet taken by a put_array).
+  grpc::Status held = UploadRaw(**connection, first->id, first->key, 1, 600,
+                                600, bytes);
+  ASSERT_TRUE(held.ok()) << held.error_message();
+  // The second is within its own limit, not within the head's.
+  grpc::Status refused = UploadRaw(**connection, second->id, second->key, 1,
+                                   600, 600, bytes);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("host buffer 1 (600 bytes) does not fit: the head "
+                        "holds 600 bytes of host buffers for all its "
+                        "sessions, of at most 1000 (--max-host-buffer-bytes)"));
+  // Smaller work of others goes on meanwhile.
+  ExpectHeadServes(*connection);
+  // The first session closes: its bytes are given back to everyone (its
+  // stream ends after the head let them go).
+  wire::SessionRequest close;
+  close.set_op_id(2);
+  close.mutable_close();
+  ASSERT_TRUE(first->stream->Write(close));
+  first->stream->WritesDone();
+  EXPECT_TRUE(Drain(*first).ok());
+  grpc::Status now = UploadRaw(**connection, second->id, second->key, 2, 600,
+                               600, bytes);
+  EXPECT_TRUE(now.ok()) << now.error_message();
+  second->context.TryCancel();
+  Drain(*second);
+}
+
+TEST_F(GrpcHeadFixture, SessionsOpenedFasterThanTheLimitAreRefusedAndOthersGoOn) {
+  // Two at once, then one every 1000 s: the test never earns a third.
+  GrpcHeadServerOptions options;
+  options.sessions.max_session_opens_per_second = 0.001;
+  options.sessions.session_open_burst = 2;
+  StartServer(std::move(options));
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> first = OpenRaw(**connection);
+  std::unique_ptr<RawSession> second = OpenRaw(**connection);
+  grpc::ClientContext context;
+  auto third = (*connection)->control().Session(&context);
+  wire::SessionRequest open;
+  open.set_op_id(1);
+  open.mutable_open()->set_version(transport::kSessionProtocol.max);
+  open.mutable_open()->set_name("one too many");
+  open.mutable_open()->set_weight(1);
+  third->Write(open);
+  wire::SessionResponse answer;
+  EXPECT_FALSE(third->Read(&answer)) << answer.DebugString();
+  grpc::Status refused = third->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("(--max-session-opens-per-second)"));
+  // The sessions already open are served.
+  wire::SessionRequest status;
+  status.set_op_id(2);
+  status.mutable_get_status();
+  ASSERT_TRUE(first->stream->Write(status));
+  ASSERT_TRUE(first->stream->Read(&answer));
+  EXPECT_EQ(answer.op_id(), 2u);
+  EXPECT_TRUE(answer.has_status_report()) << answer.DebugString();
+  for (RawSession* raw : {first.get(), second.get()}) {
+    raw->context.TryCancel();
+    Drain(*raw);
+  }
+}
+
+TEST_F(GrpcHeadFixture, AClientThatNeverReadsItsAnswersLosesItsSessionAlone) {
+  GrpcHeadServerOptions options;
+  options.sessions.max_answer_bytes_per_session = 64 << 10;
+  StartServer(std::move(options));
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  // Without the bound its answers would pile up and Drain would wait for
+  // ever: the deadline turns that into a failure.
+  raw->context.set_deadline(std::chrono::system_clock::now() +
+                            std::chrono::seconds(120));
+  // Status reports (each some hundred bytes), asked for and never read,
+  // until the head ends the session (the write fails once it has).
+  uint64_t op_id = 2;
+  wire::SessionRequest status;
+  status.mutable_get_status();
+  for (; op_id < 200000; ++op_id) {
+    status.set_op_id(op_id);
+    if (!raw->stream->Write(status)) break;
+  }
+  ASSERT_LT(op_id, 200000u) << "the head never ended the session";
+  grpc::Status ended = Drain(*raw);
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::CANCELLED)
+      << ended.error_message();
   ExpectHeadServes(*connection);
 }
 

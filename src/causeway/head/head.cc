@@ -69,8 +69,10 @@ Head::Head(HeadOptions options)
                   options_.session_limits.max_executables_per_session}}) {
   resources_ = std::make_unique<ResourceManager>(
       membership_.topology(),
-      ResourceManager::Options{.wait_for_hosts =
-                                   options_.slices_wait_for_hosts});
+      ResourceManager::Options{
+          .wait_for_hosts = options_.slices_wait_for_hosts,
+          .islands = options_.configured_islands,
+          .island_devices = options_.configured_island_devices});
   dispatcher_ = std::make_unique<Dispatcher>(
       Dispatcher::Options{.max_inflight_launches_per_island =
                               options_.max_inflight_launches_per_island,

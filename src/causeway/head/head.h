@@ -99,6 +99,11 @@ struct HeadOptions {
   // Slice requests too big for the hosts there are now wait for hosts to
   // join instead of failing (ResourceManager::Options::wait_for_hosts).
   bool slices_wait_for_hosts = false;
+  // With it: the islands and the devices per island the cluster is
+  // configured to have; a request beyond them is refused at once
+  // (ResourceManager::Options). Zero: not configured.
+  int64_t configured_islands = 0;
+  int64_t configured_island_devices = 0;
   // Called once per (island, epoch) that is over: the island moved on and
   // no launch of that epoch is in flight (Dispatcher::Options). Optional.
   std::function<void(IslandId island, uint64_t epoch)> epoch_retired;

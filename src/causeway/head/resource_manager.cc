@@ -171,8 +171,10 @@ absl::Status ResourceManager::ValidateRequest(
         "island ", request.island->value(), " does not exist: islands are "
         "numbered 0..", Topology::kMaxIslands - 1));
   }
-  // Hosts that join later may make it fit.
-  if (options_.wait_for_hosts) return absl::OkStatus();
+  // Hosts that join later may make it fit, up to the configured cluster.
+  if (options_.wait_for_hosts) {
+    return ValidateAgainstConfigurationLocked(request);
+  }
   if (request.island.has_value()) {
     if (absl::Status status = topology_->ValidateIsland(*request.island);
         !status.ok()) {
@@ -193,6 +195,79 @@ absl::Status ResourceManager::ValidateRequest(
         topology_->MaxIslandSize(), " devices (a slice lives in one island)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ResourceManager::ValidateAgainstConfigurationLocked(
+    const SliceRequest& request) const {
+  const int64_t islands =
+      std::max(options_.islands, topology_->num_islands());
+  if (options_.islands > 0 && request.island.has_value() &&
+      request.island->value() >= islands) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "island ", request.island->value(), " does not exist and never "
+        "will: the cluster is configured with ", islands,
+        " islands (numbered 0..", islands - 1, ", head flag --islands)"));
+  }
+  if (options_.island_devices == 0) return absl::OkStatus();
+  // An island that grew beyond its configuration counts at its real size.
+  const int64_t largest = std::max(
+      options_.island_devices,
+      request.island.has_value() && topology_->HasIsland(*request.island)
+          ? static_cast<int64_t>(
+                topology_->DevicesOfIsland(*request.island).size())
+          : topology_->MaxIslandSize());
+  if (request.num_devices > largest) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a slice of ", request.num_devices, " devices can never be granted",
+        request.island.has_value()
+            ? absl::StrCat(" on island ", request.island->value())
+            : std::string(),
+        ": an island of this cluster has at most ", largest,
+        " devices (head flag --max-island-devices; a slice lives in one "
+        "island)"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ResourceManager::WaitReasonLocked(const Slice& slice) const {
+  const bool shared = slice.request.shared;
+  auto describe = [&](IslandId island) {
+    int64_t healthy = 0;
+    for (DeviceId device : topology_->DevicesOfIsland(island)) {
+      if (devices_[device.value()].healthy) ++healthy;
+    }
+    return absl::StrCat(healthy, " healthy, ",
+                        CountEligibleLocked(island, shared), " free");
+  };
+  std::string out =
+      absl::StrCat(" (needs ", slice.request.num_devices, " devices; ");
+  if (slice.request.island.has_value()) {
+    const IslandId island = *slice.request.island;
+    absl::StrAppend(&out, "island ", island.value(), " ",
+                    topology_->HasIsland(island)
+                        ? absl::StrCat("has ", describe(island))
+                        : std::string("has no host yet"));
+  } else if (topology_->num_islands() == 0) {
+    absl::StrAppend(&out, "no host has joined yet");
+  } else {
+    // The island closest to fitting: the most healthy devices.
+    IslandId best(0);
+    int64_t best_size = -1;
+    for (int64_t i = 0; i < topology_->num_islands(); ++i) {
+      int64_t healthy = 0;
+      for (DeviceId device : topology_->DevicesOfIsland(IslandId(i))) {
+        if (devices_[device.value()].healthy) ++healthy;
+      }
+      if (healthy > best_size) {
+        best_size = healthy;
+        best = IslandId(i);
+      }
+    }
+    absl::StrAppend(&out, "the largest island, ", best.value(), ", has ",
+                    describe(best));
+  }
+  absl::StrAppend(&out, ")");
+  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -975,7 +1050,8 @@ std::string ResourceManager::DebugString() const {
                       slice.request.island.has_value()
                           ? absl::StrCat("island ",
                                          slice.request.island->value())
-                          : std::string("any island"));
+                          : std::string("any island"),
+                      WaitReasonLocked(slice));
     } else {
       absl::StrAppend(&out, " island ", slice.island.value(), " devices ",
                       IdList(slice.devices), " generation ",

@@ -142,6 +142,13 @@ class ResourceManager {
     // no host has joined yet, waits for hosts to join instead of being
     // refused (a cluster whose workers connect after its clients).
     bool wait_for_hosts = false;
+    // With wait_for_hosts: what the cluster is configured to become. A
+    // request no such cluster could grant (an island >= `islands`, more
+    // devices than `island_devices`) is refused at once instead of waiting
+    // for hosts that will never come. Zero: not configured (it waits). An
+    // island that grew beyond its configured size counts at its real size.
+    int64_t islands = 0;
+    int64_t island_devices = 0;
   };
 
   // Every alive host of `topology` is in the pool.
@@ -248,6 +255,13 @@ class ResourceManager {
   using Notifications = std::vector<Notification>;
 
   absl::Status ValidateRequest(const SliceRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With wait_for_hosts: refuses what the configured cluster never grants.
+  absl::Status ValidateAgainstConfigurationLocked(
+      const SliceRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a queued request waits: how many devices it needs and how many
+  // its islands have (healthy and free now), for status.
+  std::string WaitReasonLocked(const Slice& slice) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Device bookkeeping.

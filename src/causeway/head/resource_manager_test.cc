@@ -459,6 +459,58 @@ TEST_F(ResourceManagerTest, WithWaitForHostsATooLargeRequestQueues) {
   EXPECT_EQ(queued.grant.Await()->island, IslandId(3));
 }
 
+TEST_F(ResourceManagerTest, WithWaitForHostsARequestBeyondTheConfigurationFailsAtOnce) {
+  // Configured for 2 islands of 4 devices; only one host has joined yet.
+  Build(Topology::Uniform(1, 1, 2, 1024),
+        {.wait_for_hosts = true, .islands = 2, .island_devices = 4});
+  SliceTicket big = manager_->RequestSlice(Request(5));
+  ASSERT_TRUE(big.grant.IsReady());
+  absl::Status status = big.grant.Await().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(),
+              HasSubstr("a slice of 5 devices can never be granted: an island "
+                        "of this cluster has at most 4 devices "
+                        "(head flag --max-island-devices"));
+  SliceRequest far = Request(1);
+  far.island = IslandId(2);
+  status = manager_->RequestSlice(far).grant.Await().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("island 2 does not exist and never will: the cluster "
+                        "is configured with 2 islands"));
+  // Within the configuration it still waits for the hosts to come.
+  SliceTicket fits = manager_->RequestSlice(Request(4));
+  ASSERT_FALSE(fits.grant.IsReady());
+  Join(0, 2);
+  ASSERT_TRUE(fits.grant.IsReady());
+  EXPECT_TRUE(fits.grant.Await().ok());
+}
+
+TEST_F(ResourceManagerTest, AnIslandLargerThanConfiguredCountsAtItsRealSize) {
+  Build(Topology::Uniform(1, 2, 4, 1024),
+        {.wait_for_hosts = true, .islands = 1, .island_devices = 4});
+  EXPECT_EQ(Grant(Request(8)).devices.size(), 8u);
+}
+
+TEST_F(ResourceManagerTest, StatusSaysWhatAQueuedRequestNeedsAndWhatThereIs) {
+  Build(Topology::Uniform(2, 1, 4, 1024), {.wait_for_hosts = true});
+  SliceGrant held = Grant(Request(3));
+  ASSERT_TRUE(manager_->MarkDeviceDead(DeviceId(7)).ok());
+  SliceTicket queued = manager_->RequestSlice(Request(6, 2));
+  SliceRequest on_one = Request(2, 3);
+  on_one.island = IslandId(0);
+  SliceTicket queued_on_one = manager_->RequestSlice(on_one);
+  ASSERT_FALSE(queued.grant.IsReady());
+  ASSERT_FALSE(queued_on_one.grant.IsReady());
+  const std::string text = manager_->DebugString();
+  EXPECT_THAT(text, HasSubstr("queued 6 devices on any island (needs 6 "
+                              "devices; the largest island, 0, has 4 "
+                              "healthy, 1 free)"));
+  EXPECT_THAT(text, HasSubstr("queued 2 devices on island 0 (needs 2 "
+                              "devices; island 0 has 4 healthy, 1 free)"));
+  (void)held;
+}
+
 TEST_F(ResourceManagerTest, SliceThatAllowsItShrinksAlongItsFirstMeshAxis) {
   Build(Topology::Uniform(1, 2, 4, 1024));
   SliceRequest request = Request(8);

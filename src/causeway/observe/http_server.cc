@@ -51,9 +51,9 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
   return std::make_pair(host, port);
 }
 
-HttpServer::HttpServer(HttpServerOptions options)
-    : options_(std::move(options)),
-      server_(std::make_unique<httplib::Server>()) {}
+HttpServer::HttpServer(HttpServerOptions options,
+                       std::unique_ptr<httplib::Server> server)
+    : options_(std::move(options)), server_(std::move(server)) {}
 
 HttpServer::~HttpServer() { Shutdown(); }
 
@@ -68,7 +68,35 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   auto [host, port] = SplitHostPort(options.listen).value_or(
       std::make_pair(std::string(), -1));
   if (port < 0) return SplitHostPort(options.listen).status();
-  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options)));
+  std::unique_ptr<httplib::Server> http_server;
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "HTTPS needs both a certificate and its key (--tls-cert, --tls-key)");
+  }
+  if (!options.tls_cert_file.empty()) {
+    auto https = std::make_unique<httplib::SSLServer>(
+        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
+        options.tls_ca_file.empty() ? nullptr : options.tls_ca_file.c_str());
+    if (!https->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the HTTP endpoint cannot serve TLS with certificate '",
+          options.tls_cert_file, "' and key '", options.tls_key_file, "'",
+          options.tls_ca_file.empty()
+              ? std::string()
+              : absl::StrCat(" and client CA '", options.tls_ca_file, "'"),
+          ": a file is missing, unreadable, not PEM, or the key does not "
+          "match the certificate"));
+    }
+    http_server = std::move(https);
+  } else if (!options.tls_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client CA for the HTTP endpoint (mutual TLS) needs its own "
+        "certificate and key too");
+  } else {
+    http_server = std::make_unique<httplib::Server>();
+  }
+  std::unique_ptr<HttpServer> server(
+      new HttpServer(std::move(options), std::move(http_server)));
   httplib::Server& http = *server->server_;
   const HttpServerOptions& opts = server->options_;
   http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };

@@ -13,7 +13,10 @@
 // for a worker. With a token, every endpoint but the page's static HTML and
 // /healthz (which say nothing about the cluster) needs the header
 // `Authorization: Bearer TOKEN` (compared in constant time), and answers
-// 401 without it. Unknown paths get 404, other methods 405, a malformed
+// 401 without it. With a TLS certificate it serves HTTPS only (the token
+// then never crosses the network in clear text), and with a CA too it
+// requires every client's certificate signed by it (mutual TLS), refusing
+// the TLS handshake otherwise. Unknown paths get 404, other methods 405, a malformed
 // query 400, each with a JSON {"error": "..."}.
 //
 // Thread-safe.
@@ -39,6 +42,12 @@ namespace causeway::observe {
 struct HttpServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks one.
   std::string token;                   // Empty: no token asked.
+  // HTTPS with this certificate and key (PEM files; the head's own
+  // --tls-cert/--tls-key). Empty: plain HTTP.
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
+  // With TLS: clients must present a certificate signed by this CA.
+  std::string tls_ca_file{};
   ClusterObserver* observer = nullptr;  // Required; not owned.
   // Null: /api/history answers 501. Not owned.
   const HistoryRecorder* history = nullptr;
@@ -49,8 +58,8 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  // Listening once it returns. InvalidArgument for a malformed address,
-  // Unavailable if it cannot bind.
+  // Listening once it returns. InvalidArgument for a malformed address or
+  // TLS files that cannot be loaded, Unavailable if it cannot bind.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
       HttpServerOptions options);
   ~HttpServer();  // Shutdown().
@@ -64,7 +73,8 @@ class HttpServer {
   void Shutdown();
 
  private:
-  explicit HttpServer(HttpServerOptions options);
+  HttpServer(HttpServerOptions options,
+             std::unique_ptr<httplib::Server> server);
 
   const HttpServerOptions options_;
   std::unique_ptr<httplib::Server> server_;

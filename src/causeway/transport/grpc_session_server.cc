@@ -15,13 +15,47 @@
 
 namespace causeway::transport {
 
+// The bytes of host buffers all sessions hold together, bounded: many
+// sessions, each within its own budget, cannot exhaust the head for the
+// others. Thread-safe.
+class GrpcSessionServer::HostBufferBudget {
+ public:
+  explicit HostBufferBudget(int64_t limit) : limit_(limit) {}
+
+  // Takes `bytes` for `what` if they fit; ResourceExhausted naming the
+  // limit if not.
+  absl::Status Take(int64_t bytes, const std::string& what) {
+    absl::MutexLock lock(&mu_);
+    if (bytes > limit_ - used_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          what, " (", bytes, " bytes) does not fit: the head holds ", used_,
+          " bytes of host buffers for all its sessions, of at most ", limit_,
+          " (--max-host-buffer-bytes); try again when others' uploads and "
+          "downloads are done"));
+    }
+    used_ += bytes;
+    return absl::OkStatus();
+  }
+  void Give(int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    used_ -= bytes;
+  }
+
+ private:
+  const int64_t limit_;
+  absl::Mutex mu_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // The host buffers of one session: uploads on their way to the head (a
 // `put_array` takes each once its bytes have come) and downloads waiting to
-// be fetched. Bounded in bytes. Thread-safe; promises are set outside the
-// lock (their callbacks may run inline).
+// be fetched. Bounded in bytes, per session and (`head_wide`) for all
+// sessions together. Thread-safe; promises are set outside the lock (their
+// callbacks may run inline).
 class GrpcSessionServer::HostBuffers {
  public:
-  explicit HostBuffers(int64_t budget) : budget_(budget) {}
+  HostBuffers(int64_t budget, std::shared_ptr<HostBufferBudget> head_wide)
+      : budget_(budget), head_wide_(std::move(head_wide)) {}
 
   // An upload of `bytes` bytes into `id` starts.
   absl::Status BeginUpload(uint64_t id, int64_t bytes) {
@@ -36,8 +70,10 @@ class GrpcSessionServer::HostBuffers {
       return absl::ResourceExhaustedError(absl::StrCat(
           "host buffer ", id, " (", bytes, " bytes) does not fit: the "
           "session holds ", used_, " bytes of host buffers of at most ",
-          budget_));
+          budget_, " (--max-host-buffer-bytes-per-session)"));
     }
+    CW_RETURN_IF_ERROR(
+        head_wide_->Take(bytes, absl::StrCat("host buffer ", id)));
     upload.begun = true;
     upload.bytes = bytes;
     used_ += bytes;
@@ -89,8 +125,10 @@ class GrpcSessionServer::HostBuffers {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the fetched value (", bytes, " bytes) does not fit: the session "
           "holds ", used_, " bytes of host buffers of at most ", budget_,
-          "; download what was fetched first"));
+          " (--max-host-buffer-bytes-per-session); download what was "
+          "fetched first"));
     }
+    CW_RETURN_IF_ERROR(head_wide_->Take(bytes, "the fetched value"));
     used_ += bytes;
     downloads_.emplace(id, std::move(value));
     return absl::OkStatus();
@@ -107,6 +145,7 @@ class GrpcSessionServer::HostBuffers {
     hlo::Literal value = std::move(it->second);
     downloads_.erase(it);
     used_ -= value.size_bytes();
+    head_wide_->Give(value.size_bytes());
     return value;
   }
 
@@ -122,6 +161,7 @@ class GrpcSessionServer::HostBuffers {
       }
       uploads_.clear();
       downloads_.clear();
+      head_wide_->Give(used_);
       used_ = 0;
     }
     for (Promise<hlo::Literal>& promise : waiting) promise.Set(why);
@@ -148,10 +188,12 @@ class GrpcSessionServer::HostBuffers {
   void EraseLocked(std::map<uint64_t, Upload>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     used_ -= it->second.bytes;
+    head_wide_->Give(it->second.bytes);
     uploads_.erase(it);
   }
 
   const int64_t budget_;
+  const std::shared_ptr<HostBufferBudget> head_wide_;
   absl::Mutex mu_;
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Upload> uploads_ ABSL_GUARDED_BY(mu_);
@@ -161,8 +203,11 @@ class GrpcSessionServer::HostBuffers {
 
 struct GrpcSessionServer::SessionState {
   SessionState(SessionId id, std::string key, grpc::ServerContext* context,
-               int64_t budget)
-      : id(id), key(std::move(key)), context(context), buffers(budget) {}
+               int64_t budget, std::shared_ptr<HostBufferBudget> head_wide)
+      : id(id),
+        key(std::move(key)),
+        context(context),
+        buffers(budget, std::move(head_wide)) {}
 
   // Queues an answer (dropped once the session's stream is done).
   void Answer(uint64_t op_id, const absl::Status& status,
@@ -222,7 +267,13 @@ std::string NewSessionKey() {
 GrpcSessionServer::GrpcSessionServer(SessionService* service,
                                      const TokenCheck* auth,
                                      GrpcSessionServerOptions options)
-    : service_(service), auth_(auth), options_(std::move(options)) {}
+    : service_(service),
+      auth_(auth),
+      options_(std::move(options)),
+      host_buffer_budget_(std::make_shared<HostBufferBudget>(
+          options_.max_host_buffer_bytes)),
+      session_opens_(options_.max_session_opens_per_second,
+                     options_.session_open_burst) {}
 
 GrpcSessionServer::~GrpcSessionServer() { Shutdown(); }
 
@@ -247,6 +298,15 @@ void GrpcSessionServer::Shutdown() {
 int64_t GrpcSessionServer::num_sessions() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(sessions_.size());
+}
+
+void GrpcSessionServer::EndUnreadSession(SessionId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id.value());
+  if (it == sessions_.end()) return;
+  // Under the lock, as in Shutdown: the context is alive. The handler's
+  // Read then fails, and it ends the session saying why.
+  it->second->context->TryCancel();
 }
 
 absl::StatusOr<std::shared_ptr<GrpcSessionServer::SessionState>>
@@ -298,18 +358,34 @@ grpc::Status GrpcSessionServer::Session(
       return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
     }
   }
+  if (!session_opens_.TryAcquire()) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "SessionRequest.open: the head opens at most ",
+        session_opens_.rate(), " sessions a second for all its clients "
+        "(--max-session-opens-per-second), and more came: try again "
+        "shortly")));
+  }
   // Leased: a client that goes silent (killed, cut off) loses it.
   absl::StatusOr<SessionId> id =
       service_->OpenSession(*open, SessionLease::kLeased);
   if (!id.ok()) return ToGrpcStatus(id.status());
 
   auto session = std::make_shared<SessionState>(
-      *id, NewSessionKey(), context, options_.max_host_buffer_bytes_per_session);
+      *id, NewSessionKey(), context, options_.max_host_buffer_bytes_per_session,
+      host_buffer_budget_);
   session->last_op_id = first.op_id();
   StreamWriter<wire::SessionResponse>::Options writer;
   writer.write = [stream](const wire::SessionResponse& response) {
     return stream->Write(response);
   };
+  // A client that sends requests and never reads their answers: its
+  // answers pile up only so far, then its session ends (it reads nothing,
+  // so the head's log says why).
+  writer.max_queued_bytes = options_.max_answer_bytes_per_session;
+  writer.size = [](const wire::SessionResponse& response) {
+    return static_cast<int64_t>(response.ByteSizeLong());
+  };
+  writer.on_overflow = [this, id = *id] { EndUnreadSession(id); };
   session->writer =
       std::make_unique<StreamWriter<wire::SessionResponse>>(std::move(writer));
   bool shut_down = false;
@@ -356,6 +432,13 @@ grpc::Status GrpcSessionServer::Session(
   // Broken, cancelled, half-closed without `close`, or ended by a bad
   // request: the session goes now (its lease would end it anyway).
   service_->CloseSession(*id);
+  if (session_error.ok() && session->writer->overflowed()) {
+    session_error = absl::ResourceExhaustedError(absl::StrCat(
+        "session ", id->value(), ": more than ",
+        options_.max_answer_bytes_per_session,
+        " bytes of its answers waited to be written "
+        "(--max-answer-bytes-per-session): its client does not read them"));
+  }
   if (session_error.ok() && !context->IsCancelled()) {
     // Read fails alike for a client that half-closed without `close` and
     // for a message that does not parse: either way not the protocol.

@@ -31,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "causeway/base/rate_limiter.h"
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/proto/session.grpc.pb.h"
 #include "causeway/transport/session_channel.h"
@@ -46,6 +47,17 @@ struct GrpcSessionServerOptions {
   // Bytes of uploads a session may have received and not yet handed to
   // the head, and of downloads waiting to be fetched.
   int64_t max_host_buffer_bytes_per_session = int64_t{32} << 30;
+  // The same, for all sessions together.
+  int64_t max_host_buffer_bytes = int64_t{64} << 30;
+  // Sessions opened per second, for all clients together (a token bucket
+  // of `session_open_burst`): a client opening and closing sessions in a
+  // loop cannot take the head's time from the others. Over it, `open`
+  // fails RESOURCE_EXHAUSTED naming the limit.
+  double max_session_opens_per_second = 1000;
+  double session_open_burst = 1000;
+  // Bytes of one session's answers waiting to be written: a client that
+  // does not read them loses its session past this.
+  int64_t max_answer_bytes_per_session = int64_t{64} << 20;
   // The cluster's topology, for GetClusterStatus (clients list its
   // devices). Null: none is sent.
   std::function<std::shared_ptr<const Topology>()> topology;
@@ -84,6 +96,7 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
       wire::ClusterStatusResponse* response) override;
 
  private:
+  class HostBufferBudget;
   class HostBuffers;
   struct SessionState;
 
@@ -91,6 +104,9 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   // (an unknown id and a wrong key read the same).
   absl::StatusOr<std::shared_ptr<SessionState>> FindSession(
       int64_t id, const std::string& key) const;
+  // Ends session `id` whose answers overflowed (its client reads none):
+  // cancels its call. Any thread.
+  void EndUnreadSession(SessionId id);
   // Handles one request after `open`. False ends the session (the
   // client closed it, or it cannot go on).
   bool HandleRequest(const std::shared_ptr<SessionState>& session,
@@ -106,6 +122,8 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   SessionService* const service_;
   const TokenCheck* const auth_;
   const GrpcSessionServerOptions options_;
+  const std::shared_ptr<HostBufferBudget> host_buffer_budget_;
+  RateLimiter session_opens_;
 
   mutable absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<SessionState>> sessions_

@@ -12,6 +12,12 @@
 // `idle_message()` (a session's keepalive; built under the writer's lock,
 // so it must not take locks of its own).
 //
+// Bounded (`max_queued_bytes`, by `size`): a peer that does not read lets
+// the queue grow only so far. The Send that would pass the bound is
+// refused, every later one too, and `on_overflow` runs once, on that
+// Send's thread, outside the writer's lock: it should cancel the call (the
+// writer's thread may be stuck in a write the peer never takes).
+//
 // Thread-safe. The write function runs on the writer's thread only.
 // Close(false) does not interrupt a write in progress: cancel the call
 // (ClientContext::TryCancel / ServerContext::TryCancel) first if the peer
@@ -20,6 +26,7 @@
 #define CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
@@ -45,6 +52,10 @@ class StreamWriter {
     std::function<bool(Message& into, Message& next)> merge;
     absl::Duration idle_interval = absl::InfiniteDuration();
     std::function<Message()> idle_message;
+    // Bytes of messages queued and being written at most; 0: no bound.
+    int64_t max_queued_bytes = 0;
+    std::function<int64_t(const Message&)> size;  // Required with a bound.
+    std::function<void()> on_overflow;            // Optional.
   };
 
   explicit StreamWriter(Options options)
@@ -57,12 +68,25 @@ class StreamWriter {
   StreamWriter& operator=(const StreamWriter&) = delete;
 
   // Queues `message`; false (and the message dropped) once the writer is
-  // closed or its stream broke.
+  // closed, its stream broke or its queue overflowed.
   bool Send(Message message) {
-    absl::MutexLock lock(&mu_);
-    if (closing_ || broken_) return false;
-    queue_.push_back(std::move(message));
-    return true;
+    const int64_t bytes =
+        options_.max_queued_bytes > 0 ? options_.size(message) : 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_ || broken_ || overflowed_) return false;
+      if (options_.max_queued_bytes == 0 ||
+          queued_bytes_ + writing_bytes_ + bytes <= options_.max_queued_bytes) {
+        queued_bytes_ += bytes;
+        queue_.push_back(std::move(message));
+        return true;
+      }
+      overflowed_ = true;
+      queue_.clear();
+      queued_bytes_ = 0;
+    }
+    if (options_.on_overflow) options_.on_overflow();
+    return false;
   }
 
   // Stops the writer: after every queued message was written (`drain`) or
@@ -92,6 +116,11 @@ class StreamWriter {
     absl::MutexLock lock(&mu_);
     return broken_;
   }
+  // A Send was refused over `max_queued_bytes`.
+  bool overflowed() const {
+    absl::MutexLock lock(&mu_);
+    return overflowed_;
+  }
 
  private:
   void Loop() {
@@ -115,6 +144,8 @@ class StreamWriter {
         }
         if (queue_.empty()) return;  // Closing, drained.
         batch.swap(queue_);
+        writing_bytes_ = queued_bytes_;
+        queued_bytes_ = 0;
       }
       while (!batch.empty()) {
         // Closed without draining: what it took from the queue goes too.
@@ -133,6 +164,8 @@ class StreamWriter {
         }
       }
       last_write = absl::Now();
+      absl::MutexLock lock(&mu_);
+      writing_bytes_ = 0;
     }
   }
 
@@ -141,6 +174,9 @@ class StreamWriter {
   std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;   // In queue_.
+  int64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // In the batch.
   absl::Duration idle_interval_ ABSL_GUARDED_BY(mu_);
   bool interval_changed_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> abandoned_{false};

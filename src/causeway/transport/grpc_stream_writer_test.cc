@@ -146,6 +146,47 @@ TEST(StreamWriterTest, CloseWithoutDrainAbandonsTheRestOfABatchTakenAlready) {
   EXPECT_THAT(stream.written(), ElementsAre("block", "block2"));
 }
 
+TEST(StreamWriterTest, APeerThatDoesNotReadOverflowsTheBoundOnce) {
+  FakeStream stream;
+  StreamWriter<std::string>::Options options = WriteTo(stream);
+  options.max_queued_bytes = 10;
+  options.size = [](const std::string& m) {
+    return static_cast<int64_t>(m.size());
+  };
+  int overflows = 0;
+  options.on_overflow = [&] { ++overflows; };
+  StreamWriter<std::string> writer(std::move(options));
+  EXPECT_TRUE(writer.Send("block"));  // 5 bytes, being written...
+  stream.AwaitBlocked();               // ...and the peer takes nothing.
+  EXPECT_TRUE(writer.Send("abcd"));   // 9 in all.
+  EXPECT_TRUE(writer.Send("e"));      // 10: at the bound, not past it.
+  EXPECT_FALSE(writer.Send("f"));     // 11: refused, and the queue dropped.
+  EXPECT_FALSE(writer.Send("g"));     // Refused from then on.
+  EXPECT_EQ(overflows, 1);
+  EXPECT_TRUE(writer.overflowed());
+  stream.Open();
+  writer.Close(/*drain=*/true);
+  EXPECT_THAT(stream.written(), ElementsAre("block"));
+}
+
+TEST(StreamWriterTest, BytesWrittenAreGivenBackToTheBound) {
+  FakeStream stream;
+  StreamWriter<std::string>::Options options = WriteTo(stream);
+  // Room for two: the one just written may not be counted out yet when the
+  // next is sent (the writer gives its bytes back after the write returns).
+  options.max_queued_bytes = 6;
+  options.size = [](const std::string& m) {
+    return static_cast<int64_t>(m.size());
+  };
+  StreamWriter<std::string> writer(std::move(options));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(writer.Send("abc")) << i;
+    stream.AwaitWritten(static_cast<size_t>(i + 1));
+  }
+  writer.Close(/*drain=*/true);
+  EXPECT_EQ(stream.written().size(), 100u);
+}
+
 TEST(StreamWriterTest, AnIntervalSetLaterWakesAWriterWaitingWithoutOne) {
   FakeStream stream;
   StreamWriter<std::string>::Options options = WriteTo(stream);

@@ -1,0 +1,28 @@
+// A client of the head's HTTP endpoint (`causeway top`, `causeway trace`)
+// with the cluster's security flags (docs/security.md): HTTPS when a CA is
+// given (the head's certificate is checked against it, and --tls-cert /
+// --tls-key are presented to a head that requires client certificates),
+// plain HTTP otherwise. The token goes as a bearer token (HeadHttpHeaders).
+#ifndef CAUSEWAY_CLI_HEAD_HTTP_CLIENT_H_
+#define CAUSEWAY_CLI_HEAD_HTTP_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "causeway/transport/grpc_common.h"
+#include "httplib.h"
+
+namespace causeway::cli {
+
+// InvalidArgument for a client certificate without its key (or the other
+// way round).
+absl::StatusOr<std::unique_ptr<httplib::Client>> MakeHeadHttpClient(
+    const std::string& address, const transport::GrpcSecurity& security);
+
+// The headers every request carries: the token, if any.
+httplib::Headers HeadHttpHeaders(const transport::GrpcSecurity& security);
+
+}  // namespace causeway::cli
+
+#endif  // CAUSEWAY_CLI_HEAD_HTTP_CLIENT_H_
