@@ -1,10 +1,26 @@
 #include "causeway/proxy/host_buffer_store.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace causeway::proxy {
+
+HostBuffer::HostBuffer(int64_t size)
+    : value_(hlo::Literal::Uninitialized(
+          hlo::Shape(hlo::PrimitiveType::kU8, {size}))) {}
+
+HostBuffer HostBuffer::Copy(std::string_view bytes) {
+  HostBuffer buffer(static_cast<int64_t>(bytes.size()));
+  if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
+  return buffer;
+}
+
+std::string_view HostBuffer::bytes() const {
+  return std::string_view(static_cast<const char*>(value_.untyped_data()),
+                          static_cast<size_t>(value_.size_bytes()));
+}
 
 absl::Status HostBufferStore::CheckSize(int64_t bytes) const {
   if (bytes < 0) {
@@ -27,7 +43,7 @@ absl::Status HostBufferStore::CheckSize(int64_t bytes) const {
 }
 
 absl::Status HostBufferStore::Store(uint64_t handle, HostBuffer data) {
-  const int64_t bytes = static_cast<int64_t>(data->size());
+  const int64_t bytes = data.size();
   if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
   std::vector<Promise<HostBuffer>> waiters;
   {
@@ -38,7 +54,7 @@ absl::Status HostBufferStore::Store(uint64_t handle, HostBuffer data) {
           "this session's host buffers are at the proxy's limit");
     }
     Entry& entry = entries_[handle];
-    if (entry.data != nullptr) {
+    if (entry.data.has_value()) {
       return absl::AlreadyExistsError(
           absl::StrCat("host buffer ", handle, " is stored already"));
     }
@@ -58,7 +74,7 @@ Future<HostBuffer> HostBufferStore::Lookup(uint64_t handle) {
         absl::CancelledError("the session has ended"));
   }
   Entry& entry = entries_[handle];
-  if (entry.data != nullptr) return MakeReadyFuture<HostBuffer>(entry.data);
+  if (entry.data.has_value()) return MakeReadyFuture<HostBuffer>(*entry.data);
   if (num_waiters_ >= limits_.max_waiters) {
     if (entry.waiters.empty()) entries_.erase(handle);
     return MakeReadyFuture<HostBuffer>(absl::ResourceExhaustedError(absl::StrCat(
@@ -73,10 +89,10 @@ Future<HostBuffer> HostBufferStore::Lookup(uint64_t handle) {
 absl::Status HostBufferStore::Delete(uint64_t handle) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(handle);
-  if (it == entries_.end() || it->second.data == nullptr) {
+  if (it == entries_.end() || !it->second.data.has_value()) {
     return absl::NotFoundError(absl::StrCat("host buffer ", handle, " is not stored"));
   }
-  total_bytes_ -= static_cast<int64_t>(it->second.data->size());
+  total_bytes_ -= it->second.data->size();
   entries_.erase(it);
   return absl::OkStatus();
 }

@@ -5,6 +5,11 @@
 // arrive before the buffer's bytes do (the client uploads in the
 // background), so Lookup returns a future that resolves when they arrive.
 //
+// A buffer's bytes live in an hlo::Literal's storage (block-pool memory,
+// shared without copying): an upload is received straight into the storage
+// its array is then made of, and a fetched value is stored as it came from
+// the cluster, so neither is copied again inside the proxy.
+//
 // Bounded: a buffer larger than `max_buffer_bytes`, or one that would take
 // the store past `max_total_bytes`, is refused (ResourceExhausted); at most
 // `max_waiters` lookups may wait at once. Close() fails every waiter
@@ -15,18 +20,42 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/future.h"
+#include "causeway/hlo/literal.h"
 
 namespace causeway::proxy {
 
-using HostBuffer = std::shared_ptr<const std::string>;
+// A host buffer: the bytes of an array literal, in its storage. Cheap to
+// copy (the storage is shared).
+class HostBuffer {
+ public:
+  // `value` is an array literal; its bytes are the buffer's.
+  explicit HostBuffer(hlo::Literal value) : value_(std::move(value)) {}
+  // `size` uninitialised bytes (u8[size]), to be filled through data()
+  // before the buffer is shared.
+  explicit HostBuffer(int64_t size);
+  // A copy of `bytes`.
+  static HostBuffer Copy(std::string_view bytes);
+
+  int64_t size() const { return value_.size_bytes(); }
+  std::string_view bytes() const;
+  // The storage, for filling; copies it first if it is shared.
+  char* data() { return static_cast<char*>(value_.mutable_untyped_data()); }
+  // The bytes as an array literal (their storage, whatever its shape).
+  const hlo::Literal& literal() const { return value_; }
+
+ private:
+  hlo::Literal value_;
+};
 
 class HostBufferStore {
  public:
@@ -55,7 +84,7 @@ class HostBufferStore {
 
  private:
   struct Entry {
-    HostBuffer data;                             // Null until stored.
+    std::optional<HostBuffer> data;            // Until stored: none.
     std::vector<Promise<HostBuffer>> waiters;  // Until stored.
   };
   const Limits limits_;

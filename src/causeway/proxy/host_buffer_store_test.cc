@@ -1,6 +1,5 @@
 #include "causeway/proxy/host_buffer_store.h"
 
-#include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -8,7 +7,7 @@
 namespace causeway::proxy {
 namespace {
 
-HostBuffer Bytes(size_t n) { return std::make_shared<const std::string>(n, 'x'); }
+HostBuffer Bytes(size_t n) { return HostBuffer::Copy(std::string(n, 'x')); }
 
 class HostBufferStoreTest : public ::testing::Test {
  protected:
@@ -27,7 +26,7 @@ TEST_F(HostBufferStoreTest, LookupBeforeStoreResolvesWhenTheBytesArrive) {
   EXPECT_FALSE(lookup.IsReady());
   ASSERT_TRUE(store_.Store(7, Bytes(10)).ok());
   ASSERT_TRUE(lookup.IsReady());
-  EXPECT_EQ((*lookup.Await())->size(), 10u);
+  EXPECT_EQ(lookup.Await()->bytes(), std::string(10, 'x'));
 }
 
 TEST_F(HostBufferStoreTest, StoringAHandleTwiceIsRefused) {
@@ -64,6 +63,15 @@ TEST_F(HostBufferStoreTest, CloseFailsWaitersAndRefusesLaterStores) {
   ASSERT_TRUE(lookup.IsReady());
   EXPECT_EQ(lookup.Await().status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(store_.Store(5, Bytes(1)).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(HostBufferStoreTest, LookupSharesTheStoredBytesWithoutCopying) {
+  HostBuffer stored = Bytes(64);
+  const char* where = stored.bytes().data();
+  ASSERT_TRUE(store_.Store(4, stored).ok());
+  absl::StatusOr<HostBuffer> found = store_.Lookup(4).Await();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->bytes().data(), where);
 }
 
 TEST_F(HostBufferStoreTest, DeletingAnUnknownHandleIsNotFound) {

@@ -422,20 +422,20 @@ bool IsDenseRowMajor(const hlo::Shape& shape,
 }
 
 absl::StatusOr<hlo::Literal> LiteralFromHostBuffer(
-    const std::string& bytes, const hlo::Shape& shape,
+    const hlo::Literal& bytes, const hlo::Shape& shape,
     const std::optional<std::vector<int64_t>>& strides) {
   const int64_t width = hlo::ByteWidth(shape.type());
   const int64_t size = shape.ByteSize();
-  hlo::Literal literal = hlo::Literal::Uninitialized(shape);
+  const int64_t have = bytes.size_bytes();
   if (!strides.has_value() || IsDenseRowMajor(shape, *strides)) {
-    if (static_cast<int64_t>(bytes.size()) != size) {
+    if (have != size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "a host buffer of ", bytes.size(), " bytes for an array ",
+          "a host buffer of ", have, " bytes for an array ",
           shape.ToString(false), " of ", size, " bytes"));
     }
-    if (size > 0) std::memcpy(literal.mutable_untyped_data(), bytes.data(), size);
-    return literal;
+    return bytes.WithShape(shape);
   }
+  hlo::Literal literal = hlo::Literal::Uninitialized(shape);
   const std::vector<int64_t>& s = *strides;
   const int64_t rank = shape.rank();
   if (static_cast<int64_t>(s.size()) != rank) {
@@ -454,17 +454,17 @@ absl::StatusOr<hlo::Literal> LiteralFromHostBuffer(
     }
     extent += (shape.dim(d) - 1) * s[d];
   }
-  if (extent > static_cast<int64_t>(bytes.size())) {
+  if (extent > have) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "byte strides reach byte ", extent, " of a host buffer of ",
-        bytes.size()));
+        "byte strides reach byte ", extent, " of a host buffer of ", have));
   }
+  const char* in = static_cast<const char*>(bytes.untyped_data());
   char* out = static_cast<char*>(literal.mutable_untyped_data());
   std::vector<int64_t> index(rank, 0);
   const int64_t count = shape.ElementCount();
   int64_t offset = 0;  // Of `index` in `bytes`.
   for (int64_t n = 0; n < count; ++n) {
-    std::memcpy(out + n * width, bytes.data() + offset, width);
+    std::memcpy(out + n * width, in + offset, width);
     for (int64_t d = rank; d-- > 0;) {
       if (++index[d] < shape.dim(d)) {
         offset += s[d];

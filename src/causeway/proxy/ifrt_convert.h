@@ -89,11 +89,13 @@ bool IsDenseRowMajor(const hlo::Shape& shape,
                      const std::vector<int64_t>& strides);
 
 // The array of `shape` whose element at index i lies at byte
-// sum(i[d] * strides[d]) of `bytes` (IFRT's byte strides; none: dense
-// row-major). InvalidArgument when a stride is negative, the rank differs
-// or an element lies outside `bytes`.
+// sum(i[d] * strides[d]) of the bytes of `bytes` (an array literal of any
+// shape: a host buffer; IFRT's byte strides; none: dense row-major). Dense
+// row-major bytes are not copied: the result shares `bytes`' storage.
+// InvalidArgument when a stride is negative, the rank differs or an element
+// lies outside the bytes.
 absl::StatusOr<hlo::Literal> LiteralFromHostBuffer(
-    const std::string& bytes, const hlo::Shape& shape,
+    const hlo::Literal& bytes, const hlo::Shape& shape,
     const std::optional<std::vector<int64_t>>& strides);
 
 }  // namespace causeway::proxy

@@ -1,5 +1,9 @@
 #include "causeway/proxy/ifrt_convert.h"
 
+#include <cstring>
+#include <string>
+#include <string_view>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -156,10 +160,34 @@ TEST(IfrtConvertTest, DenseRowMajorStridesAreRecognised) {
   EXPECT_FALSE(IsDenseRowMajor(shape, {12}));
 }
 
+// A host buffer's bytes as the proxy holds them: a u8 array literal.
+hlo::Literal Bytes(std::string_view bytes) {
+  hlo::Literal literal = hlo::Literal::Uninitialized(hlo::Shape(
+      hlo::PrimitiveType::kU8, {static_cast<int64_t>(bytes.size())}));
+  if (!bytes.empty()) {
+    std::memcpy(literal.mutable_untyped_data(), bytes.data(), bytes.size());
+  }
+  return literal;
+}
+
+TEST(IfrtConvertTest, DenseHostBufferBecomesTheArrayWithoutACopy) {
+  std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  hlo::Literal bytes =
+      Bytes(std::string_view(reinterpret_cast<const char*>(values.data()), 24));
+  hlo::Shape shape(hlo::PrimitiveType::kF32, {2, 3});
+  absl::StatusOr<hlo::Literal> literal =
+      LiteralFromHostBuffer(bytes, shape, std::vector<int64_t>{12, 4});
+  ASSERT_TRUE(literal.ok()) << literal.status();
+  EXPECT_EQ(literal->shape(), shape);
+  EXPECT_THAT(literal->data<float>(), ElementsAre(1, 2, 3, 4, 5, 6));
+  EXPECT_EQ(literal->untyped_data(), bytes.untyped_data());
+}
+
 TEST(IfrtConvertTest, StridedHostBufferIsGatheredElementByElement) {
   // A 2x2 view of a 2x3 f32 array: row stride 12 bytes, column stride 4.
   std::vector<float> base = {1, 2, 3, 4, 5, 6};
-  std::string bytes(reinterpret_cast<const char*>(base.data()), 20);
+  hlo::Literal bytes =
+      Bytes(std::string_view(reinterpret_cast<const char*>(base.data()), 20));
   hlo::Shape shape(hlo::PrimitiveType::kF32, {2, 2});
   absl::StatusOr<hlo::Literal> literal =
       LiteralFromHostBuffer(bytes, shape, std::vector<int64_t>{12, 4});
@@ -168,7 +196,7 @@ TEST(IfrtConvertTest, StridedHostBufferIsGatheredElementByElement) {
 }
 
 TEST(IfrtConvertTest, StridesReachingPastTheBufferAreRefused) {
-  std::string bytes(16, '\0');
+  hlo::Literal bytes = Bytes(std::string(16, '\0'));
   hlo::Shape shape(hlo::PrimitiveType::kF32, {2, 2});
   EXPECT_EQ(LiteralFromHostBuffer(bytes, shape, std::vector<int64_t>{12, 4})
                 .status()
@@ -183,8 +211,8 @@ TEST(IfrtConvertTest, StridesReachingPastTheBufferAreRefused) {
 
 TEST(IfrtConvertTest, DenseHostBufferOfTheWrongSizeIsRefused) {
   hlo::Shape shape(hlo::PrimitiveType::kF32, {2, 2});
-  EXPECT_FALSE(LiteralFromHostBuffer(std::string(15, '\0'), shape, std::nullopt).ok());
-  EXPECT_TRUE(LiteralFromHostBuffer(std::string(16, '\0'), shape, std::nullopt).ok());
+  EXPECT_FALSE(LiteralFromHostBuffer(Bytes(std::string(15, '\0')), shape, std::nullopt).ok());
+  EXPECT_TRUE(LiteralFromHostBuffer(Bytes(std::string(16, '\0')), shape, std::nullopt).ok());
 }
 
 }  // namespace

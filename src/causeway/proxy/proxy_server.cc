@@ -1,6 +1,7 @@
 #include "causeway/proxy/proxy_server.h"
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -151,20 +152,24 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
     if (absl::Status s = (*session)->host_buffers().CheckSize(size); !s.ok()) {
       return GrpcError(s);
     }
-    auto data = std::make_shared<std::string>();
-    data->reserve(size);
+    // Received straight into the storage the array will be made of.
+    HostBuffer data(size);
+    char* const out = data.data();
+    int64_t received = 0;
     pb::GrpcHostBufferStoreRequest chunk;
     while (reader->Read(&chunk)) {
-      if (static_cast<int64_t>(data->size() + chunk.data().size()) > size) {
+      const int64_t n = static_cast<int64_t>(chunk.data().size());
+      if (n > size - received) {
         return GrpcError(absl::DataLossError(absl::StrCat(
             "host buffer ", metadata->handle(), ": more than the ", size,
             " bytes its header announced")));
       }
-      data->append(chunk.data());
+      if (n > 0) std::memcpy(out + received, chunk.data().data(), n);
+      received += n;
     }
-    if (static_cast<int64_t>(data->size()) != size) {
+    if (received != size) {
       return GrpcError(absl::DataLossError(absl::StrCat(
-          "host buffer ", metadata->handle(), ": ", data->size(),
+          "host buffer ", metadata->handle(), ": ", received,
           " bytes arrived of the ", size, " its header announced")));
     }
     return GrpcError((*session)->host_buffers().Store(metadata->handle(), std::move(data)));
@@ -188,7 +193,7 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
       }
       return GrpcError(data.status());
     }
-    const std::string& bytes = **data;
+    const std::string_view bytes = data->bytes();
     pb::GrpcHostBufferLookupResponse chunk;
     size_t offset = 0;
     do {

@@ -48,9 +48,6 @@ void AddAttribute(xla::ifrt::AttributeMapProto* map, std::string key,
   *entry->mutable_value() = std::move(value);
 }
 
-// Fetched values up to this size are stored on the thread that receives them.
-constexpr int64_t kStoreInlineBytes = int64_t{1} << 20;
-
 absl::Status CheckHandleCount(int count, const char* what) {
   if (count > kMaxHandlesPerRequest) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -307,6 +304,11 @@ absl::StatusOr<client::Array> ProxySession::Materialized(const ArrayEntry& entry
   return session_.Assemble({&piece, 1}, entry.shape, *slice, *sharding);
 }
 
+int64_t ProxySession::held_futures() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(futures_.size());
+}
+
 uint64_t ProxySession::MintHandle() {
   absl::MutexLock lock(&mu_);
   return next_handle_++;
@@ -403,7 +405,7 @@ Future<IfrtResponse> ProxySession::MakeArrayFromHostBuffer(
             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
           (void)host_buffers_.Delete(buffer_handle);
           absl::StatusOr<hlo::Literal> literal =
-              LiteralFromHostBuffer(*bytes, shape, strides);
+              LiteralFromHostBuffer(bytes.literal(), shape, strides);
           if (!literal.ok()) {
             return absl::Status(literal.status().code(),
                                 absl::StrCat("host buffer ", buffer_handle, ": ",
@@ -547,7 +549,7 @@ Future<> ProxySession::MakeArrayFromShards(
                        std::vector<hlo::Literal> literals;
                        for (size_t b = 0; b < bytes.size(); ++b) {
                          absl::StatusOr<hlo::Literal> literal = LiteralFromHostBuffer(
-                             *bytes[b], shard_shape, buffer_strides[b]);
+                             bytes[b].literal(), shard_shape, buffer_strides[b]);
                          if (!literal.ok()) {
                            return absl::Status(
                                literal.status().code(),
@@ -584,9 +586,8 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                    request.byte_strides().strides().end());
   }
   const bool has_strides = request.has_byte_strides();
-  // The fetch is asked for on the thread that has the array (no hop); a
-  // small value is stored on the thread that receives it, a large one on
-  // the pool (its copy would hold up the client library's reader).
+  // The fetch is asked for on the thread that has the array, and the value
+  // stored on the thread that receives it (storing does not copy): no hop.
   return FindArray(request.array_handle())
       .AndThen(
           InlineExecutor::Instance(),
@@ -614,15 +615,12 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
             } else {
               literal = entry->array.ToHost();
             }
-            Executor& storer = entry->shape.ByteSize() <= kStoreInlineBytes
-                                   ? static_cast<Executor&>(InlineExecutor::Instance())
-                                   : *executor_;
             return literal.Map(
-                storer, [this, buffer_handle](const hlo::Literal& value)
-                            -> absl::StatusOr<IfrtResponse> {
-                  auto bytes = std::make_shared<std::string>(
-                      static_cast<const char*>(value.untyped_data()), value.size_bytes());
-                  if (absl::Status s = host_buffers_.Store(buffer_handle, std::move(bytes));
+                InlineExecutor::Instance(),
+                [this, buffer_handle](const hlo::Literal& value)
+                    -> absl::StatusOr<IfrtResponse> {
+                  if (absl::Status s =
+                          host_buffers_.Store(buffer_handle, HostBuffer(value));
                       !s.ok()) {
                     return s;
                   }
@@ -1546,9 +1544,16 @@ Future<IfrtResponse> ProxySession::Execute(
                           ? request.result_array_handle(i)
                           : MintHandle());
   }
-  const uint64_t status_handle = request.result_status_handle() != 0
-                                     ? request.result_status_handle()
-                                     : MintHandle();
+  // The execution's status future exists only when the client asked for it
+  // (fill_status, or a status handle of its own): since protocol version 6
+  // a client that did not never reads it, and each one would cost a
+  // readiness call to the head per output and stay in futures_ for good.
+  const bool wants_status = request.execute_options().fill_status() ||
+                            request.result_status_handle() != 0;
+  const uint64_t status_handle =
+      request.result_status_handle() != 0 ? request.result_status_handle()
+      : wants_status                      ? MintHandle()
+                                          : 0;
   std::vector<ArrayFuture> args;
   for (uint64_t h : request.args_handles()) args.push_back(FindArray(h));
   Future<std::vector<std::shared_ptr<const ArrayEntry>>> inputs =
@@ -1599,7 +1604,7 @@ Future<IfrtResponse> ProxySession::Execute(
   auto* out = response.mutable_loaded_executable_execute_response();
   // jaxlib's client wants a status handle back only when it asked for the
   // status (fill_status) and did not mint one itself.
-  if (request.result_status_handle() == 0 && request.execute_options().fill_status()) {
+  if (request.result_status_handle() == 0 && wants_status) {
     out->set_status_handle(status_handle);
   }
   for (size_t i = 0; i < num_outputs; ++i) {
@@ -1622,10 +1627,12 @@ Future<IfrtResponse> ProxySession::Execute(
         !s.ok()) {
       return MakeReadyFuture<IfrtResponse>(s);
     }
-    done.push_back(output.AndThen(InlineExecutor::Instance(),
-                                  [](const std::shared_ptr<const ArrayEntry>& e) {
-                                    return e->array.Ready();
-                                  }));
+    if (wants_status) {
+      done.push_back(output.AndThen(InlineExecutor::Instance(),
+                                    [](const std::shared_ptr<const ArrayEntry>& e) {
+                                      return e->array.Ready();
+                                    }));
+    }
     auto* o = out->add_outputs();
     absl::StatusOr<xla::ifrt::DTypeProto> dtype = DTypeToProto(shape.type());
     if (!dtype.ok()) return MakeReadyFuture<IfrtResponse>(dtype.status());
@@ -1634,7 +1641,7 @@ Future<IfrtResponse> ProxySession::Execute(
     *o->mutable_sharding() = ShardingToProto(sharding);
     o->set_array_handle(results[i]);
   }
-  {
+  if (wants_status) {
     absl::MutexLock lock(&mu_);
     futures_[status_handle] = JoinFutures(std::move(done));
   }

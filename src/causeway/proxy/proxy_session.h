@@ -89,6 +89,9 @@ class ProxySession {
   void Process(const xla::ifrt::proxy::IfrtRequest& request, Respond respond);
 
   HostBufferStore& host_buffers() { return host_buffers_; }
+  // Futures the client may still read (CheckFuture): compiles' readiness,
+  // deletions, and the status of executions that asked for one.
+  int64_t held_futures();
   uint64_t id() const { return options_.session_id; }
   // Ends the Causeway session: its arrays and slices are released and
   // pending requests fail. Idempotent.

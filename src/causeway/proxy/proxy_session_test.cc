@@ -7,6 +7,7 @@
 
 #include "causeway/base/executor.h"
 #include "causeway/client/local_client.h"
+#include "causeway/client/test_programs.h"
 #include "causeway/cluster/local_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,11 +18,17 @@ namespace {
 using ::testing::HasSubstr;
 namespace pb = xla::ifrt::proxy;
 
-class NoCompiler final : public CompileService {
+// Compiles every program to one: y = x + 1 on f32[4], on one device.
+class AddOneCompiler final : public CompileService {
  public:
   Future<std::shared_ptr<const CompiledProgram>> Compile(CompileJob) override {
+    auto program = std::make_shared<CompiledProgram>();
+    program->hlo_text =
+        client::testing::ElementwiseProgram("add_one", "add", 1, 1, 4);
+    program->name = "add_one";
+    program->fingerprint = "add_one";
     return MakeReadyFuture<std::shared_ptr<const CompiledProgram>>(
-        absl::UnimplementedError("no compiler in this test"));
+        std::shared_ptr<const CompiledProgram>(std::move(program)));
   }
 };
 
@@ -65,7 +72,7 @@ class ProxySessionTest : public ::testing::Test {
   pb::IfrtResponse MakeArray(uint64_t handle, int32_t device, std::string bytes,
                              int64_t elements = 4) {
     EXPECT_TRUE(session_->host_buffers()
-                    .Store(handle, std::make_shared<const std::string>(std::move(bytes)))
+                    .Store(handle, HostBuffer::Copy(bytes))
                     .ok());
     pb::IfrtRequest request;
     auto* make = request.mutable_make_array_from_host_buffer_request();
@@ -82,7 +89,7 @@ class ProxySessionTest : public ::testing::Test {
     return Call(request, handle);
   }
 
-  NoCompiler compiler_;
+  AddOneCompiler compiler_;
   ThreadPool executor_{"proxy-test", 2};
   std::unique_ptr<cluster::LocalCluster> cluster_;
   std::unique_ptr<client::Client> client_;
@@ -138,7 +145,7 @@ TEST_F(ProxySessionTest, ArrayRoundTripsThroughTheHostBufferStore) {
   absl::StatusOr<HostBuffer> bytes =
       session_->host_buffers().Lookup(50).AwaitFor(absl::Seconds(10));
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(**bytes, std::string(reinterpret_cast<const char*>(values), 16));
+  EXPECT_EQ(bytes->bytes(), std::string(reinterpret_cast<const char*>(values), 16));
 }
 
 TEST_F(ProxySessionTest, ClientHandleInTheServersRangeIsRefused) {
@@ -216,7 +223,7 @@ TEST_F(ProxySessionTest, AssemblingReplicasGivesEachDeviceItsOwnAndAWrongCountFa
   absl::StatusOr<HostBuffer> back =
       session_->host_buffers().Lookup(220).AwaitFor(absl::Seconds(10));
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(**back, bytes);
+  EXPECT_EQ(back->bytes(), bytes);
 
   assemble->clear_single_device_array_handles();
   assemble->add_single_device_array_handles(20);
@@ -265,7 +272,7 @@ TEST_F(ProxySessionTest, AssemblingTilesPutsEachPieceAtItsShard) {
       session_->host_buffers().Lookup(320).AwaitFor(absl::Seconds(10));
   ASSERT_TRUE(back.ok()) << back.status();
   const float want[4] = {1, 2, 3, 4};
-  EXPECT_EQ(**back, std::string(reinterpret_cast<const char*>(want), 16));
+  EXPECT_EQ(back->bytes(), std::string(reinterpret_cast<const char*>(want), 16));
 
   // A piece on another device than its shard's fails that array alone (the
   // answer comes at once; the array carries the error).
@@ -346,7 +353,7 @@ TEST_F(ProxySessionTest, RemapArraysTakesEachOutputShardFromItsInputShard) {
       session_->host_buffers().Lookup(420).AwaitFor(absl::Seconds(10));
   ASSERT_TRUE(back.ok()) << back.status();
   const float want[4] = {3, 4, 1, 2};
-  EXPECT_EQ(**back, std::string(reinterpret_cast<const char*>(want), 16));
+  EXPECT_EQ(back->bytes(), std::string(reinterpret_cast<const char*>(want), 16));
 
   plan->mutable_mappings(1)->set_to_start(0, 0);  // Shard 0 twice, 1 never.
   plan->mutable_mappings(1)->set_to_end(0, 1);
@@ -399,6 +406,69 @@ TEST(ProxyDevicesTest, SpareHostsStayOutOfJaxDevices) {
   EXPECT_THAT(none.status().message(),
               HasSubstr("island 0 has 3 host(s): 3 spare host(s) per island leave "
                         "it no device"));
+}
+
+TEST_F(ProxySessionTest, AnExecutionKeepsAStatusFutureOnlyWhenTheClientAsksForIt) {
+  const float values[4] = {1, 2, 3, 4};
+  ASSERT_EQ(MakeArray(1, 0, std::string(reinterpret_cast<const char*>(values), 16))
+                .response_metadata()
+                .status()
+                .code(),
+            0);
+  pb::IfrtRequest compile;
+  auto* c = compile.mutable_compile_request();
+  c->mutable_program()->set_type_name("test program");
+  xla::ifrt::XlaCompileOptionsProto options;
+  auto* assignment = options.mutable_compile_options()
+                         ->mutable_executable_build_options()
+                         ->mutable_device_assignment();
+  assignment->set_replica_count(1);
+  assignment->set_computation_count(1);
+  assignment->add_computation_devices()->add_replica_device_ids(0);
+  c->mutable_compile_options()->set_data(options.SerializeAsString());
+  pb::IfrtResponse compiled = Call(compile, 2);
+  ASSERT_EQ(compiled.response_metadata().status().code(), 0)
+      << compiled.response_metadata().status().message();
+  pb::IfrtRequest ready;
+  ready.mutable_check_future_request()->set_future_handle(
+      compiled.compile_response().ready_future_handle());
+  ASSERT_EQ(Call(ready, 3).response_metadata().status().code(), 0);
+  EXPECT_EQ(session_->held_futures(), 0);
+
+  // As jaxlib's client executes without fill_status: its own output handle,
+  // no status handle, and it never reads a status.
+  pb::IfrtRequest execute;
+  auto* e = execute.mutable_loaded_executable_execute_request();
+  e->set_loaded_executable_handle(compiled.compile_response().loaded_executable_handle());
+  e->add_args_handles(1);
+  e->add_result_array_handle(2);
+  pb::IfrtResponse plain = Call(execute, 4);
+  ASSERT_EQ(plain.response_metadata().status().code(), 0)
+      << plain.response_metadata().status().message();
+  EXPECT_EQ(plain.loaded_executable_execute_response().status_handle(), 0u);
+  EXPECT_EQ(session_->held_futures(), 0);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(2);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(20);
+  ASSERT_EQ(Call(copy, 5).response_metadata().status().code(), 0);
+  absl::StatusOr<HostBuffer> out =
+      session_->host_buffers().Lookup(20).AwaitFor(absl::Seconds(10));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float want[4] = {2, 3, 4, 5};
+  EXPECT_EQ(out->bytes(), std::string(reinterpret_cast<const char*>(want), 16));
+
+  // With fill_status the status is kept until the client reads it.
+  e->set_result_array_handle(0, 3);
+  e->mutable_execute_options()->set_fill_status(true);
+  pb::IfrtResponse with_status = Call(execute, 6);
+  ASSERT_EQ(with_status.response_metadata().status().code(), 0);
+  const uint64_t status = with_status.loaded_executable_execute_response().status_handle();
+  ASSERT_NE(status, 0u);
+  EXPECT_EQ(session_->held_futures(), 1);
+  pb::IfrtRequest check;
+  check.mutable_check_future_request()->set_future_handle(status);
+  EXPECT_EQ(Call(check, 7).response_metadata().status().code(), 0);
+  EXPECT_EQ(session_->held_futures(), 0);
 }
 
 TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {
