@@ -377,8 +377,11 @@ def test_the_manifests_command_lines_start_a_working_cluster_here(tmp_path):
         head_process.stop()
         for pod, container, process in workers:
             process.wait_for("registering again")
-            assert probe(container, "readinessProbe", pod, addresses) == 503
-            assert probe(container, "livenessProbe", pod, addresses) == 200
+            try:
+                assert probe(container, "readinessProbe", pod, addresses) == 503
+                assert probe(container, "livenessProbe", pod, addresses) == 200
+            except (AssertionError, OSError) as error:
+                raise AssertionError(f"{pod.name}: {error}\n{process.output()}") from error
     finally:
         for process in reversed(running):
             process.stop()

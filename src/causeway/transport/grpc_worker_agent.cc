@@ -67,6 +67,12 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
         error = absl::UnavailableError(absl::StrCat(
             "no head answered within ",
             absl::FormatDuration(opts.connect_timeout)));
+      } else if (error.code() == absl::StatusCode::kCancelled) {
+        // A head shutting down cancels the calls it has: it is going, so
+        // unavailable (registering again waits for the next one), as a
+        // cancelled registration stream is below.
+        error = absl::UnavailableError(
+            absl::StrCat("the head cancelled the call (", error.message(), ")"));
       }
       return WithContext(error, where);
     }
