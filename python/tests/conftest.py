@@ -196,6 +196,43 @@ def waiting_for_memory(cluster):
     return causeway.jit(lambda x: x * 2, devices=s)(x), blocker
 
 
+def close_a_session_mid_work(doomed_island=None, other_island=None):
+    """On the connected cluster, whose devices each have room for two f32
+    scalars: a doomed session's work waits for its outputs' memory
+    (docs/distributed.md) until the session is closed, however fast the
+    machine; closing it fails that work and later calls, and another
+    session (on `other_island`) goes on."""
+    import causeway
+
+    def one_device(session, island):
+        where = {} if island is None else {"island": island}
+        return session.make_virtual_device_set().add_slice(devices=1, **where)
+
+    other = causeway.session("other")
+    other_slice = one_device(other, other_island)
+    doomed = causeway.session("doomed")
+    s = one_device(doomed, doomed_island)
+    x = causeway.device_put(np.float32(1.5), s)
+    full = causeway.device_put(np.float32(0), s)  # The device is full now.
+    full.block_until_ready(timeout=60)
+    double = causeway.jit(lambda v: v * 2, devices=s)
+    running = double(x)
+    queued = double(running)
+    assert not running.is_ready() and not queued.is_ready()
+    doomed.close()
+    for array in (running, queued):
+        with pytest.raises((causeway.CancelledError, causeway.FailedPreconditionError)):
+            array.block_until_ready(timeout=30)
+    with pytest.raises(causeway.FailedPreconditionError, match="closed"):
+        double(np.float32(1))
+    with pytest.raises(causeway.FailedPreconditionError):
+        one_device(doomed, doomed_island)
+    # The other session is untouched.
+    triple = causeway.jit(lambda v: v * 3, devices=other_slice)
+    assert float(np.asarray(triple(np.float32(2)))) == 6.0
+    other.close()
+
+
 class WhenThisThreadLetsGo:
     """Runs `action` on a thread of its own as soon as the calling thread
     lets go of the GIL, and not before: within `with`, the interpreter

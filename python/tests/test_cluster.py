@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 import causeway
 from causeway.elastic import Manager
-from conftest import ProcessCluster
+from conftest import ProcessCluster, close_a_session_mid_work
 from test_elastic import NUM_STEPS, initial_state, make_train_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -140,35 +140,13 @@ def test_half_precision_arrays_cross_the_wire_as_their_ml_dtypes(connected, dtyp
 
 
 def test_a_session_closed_mid_work_fails_its_work_and_others_go_on(token_file):
-    # Two worker processes whose one device each has room for two f32
-    # scalars: the doomed session's work waits for its outputs' memory
-    # (docs/distributed.md) until the session is closed, however fast the
-    # machine.
+    # As test_errors.py's embedded test, over two worker processes: the
+    # doomed session on one, the other session on the other.
     with ProcessCluster("--islands", 2, "--hosts-per-island", 1, "--devices-per-host", 1,
                         "--memory-per-device", 8, "--token-file", token_file) as cluster:
         causeway.connect(cluster.address, token_file=token_file)
         try:
-            other = causeway.session("other")
-            other_slice = other.make_virtual_device_set().add_slice(devices=1, island=1)
-            doomed = causeway.session("doomed")
-            s = doomed.make_virtual_device_set().add_slice(devices=1, island=0)
-            x = causeway.device_put(np.float32(1.5), s)
-            full = causeway.device_put(np.float32(0), s)  # The device is full now.
-            full.block_until_ready(timeout=60)
-            double = causeway.jit(lambda v: v * 2, devices=s)
-            running = double(x)
-            queued = double(running)
-            assert not running.is_ready() and not queued.is_ready()
-            doomed.close()
-            for array in (running, queued):
-                with pytest.raises((causeway.CancelledError, causeway.FailedPreconditionError)):
-                    array.block_until_ready(timeout=30)
-            with pytest.raises(causeway.FailedPreconditionError, match="closed"):
-                double(np.float32(1))
-            # The other session, on the other worker, is untouched.
-            triple = causeway.jit(lambda v: v * 3, devices=other_slice)
-            assert float(np.asarray(triple(np.float32(2)))) == 6.0
-            other.close()
+            close_a_session_mid_work(doomed_island=0, other_island=1)
         finally:
             causeway.disconnect()
 

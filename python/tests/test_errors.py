@@ -6,7 +6,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import causeway
-from conftest import WhenThisThreadLetsGo, waiting_for_memory
+from conftest import WhenThisThreadLetsGo, close_a_session_mid_work, waiting_for_memory
 
 
 def test_error_classes_follow_the_status_codes():
@@ -76,33 +76,8 @@ def test_ctrl_c_interrupts_a_wait(cluster):
 
 
 def test_a_session_closed_mid_work_fails_its_work_and_others_go_on(cluster):
-    # Each device has room for two f32 scalars: the doomed session's work
-    # waits for its outputs' memory (docs/distributed.md) until the session
-    # is closed, however fast the machine.
     cluster(devices_per_host=2, memory_per_device=8)
-    other = causeway.session("other")
-    other_slice = other.make_virtual_device_set().add_slice(devices=1)
-    doomed = causeway.session("doomed")
-    s = doomed.make_virtual_device_set().add_slice(devices=1)
-    x = causeway.device_put(np.float32(1.5), s)
-    full = causeway.device_put(np.float32(0), s)  # The device is full now.
-    full.block_until_ready(timeout=60)
-    double = causeway.jit(lambda v: v * 2, devices=s)
-    running = double(x)
-    queued = double(running)
-    assert not running.is_ready() and not queued.is_ready()
-    doomed.close()
-    for array in (running, queued):
-        with pytest.raises((causeway.CancelledError, causeway.FailedPreconditionError)):
-            array.block_until_ready(timeout=30)
-    with pytest.raises(causeway.FailedPreconditionError, match="closed"):
-        double(np.float32(1))
-    with pytest.raises(causeway.FailedPreconditionError):
-        doomed.make_virtual_device_set().add_slice(devices=1)
-    # The other session is untouched.
-    triple = causeway.jit(lambda v: v * 3, devices=other_slice)
-    assert float(np.asarray(triple(np.float32(2)))) == 6.0
-    other.close()
+    close_a_session_mid_work()
 
 
 def test_a_with_block_closes_its_session(cluster):
