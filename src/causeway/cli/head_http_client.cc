@@ -36,4 +36,18 @@ httplib::Headers HeadHttpHeaders(const transport::GrpcSecurity& security) {
   return headers;
 }
 
+absl::Status HeadHttpFromFlags(const ParsedFlags& flags,
+                               const std::string& address,
+                               transport::GrpcSecurity* security,
+                               std::unique_ptr<httplib::Client>* http) {
+  absl::StatusOr<transport::GrpcSecurity> read = SecurityFromFlags(flags);
+  if (!read.ok()) return read.status();
+  *security = *std::move(read);
+  absl::StatusOr<std::unique_ptr<httplib::Client>> made =
+      MakeHeadHttpClient(address, *security);
+  if (!made.ok()) return made.status();
+  *http = *std::move(made);
+  return absl::OkStatus();
+}
+
 }  // namespace causeway::cli

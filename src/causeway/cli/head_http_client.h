@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "causeway/cli/flags.h"
 #include "causeway/transport/grpc_common.h"
 #include "httplib.h"
 
@@ -19,6 +21,14 @@ namespace causeway::cli {
 // way round).
 absl::StatusOr<std::unique_ptr<httplib::Client>> MakeHeadHttpClient(
     const std::string& address, const transport::GrpcSecurity& security);
+
+// The security flags of a command (SecurityFromFlags) into `security`, and
+// a client of `address` made with them into `http`; the first error, if
+// any, for the command's usage message.
+absl::Status HeadHttpFromFlags(const ParsedFlags& flags,
+                               const std::string& address,
+                               transport::GrpcSecurity* security,
+                               std::unique_ptr<httplib::Client>* http);
 
 // The headers every request carries: the token, if any.
 httplib::Headers HeadHttpHeaders(const transport::GrpcSecurity& security);

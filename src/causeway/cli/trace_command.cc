@@ -86,18 +86,8 @@ int TraceCommand(const std::vector<std::string>& args) {
     output = parsed->Get("--output").value_or("");
     if (output.empty()) usage = absl::InvalidArgumentError("missing -o FILE");
   }
-  if (usage.ok()) {
-    absl::StatusOr<transport::GrpcSecurity> read = SecurityFromFlags(*parsed);
-    usage = read.status();
-    if (usage.ok()) security = *std::move(read);
-  }
   std::unique_ptr<httplib::Client> http;
-  if (usage.ok()) {
-    absl::StatusOr<std::unique_ptr<httplib::Client>> made =
-        MakeHeadHttpClient(head, security);
-    usage = made.status();
-    if (usage.ok()) http = *std::move(made);
-  }
+  if (usage.ok()) usage = HeadHttpFromFlags(*parsed, head, &security, &http);
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));
