@@ -21,12 +21,9 @@ Figures, best of 5 repetitions within a side's run:
 Each side's table row is the median over rounds, with the range.
 """
 import argparse
-import json
-import os
-import re
-import statistics
-import subprocess
-import sys
+
+from proxy_cluster import (add_causeway_argument, base_env, local_env, proxy_cluster, proxy_env,
+                           run_side, spread)
 
 # Both sides: microseconds per call of x = f(x), chained, best of 5.
 CHAINED = r"""
@@ -107,56 +104,20 @@ print("RESULT " + json.dumps({"step1": step1, "step4": step4, "fetch": fetch}), 
 """
 
 
-def run_side(code, env, args=()):
-    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
-                         text=True, timeout=900)
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise SystemExit(f"measurement failed:\n{out.stdout}\n{out.stderr[-4000:]}")
-
-
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser()
-    parser.add_argument("--causeway", default=os.path.join(root, "build", "bin", "causeway"))
+    add_causeway_argument(parser)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    cluster = subprocess.Popen(
-        [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "2",
-         "--devices-per-host", "2", "--proxy-listen", "127.0.0.1:0",
-         "--proxy-python", sys.executable],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     results = {"proxy": [], "causeway.jit": [], "JAX CPU": []}
-    try:
-        head = proxy = None
-        for line in cluster.stdout:
-            m = re.match(r"(head|proxy) listening on (\S+)", line)
-            if m and m.group(1) == "head":
-                head = m.group(2)
-            elif m:
-                proxy = m.group(2)
-                break
-        if head is None or proxy is None:
-            raise SystemExit("the cluster or its proxy did not start")
-        base = dict(os.environ)
-        base.pop("XLA_FLAGS", None)
-        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
-                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
-        local_env = dict(base, JAX_PLATFORMS="cpu",
-                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    with proxy_cluster(args.causeway, hosts=2, devices_per_host=2) as (head, proxy):
         for _ in range(args.rounds):
-            results["proxy"].append(run_side(JAX_SIDE, proxy_env))
-            results["causeway.jit"].append(run_side(CAUSEWAY_SIDE, base, (head,)))
-            results["JAX CPU"].append(run_side(JAX_SIDE, local_env))
-    finally:
-        cluster.terminate()
-        cluster.wait(30)
+            results["proxy"].append(run_side(JAX_SIDE, proxy_env(proxy)))
+            results["causeway.jit"].append(run_side(CAUSEWAY_SIDE, base_env(), (head,)))
+            results["JAX CPU"].append(run_side(JAX_SIDE, local_env()))
 
     def cell(side, key, fmt):
-        values = [r[key] for r in results[side]]
-        return (f"{fmt.format(statistics.median(values))} "
-                f"({fmt.format(min(values))}–{fmt.format(max(values))})")
+        return spread([r[key] for r in results[side]], fmt)
 
     print(f"{args.rounds} rounds; median (min–max) of each side's best of 5")
     print("| side | step, 1 device (µs/call) | step, 4 devices (µs/call) | "

@@ -20,11 +20,9 @@ figure as a share of TCP's from the same round.
 """
 import argparse
 import json
-import os
-import re
-import statistics
-import subprocess
 import sys
+
+from proxy_cluster import add_causeway_argument, base_env, proxy_cluster, proxy_env, run_side, spread
 
 PROXY_SIDE = r"""
 import json, sys, time
@@ -101,54 +99,23 @@ print("RESULT " + json.dumps({"tcp": nbytes / best / 1e9}), flush=True)
 """
 
 
-def run_side(code, env, args=()):
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env,
-                         capture_output=True, text=True, timeout=900)
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise SystemExit(f"measurement failed:\n{out.stdout}\n{out.stderr[-4000:]}")
-
-
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser()
-    parser.add_argument("--causeway", default=os.path.join(root, "build", "bin", "causeway"))
+    add_causeway_argument(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mib", type=int, default=256)
     args = parser.parse_args()
     nbytes = args.mib << 20
-    cluster = subprocess.Popen(
-        [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "4",
-         "--devices-per-host", "1", "--proxy-listen", "127.0.0.1:0",
-         "--proxy-python", sys.executable],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     rounds = []
-    try:
-        proxy = None
-        for line in cluster.stdout:
-            m = re.match(r"proxy listening on (\S+)", line)
-            if m:
-                proxy = m.group(1)
-                break
-        if proxy is None:
-            raise SystemExit("the cluster or its proxy did not start")
-        base = dict(os.environ)
-        base.pop("XLA_FLAGS", None)
-        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
-                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
+    with proxy_cluster(args.causeway, hosts=4, devices_per_host=1) as (_, proxy):
         for _ in range(args.rounds):
-            result = run_side(PROXY_SIDE, proxy_env, (nbytes,))
-            result.update(run_side(TCP_SIDE, base, (nbytes,)))
+            result = run_side(PROXY_SIDE, proxy_env(proxy), (nbytes,))
+            result.update(run_side(TCP_SIDE, base_env(), (nbytes,)))
             rounds.append(result)
             print(json.dumps(result), file=sys.stderr, flush=True)
-    finally:
-        cluster.terminate()
-        cluster.wait()
 
     def row(name, values):
-        return (f"| {name} | {statistics.median(values):.2f} "
-                f"({min(values):.2f}–{max(values):.2f}) |")
+        return f"| {name} | {spread(values)} |"
 
     print(f"{args.mib} MiB, f32 sharded P('x') over 4 worker processes; GB/s, "
           f"median of {args.rounds} rounds (range)")

@@ -19,14 +19,12 @@ find it in the proxy's cache. In the same run, for scale: the same
 process (no cache). Milliseconds.
 """
 import argparse
-import json
 import os
-import re
-import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from proxy_cluster import (ROOT, add_causeway_argument, local_env, proxy_cluster, proxy_env,
+                           run_side, spread)
+
+EXAMPLES = os.path.join(ROOT, "examples", "python")
 
 SIDE = r"""
 import json, os, sys, time
@@ -75,45 +73,15 @@ print("RESULT " + json.dumps(result), flush=True)
 """
 
 
-def run_side(env):
-    out = subprocess.run([sys.executable, "-c", SIDE, os.path.join(ROOT, "examples", "python")],
-                         env=env, capture_output=True, text=True, timeout=900)
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise SystemExit(f"measurement failed:\n{out.stdout}\n{out.stderr[-4000:]}")
-
-
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--causeway", default=os.path.join(ROOT, "build", "bin", "causeway"))
+    add_causeway_argument(parser)
     parser.add_argument("--processes", type=int, default=4)
     args = parser.parse_args()
-    cluster = subprocess.Popen(
-        [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "2",
-         "--devices-per-host", "2", "--proxy-listen", "127.0.0.1:0",
-         "--proxy-python", sys.executable],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        proxy = None
-        for line in cluster.stdout:
-            m = re.match(r"proxy listening on (\S+)", line)
-            if m:
-                proxy = m.group(1)
-                break
-        if proxy is None:
-            raise SystemExit("the cluster or its proxy did not start")
-        base = dict(os.environ)
-        base.pop("XLA_FLAGS", None)
-        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
-                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
-        local_env = dict(base, JAX_PLATFORMS="cpu",
-                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
-        proxied = [run_side(proxy_env) for _ in range(args.processes)]
-        local = run_side(local_env)
-    finally:
-        cluster.terminate()
-        cluster.wait()
+    with proxy_cluster(args.causeway, hosts=2, devices_per_host=2) as (_, proxy):
+        proxied = [run_side(SIDE, proxy_env(proxy), (EXAMPLES,))
+                   for _ in range(args.processes)]
+        local = run_side(SIDE, local_env(), (EXAMPLES,))
     print("ms, each JAX process fresh; 'backend' is the backend's compile call alone "
           "(through the proxy: the Compile request answered), 'compile()' all of "
           "lowered.compile()")
@@ -123,8 +91,8 @@ def main():
     for name, label in (("step", "train_lm step, 2x2 mesh"), ("small", "tanh(x)*2+1, f32[8,8]")):
         for key, figure in ((name + "_backend", "backend"), (name, "compile()")):
             later = [p[key] for p in proxied[1:]]
-            print(f"| {label} | {figure} | {proxied[0][key]:.1f} | {statistics.median(later):.2f} "
-                  f"({min(later):.2f}–{max(later):.2f}) | {local[key]:.1f} |")
+            print(f"| {label} | {figure} | {proxied[0][key]:.1f} | {spread(later)} "
+                  f"| {local[key]:.1f} |")
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ side: the client's alone; the cluster's processes run beside it).
 import argparse
 import json
 import os
-import re
-import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from proxy_cluster import (ROOT, add_causeway_argument, local_env, proxy_cluster, proxy_env,
+                           run_side, spread)
+
+EXAMPLES = os.path.join(ROOT, "examples", "python")
 
 SIDE = r"""
 import json, os, sys, time
@@ -64,54 +64,19 @@ print("RESULT " + json.dumps({
 """
 
 
-def run_side(env, steps):
-    out = subprocess.run([sys.executable, "-c", SIDE, os.path.join(ROOT, "examples", "python"),
-                          str(steps)], env=env, capture_output=True, text=True, timeout=900)
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise SystemExit(f"measurement failed:\n{out.stdout}\n{out.stderr[-4000:]}")
-
-
-def spread(values):
-    return f"{statistics.median(values):,.2f} ({min(values):,.2f}–{max(values):,.2f})"
-
-
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--causeway", default=os.path.join(ROOT, "build", "bin", "causeway"))
+    add_causeway_argument(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
-    cluster = subprocess.Popen(
-        [args.causeway, "cluster", "--islands", "1", "--hosts-per-island", "2",
-         "--devices-per-host", "2", "--proxy-listen", "127.0.0.1:0",
-         "--proxy-python", sys.executable],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     proxied, local = [], []
-    try:
-        proxy = None
-        for line in cluster.stdout:
-            m = re.match(r"proxy listening on (\S+)", line)
-            if m:
-                proxy = m.group(1)
-                break
-        if proxy is None:
-            raise SystemExit("the cluster or its proxy did not start")
-        base = dict(os.environ)
-        base.pop("XLA_FLAGS", None)
-        proxy_env = dict(base, JAX_PLATFORMS="proxy", JAX_BACKEND_TARGET=f"grpc://{proxy}",
-                         IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS="true")
-        local_env = dict(base, JAX_PLATFORMS="cpu",
-                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    with proxy_cluster(args.causeway, hosts=2, devices_per_host=2) as (_, proxy):
         for _ in range(args.rounds):
-            proxied.append(run_side(proxy_env, args.steps))
-            local.append(run_side(local_env, args.steps))
+            proxied.append(run_side(SIDE, proxy_env(proxy), (EXAMPLES, args.steps)))
+            local.append(run_side(SIDE, local_env(), (EXAMPLES, args.steps)))
             print(json.dumps({"proxy": proxied[-1], "jax": local[-1]}), file=sys.stderr,
                   flush=True)
-    finally:
-        cluster.terminate()
-        cluster.wait()
     print(f"train_lm's model, {args.steps} steps after the compiling one, median of "
           f"{args.rounds} rounds (range)")
     print("| side | tokens/s | JAX process CPU ms per step | final loss |")
