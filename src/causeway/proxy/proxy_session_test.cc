@@ -67,6 +67,23 @@ class ProxySessionTest : public ::testing::Test {
     return response.ok() ? *response : pb::IfrtResponse();
   }
 
+  // CopyToHostBuffer of array `array` into host buffer `buffer` (request
+  // `op_id`): the buffer's bytes, or why there are none.
+  absl::StatusOr<std::string> FetchBytes(uint64_t array, uint64_t buffer,
+                                         uint64_t op_id) {
+    pb::IfrtRequest copy;
+    copy.mutable_copy_to_host_buffer_request()->set_array_handle(array);
+    copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(buffer);
+    const pb::IfrtResponse copied = Call(copy, op_id);
+    if (copied.response_metadata().status().code() != 0) {
+      return absl::InternalError(copied.response_metadata().status().message());
+    }
+    absl::StatusOr<HostBuffer> stored =
+        session_->host_buffers().Lookup(buffer).AwaitFor(absl::Seconds(10));
+    if (!stored.ok()) return stored.status();
+    return std::string(stored->bytes());
+  }
+
   // A MakeArrayFromHostBuffer of f32[elements] on `device` with the given
   // bytes.
   pb::IfrtResponse MakeArray(uint64_t handle, int32_t device, std::string bytes,
@@ -138,14 +155,9 @@ TEST_F(ProxySessionTest, ArrayRoundTripsThroughTheHostBufferStore) {
                 .status()
                 .code(),
             0);
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(5);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(50);
-  ASSERT_EQ(Call(copy, 6).response_metadata().status().code(), 0);
-  absl::StatusOr<HostBuffer> bytes =
-      session_->host_buffers().Lookup(50).AwaitFor(absl::Seconds(10));
+  absl::StatusOr<std::string> bytes = FetchBytes(5, 50, 6);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(bytes->bytes(), std::string(reinterpret_cast<const char*>(values), 16));
+  EXPECT_EQ(*bytes, std::string(reinterpret_cast<const char*>(values), 16));
 }
 
 TEST_F(ProxySessionTest, ClientHandleInTheServersRangeIsRefused) {
@@ -216,14 +228,9 @@ TEST_F(ProxySessionTest, AssemblingReplicasGivesEachDeviceItsOwnAndAWrongCountFa
   pb::IfrtResponse made = Call(request, 12);
   ASSERT_EQ(made.response_metadata().status().code(), 0)
       << made.response_metadata().status().message();
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(22);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(220);
-  ASSERT_EQ(Call(copy, 13).response_metadata().status().code(), 0);
-  absl::StatusOr<HostBuffer> back =
-      session_->host_buffers().Lookup(220).AwaitFor(absl::Seconds(10));
+  absl::StatusOr<std::string> back = FetchBytes(22, 220, 13);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->bytes(), bytes);
+  EXPECT_EQ(*back, bytes);
 
   assemble->clear_single_device_array_handles();
   assemble->add_single_device_array_handles(20);
@@ -345,15 +352,10 @@ TEST_F(ProxySessionTest, RemapArraysTakesEachOutputShardFromItsInputShard) {
   ASSERT_EQ(made.response_metadata().status().code(), 0)
       << made.response_metadata().status().message();
   EXPECT_EQ(made.remap_arrays_response().array_handles(0), 42u);
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(42);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(420);
-  ASSERT_EQ(Call(copy, 20).response_metadata().status().code(), 0);
-  absl::StatusOr<HostBuffer> back =
-      session_->host_buffers().Lookup(420).AwaitFor(absl::Seconds(10));
+  absl::StatusOr<std::string> back = FetchBytes(42, 420, 20);
   ASSERT_TRUE(back.ok()) << back.status();
   const float want[4] = {3, 4, 1, 2};
-  EXPECT_EQ(back->bytes(), std::string(reinterpret_cast<const char*>(want), 16));
+  EXPECT_EQ(*back, std::string(reinterpret_cast<const char*>(want), 16));
 
   plan->mutable_mappings(1)->set_to_start(0, 0);  // Shard 0 twice, 1 never.
   plan->mutable_mappings(1)->set_to_end(0, 1);
@@ -447,15 +449,10 @@ TEST_F(ProxySessionTest, AnExecutionKeepsAStatusFutureOnlyWhenTheClientAsksForIt
       << plain.response_metadata().status().message();
   EXPECT_EQ(plain.loaded_executable_execute_response().status_handle(), 0u);
   EXPECT_EQ(session_->held_futures(), 0);
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(2);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(20);
-  ASSERT_EQ(Call(copy, 5).response_metadata().status().code(), 0);
-  absl::StatusOr<HostBuffer> out =
-      session_->host_buffers().Lookup(20).AwaitFor(absl::Seconds(10));
+  absl::StatusOr<std::string> out = FetchBytes(2, 20, 5);
   ASSERT_TRUE(out.ok()) << out.status();
   const float want[4] = {2, 3, 4, 5};
-  EXPECT_EQ(out->bytes(), std::string(reinterpret_cast<const char*>(want), 16));
+  EXPECT_EQ(*out, std::string(reinterpret_cast<const char*>(want), 16));
 
   // With fill_status the status is kept until the client reads it.
   e->set_result_array_handle(0, 3);
