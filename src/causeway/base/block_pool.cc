@@ -94,7 +94,11 @@ Block BlockPool::Allocate(size_t bytes) {
 
 void BlockPool::Free(Block block) {
   if (block.allocation == nullptr) return;
-  if (block.capacity >= kMinPooledBytes) {
+  if (block.capacity < kMinPooledBytes) {
+    std::free(block.allocation);
+    return;
+  }
+  {
     absl::MutexLock lock(&mu_);
     if (stats_.cached_bytes + static_cast<int64_t>(block.capacity) <=
         static_cast<int64_t>(max_cached_bytes_)) {
@@ -103,10 +107,10 @@ void BlockPool::Free(Block block) {
       ++stats_.cached_blocks;
       return;
     }
-    ReleaseAndFree(block.allocation, block.capacity);
-    return;
   }
-  std::free(block.allocation);
+  // Outside the lock, which every allocation of the process takes: giving
+  // a large block's pages back is a system call over all of them.
+  ReleaseAndFree(block.allocation, block.capacity);
 }
 
 void BlockPool::Trim() {
