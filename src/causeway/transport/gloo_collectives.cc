@@ -558,19 +558,35 @@ struct GlooCollectives::Group {
 
 GlooCollectives::GlooCollectives(GlooCommunicators& communicators,
                                  GlooLaunch launch, int64_t me,
-                                 Options options)
+                                 Options options, LocalGroups local)
     : communicators_(communicators),
       launch_(std::move(launch)),
       me_(me),
-      options_(options) {
+      options_(options),
+      local_(std::move(local)) {
   CW_CHECK(me_ >= 0 && me_ < static_cast<int64_t>(launch_.devices.size()));
 }
 
 GlooCollectives::~GlooCollectives() = default;
 
 absl::Status GlooCollectives::Cancelled() const {
-  absl::MutexLock lock(&mu_);
-  return cancelled_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!cancelled_.ok()) return cancelled_;
+  }
+  // A local peer's failure reaches this participant through the memory it
+  // shares with it.
+  if (local_.collectives != nullptr) return local_.collectives->Cancelled();
+  return absl::OkStatus();
+}
+
+bool GlooCollectives::LocalGroup(const std::vector<int64_t>& members) const {
+  if (local_.collectives == nullptr) return false;
+  const int64_t grid = static_cast<int64_t>(launch_.devices.size());
+  return std::all_of(members.begin(), members.end(), [&](int64_t member) {
+    return member >= 0 && member < grid &&
+           local_.devices.count(launch_.devices[member]) > 0;
+  });
 }
 
 absl::Status GlooCollectives::CheckNotCancelled(const exec::CollectiveOp& op) {
@@ -595,6 +611,8 @@ void GlooCollectives::Cancel(absl::Status status) {
     // The rendezvous store lives while `building_` points at it.
     if (building_ != nullptr) building_->Abort(status);
   }
+  // The local peers waiting in memory for this participant fail at once.
+  if (local_.collectives != nullptr) local_.collectives->Cancel(status);
   GlooCommunicators* communicators = &communicators_;
   communicators_.aborts_->Execute(
       [communicators, launch = launch_, me = launch_.devices[me_], status] {
@@ -1011,6 +1029,9 @@ absl::StatusOr<Literal> GlooCollectives::AllReduce(
     const exec::CollectiveOp& op, std::vector<Literal> operands) {
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->AllReduce(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     std::vector<Literal> reduced;
     for (size_t k = 0; k < operands.size(); ++k) {
@@ -1030,6 +1051,9 @@ absl::StatusOr<Literal> GlooCollectives::AllGather(
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(int64_t dimension, exec::CollectiveDimension(op));
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->AllGather(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     std::vector<Literal> gathered;
     for (size_t k = 0; k < operands.size(); ++k) {
@@ -1057,6 +1081,9 @@ absl::StatusOr<Literal> GlooCollectives::ReduceScatter(
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(int64_t dimension, exec::CollectiveDimension(op));
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->ReduceScatter(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     std::vector<Literal> blocks;
     for (size_t k = 0; k < operands.size(); ++k) {
@@ -1078,6 +1105,9 @@ absl::StatusOr<Literal> GlooCollectives::AllToAll(
     const exec::CollectiveOp& op, std::vector<Literal> operands) {
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->AllToAll(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     const int64_t n = group.size();
     CW_RETURN_IF_ERROR(exec::CheckAllToAllOperands(op, operands.size(),
@@ -1133,9 +1163,12 @@ absl::StatusOr<Literal> GlooCollectives::CollectivePermute(
     if (op.instruction == nullptr) {
       return absl::InvalidArgumentError("collective without an instruction");
     }
+    std::vector<int64_t> domain = exec::PermuteDomainOf(op);
+    if (LocalGroup(domain)) {
+      return local_.collectives->CollectivePermute(op, std::move(operand));
+    }
     CW_ASSIGN_OR_RETURN(exec::PermutePeers peers, exec::PermutePeersOf(op));
-    CW_ASSIGN_OR_RETURN(Group group,
-                        MakeGroup(op, exec::PermuteDomainOf(op)));
+    CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(domain)));
     Literal result;
     std::vector<std::pair<int64_t, const Literal*>> sends;
     std::vector<std::pair<int64_t, Literal*>> receives;
