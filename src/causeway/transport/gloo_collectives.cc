@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -1025,6 +1027,60 @@ absl::StatusOr<Literal> GlooCollectives::ReduceOne(
   return out;
 }
 
+namespace {
+
+// A tuple all-reduce's operands laid end to end in one array, when the ring
+// can reduce them together: several arrays of one element type that the
+// ring reduces (a plain reducer, not bf16/f16). Elementwise, a packed
+// element meets the same values in the same ring as it would alone but for
+// which chunk it falls in: every member still gets identical bits, and for
+// two members (each element reduced once, a ⊕ b) the very bits of one ring
+// per operand.
+std::optional<Literal> Packed(const exec::CollectiveOp& op,
+                              const std::vector<Literal>& operands,
+                              int64_t group_size) {
+  if (operands.size() < 2 || group_size < 2) return std::nullopt;
+  const PrimitiveType type = operands[0].shape().IsArray()
+                                 ? operands[0].shape().type()
+                                 : PrimitiveType::kTuple;
+  if (type == PrimitiveType::kTuple || type == PrimitiveType::kBF16 ||
+      type == PrimitiveType::kF16 || exec::PlainCombineOf(op, type) == nullptr) {
+    return std::nullopt;
+  }
+  int64_t count = 0;
+  for (const Literal& operand : operands) {
+    if (!operand.shape().IsArray() || operand.shape().type() != type) {
+      return std::nullopt;
+    }
+    count += operand.shape().ElementCount();
+  }
+  Literal packed = Literal::Uninitialized(hlo::Shape(type, {count}));
+  std::byte* at = static_cast<std::byte*>(packed.mutable_untyped_data());
+  for (const Literal& operand : operands) {
+    std::memcpy(at, operand.untyped_data(),
+                static_cast<size_t>(operand.size_bytes()));
+    at += operand.size_bytes();
+  }
+  return packed;
+}
+
+// `packed`'s elements back in the shapes of `operands`, as the
+// all-reduce's tuple.
+Literal Unpacked(const Literal& packed, const std::vector<Literal>& operands) {
+  const std::byte* at = static_cast<const std::byte*>(packed.untyped_data());
+  std::vector<Literal> elements;
+  elements.reserve(operands.size());
+  for (const Literal& operand : operands) {
+    elements.push_back(Literal::Uninitialized(operand.shape()));
+    std::memcpy(elements.back().mutable_untyped_data(), at,
+                static_cast<size_t>(operand.size_bytes()));
+    at += operand.size_bytes();
+  }
+  return Literal::MakeTuple(std::move(elements));
+}
+
+}  // namespace
+
 absl::StatusOr<Literal> GlooCollectives::AllReduce(
     const exec::CollectiveOp& op, std::vector<Literal> operands) {
   auto run = [&]() -> absl::StatusOr<Literal> {
@@ -1033,6 +1089,13 @@ absl::StatusOr<Literal> GlooCollectives::AllReduce(
       return local_.collectives->AllReduce(op, std::move(operands));
     }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
+    if (std::optional<Literal> packed = Packed(op, operands, group.size())) {
+      // One ring for the whole tuple (a step's gradients: tens of small
+      // arrays), not one per operand with its own messages.
+      CW_ASSIGN_OR_RETURN(Literal value,
+                          ReduceOne(op, group, *std::move(packed), 0));
+      return Unpacked(value, operands);
+    }
     std::vector<Literal> reduced;
     for (size_t k = 0; k < operands.size(); ++k) {
       CW_ASSIGN_OR_RETURN(Literal value,
