@@ -4,6 +4,7 @@ backend, each in its own process, in the same run (BENCHMARKS.md, "IFRT
 proxy").
 
     .venv/bin/python bench/proxy_bench.py [--causeway build/bin/causeway] [--rounds 3]
+        [--before OTHER_TREE/build/bin/causeway]
 
 Starts `causeway cluster --islands 1 --hosts-per-island 2 --devices-per-host 2
 --proxy-listen 127.0.0.1:0` (two worker processes of two devices each), then
@@ -18,9 +19,13 @@ Figures, best of 5 repetitions within a side's run:
     (PartitionSpec("x")), microseconds per call;
   * fetch: jax.device_get (numpy.asarray for causeway.jit) of a scalar
     result of a fresh call: milliseconds per round trip.
-Each side's table row is the median over rounds, with the range.
+Each side's table row is the median over rounds, with the range. --before
+adds a side: jax.jit through the proxy of a second cluster from another
+build (the binary of another tree), first in every round, for a
+before/after comparison under the same machine load.
 """
 import argparse
+import contextlib
 
 from proxy_cluster import (add_causeway_argument, base_env, local_env, proxy_cluster, proxy_env,
                            run_side, spread)
@@ -108,10 +113,22 @@ def main():
     parser = argparse.ArgumentParser()
     add_causeway_argument(parser)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", help="the causeway binary of another build, whose "
+                        "proxy is one more side of every round")
     args = parser.parse_args()
     results = {"proxy": [], "causeway.jit": [], "JAX CPU": []}
-    with proxy_cluster(args.causeway, hosts=2, devices_per_host=2) as (head, proxy):
+    if args.before:
+        results = {"proxy, build --before": [], **results}
+    with contextlib.ExitStack() as stack:
+        if args.before:
+            _, before_proxy = stack.enter_context(
+                proxy_cluster(args.before, hosts=2, devices_per_host=2))
+        head, proxy = stack.enter_context(
+            proxy_cluster(args.causeway, hosts=2, devices_per_host=2))
         for _ in range(args.rounds):
+            if args.before:
+                results["proxy, build --before"].append(
+                    run_side(JAX_SIDE, proxy_env(before_proxy)))
             results["proxy"].append(run_side(JAX_SIDE, proxy_env(proxy)))
             results["causeway.jit"].append(run_side(CAUSEWAY_SIDE, base_env(), (head,)))
             results["JAX CPU"].append(run_side(JAX_SIDE, local_env()))

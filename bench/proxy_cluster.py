@@ -18,9 +18,11 @@ def add_causeway_argument(parser):
 
 
 @contextlib.contextmanager
-def proxy_cluster(causeway, hosts, devices_per_host):
+def proxy_cluster(causeway, hosts, devices_per_host, with_pid=False):
     """One island of `hosts` worker processes and the proxy, on loopback:
-    yields the (head, proxy) addresses; stops the cluster afterwards."""
+    yields the (head, proxy) addresses (and the `causeway cluster`
+    process's pid, whose children are the head, workers and proxy, with
+    `with_pid`); stops the cluster afterwards."""
     cluster = subprocess.Popen(
         [causeway, "cluster", "--islands", "1", "--hosts-per-island", str(hosts),
          "--devices-per-host", str(devices_per_host), "--proxy-listen", "127.0.0.1:0",
@@ -37,7 +39,7 @@ def proxy_cluster(causeway, hosts, devices_per_host):
                 break
         if head is None or proxy is None:
             raise SystemExit("the cluster or its proxy did not start")
-        yield head, proxy
+        yield (head, proxy, cluster.pid) if with_pid else (head, proxy)
     finally:
         cluster.terminate()
         cluster.wait(30)

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/base/logging.h"
 
 namespace causeway::proxy {
 
@@ -75,6 +76,11 @@ Future<HostBuffer> HostBufferStore::Lookup(uint64_t handle) {
   }
   Entry& entry = entries_[handle];
   if (entry.data.has_value()) return MakeReadyFuture<HostBuffer>(*entry.data);
+  if (!entry.failure.ok()) {
+    absl::Status failure = std::move(entry.failure);
+    entries_.erase(handle);
+    return MakeReadyFuture<HostBuffer>(std::move(failure));
+  }
   if (num_waiters_ >= limits_.max_waiters) {
     if (entry.waiters.empty()) entries_.erase(handle);
     return MakeReadyFuture<HostBuffer>(absl::ResourceExhaustedError(absl::StrCat(
@@ -86,13 +92,44 @@ Future<HostBuffer> HostBufferStore::Lookup(uint64_t handle) {
   return future;
 }
 
+void HostBufferStore::Fail(uint64_t handle, absl::Status status) {
+  CW_CHECK(!status.ok());
+  std::vector<Promise<HostBuffer>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    Entry& entry = entries_[handle];
+    if (entry.data.has_value()) return;
+    if (entry.waiters.empty()) {
+      entry.failure = status;
+    } else {
+      waiters = std::move(entry.waiters);
+      num_waiters_ -= static_cast<int64_t>(waiters.size());
+      entries_.erase(handle);
+    }
+  }
+  for (Promise<HostBuffer>& waiter : waiters) waiter.Set(status);
+}
+
+absl::Status HostBufferStore::CheckUnused(uint64_t handle) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(handle);
+  if (it != entries_.end() &&
+      (it->second.data.has_value() || !it->second.failure.ok())) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("host buffer ", handle, " is in use already"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HostBufferStore::Delete(uint64_t handle) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(handle);
-  if (it == entries_.end() || !it->second.data.has_value()) {
+  if (it == entries_.end() ||
+      (!it->second.data.has_value() && it->second.failure.ok())) {
     return absl::NotFoundError(absl::StrCat("host buffer ", handle, " is not stored"));
   }
-  total_bytes_ -= it->second.data->size();
+  if (it->second.data.has_value()) total_bytes_ -= it->second.data->size();
   entries_.erase(it);
   return absl::OkStatus();
 }

@@ -13,7 +13,8 @@
 // Bounded: a buffer larger than `max_buffer_bytes`, or one that would take
 // the store past `max_total_bytes`, is refused (ResourceExhausted); at most
 // `max_waiters` lookups may wait at once. Close() fails every waiter
-// (Cancelled) and refuses later stores. Thread-safe; futures resolve on the
+// (Cancelled) and refuses later stores. A failure (Fail) is held until a
+// lookup takes it, or Delete or Close. Thread-safe; futures resolve on the
 // thread of the Store or Close that resolves them, outside the lock.
 #ifndef CAUSEWAY_PROXY_HOST_BUFFER_STORE_H_
 #define CAUSEWAY_PROXY_HOST_BUFFER_STORE_H_
@@ -76,7 +77,14 @@ class HostBufferStore {
   // The buffer once stored (at once if it is). ResourceExhausted when too
   // many lookups wait already; Cancelled at Close.
   Future<HostBuffer> Lookup(uint64_t handle);
-  // NotFound if `handle` holds no buffer (waiters are not affected).
+  // The buffer `handle` will not be stored (the fetch that was to fill it
+  // failed): its waiting lookups, or else the next one, get `status` (not
+  // OK). Nothing changes if the buffer is stored already.
+  void Fail(uint64_t handle, absl::Status status);
+  // AlreadyExists if `handle` holds a buffer or a failure.
+  absl::Status CheckUnused(uint64_t handle) const;
+  // NotFound if `handle` holds no buffer and no failure (waiters are not
+  // affected).
   absl::Status Delete(uint64_t handle);
   void Close();
 
@@ -86,6 +94,7 @@ class HostBufferStore {
   struct Entry {
     std::optional<HostBuffer> data;            // Until stored: none.
     std::vector<Promise<HostBuffer>> waiters;  // Until stored.
+    absl::Status failure;  // Fail's, until a lookup or Delete takes it.
   };
   const Limits limits_;
   mutable absl::Mutex mu_;

@@ -29,6 +29,29 @@ TEST_F(HostBufferStoreTest, LookupBeforeStoreResolvesWhenTheBytesArrive) {
   EXPECT_EQ(lookup.Await()->bytes(), std::string(10, 'x'));
 }
 
+TEST_F(HostBufferStoreTest, AFailedBufferFailsTheLookupWaitingForIt) {
+  Future<HostBuffer> lookup = store_.Lookup(7);
+  store_.Fail(7, absl::DataLossError("host 1 was lost"));
+  ASSERT_TRUE(lookup.IsReady());
+  EXPECT_EQ(lookup.Await().status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(lookup.Await().status().message(), "host 1 was lost");
+}
+
+TEST_F(HostBufferStoreTest, AFailureWaitsForTheNextLookupWhichTakesIt) {
+  store_.Fail(7, absl::DataLossError("host 1 was lost"));
+  EXPECT_EQ(store_.CheckUnused(7).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_.Lookup(7).Await().status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(store_.CheckUnused(7).ok());
+  EXPECT_FALSE(store_.Lookup(7).IsReady());  // Taken: waits for a store.
+}
+
+TEST_F(HostBufferStoreTest, FailingAStoredBufferLeavesIt) {
+  ASSERT_TRUE(store_.Store(7, Bytes(3)).ok());
+  store_.Fail(7, absl::InternalError("late"));
+  EXPECT_EQ(store_.Lookup(7).Await()->bytes(), "xxx");
+}
+
 TEST_F(HostBufferStoreTest, StoringAHandleTwiceIsRefused) {
   ASSERT_TRUE(store_.Store(1, Bytes(1)).ok());
   EXPECT_EQ(store_.Store(1, Bytes(1)).code(), absl::StatusCode::kAlreadyExists);

@@ -13,6 +13,7 @@
 #include "causeway/proxy/proxy_session.h"
 #include "causeway/proxy/version.h"
 #include "causeway/transport/grpc_common.h"
+#include "causeway/transport/grpc_stream_writer.h"
 
 namespace causeway::proxy {
 namespace {
@@ -45,25 +46,35 @@ absl::StatusOr<T> ParseHeader(const grpc::ServerContext& context, const char* ke
   return message;
 }
 
-// Writes one stream's responses from any thread; drops them once the
-// handler has returned.
+// Writes one stream's responses, queued from any thread, on a thread of its
+// own: a synchronous gRPC Write blocks until gRPC has taken the message
+// (about 0.1 ms each here), and the stream's reader, which answers what is
+// ready at once, goes on reading the next request meanwhile (jaxlib's
+// client sends a fetch's requests without waiting for each answer). A
+// client that does not read its answers may queue at most
+// kMaxQueuedResponseBytes; past that its call is cancelled.
 class ResponseWriter {
  public:
-  explicit ResponseWriter(grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream)
-      : stream_(stream) {}
-  void Write(const pb::IfrtResponse& response) {
-    absl::MutexLock lock(&mu_);
-    if (stream_ != nullptr) stream_->Write(response);
-  }
-  void Detach() {
-    absl::MutexLock lock(&mu_);
-    stream_ = nullptr;
-  }
+  ResponseWriter(grpc::ServerContext* context,
+                 grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream)
+      : writer_({.write = [stream](const pb::IfrtResponse& response) {
+                   return stream->Write(response);
+                 },
+                 .merge = nullptr,
+                 .idle_interval = absl::InfiniteDuration(),
+                 .idle_message = nullptr,
+                 .max_queued_bytes = kMaxQueuedResponseBytes,
+                 .size = [](const pb::IfrtResponse& response) {
+                   return static_cast<int64_t>(response.ByteSizeLong());
+                 },
+                 .on_overflow = [context] { context->TryCancel(); }}) {}
+  void Write(pb::IfrtResponse response) { writer_.Send(std::move(response)); }
+  // Drops what is queued and stops: the handler is returning.
+  void Detach() { writer_.Close(/*drain=*/false); }
 
  private:
-  absl::Mutex mu_;
-  grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream_
-      ABSL_GUARDED_BY(mu_);
+  static constexpr int64_t kMaxQueuedResponseBytes = int64_t{256} << 20;
+  transport::StreamWriter<pb::IfrtResponse> writer_;
 };
 
 }  // namespace
@@ -120,11 +131,11 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
       sessions_[id] = session;
     }
     CW_LOG(INFO) << "proxy: session " << id << " opened by " << context->peer();
-    auto writer = std::make_shared<ResponseWriter>(stream);
+    auto writer = std::make_shared<ResponseWriter>(context, stream);
     pb::IfrtRequest request;
     while (stream->Read(&request)) {
       session->Process(request, [writer](pb::IfrtResponse response) {
-        writer->Write(response);
+        writer->Write(std::move(response));
       });
       request.Clear();
     }

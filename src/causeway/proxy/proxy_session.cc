@@ -586,49 +586,55 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                    request.byte_strides().strides().end());
   }
   const bool has_strides = request.has_byte_strides();
-  // The fetch is asked for on the thread that has the array, and the value
-  // stored on the thread that receives it (storing does not copy): no hop.
+  // Answered as soon as the array is known and the copy is possible, before
+  // its value comes: jaxlib's client sends its HostBufferLookup on this
+  // answer, and the lookup waits in the store for the value, so that its
+  // round trip overlaps the fetch from the cluster instead of following it.
+  // A fetch that fails fails the lookup with its status (the error jaxlib
+  // raises is the same). The value is stored on the thread that receives it
+  // (storing does not copy).
   return FindArray(request.array_handle())
-      .AndThen(
-          InlineExecutor::Instance(),
-          [this, has_strides, strides,
-           buffer_handle](const std::shared_ptr<const ArrayEntry>& entry)
-              -> Future<IfrtResponse> {
-            if (entry->deleted->load()) {
-              return MakeReadyFuture<IfrtResponse>(
-                  absl::FailedPreconditionError("the array has been deleted"));
-            }
-            // A shard view's shape is the shard's.
-            if (has_strides && !IsDenseRowMajor(entry->shape, strides)) {
-              return MakeReadyFuture<IfrtResponse>(absl::UnimplementedError(
-                  "copying to a host buffer that is not dense and row-major is "
-                  "not supported"));
-            }
-            Future<hlo::Literal> literal;
-            if (entry->shard_index >= 0) {
-              const int64_t index = entry->shard_index;
-              literal = entry->fetch->Get().Map(
-                  InlineExecutor::Instance(),
-                  [index](const std::vector<hlo::Literal>& shards) {
-                    return shards.at(index);
-                  });
-            } else {
-              literal = entry->array.ToHost();
-            }
-            return literal.Map(
-                InlineExecutor::Instance(),
-                [this, buffer_handle](const hlo::Literal& value)
-                    -> absl::StatusOr<IfrtResponse> {
-                  if (absl::Status s =
-                          host_buffers_.Store(buffer_handle, HostBuffer(value));
-                      !s.ok()) {
-                    return s;
-                  }
-                  IfrtResponse response;
-                  response.mutable_copy_to_host_buffer_response();
-                  return response;
-                });
-          });
+      .Map(InlineExecutor::Instance(),
+           [this, has_strides, strides,
+            buffer_handle](const std::shared_ptr<const ArrayEntry>& entry)
+               -> absl::StatusOr<IfrtResponse> {
+             if (entry->deleted->load()) {
+               return absl::FailedPreconditionError("the array has been deleted");
+             }
+             // A shard view's shape is the shard's.
+             if (has_strides && !IsDenseRowMajor(entry->shape, strides)) {
+               return absl::UnimplementedError(
+                   "copying to a host buffer that is not dense and row-major is "
+                   "not supported");
+             }
+             CW_RETURN_IF_ERROR(host_buffers_.CheckSize(entry->shape.ByteSize()));
+             CW_RETURN_IF_ERROR(host_buffers_.CheckUnused(buffer_handle));
+             Future<hlo::Literal> literal;
+             if (entry->shard_index >= 0) {
+               const int64_t index = entry->shard_index;
+               literal = entry->fetch->Get().Map(
+                   InlineExecutor::Instance(),
+                   [index](const std::vector<hlo::Literal>& shards) {
+                     return shards.at(index);
+                   });
+             } else {
+               literal = entry->array.ToHost();
+             }
+             literal.OnReady(InlineExecutor::Instance(),
+                             [this, buffer_handle](
+                                 const absl::StatusOr<hlo::Literal>& value) {
+                               absl::Status stored =
+                                   value.ok() ? host_buffers_.Store(
+                                                    buffer_handle, HostBuffer(*value))
+                                              : value.status();
+                               if (!stored.ok()) {
+                                 host_buffers_.Fail(buffer_handle, std::move(stored));
+                               }
+                             });
+             IfrtResponse response;
+             response.mutable_copy_to_host_buffer_response();
+             return response;
+           });
 }
 
 Future<IfrtResponse> ProxySession::CheckFuture(uint64_t handle) {

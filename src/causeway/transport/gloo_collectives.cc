@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -558,19 +560,35 @@ struct GlooCollectives::Group {
 
 GlooCollectives::GlooCollectives(GlooCommunicators& communicators,
                                  GlooLaunch launch, int64_t me,
-                                 Options options)
+                                 Options options, LocalGroups local)
     : communicators_(communicators),
       launch_(std::move(launch)),
       me_(me),
-      options_(options) {
+      options_(options),
+      local_(std::move(local)) {
   CW_CHECK(me_ >= 0 && me_ < static_cast<int64_t>(launch_.devices.size()));
 }
 
 GlooCollectives::~GlooCollectives() = default;
 
 absl::Status GlooCollectives::Cancelled() const {
-  absl::MutexLock lock(&mu_);
-  return cancelled_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!cancelled_.ok()) return cancelled_;
+  }
+  // A local peer's failure reaches this participant through the memory it
+  // shares with it.
+  if (local_.collectives != nullptr) return local_.collectives->Cancelled();
+  return absl::OkStatus();
+}
+
+bool GlooCollectives::LocalGroup(const std::vector<int64_t>& members) const {
+  if (local_.collectives == nullptr) return false;
+  const int64_t grid = static_cast<int64_t>(launch_.devices.size());
+  return std::all_of(members.begin(), members.end(), [&](int64_t member) {
+    return member >= 0 && member < grid &&
+           local_.devices.count(launch_.devices[member]) > 0;
+  });
 }
 
 absl::Status GlooCollectives::CheckNotCancelled(const exec::CollectiveOp& op) {
@@ -595,6 +613,8 @@ void GlooCollectives::Cancel(absl::Status status) {
     // The rendezvous store lives while `building_` points at it.
     if (building_ != nullptr) building_->Abort(status);
   }
+  // The local peers waiting in memory for this participant fail at once.
+  if (local_.collectives != nullptr) local_.collectives->Cancel(status);
   GlooCommunicators* communicators = &communicators_;
   communicators_.aborts_->Execute(
       [communicators, launch = launch_, me = launch_.devices[me_], status] {
@@ -1007,11 +1027,75 @@ absl::StatusOr<Literal> GlooCollectives::ReduceOne(
   return out;
 }
 
+namespace {
+
+// A tuple all-reduce's operands laid end to end in one array, when the ring
+// can reduce them together: several arrays of one element type that the
+// ring reduces (a plain reducer, not bf16/f16). Elementwise, a packed
+// element meets the same values in the same ring as it would alone but for
+// which chunk it falls in: every member still gets identical bits, and for
+// two members (each element reduced once, a ⊕ b) the very bits of one ring
+// per operand.
+std::optional<Literal> Packed(const exec::CollectiveOp& op,
+                              const std::vector<Literal>& operands,
+                              int64_t group_size) {
+  if (operands.size() < 2 || group_size < 2) return std::nullopt;
+  const PrimitiveType type = operands[0].shape().IsArray()
+                                 ? operands[0].shape().type()
+                                 : PrimitiveType::kTuple;
+  if (type == PrimitiveType::kTuple || type == PrimitiveType::kBF16 ||
+      type == PrimitiveType::kF16 || exec::PlainCombineOf(op, type) == nullptr) {
+    return std::nullopt;
+  }
+  int64_t count = 0;
+  for (const Literal& operand : operands) {
+    if (!operand.shape().IsArray() || operand.shape().type() != type) {
+      return std::nullopt;
+    }
+    count += operand.shape().ElementCount();
+  }
+  Literal packed = Literal::Uninitialized(hlo::Shape(type, {count}));
+  std::byte* at = static_cast<std::byte*>(packed.mutable_untyped_data());
+  for (const Literal& operand : operands) {
+    std::memcpy(at, operand.untyped_data(),
+                static_cast<size_t>(operand.size_bytes()));
+    at += operand.size_bytes();
+  }
+  return packed;
+}
+
+// `packed`'s elements back in the shapes of `operands`, as the
+// all-reduce's tuple.
+Literal Unpacked(const Literal& packed, const std::vector<Literal>& operands) {
+  const std::byte* at = static_cast<const std::byte*>(packed.untyped_data());
+  std::vector<Literal> elements;
+  elements.reserve(operands.size());
+  for (const Literal& operand : operands) {
+    elements.push_back(Literal::Uninitialized(operand.shape()));
+    std::memcpy(elements.back().mutable_untyped_data(), at,
+                static_cast<size_t>(operand.size_bytes()));
+    at += operand.size_bytes();
+  }
+  return Literal::MakeTuple(std::move(elements));
+}
+
+}  // namespace
+
 absl::StatusOr<Literal> GlooCollectives::AllReduce(
     const exec::CollectiveOp& op, std::vector<Literal> operands) {
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->AllReduce(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
+    if (std::optional<Literal> packed = Packed(op, operands, group.size())) {
+      // One ring for the whole tuple (a step's gradients: tens of small
+      // arrays), not one per operand with its own messages.
+      CW_ASSIGN_OR_RETURN(Literal value,
+                          ReduceOne(op, group, *std::move(packed), 0));
+      return Unpacked(value, operands);
+    }
     std::vector<Literal> reduced;
     for (size_t k = 0; k < operands.size(); ++k) {
       CW_ASSIGN_OR_RETURN(Literal value,
@@ -1030,6 +1114,9 @@ absl::StatusOr<Literal> GlooCollectives::AllGather(
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(int64_t dimension, exec::CollectiveDimension(op));
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->AllGather(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     std::vector<Literal> gathered;
     for (size_t k = 0; k < operands.size(); ++k) {
@@ -1057,6 +1144,9 @@ absl::StatusOr<Literal> GlooCollectives::ReduceScatter(
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(int64_t dimension, exec::CollectiveDimension(op));
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->ReduceScatter(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     std::vector<Literal> blocks;
     for (size_t k = 0; k < operands.size(); ++k) {
@@ -1078,6 +1168,9 @@ absl::StatusOr<Literal> GlooCollectives::AllToAll(
     const exec::CollectiveOp& op, std::vector<Literal> operands) {
   auto run = [&]() -> absl::StatusOr<Literal> {
     CW_ASSIGN_OR_RETURN(std::vector<int64_t> members, exec::GroupOf(op));
+    if (LocalGroup(members)) {
+      return local_.collectives->AllToAll(op, std::move(operands));
+    }
     CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(members)));
     const int64_t n = group.size();
     CW_RETURN_IF_ERROR(exec::CheckAllToAllOperands(op, operands.size(),
@@ -1133,9 +1226,12 @@ absl::StatusOr<Literal> GlooCollectives::CollectivePermute(
     if (op.instruction == nullptr) {
       return absl::InvalidArgumentError("collective without an instruction");
     }
+    std::vector<int64_t> domain = exec::PermuteDomainOf(op);
+    if (LocalGroup(domain)) {
+      return local_.collectives->CollectivePermute(op, std::move(operand));
+    }
     CW_ASSIGN_OR_RETURN(exec::PermutePeers peers, exec::PermutePeersOf(op));
-    CW_ASSIGN_OR_RETURN(Group group,
-                        MakeGroup(op, exec::PermuteDomainOf(op)));
+    CW_ASSIGN_OR_RETURN(Group group, MakeGroup(op, std::move(domain)));
     Literal result;
     std::vector<std::pair<int64_t, const Literal*>> sends;
     std::vector<std::pair<int64_t, Literal*>> receives;

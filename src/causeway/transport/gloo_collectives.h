@@ -9,7 +9,12 @@
 //   rendezvous through the KeyValueStore under the prefix
 //   "gloo/isl/<I>/ep/<E>/grp/<ids>/", cached and reused by every later
 //   launch of that epoch. Subgroups get their own contexts. A context is
-//   never rebuilt within its epoch.
+//   never rebuilt within its epoch. A group whose devices all live in this
+//   process (Options::local: the model-parallel groups of a mesh whose
+//   rows are hosts) skips Gloo and meets in memory, as a launch inside one
+//   process does (exec::InProcessCollectives, shared by the launch's
+//   participants here): loopback sockets cost a training step more CPU
+//   than its kernels (BENCHMARKS.md, "IFRT proxy").
 //
 // * Results. The algorithms run on Gloo's TCP pairs (unbound-buffer sends
 //   and receives) with buffers this code owns, so that every wait can be
@@ -60,6 +65,7 @@
 #include "causeway/base/executor.h"
 #include "causeway/base/ids.h"
 #include "causeway/exec/collectives.h"
+#include "causeway/exec/in_process_collectives.h"
 #include "causeway/transport/key_value_store.h"
 
 namespace gloo {
@@ -195,10 +201,18 @@ class GlooCollectives final : public exec::Collectives {
     // Bounds every rendezvous and every Gloo operation.
     absl::Duration timeout = absl::Seconds(60);
   };
+  // A group whose devices are all in `devices` (this process's) meets in
+  // memory through `collectives`, which the launch's participants in this
+  // process share, instead of through Gloo's sockets. Null: every group
+  // through Gloo.
+  struct LocalGroups {
+    std::shared_ptr<exec::InProcessCollectives> collectives;
+    std::set<DeviceId> devices;
+  };
 
   // `me` is the caller's grid index in `launch.devices`.
   GlooCollectives(GlooCommunicators& communicators, GlooLaunch launch,
-                  int64_t me, Options options);
+                  int64_t me, Options options, LocalGroups local = {});
   ~GlooCollectives() override;
 
   absl::StatusOr<hlo::Literal> AllReduce(
@@ -227,6 +241,9 @@ class GlooCollectives final : public exec::Collectives {
   struct Group;
   class Ring;
 
+  // Whether every member of `members` (grid indices, valid ones) is a
+  // device of this process, so that the group meets in memory.
+  bool LocalGroup(const std::vector<int64_t>& members) const;
   absl::StatusOr<Group> MakeGroup(const exec::CollectiveOp& op,
                                   std::vector<int64_t> members) const;
   // The context of `group` with one more user (building it if needed).
@@ -268,6 +285,7 @@ class GlooCollectives final : public exec::Collectives {
   const GlooLaunch launch_;
   const int64_t me_;
   const Options options_;
+  const LocalGroups local_;
 
   mutable absl::Mutex mu_;
   absl::Status cancelled_ ABSL_GUARDED_BY(mu_);

@@ -104,6 +104,27 @@ TEST_F(GlooCollectivesTest, ContextsAreBuiltOnceAndReusedByLaterLaunches) {
   }
 }
 
+TEST_F(GlooCollectivesTest, ATupleAllReduceRunsOneRingOverItsOperands) {
+  Instruction* ar = builder_.Collective(Opcode::kAllReduce);
+  // Operands of 1, 3 and 5 elements: laid end to end, the ring's chunks cut
+  // across them. Whole numbers, so every order of the sum is exact.
+  auto results = Run(0, 1, [&](int64_t d, GlooCollectives& c) {
+    const float v = float(d + 1);
+    return c.AllReduce(exec::testutil::OpFor(ar, d, kDevices, 1, 0, 1),
+                       {F32({1}, {v}), F32({3}, {v, 2 * v, 3 * v}),
+                        F32({5}, {v, v, v, v, -v})});
+  });
+  for (auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->elements().size(), 3u);
+    EXPECT_THAT(Values(result->elements()[0]), ElementsAre(10.0f));
+    EXPECT_THAT(Values(result->elements()[1]), ElementsAre(10.0f, 20.0f, 30.0f));
+    EXPECT_THAT(Values(result->elements()[2]),
+                ElementsAre(10.0f, 10.0f, 10.0f, 10.0f, -10.0f));
+  }
+  EXPECT_EQ(NumContexts(), kDevices);  // One group, one context per rank.
+}
+
 TEST_F(GlooCollectivesTest, RendezvousKeysAreDeletedOnceEveryRankConnected) {
   Instruction* ar = builder_.Collective(Opcode::kAllReduce);
   for (auto& result : SumOnce(0, 1, ar)) {

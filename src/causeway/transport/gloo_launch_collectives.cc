@@ -48,11 +48,24 @@ bool GlooLaunchCollectives::InProcess(const LaunchMember& member) const {
 }
 
 std::unique_ptr<GlooCollectives> GlooLaunchCollectives::MakeParticipant(
-    const LaunchMember& member) const {
+    const LaunchMember& member) {
   const int64_t count = static_cast<int64_t>(member.devices.size());
   if (member.partition < 0 || member.partition >= count ||
       local_.count(member.devices[member.partition]) == 0) {
     return nullptr;
+  }
+  std::shared_ptr<exec::InProcessCollectives> local;
+  {
+    absl::MutexLock lock(&mu_);
+    LocalGroups& groups = local_groups_[{member.island, member.seq}];
+    if (groups.collectives == nullptr) {
+      groups.collectives = std::make_shared<exec::InProcessCollectives>(
+          exec::InProcessCollectives::Options{.timeout = options_.timeout});
+      groups.partitions = std::count_if(
+          member.devices.begin(), member.devices.end(),
+          [&](DeviceId device) { return local_.count(device) > 0; });
+    }
+    local = groups.collectives;
   }
   return std::make_unique<GlooCollectives>(
       *communicators_,
@@ -60,7 +73,9 @@ std::unique_ptr<GlooCollectives> GlooLaunchCollectives::MakeParticipant(
                  .epoch = member.epoch,
                  .seq = member.seq,
                  .devices = member.devices},
-      member.partition, GlooCollectives::Options{.timeout = options_.timeout});
+      member.partition,
+      GlooCollectives::Options{.timeout = options_.timeout},
+      GlooCollectives::LocalGroups{std::move(local), local_});
 }
 
 exec::Collectives* GlooLaunchCollectives::Join(const LaunchMember& member) {
@@ -100,6 +115,15 @@ exec::Collectives* GlooLaunchCollectives::Join(const LaunchMember& member) {
   return joined;
 }
 
+void GlooLaunchCollectives::DepartLocalGroupsLocked(const LaunchMember& member) {
+  auto it = local_groups_.find({member.island, member.seq});
+  if (it == local_groups_.end()) return;
+  it->second.gone.insert(member.partition);
+  if (static_cast<int64_t>(it->second.gone.size()) >= it->second.partitions) {
+    local_groups_.erase(it);
+  }
+}
+
 void GlooLaunchCollectives::Leave(const LaunchMember& member) {
   if (InProcess(member)) {
     in_process_.Leave(member);
@@ -107,6 +131,7 @@ void GlooLaunchCollectives::Leave(const LaunchMember& member) {
   }
   std::unique_ptr<GlooCollectives> left;
   absl::MutexLock lock(&mu_);
+  DepartLocalGroupsLocked(member);
   auto it = participants_.find({member.island, member.seq, member.partition});
   if (it == participants_.end()) return;
   left = std::move(it->second);
@@ -133,6 +158,8 @@ void GlooLaunchCollectives::Cancel(const LaunchMember& member,
   if (participant == nullptr) participant = MakeParticipant(member);
   if (participant == nullptr) return;  // Not a launch of ours to cancel.
   participant->Cancel(std::move(status));
+  absl::MutexLock lock(&mu_);
+  DepartLocalGroupsLocked(member);
 }
 
 void GlooLaunchCollectives::Abort(const LaunchMember& member,
@@ -157,7 +184,8 @@ void GlooLaunchCollectives::Abort(const LaunchMember& member,
 
 int64_t GlooLaunchCollectives::NumLive() const {
   absl::MutexLock lock(&mu_);
-  return in_process_.NumLive() + static_cast<int64_t>(participants_.size());
+  return in_process_.NumLive() + static_cast<int64_t>(participants_.size()) +
+         static_cast<int64_t>(local_groups_.size());
 }
 
 }  // namespace causeway::transport

@@ -2,7 +2,9 @@
 // live in this process meets in memory (InProcessLaunchCollectives); a
 // launch that spans processes runs its collectives through Gloo, every
 // device of it one rank (GlooCollectives; the protocol is in
-// docs/collectives.md).
+// docs/collectives.md), but for its groups that lie within this process,
+// which meet in memory (one exec::InProcessCollectives per launch, shared by
+// its participants here).
 #ifndef CAUSEWAY_TRANSPORT_GLOO_LAUNCH_COLLECTIVES_H_
 #define CAUSEWAY_TRANSPORT_GLOO_LAUNCH_COLLECTIVES_H_
 
@@ -65,8 +67,8 @@ class GlooLaunchCollectives final : public LaunchCollectives {
   bool InProcess(const LaunchMember& member) const;
   // A participant for `member`, or null when the member does not name its
   // own device among the launch's.
-  std::unique_ptr<GlooCollectives> MakeParticipant(
-      const LaunchMember& member) const;
+  std::unique_ptr<GlooCollectives> MakeParticipant(const LaunchMember& member)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   const std::set<DeviceId> local_;
@@ -84,6 +86,20 @@ class GlooLaunchCollectives final : public LaunchCollectives {
   // The newest epoch each device has joined a launch of: a launch of an
   // older one (released out of order around a bump) starts cancelled.
   std::map<DeviceId, uint64_t> newest_epochs_ ABSL_GUARDED_BY(mu_);
+  // The in-memory collectives of a spanning launch's groups that lie in
+  // this process, kept until each of its partitions here has left or
+  // cancelled (so that a partition cancelled before its peers join still
+  // fails them).
+  struct LocalGroups {
+    std::shared_ptr<exec::InProcessCollectives> collectives;
+    int64_t partitions = 0;   // The launch's partitions in this process.
+    std::set<int64_t> gone;   // Those that left or cancelled.
+  };
+  // Counts `member` as gone from its launch's local groups.
+  void DepartLocalGroupsLocked(const LaunchMember& member)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::pair<IslandId, uint64_t>, LocalGroups> local_groups_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace causeway::transport

@@ -100,6 +100,41 @@ TEST_F(GlooLaunchCollectivesTest, ALaunchAcrossProcessesRunsThroughGloo) {
   EXPECT_EQ(processes_[1]->communicators().NumContexts(), 2);
 }
 
+TEST_F(GlooLaunchCollectivesTest,
+       AGroupWithinOneProcessOfASpanningLaunchMeetsInMemory) {
+  // [2,2]<=[4]: groups {0,1} (process 0) and {2,3} (process 1), as the
+  // model-parallel all-reduces of a 2 x 2 mesh whose rows are hosts.
+  ar_->replica_groups.iota = hlo::ReplicaGroups::Iota{
+      .num_groups = 2, .group_size = 2, .reshape_dims = {4}, .transpose_perm = {}};
+  const std::vector<absl::StatusOr<Literal>> results =
+      Sum(1, {DeviceId(0), DeviceId(1), DeviceId(2), DeviceId(3)});
+  for (int p = 0; p < 4; ++p) {
+    ASSERT_TRUE(results[p].ok()) << results[p].status();
+    EXPECT_THAT(Values(*results[p]), ElementsAre(p < 2 ? 3.0f : 7.0f));
+  }
+  EXPECT_EQ(processes_[0]->communicators().NumContexts(), 0);
+  EXPECT_EQ(processes_[1]->communicators().NumContexts(), 0);
+  EXPECT_EQ(processes_[0]->NumLive() + processes_[1]->NumLive(), 0);
+}
+
+TEST_F(GlooLaunchCollectivesTest,
+       APartitionCancelledBeforeItsLocalPeerJoinsFailsItsGroupInMemory) {
+  ar_->replica_groups.iota = hlo::ReplicaGroups::Iota{
+      .num_groups = 1, .group_size = 2, .reshape_dims = {2}, .transpose_perm = {}};
+  const std::vector<DeviceId> devices = {DeviceId(0), DeviceId(1),
+                                         DeviceId(2)};
+  processes_[0]->Cancel(Member(1, devices, 1),
+                        absl::FailedPreconditionError("input 1 failed"));
+  const LaunchMember member = Member(1, devices, 0);
+  exec::Collectives* collectives = processes_[0]->Join(member);
+  auto result = collectives->AllReduce(
+      exec::testutil::OpFor(ar_, 0, 3, 1, 0, 1), {F32({1}, {1.0f})});
+  processes_[0]->Leave(member);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("input 1 failed"));
+  EXPECT_EQ(processes_[0]->NumLive(), 0);
+}
+
 TEST_F(GlooLaunchCollectivesTest, ACancelledPartitionFailsItsPeersInTheOtherProcess) {
   const std::vector<DeviceId> devices = {DeviceId(1), DeviceId(2)};
   // Partition 0 will not run (its inputs failed).
