@@ -382,39 +382,6 @@ class SimCollectives final : public transport::LaunchCollectives {
       ABSL_GUARDED_BY(mu_);
 };
 
-// Registers with the head, retrying with backoff until `deadline`. The
-// last error when no head answered in time (or a refusal, at once: a head
-// that says no will say no again).
-absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
-    transport::GrpcWorkerAgentOptions options, absl::Duration window,
-    const HostGroup& group) {
-  const absl::Time deadline = absl::Now() + window;
-  absl::Duration backoff = kFirstBackoff;
-  while (true) {
-    options.connect_timeout = absl::Trunc(
-        std::max(absl::Milliseconds(100),
-                 std::min(absl::Seconds(2), deadline - absl::Now())),
-        absl::Milliseconds(1));
-    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
-        transport::GrpcWorkerAgent::Register(options);
-    if (agent.ok()) return agent;
-    const absl::StatusCode code = agent.status().code();
-    if (code != absl::StatusCode::kUnavailable &&
-        code != absl::StatusCode::kDeadlineExceeded) {
-      return agent.status();
-    }
-    if (absl::Now() + backoff >= deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "no head answered at ", options.head, " within ",
-          absl::FormatDuration(window)));
-    }
-    if (group.WaitFor(backoff)) {
-      return absl::CancelledError("stopped while trying to reach the head");
-    }
-    backoff = std::min(2 * backoff, kMaxBackoff);
-  }
-}
-
 // Keeps the data plane's peer table as the head's membership says: every
 // other alive host with a data plane is a peer; a dead one is removed.
 void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
@@ -525,6 +492,63 @@ absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> StartDataPlane(
   return transport::TcpDataPlane::Create(std::move(options));
 }
 
+// A registered incarnation: the head's stream and its data plane.
+struct Registration {
+  std::unique_ptr<transport::GrpcWorkerAgent> agent;
+  std::unique_ptr<transport::TcpDataPlane> data_plane;
+};
+
+// Registers with the head, retrying with backoff for `window`. The last
+// error when no head answered in time (or a refusal, at once: a head that
+// says no will say no again).
+//
+// Every attempt is a fresh incarnation (its own data plane): an attempt
+// given up on because the head's answer was late may have been admitted,
+// and the head then saw that incarnation's stream end, so it is dead to
+// the head and would be refused ("which died"); a busy head (512 sim
+// hosts registering at once on a loaded machine) answers late.
+absl::StatusOr<Registration> RegisterWithRetry(const WorkerFlags& flags,
+                                               absl::Duration window,
+                                               const HostGroup& group) {
+  const absl::Time deadline = absl::Now() + window;
+  absl::Duration backoff = kFirstBackoff;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
+        StartDataPlane(flags);
+    if (!data_plane.ok()) {
+      return absl::Status(data_plane.status().code(),
+                          absl::StrCat("the data plane: ",
+                                       data_plane.status().message()));
+    }
+    transport::GrpcWorkerAgentOptions options = flags.agent;
+    options.data_plane_address = (*data_plane)->address();
+    options.incarnation = (*data_plane)->incarnation();
+    options.connect_timeout = absl::Trunc(
+        std::max(absl::Milliseconds(100),
+                 std::min(absl::Seconds(2), deadline - absl::Now())),
+        absl::Milliseconds(1));
+    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+        transport::GrpcWorkerAgent::Register(options);
+    if (agent.ok()) {
+      return Registration{*std::move(agent), *std::move(data_plane)};
+    }
+    const absl::StatusCode code = agent.status().code();
+    if (code != absl::StatusCode::kUnavailable &&
+        code != absl::StatusCode::kDeadlineExceeded) {
+      return agent.status();
+    }
+    if (absl::Now() + backoff >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "no head answered at ", options.head, " within ",
+          absl::FormatDuration(window)));
+    }
+    if (group.WaitFor(backoff)) {
+      return absl::CancelledError("stopped while trying to reach the head");
+    }
+    backoff = std::min(2 * backoff, kMaxBackoff);
+  }
+}
+
 }  // namespace
 
 // Serves one host until the group stops: registers, serves one
@@ -534,35 +558,26 @@ int RunHost(const WorkerFlags& flags, HostGroup& group,
   absl::Status last = absl::OkStatus();
   bool first = true;
   while (!group.stopped()) {
-    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
-        StartDataPlane(flags);
-    if (!data_plane.ok()) {
-      PrintUserMessage(LogSeverity::kError, "causeway worker: the data plane: %s\n",
-                   std::string(data_plane.status().message()).c_str());
-      return kExitFailure;
-    }
-    transport::GrpcWorkerAgentOptions agent_options = flags.agent;
-    agent_options.data_plane_address = (*data_plane)->address();
-    agent_options.incarnation = (*data_plane)->incarnation();
-    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
-        RegisterWithRetry(agent_options, flags.retry, group);
-    if (!agent.ok()) {
+    absl::StatusOr<Registration> registered =
+        RegisterWithRetry(flags, flags.retry, group);
+    if (!registered.ok()) {
       if (group.stopped()) break;
       if (first) {
         PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n",
-                     std::string(agent.status().message()).c_str());
+                     std::string(registered.status().message()).c_str());
       } else {
         PrintUserMessage(LogSeverity::kError,
                      "causeway worker: lost the head (%s), then %s; "
                      "exiting\n",
                      std::string(last.message()).c_str(),
-                     std::string(agent.status().message()).c_str());
+                     std::string(registered.status().message()).c_str());
       }
       return kExitFailure;
     }
     first = false;
-    last = ServeOnce(**agent, **data_plane, flags, group, sim_collectives, health);
-    agent->reset();
+    last = ServeOnce(*registered->agent, *registered->data_plane, flags, group,
+                     sim_collectives, health);
+    registered->agent.reset();
     if (group.stopped()) break;
     if (health != nullptr) {
       health->SetNotReady(absl::StrCat("lost the head (", last.message(),
