@@ -6,6 +6,7 @@
 #include <cmath>
 #include <atomic>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
@@ -72,6 +74,12 @@ exits with status 1 and says so.
                             collectives meet in this process: a launch
                             whose devices span sim processes fails its
                             collectives, saying so.
+  --control-stdin           With sim: read commands from stdin, one a
+                            line. `kill-host H` stops this process's host
+                            H (the head's id) at once, as if its machine
+                            died: its stream and data plane close and it
+                            does not register again; the others go on.
+                            Answers `killed host H` or `no host H here`.
   --sim-program-time S      Every program's fixed modelled time (default 0;
                             a program may add its own with the frontend
                             attribute causeway_sim_us="N").
@@ -125,6 +133,7 @@ struct WorkerFlags {
   absl::Duration collective_timeout = absl::Seconds(60);
   std::optional<std::string> health_listen;
   int64_t max_early_piece_bytes = int64_t{1} << 30;
+  bool control_stdin = false;
 };
 
 // The host part of "IP:PORT" or "[IPv6]:PORT".
@@ -175,6 +184,12 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   if (out.hosts > 1 && !sim) {
     return absl::InvalidArgumentError(
         "--hosts K needs --device-kind sim (a cpu worker is one host)");
+  }
+  out.control_stdin = flags.Has("--control-stdin");
+  if (out.control_stdin && !sim) {
+    return absl::InvalidArgumentError(
+        "--control-stdin needs --device-kind sim (stop a cpu worker by "
+        "signalling its process)");
   }
   for (const char* name :
        {"--sim-program-time", "--sim-peak-flops", "--sim-memory-bandwidth",
@@ -277,15 +292,31 @@ class HostGroup {
     }
     if (stop) agent->Stop();
   }
-  void Remove(transport::GrpcWorkerAgent* agent) {
+  // True if `agent` was killed (Kill): its host must not register again.
+  bool Remove(transport::GrpcWorkerAgent* agent) {
     absl::MutexLock lock(&mu_);
     agents_.erase(agent);
+    return killed_.erase(agent) > 0;
+  }
+  // Stops the one host whose agent serves `host`, as if its machine died:
+  // its stream ends now (its data plane closes as Serve returns) and it
+  // does not register again. False if no host of the group is `host`.
+  bool Kill(HostId host) {
+    absl::MutexLock lock(&mu_);
+    for (transport::GrpcWorkerAgent* agent : agents_) {
+      if (agent->host() != host) continue;
+      killed_.insert(agent);
+      agent->Stop();
+      return true;
+    }
+    return false;
   }
 
  private:
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::set<transport::GrpcWorkerAgent*> agents_ ABSL_GUARDED_BY(mu_);
+  std::set<transport::GrpcWorkerAgent*> killed_ ABSL_GUARDED_BY(mu_);
 };
 
 // The collectives of a sim process's hosts (one island): launches meet in
@@ -404,7 +435,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                        transport::TcpDataPlane& data_plane,
                        const WorkerFlags& flags, HostGroup& group,
                        SimCollectives* sim_collectives,
-                       observe::HealthServer* health) {
+                       observe::HealthServer* health, bool* killed) {
   trace::EventBuffer events;  // Sent to the head, for its trace.
   // Launches within this process meet in memory; launches that span
   // processes run their collectives over Gloo, meeting through the head's
@@ -474,7 +505,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   data_plane.Attach(agent.host(), worker.get());
   group.Add(&agent);
   absl::Status ended = agent.Serve(worker.get(), &events);
-  group.Remove(&agent);
+  *killed = group.Remove(&agent);
   worker->Stop();
   // After this no piece reaches the worker any more.
   data_plane.Shutdown();
@@ -549,6 +580,26 @@ absl::StatusOr<Registration> RegisterWithRetry(const WorkerFlags& flags,
   }
 }
 
+// --control-stdin: reads commands from stdin until it ends.
+void ReadControlCommands(HostGroup& group) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::vector<std::string> words =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    int64_t host = 0;
+    if (words.size() == 2 && words[0] == "kill-host" &&
+        absl::SimpleAtoi(words[1], &host)) {
+      std::printf(group.Kill(HostId(host)) ? "killed host %lld\n"
+                                           : "no host %lld here\n",
+                  static_cast<long long>(host));
+    } else if (!words.empty()) {
+      std::printf("unknown command '%s' (the command is kill-host H)\n",
+                  line.c_str());
+    }
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 // Serves one host until the group stops: registers, serves one
@@ -575,10 +626,11 @@ int RunHost(const WorkerFlags& flags, HostGroup& group,
       return kExitFailure;
     }
     first = false;
+    bool killed = false;
     last = ServeOnce(*registered->agent, *registered->data_plane, flags, group,
-                     sim_collectives, health);
+                     sim_collectives, health, &killed);
     registered->agent.reset();
-    if (group.stopped()) break;
+    if (group.stopped() || killed) break;
     if (health != nullptr) {
       health->SetNotReady(absl::StrCat("lost the head (", last.message(),
                                        "); registering again with ",
@@ -611,6 +663,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
                                {"--data-plane-listen"},
                                {"--health-listen"},
                                {"--max-early-piece-bytes"},
+                               {"--control-stdin", false},
                                {"--insecure", false}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s%s", kWorkerHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
@@ -645,12 +698,19 @@ int WorkerCommand(const std::vector<std::string>& args) {
     std::fflush(stdout);
   }
 
-  HostGroup group;
+  // Shared with the stdin reader, which may outlive this function.
+  auto shared_group = std::make_shared<HostGroup>();
+  HostGroup& group = *shared_group;
   signals.SetHandler([&group] { group.Stop(); });
   // A sim process's hosts share one SimCollectives (one island).
   std::unique_ptr<SimCollectives> sim_collectives;
   if (flags->sim.has_value()) {
     sim_collectives = std::make_unique<SimCollectives>(flags->collective_timeout);
+  }
+  if (flags->control_stdin) {
+    // Detached: it may wait in a read of stdin when the process exits.
+    std::thread([shared_group] { ReadControlCommands(*shared_group); })
+        .detach();
   }
   std::vector<int> exit_codes(flags->hosts, kExitOk);
   std::vector<std::thread> hosts;
