@@ -17,14 +17,17 @@
 //               overlaps another stage's run.
 // Each mode runs `warmup` chains, then `chains` chains one after the other,
 // and prints one JSON line: programs (S x chains), seconds, programs per
-// second and the head's CPU seconds (with --head-pid). Sim devices compute
+// second, the head's CPU seconds (with --head-pid) and the most hosts one
+// stage's slice spans. Sim devices compute
 // nothing: the result's shape is checked, not its value.
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,9 +90,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 struct Chain {
   std::vector<client::Slice> slices;
   std::vector<Executable> programs;
+  // The most hosts one stage's devices are on (1: every stage on one
+  // host, as in the paper's figure).
+  int64_t hosts_per_stage = 0;
 };
 
-absl::StatusOr<Chain> MakeChain(client::Session& session,
+absl::StatusOr<Chain> MakeChain(client::Client& client,
+                                client::Session& session,
                                 const std::string& text, int64_t stages) {
   Chain chain;
   for (int64_t s = 0; s < stages; ++s) {
@@ -98,8 +105,14 @@ absl::StatusOr<Chain> MakeChain(client::Session& session,
     chain.slices.push_back(std::move(slice));
   }
   for (int64_t s = 0; s < stages; ++s) {
-    CW_RETURN_IF_ERROR(
-        chain.slices[s].Ready().AwaitFor(absl::Seconds(120)).status());
+    CW_ASSIGN_OR_RETURN(transport::SliceInfo info,
+                        chain.slices[s].Ready().AwaitFor(absl::Seconds(120)));
+    std::set<HostId> hosts;
+    for (DeviceId device : info.devices) {
+      hosts.insert(client.topology()->HostOf(device));
+    }
+    chain.hosts_per_stage = std::max<int64_t>(
+        chain.hosts_per_stage, static_cast<int64_t>(hosts.size()));
     CW_ASSIGN_OR_RETURN(Executable program,
                         session.Compile(text, chain.slices[s]));
     if (program.parameter_shapes().size() != 1 ||
@@ -151,7 +164,8 @@ absl::Status Run(const Options& options) {
                       client::Connect(options.cluster));
   CW_ASSIGN_OR_RETURN(client::Session session,
                       client->OpenSession({.name = "figure7_bench"}));
-  CW_ASSIGN_OR_RETURN(Chain chain, MakeChain(session, text, options.stages));
+  CW_ASSIGN_OR_RETURN(Chain chain,
+                      MakeChain(*client, session, text, options.stages));
   const hlo::Literal zeros(chain.programs[0].parameter_shapes()[0]);
   for (const std::string& mode : options.modes) {
     auto chains = [&](int64_t n) -> absl::StatusOr<double> {
@@ -186,9 +200,10 @@ absl::Status Run(const Options& options) {
     std::printf(
         "{\"bench\":\"figure7\",\"mode\":\"%s\",\"stages\":%lld,"
         "\"programs\":%lld,\"seconds\":%.6f,\"programs_per_second\":%.3f,"
-        "\"head_cpu_s\":%.3f}\n",
+        "\"head_cpu_s\":%.3f,\"hosts_per_stage\":%lld}\n",
         mode.c_str(), static_cast<long long>(options.stages),
-        static_cast<long long>(programs), seconds, programs / seconds, head);
+        static_cast<long long>(programs), seconds, programs / seconds, head,
+        static_cast<long long>(chain.hosts_per_stage));
     std::fflush(stdout);
   }
   return absl::OkStatus();

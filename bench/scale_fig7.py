@@ -129,8 +129,8 @@ def main():
                 for r in rows:
                     f.write(json.dumps(r) + "\n")
     rows = [r for r in rows if r.get("bench") == "scale_fig7"]
-    print("\n| stages | parallel programs/s | sequential programs/s | parallel ÷ sequential | head CPU ms/program (parallel / sequential) | load |")
-    print("|---|---|---|---|---|---|")
+    print("\n| stages | parallel programs/s | sequential programs/s | parallel ÷ sequential | head CPU ms/program (parallel / sequential) | hosts per stage | load |")
+    print("|---|---|---|---|---|---|---|")
     for stages in sorted({r["stages"] for r in rows}):
         by = {r["mode"]: r for r in rows if r["stages"] == stages}
         p, s = by.get("parallel"), by.get("sequential")
@@ -139,7 +139,7 @@ def main():
         print(f"{s['programs_per_second']:.1f} | " if s else "– | ", end="")
         print(f"{ratio} | {p['head_cpu_ms_per_program'] if p else float('nan'):.2f} / "
               f"{s['head_cpu_ms_per_program'] if s else float('nan'):.2f} | "
-              f"{(p or s)['load']} |")
+              f"{(p or s).get('hosts_per_stage', '–')} | {(p or s)['load']} |")
     if args.plot:
         plot(rows, args.plot)
 
