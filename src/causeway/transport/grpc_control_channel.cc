@@ -478,8 +478,8 @@ grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-// One worker's stream. Its reactions (OnReadDone, OnWriteDone, OnCancel)
-// run on gRPC's threads; OnDone runs last, after every other, and deletes
+// One worker's stream. Its reactions (OnReadDone, OnWriteDone) run on
+// gRPC's threads; OnDone runs last, after every other, and deletes
 // it. Reads go one at a time: the next starts once a notice is handled.
 //
 // Writes come from the channel's writer thread (Writes::Write): it starts
@@ -626,8 +626,9 @@ class GrpcWorkerServer::WorkerStream final
   void End(grpc::Status why) {
     ended_ = why;
     if (connection_.has_value()) server_->Unlist(*connection_);
-    // Else the write in progress finishes it when gRPC takes it, or fails
-    // it: a peer that is gone fails it (keepalive), so does a cancel.
+    // Otherwise OnWriteDone finishes it once gRPC has taken the write in
+    // progress, or failed it (a peer that is gone fails it, by keepalive;
+    // so does a cancel).
     if (writes_->FinishWhenIdle(std::move(why))) Finish(ended_);
   }
 
