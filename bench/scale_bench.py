@@ -95,7 +95,10 @@ def cmdline(pid):
 class SimCluster:
     """`causeway cluster --device-kind sim` of `hosts` hosts, stopped on exit."""
 
-    def __init__(self, causeway, hosts, worker_timeout=30, timeout=600):
+    def __init__(self, causeway, hosts, worker_timeout=30, timeout=600,
+                 log=None, extra=()):
+        """`log`: a file for the head's and workers' stderr (why a host
+        was lost is there); `extra`: more flags for `causeway cluster`."""
         self.proc = subprocess.Popen(
             [causeway, "cluster", "--device-kind", "sim", "--islands", "1",
              "--hosts-per-island", str(hosts), "--devices-per-host",
@@ -103,8 +106,9 @@ class SimCluster:
              "--http-listen", "127.0.0.1:0",
              "--worker-timeout", str(worker_timeout),
              # A client waiting on a long chain makes no call meanwhile.
-             "--session-lease", "600"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+             "--session-lease", "600", *extra],
+            stdout=subprocess.PIPE,
+            stderr=open(log, "w") if log else subprocess.DEVNULL, text=True,
             start_new_session=True)
         self.address = None
         self.http = None

@@ -28,7 +28,7 @@ int RemainingMillis(absl::Time deadline) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
-    std::vector<std::string> argv, bool merge_stderr) {
+    std::vector<std::string> argv, bool merge_stderr, bool stdin_pipe) {
   if (argv.empty()) return absl::InvalidArgumentError("no program to start");
   std::vector<char*> args;
   for (std::string& arg : argv) args.push_back(arg.data());
@@ -37,12 +37,20 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
+  int stdin_fds[2] = {-1, -1};
+  if (stdin_pipe && pipe2(stdin_fds, O_CLOEXEC) != 0) {
+    const int error = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(error)));
+  }
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int error = errno;
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
+    for (int fd : {pipe_fds[0], pipe_fds[1], stdin_fds[0], stdin_fds[1]}) {
+      if (fd >= 0) close(fd);
+    }
     return absl::InternalError(absl::StrCat("fork: ", std::strerror(error)));
   }
   if (pid == 0) {
@@ -51,6 +59,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     if (getppid() != parent) _exit(127);  // The parent died already.
     dup2(pipe_fds[1], STDOUT_FILENO);
     if (merge_stderr) dup2(pipe_fds[1], STDERR_FILENO);
+    if (stdin_pipe) dup2(stdin_fds[0], STDIN_FILENO);
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_UNBLOCK, &all, nullptr);
@@ -58,7 +67,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     _exit(127);
   }
   close(pipe_fds[1]);
-  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, pipe_fds[0]));
+  if (stdin_pipe) close(stdin_fds[0]);
+  return std::unique_ptr<ChildProcess>(
+      new ChildProcess(pid, pipe_fds[0], stdin_fds[1]));
 }
 
 ChildProcess::~ChildProcess() {
@@ -69,6 +80,24 @@ ChildProcess::~ChildProcess() {
     }
   }
   close(stdout_fd_);
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+}
+
+absl::Status ChildProcess::WriteToStdin(std::string_view text) {
+  if (stdin_fd_ < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pid ", pid_, " was started without a stdin pipe"));
+  }
+  while (!text.empty()) {
+    const ssize_t written = write(stdin_fd_, text.data(), text.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "writing to the stdin of pid ", pid_, ": ", std::strerror(errno)));
+    }
+    text.remove_prefix(static_cast<size_t>(written));
+  }
+  return absl::OkStatus();
 }
 
 std::string ChildProcess::DescribeWaitStatus(int status) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,10 +29,12 @@ class ChildProcess {
  public:
   // Starts `argv` (argv[0] is the program's path). Its stdout (and its
   // stderr too with `merge_stderr`; otherwise that is ours) comes to
-  // ReadLineStartingWith. The signals blocked in this thread are unblocked
-  // in the child.
+  // ReadLineStartingWith. With `stdin_pipe` its stdin is a pipe that
+  // WriteToStdin writes; otherwise it is ours. The signals blocked in this
+  // thread are unblocked in the child.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
-      std::vector<std::string> argv, bool merge_stderr = false);
+      std::vector<std::string> argv, bool merge_stderr = false,
+      bool stdin_pipe = false);
   // Kills it (SIGKILL) and reaps it unless it was reaped already.
   ~ChildProcess();
 
@@ -52,6 +55,10 @@ class ChildProcess {
   // exited, as a rule).
   absl::Status Drain();
 
+  // Writes `text` to the child's stdin (Start's `stdin_pipe`): all of it,
+  // or an error naming why not.
+  absl::Status WriteToStdin(std::string_view text);
+
   // Sends `signal` (no-op once reaped).
   void Signal(int signal);
   // Waits until it exits; its wait status, or DeadlineExceeded.
@@ -66,7 +73,8 @@ class ChildProcess {
   static std::string DescribeWaitStatus(int status);
 
  private:
-  ChildProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
+  ChildProcess(pid_t pid, int stdout_fd, int stdin_fd)
+      : pid_(pid), stdout_fd_(stdout_fd), stdin_fd_(stdin_fd) {}
   // Reaps without blocking; true once reaped.
   bool TryReap();
   // One read of the pipe into lines_: OK, or Unavailable at its end.
@@ -74,6 +82,7 @@ class ChildProcess {
 
   pid_t pid_;
   int stdout_fd_;
+  int stdin_fd_;  // -1 without `stdin_pipe`.
   std::string buffer_;  // Read, not yet split into lines.
   std::vector<std::string> lines_;
   std::optional<int> status_;  // Once reaped.

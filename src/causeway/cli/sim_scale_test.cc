@@ -71,14 +71,19 @@ absl::StatusOr<client::Array> RunChain(client::Session& session,
 class SimScaleTest : public ProcessClusterTest {
  protected:
   // A sim worker process of `hosts` hosts on island 0; their host ids, once
-  // each has printed its ready line.
+  // each has printed its ready line. With `control`, it reads commands on
+  // its stdin (--control-stdin).
   std::vector<HostId> AddSimHosts(int64_t hosts,
-                                  int64_t devices = kDevicesPerHost) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(
-        {CAUSEWAY_BINARY, "worker", "--head", address_, "--island", "0",
-         "--devices", absl::StrCat(devices), "--device-kind", "sim",
-         "--hosts", absl::StrCat(hosts), "--memory-per-device", "64M"},
-        /*merge_stderr=*/true);
+                                  int64_t devices = kDevicesPerHost,
+                                  bool control = false) {
+    std::vector<std::string> argv = {
+        CAUSEWAY_BINARY, "worker", "--head", address_, "--island", "0",
+        "--devices", absl::StrCat(devices), "--device-kind", "sim",
+        "--hosts", absl::StrCat(hosts), "--memory-per-device", "64M"};
+    if (control) argv.push_back("--control-stdin");
+    absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+        ChildProcess::Start(std::move(argv), /*merge_stderr=*/true,
+                            /*stdin_pipe=*/control);
     CW_CHECK(process.ok()) << process.status();
     workers_.push_back({*std::move(process), HostId()});
     std::vector<HostId> ids;
@@ -233,6 +238,70 @@ TEST_F(SimScaleTest, ASigkilledSimProcessIsDetectedAndItsSlicesRemapped) {
     }
     return true;
   }));
+}
+
+TEST_F(SimScaleTest, AKilledHostOfASimProcessAloneIsLostAndItsSliceRemapped) {
+  StartHead({"--worker-timeout", "120"});
+  AddSimHosts(16, kDevicesPerHost, /*control=*/true);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<client::Session> session =
+      client->OpenSession({.name = "survivor"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  constexpr int64_t kSlices = 4;
+  std::vector<client::Slice> slices;
+  for (int64_t i = 0; i < kSlices; ++i) {
+    absl::StatusOr<client::Slice> slice =
+        session->CreateSlice(kDevicesPerHost);
+    ASSERT_TRUE(slice.ok()) << slice.status();
+    ASSERT_TRUE(slice->Ready().AwaitFor(kWait).ok());
+    slices.push_back(*std::move(slice));
+  }
+  absl::StatusOr<transport::SliceInfo> first = slices[0].Info().AwaitFor(kWait);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const HostId victim = client->topology()->HostOf(first->devices.front());
+  for (client::Slice& slice : slices) {
+    absl::StatusOr<client::Array> y =
+        RunChain(*session, slice, kDevicesPerHost, 3);
+    ASSERT_TRUE(y.ok() && y->Ready().AwaitFor(kWait).ok());
+  }
+
+  ChildProcess& process = *workers_.front().process;
+  ASSERT_TRUE(
+      process.WriteToStdin(absl::StrCat("kill-host ", victim.value(), "\n"))
+          .ok());
+  EXPECT_TRUE(process
+                  .ReadLineStartingWith(
+                      absl::StrCat("killed host ", victim.value()), kWait)
+                  .ok());
+  // The victim alone is dead; its process's other 15 hosts serve on.
+  EXPECT_TRUE(AwaitStatus(*session, [&](const nlohmann::json& status) {
+    std::set<HostId> dead;
+    for (const auto& host : status["hosts"]) {
+      if (host.contains("death")) dead.insert(HostId(host["host"].get<int64_t>()));
+    }
+    return dead == std::set<HostId>{victim};
+  }));
+  // Every slice runs again; the victim's was remapped off its devices, the
+  // others kept theirs.
+  for (int64_t i = 0; i < kSlices; ++i) {
+    absl::StatusOr<client::Array> y =
+        RunChain(*session, slices[i], kDevicesPerHost, 3);
+    ASSERT_TRUE(y.ok()) << y.status();
+    ASSERT_TRUE(y->Ready().AwaitFor(kWait).ok());
+    absl::StatusOr<transport::SliceInfo> info = slices[i].Info().AwaitFor(kWait);
+    ASSERT_TRUE(info.ok()) << info.status();
+    for (DeviceId device : info->devices) {
+      EXPECT_NE(client->topology()->HostOf(device), victim);
+    }
+    EXPECT_EQ(info->generation, i == 0 ? 2u : 1u) << "slice " << i;
+  }
+  EXPECT_TRUE(
+      process.WriteToStdin(absl::StrCat("kill-host ", victim.value(), "\n"))
+          .ok());
+  EXPECT_TRUE(process
+                  .ReadLineStartingWith(
+                      absl::StrCat("no host ", victim.value(), " here"), kWait)
+                  .ok());
 }
 
 TEST_F(SimScaleTest, ALaunchSpanningTwoSimProcessesFailsItsCollectivesSayingWhy) {

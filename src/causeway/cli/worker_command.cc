@@ -6,6 +6,7 @@
 #include <cmath>
 #include <atomic>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
@@ -72,6 +74,12 @@ exits with status 1 and says so.
                             collectives meet in this process: a launch
                             whose devices span sim processes fails its
                             collectives, saying so.
+  --control-stdin           With sim: read commands from stdin, one a
+                            line. `kill-host H` stops this process's host
+                            H (the head's id) at once, as if its machine
+                            died: its stream and data plane close and it
+                            does not register again; the others go on.
+                            Answers `killed host H` or `no host H here`.
   --sim-program-time S      Every program's fixed modelled time (default 0;
                             a program may add its own with the frontend
                             attribute causeway_sim_us="N").
@@ -125,6 +133,7 @@ struct WorkerFlags {
   absl::Duration collective_timeout = absl::Seconds(60);
   std::optional<std::string> health_listen;
   int64_t max_early_piece_bytes = int64_t{1} << 30;
+  bool control_stdin = false;
 };
 
 // The host part of "IP:PORT" or "[IPv6]:PORT".
@@ -175,6 +184,12 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   if (out.hosts > 1 && !sim) {
     return absl::InvalidArgumentError(
         "--hosts K needs --device-kind sim (a cpu worker is one host)");
+  }
+  out.control_stdin = flags.Has("--control-stdin");
+  if (out.control_stdin && !sim) {
+    return absl::InvalidArgumentError(
+        "--control-stdin needs --device-kind sim (stop a cpu worker by "
+        "signalling its process)");
   }
   for (const char* name :
        {"--sim-program-time", "--sim-peak-flops", "--sim-memory-bandwidth",
@@ -277,15 +292,31 @@ class HostGroup {
     }
     if (stop) agent->Stop();
   }
-  void Remove(transport::GrpcWorkerAgent* agent) {
+  // True if `agent` was killed (Kill): its host must not register again.
+  bool Remove(transport::GrpcWorkerAgent* agent) {
     absl::MutexLock lock(&mu_);
     agents_.erase(agent);
+    return killed_.erase(agent) > 0;
+  }
+  // Stops the one host whose agent serves `host`, as if its machine died:
+  // its stream ends now (its data plane closes as Serve returns) and it
+  // does not register again. False if no host of the group is `host`.
+  bool Kill(HostId host) {
+    absl::MutexLock lock(&mu_);
+    for (transport::GrpcWorkerAgent* agent : agents_) {
+      if (agent->host() != host) continue;
+      killed_.insert(agent);
+      agent->Stop();
+      return true;
+    }
+    return false;
   }
 
  private:
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::set<transport::GrpcWorkerAgent*> agents_ ABSL_GUARDED_BY(mu_);
+  std::set<transport::GrpcWorkerAgent*> killed_ ABSL_GUARDED_BY(mu_);
 };
 
 // The collectives of a sim process's hosts (one island): launches meet in
@@ -382,39 +413,6 @@ class SimCollectives final : public transport::LaunchCollectives {
       ABSL_GUARDED_BY(mu_);
 };
 
-// Registers with the head, retrying with backoff until `deadline`. The
-// last error when no head answered in time (or a refusal, at once: a head
-// that says no will say no again).
-absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> RegisterWithRetry(
-    transport::GrpcWorkerAgentOptions options, absl::Duration window,
-    const HostGroup& group) {
-  const absl::Time deadline = absl::Now() + window;
-  absl::Duration backoff = kFirstBackoff;
-  while (true) {
-    options.connect_timeout = absl::Trunc(
-        std::max(absl::Milliseconds(100),
-                 std::min(absl::Seconds(2), deadline - absl::Now())),
-        absl::Milliseconds(1));
-    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
-        transport::GrpcWorkerAgent::Register(options);
-    if (agent.ok()) return agent;
-    const absl::StatusCode code = agent.status().code();
-    if (code != absl::StatusCode::kUnavailable &&
-        code != absl::StatusCode::kDeadlineExceeded) {
-      return agent.status();
-    }
-    if (absl::Now() + backoff >= deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "no head answered at ", options.head, " within ",
-          absl::FormatDuration(window)));
-    }
-    if (group.WaitFor(backoff)) {
-      return absl::CancelledError("stopped while trying to reach the head");
-    }
-    backoff = std::min(2 * backoff, kMaxBackoff);
-  }
-}
-
 // Keeps the data plane's peer table as the head's membership says: every
 // other alive host with a data plane is a peer; a dead one is removed.
 void ApplyMembership(transport::TcpDataPlane& data_plane, HostId self,
@@ -437,7 +435,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
                        transport::TcpDataPlane& data_plane,
                        const WorkerFlags& flags, HostGroup& group,
                        SimCollectives* sim_collectives,
-                       observe::HealthServer* health) {
+                       observe::HealthServer* health, bool* killed) {
   trace::EventBuffer events;  // Sent to the head, for its trace.
   // Launches within this process meet in memory; launches that span
   // processes run their collectives over Gloo, meeting through the head's
@@ -507,7 +505,7 @@ absl::Status ServeOnce(transport::GrpcWorkerAgent& agent,
   data_plane.Attach(agent.host(), worker.get());
   group.Add(&agent);
   absl::Status ended = agent.Serve(worker.get(), &events);
-  group.Remove(&agent);
+  *killed = group.Remove(&agent);
   worker->Stop();
   // After this no piece reaches the worker any more.
   data_plane.Shutdown();
@@ -525,6 +523,83 @@ absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> StartDataPlane(
   return transport::TcpDataPlane::Create(std::move(options));
 }
 
+// A registered incarnation: the head's stream and its data plane.
+struct Registration {
+  std::unique_ptr<transport::GrpcWorkerAgent> agent;
+  std::unique_ptr<transport::TcpDataPlane> data_plane;
+};
+
+// Registers with the head, retrying with backoff for `window`. The last
+// error when no head answered in time (or a refusal, at once: a head that
+// says no will say no again).
+//
+// Every attempt is a fresh incarnation (its own data plane): an attempt
+// given up on because the head's answer was late may have been admitted,
+// and the head then saw that incarnation's stream end, so it is dead to
+// the head and would be refused ("which died"); a busy head (512 sim
+// hosts registering at once on a loaded machine) answers late.
+absl::StatusOr<Registration> RegisterWithRetry(const WorkerFlags& flags,
+                                               absl::Duration window,
+                                               const HostGroup& group) {
+  const absl::Time deadline = absl::Now() + window;
+  absl::Duration backoff = kFirstBackoff;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
+        StartDataPlane(flags);
+    if (!data_plane.ok()) {
+      return absl::Status(data_plane.status().code(),
+                          absl::StrCat("the data plane: ",
+                                       data_plane.status().message()));
+    }
+    transport::GrpcWorkerAgentOptions options = flags.agent;
+    options.data_plane_address = (*data_plane)->address();
+    options.incarnation = (*data_plane)->incarnation();
+    options.connect_timeout = absl::Trunc(
+        std::max(absl::Milliseconds(100),
+                 std::min(absl::Seconds(2), deadline - absl::Now())),
+        absl::Milliseconds(1));
+    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
+        transport::GrpcWorkerAgent::Register(options);
+    if (agent.ok()) {
+      return Registration{*std::move(agent), *std::move(data_plane)};
+    }
+    const absl::StatusCode code = agent.status().code();
+    if (code != absl::StatusCode::kUnavailable &&
+        code != absl::StatusCode::kDeadlineExceeded) {
+      return agent.status();
+    }
+    if (absl::Now() + backoff >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "no head answered at ", options.head, " within ",
+          absl::FormatDuration(window)));
+    }
+    if (group.WaitFor(backoff)) {
+      return absl::CancelledError("stopped while trying to reach the head");
+    }
+    backoff = std::min(2 * backoff, kMaxBackoff);
+  }
+}
+
+// --control-stdin: reads commands from stdin until it ends.
+void ReadControlCommands(HostGroup& group) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::vector<std::string> words =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    int64_t host = 0;
+    if (words.size() == 2 && words[0] == "kill-host" &&
+        absl::SimpleAtoi(words[1], &host)) {
+      std::printf(group.Kill(HostId(host)) ? "killed host %lld\n"
+                                           : "no host %lld here\n",
+                  static_cast<long long>(host));
+    } else if (!words.empty()) {
+      std::printf("unknown command '%s' (the command is kill-host H)\n",
+                  line.c_str());
+    }
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 // Serves one host until the group stops: registers, serves one
@@ -534,36 +609,28 @@ int RunHost(const WorkerFlags& flags, HostGroup& group,
   absl::Status last = absl::OkStatus();
   bool first = true;
   while (!group.stopped()) {
-    absl::StatusOr<std::unique_ptr<transport::TcpDataPlane>> data_plane =
-        StartDataPlane(flags);
-    if (!data_plane.ok()) {
-      PrintUserMessage(LogSeverity::kError, "causeway worker: the data plane: %s\n",
-                   std::string(data_plane.status().message()).c_str());
-      return kExitFailure;
-    }
-    transport::GrpcWorkerAgentOptions agent_options = flags.agent;
-    agent_options.data_plane_address = (*data_plane)->address();
-    agent_options.incarnation = (*data_plane)->incarnation();
-    absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
-        RegisterWithRetry(agent_options, flags.retry, group);
-    if (!agent.ok()) {
+    absl::StatusOr<Registration> registered =
+        RegisterWithRetry(flags, flags.retry, group);
+    if (!registered.ok()) {
       if (group.stopped()) break;
       if (first) {
         PrintUserMessage(LogSeverity::kError, "causeway worker: %s\n",
-                     std::string(agent.status().message()).c_str());
+                     std::string(registered.status().message()).c_str());
       } else {
         PrintUserMessage(LogSeverity::kError,
                      "causeway worker: lost the head (%s), then %s; "
                      "exiting\n",
                      std::string(last.message()).c_str(),
-                     std::string(agent.status().message()).c_str());
+                     std::string(registered.status().message()).c_str());
       }
       return kExitFailure;
     }
     first = false;
-    last = ServeOnce(**agent, **data_plane, flags, group, sim_collectives, health);
-    agent->reset();
-    if (group.stopped()) break;
+    bool killed = false;
+    last = ServeOnce(*registered->agent, *registered->data_plane, flags, group,
+                     sim_collectives, health, &killed);
+    registered->agent.reset();
+    if (group.stopped() || killed) break;
     if (health != nullptr) {
       health->SetNotReady(absl::StrCat("lost the head (", last.message(),
                                        "); registering again with ",
@@ -596,6 +663,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
                                {"--data-plane-listen"},
                                {"--health-listen"},
                                {"--max-early-piece-bytes"},
+                               {"--control-stdin", false},
                                {"--insecure", false}}));
   if (parsed.ok() && parsed->help) {
     std::printf("%s%s%s", kWorkerHelp, kSecurityFlagsHelp, kInsecureFlagHelp);
@@ -630,12 +698,19 @@ int WorkerCommand(const std::vector<std::string>& args) {
     std::fflush(stdout);
   }
 
-  HostGroup group;
+  // Shared with the stdin reader, which may outlive this function.
+  auto shared_group = std::make_shared<HostGroup>();
+  HostGroup& group = *shared_group;
   signals.SetHandler([&group] { group.Stop(); });
   // A sim process's hosts share one SimCollectives (one island).
   std::unique_ptr<SimCollectives> sim_collectives;
   if (flags->sim.has_value()) {
     sim_collectives = std::make_unique<SimCollectives>(flags->collective_timeout);
+  }
+  if (flags->control_stdin) {
+    // Detached: it may wait in a read of stdin when the process exits.
+    std::thread([shared_group] { ReadControlCommands(*shared_group); })
+        .detach();
   }
   std::vector<int> exit_codes(flags->hosts, kExitOk);
   std::vector<std::thread> hosts;

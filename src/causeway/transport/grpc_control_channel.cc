@@ -1,6 +1,7 @@
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_control_channel.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -477,50 +478,215 @@ grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status GrpcWorkerServer::Worker(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<wire::HeadToWorker, wire::WorkerToHead>* stream) {
-  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
-  wire::WorkerToHead first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
-  if (!first.has_registration()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        "WorkerToHead: the first message of a worker must be its "
-        "registration"));
+// One worker's stream. Its reactions (OnReadDone, OnWriteDone) run on
+// gRPC's threads; OnDone runs last, after every other, and deletes
+// it. Reads go one at a time: the next starts once a notice is handled.
+//
+// Writes come from the channel's writer thread (Writes::Write): it starts
+// one and waits until gRPC has taken it, as a synchronous Write did. The
+// stream finishes only with no write in progress (Finish waits for the
+// write's OnWriteDone), and no write starts once it is finishing; so by
+// OnDone the writer is never inside a write, and Disconnect, which joins
+// it, cannot wait on a reaction.
+class GrpcWorkerServer::WorkerStream final
+    : public grpc::ServerBidiReactor<wire::WorkerToHead, wire::HeadToWorker> {
+ public:
+  // What the channel's writer shares with the stream; outlives it.
+  class Writes {
+   public:
+    explicit Writes(WorkerStream* stream) : stream_(stream) {}
+
+    // Writes `message`; false once the stream is finishing or broke. On
+    // the channel's writer thread only.
+    bool Write(const wire::HeadToWorker& message) {
+      WorkerStream* stream = nullptr;
+      {
+        absl::MutexLock lock(&mu_);
+        if (finish_.has_value() || finished_) return false;
+        writing_ = true;
+        stream = stream_;
+      }
+      stream->StartWrite(&message);
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](bool* writing) { return !*writing; }, &writing_));
+      return written_;
+    }
+
+    // OnWriteDone: the write is over; a Finish that waited for it is due
+    // (returned, to be called by the reaction without the lock).
+    std::optional<grpc::Status> WriteDone(bool ok) {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      written_ = ok;
+      if (!finish_.has_value()) return std::nullopt;
+      finished_ = true;
+      std::optional<grpc::Status> finish = std::move(finish_);
+      finish_.reset();
+      return finish;
+    }
+
+    // Finishes with `status` now (true: the caller calls Finish), or once
+    // the write in progress is over (false). No write starts after it.
+    bool FinishWhenIdle(grpc::Status status) {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || finish_.has_value()) return false;
+      if (writing_) {
+        finish_ = std::move(status);
+        return false;
+      }
+      finished_ = true;
+      return true;
+    }
+
+   private:
+    absl::Mutex mu_;
+    WorkerStream* const stream_;  // Used only while !finished_.
+    bool writing_ ABSL_GUARDED_BY(mu_) = false;
+    bool written_ ABSL_GUARDED_BY(mu_) = false;
+    bool finished_ ABSL_GUARDED_BY(mu_) = false;
+    std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+  };
+
+  WorkerStream(GrpcWorkerServer* server, grpc::CallbackServerContext* context)
+      : server_(server),
+        context_(context),
+        writes_(std::make_shared<Writes>(this)) {
+    if (grpc::Status denied = server_->auth_->Check(*context); !denied.ok()) {
+      End(denied);
+      return;
+    }
+    StartRead(&first_);
   }
-  const uint32_t version = first.registration().version();
-  if (!kWorkerProtocol.Contains(version)) {
-    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-        "WorkerToHead.registration.version: ", version, " is not one this "
-        "head speaks (", kWorkerProtocol.min, "..", kWorkerProtocol.max,
-        ")")));
+
+  const std::shared_ptr<Writes>& writes() const { return writes_; }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // Read fails alike for a worker that half-closed, one whose message
+      // does not parse, and one that is gone.
+      End(ToGrpcStatus(absl::UnavailableError(absl::StrCat(
+          "the stream of ",
+          connection_ ? absl::StrCat(connection_->channel->name(), " (host ",
+                                     connection_->host.value(), ")")
+                      : std::string("a worker that never registered"),
+          " ended",
+          context_->IsCancelled()
+              ? " (cancelled)"
+              : ": the worker closed it, or sent a message that does not "
+                "parse"))));
+      return;
+    }
+    if (!connection_.has_value()) {
+      absl::Status refused;
+      absl::StatusOr<Connection> connection =
+          server_->Register(context_, first_, this, &refused);
+      if (connection.ok()) connection_ = *std::move(connection);
+      if (!connection.ok() || !refused.ok()) {
+        End(ToGrpcStatus(connection.ok() ? refused : connection.status()));
+        return;
+      }
+    } else if (absl::Status handled =
+                   server_->HandleNotice(*connection_, trace_names_, *notice_);
+               !handled.ok()) {
+      End(ToGrpcStatus(handled));
+      return;
+    }
+    notice_ = notices_.Next();
+    StartRead(notice_);
   }
-  absl::StatusOr<WorkerHello> hello =
-      HelloFromWire(first.registration(), options_.limits);
-  if (!hello.ok()) return ToGrpcStatus(hello.status());
-  {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) {
-      return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
+
+  void OnWriteDone(bool ok) override {
+    if (std::optional<grpc::Status> finish = writes_->WriteDone(ok)) {
+      Finish(*std::move(finish));
     }
   }
 
+  void OnDone() override {
+    if (connection_.has_value()) {
+      const absl::Status ended = FromGrpcStatus(ended_);
+      CW_LOG(WARNING) << connection_->channel->name() << " (host "
+                      << connection_->host.value() << ") is gone: " << ended;
+      // The head first, then the calls still waiting on the channel: by
+      // the time they fail, the host is dead, so a fetch in flight reads
+      // as DATA_LOSS (what it held is gone), not as a call that may be
+      // retried.
+      server_->membership_->listener().OnWorkerDisconnected(connection_->host,
+                                                            ended);
+      connection_->channel->Disconnect(ended);
+    }
+    delete this;
+  }
+
+ private:
+  // Ends the stream with `why` (never OK: the head ends a worker's stream
+  // only when something failed). From the constructor or a read: a
+  // cancelled call fails its read in progress, so that is where a
+  // cancellation ends it too.
+  void End(grpc::Status why) {
+    ended_ = why;
+    if (connection_.has_value()) server_->Unlist(*connection_);
+    // Otherwise OnWriteDone finishes it once gRPC has taken the write in
+    // progress, or failed it (a peer that is gone fails it, by keepalive;
+    // so does a cancel).
+    if (writes_->FinishWhenIdle(std::move(why))) Finish(ended_);
+  }
+
+  GrpcWorkerServer* const server_;
+  grpc::CallbackServerContext* const context_;
+  const std::shared_ptr<Writes> writes_;
+  // Touched by the reads, which go one at a time, and by OnDone, after
+  // every other reaction.
+  std::optional<Connection> connection_;
+  wire::WorkerToHead first_;
+  ReusedArenaMessage<wire::WorkerToHead> notices_;
+  wire::WorkerToHead* notice_ = nullptr;
+  NameDecoder trace_names_;  // The names of this worker's trace events.
+  grpc::Status ended_;  // Written by End; read in OnDone.
+};
+
+grpc::ServerBidiReactor<wire::WorkerToHead, wire::HeadToWorker>*
+GrpcWorkerServer::Worker(grpc::CallbackServerContext* context) {
+  return new WorkerStream(this, context);
+}
+
+absl::StatusOr<GrpcWorkerServer::Connection> GrpcWorkerServer::Register(
+    grpc::CallbackServerContext* context, const wire::WorkerToHead& first,
+    WorkerStream* stream, absl::Status* refused) {
+  if (!first.has_registration()) {
+    return absl::InvalidArgumentError(
+        "WorkerToHead: the first message of a worker must be its "
+        "registration");
+  }
+  const uint32_t version = first.registration().version();
+  if (!kWorkerProtocol.Contains(version)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "WorkerToHead.registration.version: ", version, " is not one this "
+        "head speaks (", kWorkerProtocol.min, "..", kWorkerProtocol.max,
+        ")"));
+  }
+  CW_ASSIGN_OR_RETURN(WorkerHello hello,
+                      HelloFromWire(first.registration(), options_.limits));
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return absl::UnavailableError("the head is shutting down");
+    }
+  }
   auto channel = std::make_shared<GrpcControlChannel>(
-      hello->name.empty() ? absl::StrCat("worker ", context->peer())
-                          : hello->name,
+      hello.name.empty() ? absl::StrCat("worker ", context->peer())
+                         : hello.name,
       options_.limits,
-      [stream](const wire::HeadToWorker& command) {
-        return stream->Write(command);
+      [writes = stream->writes()](const wire::HeadToWorker& command) {
+        return writes->Write(command);
       });
-  absl::StatusOr<WorkerAdmission> admission = membership_->AdmitWorker(*hello);
+  absl::StatusOr<WorkerAdmission> admission = membership_->AdmitWorker(hello);
   if (!admission.ok()) {
     channel->Disconnect(admission.status());
-    return ToGrpcStatus(admission.status());
+    return admission.status();
   }
   const HostId host = admission->host;
   channel->set_host(host);
-
-  Connection connection{host, hello->incarnation, channel, context};
   wire::HeadToWorker registered;
   wire::Registered* reply = registered.mutable_registered();
   reply->set_host(host.value());
@@ -529,6 +695,7 @@ grpc::Status GrpcWorkerServer::Worker(
   }
   reply->set_heartbeat_interval_ms(
       absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  Connection connection{host, hello.incarnation, channel, context};
   bool shut_down = false;
   {
     absl::MutexLock lock(&mu_);
@@ -537,43 +704,14 @@ grpc::Status GrpcWorkerServer::Worker(
   }
   // The first message the worker reads; the head may call it after this.
   channel->Send(std::move(registered));
-  absl::Status activated =
-      shut_down ? absl::UnavailableError("the head is shutting down")
-                : membership_->ActivateWorker(host, channel);
-  absl::Status ended = activated;
-  if (ended.ok()) {
-    ReusedArenaMessage<wire::WorkerToHead> notices;
-    NameDecoder trace_names;  // The names of this worker's trace events.
-    for (wire::WorkerToHead* notice = notices.Next(); stream->Read(notice);
-         notice = notices.Next()) {
-      ended = HandleNotice(connection, trace_names, *notice);
-      if (!ended.ok()) break;
-    }
-    if (ended.ok()) {
-      // Read fails alike for a worker that half-closed, one whose message
-      // does not parse, and one that is gone.
-      ended = absl::UnavailableError(absl::StrCat(
-          "the stream of ", channel->name(), " (host ", host.value(),
-          ") ended",
-          context->IsCancelled()
-              ? " (cancelled)"
-              : ": the worker closed it, or sent a message that does not "
-                "parse"));
-    }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    workers_.erase(host);
-  }
-  CW_LOG(WARNING) << channel->name() << " (host " << host.value()
-                  << ") is gone: " << ended;
-  // The head first, then the calls still waiting on the channel: by the
-  // time they fail, the host is dead, so a fetch in flight reads as
-  // DATA_LOSS (what it held is gone), not as a call that may be retried.
-  membership_->listener().OnWorkerDisconnected(host, ended);
-  channel->Disconnect(ended);
-  // Never OK: the head ends a worker's stream only when something failed.
-  return ToGrpcStatus(ended);
+  *refused = shut_down ? absl::UnavailableError("the head is shutting down")
+                       : membership_->ActivateWorker(host, channel);
+  return connection;
+}
+
+void GrpcWorkerServer::Unlist(const Connection& connection) {
+  absl::MutexLock lock(&mu_);
+  workers_.erase(connection.host);
 }
 
 absl::Status GrpcWorkerServer::HandleNotice(const Connection& connection,

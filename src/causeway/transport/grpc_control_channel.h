@@ -182,7 +182,18 @@ class GrpcControlChannel final : public ControlChannel {
 };
 
 // Serves the Worker streams and the workers' bulk calls.
-class GrpcWorkerServer final : public wire::HeadWorkers::Service {
+//
+// A Worker stream runs on gRPC's callback API: its reads complete on
+// gRPC's own few threads, whatever the number of workers, and its notices
+// are handled there (they take the head's locks, never wait on the
+// network). A synchronous stream held a thread in Read per worker, and at
+// 128 hosts and more waking the right one of hundreds of threads for each
+// message cost the head more per host the more hosts there were
+// (docs/sim_devices.md). Each channel's writer (StreamWriter) keeps its
+// own thread, which starts a write and waits for gRPC to take it.
+class GrpcWorkerServer final
+    : public wire::HeadWorkers::WithCallbackMethod_Worker<
+          wire::HeadWorkers::Service> {
  public:
   // `membership` and `auth` must outlive the server.
   GrpcWorkerServer(WorkerMembership* membership, const TokenCheck* auth,
@@ -196,10 +207,8 @@ class GrpcWorkerServer final : public wire::HeadWorkers::Service {
   grpc::Status GetVersion(grpc::ServerContext* context,
                           const wire::VersionRequest* request,
                           wire::VersionResponse* response) override;
-  grpc::Status Worker(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<wire::HeadToWorker, wire::WorkerToHead>* stream)
-      override;
+  grpc::ServerBidiReactor<wire::WorkerToHead, wire::HeadToWorker>* Worker(
+      grpc::CallbackServerContext* context) override;
   grpc::Status PullShard(grpc::ServerContext* context,
                          const wire::ShardRef* request,
                          grpc::ServerWriter<wire::ShardData>* writer) override;
@@ -208,12 +217,25 @@ class GrpcWorkerServer final : public wire::HeadWorkers::Service {
                          wire::PushShardResponse* response) override;
 
  private:
+  class WorkerStream;
   struct Connection {
     HostId host;
     uint64_t incarnation = 0;
     std::shared_ptr<GrpcControlChannel> channel;
-    grpc::ServerContext* context = nullptr;
+    grpc::CallbackServerContext* context = nullptr;
   };
+
+  // A worker's first message: admits the worker, lists it and hands the
+  // head its channel. The connection of an admitted worker, with
+  // `*refused` set if its stream must end at once (activation refused,
+  // the head shutting down); an error if it was not admitted.
+  absl::StatusOr<Connection> Register(grpc::CallbackServerContext* context,
+                                      const wire::WorkerToHead& first,
+                                      WorkerStream* stream,
+                                      absl::Status* refused);
+  // The stream of `connection` is ending: FindChannel and Shutdown no
+  // longer see it (its context lives until the stream is done).
+  void Unlist(const Connection& connection);
 
   // The channel of the live worker `host` of `incarnation`; NotFound
   // otherwise (a stale incarnation reads like an unknown host).
