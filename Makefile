@@ -69,10 +69,9 @@ python: py-deps $(BUILD)/build.ninja
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
 	  --no-deps --config-settings=build-dir=$(abspath $(BUILD)) ./python
 
-# The Python tests run beside the rest of the build and ctest, as soon as
-# what they need is built (tools/make_test.sh says why).
-test: deps $(BUILD)/build.ninja
-	./tools/make_test.sh $(BUILD) $(JOBS)
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(PY) -m pytest -q python/tests
 
 demo: deps build
 	./examples/run_demo.sh $(BUILD)
