@@ -47,10 +47,13 @@
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/client/program_trace.h"
+#include "process_files.h"
 
 namespace causeway {
 namespace {
 
+using bench::ProcessCpuSeconds;
+using bench::ReadFile;
 using client::Array;
 using client::Executable;
 
@@ -69,25 +72,6 @@ struct Options {
   std::vector<int64_t> worker_pids;
 };
 
-// CPU seconds (user + system) of process `pid` so far; 0 if unreadable.
-double ProcessCpuSeconds(int64_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  // Fields after the command's closing parenthesis: state is field 3,
-  // utime 14, stime 15.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> fields =
-      absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
-  double utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
-      !absl::SimpleAtod(fields[12], &stime)) {
-    return 0;
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 double ProcessesCpuSeconds(const std::vector<int64_t>& pids) {
   double total = 0;
   for (int64_t pid : pids) total += ProcessCpuSeconds(pid);
@@ -99,13 +83,6 @@ double ProcessCpuSeconds() {
   getrusage(RUSAGE_SELF, &usage);
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
 }
 
 // w: every element 1/n, of the module's second parameter's shape (n x n).

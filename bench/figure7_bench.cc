@@ -40,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
+#include "process_files.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/client/program_trace.h"
@@ -47,6 +48,8 @@
 namespace causeway {
 namespace {
 
+using bench::ProcessCpuSeconds;
+using bench::ReadFile;
 using client::Array;
 using client::Executable;
 
@@ -61,30 +64,6 @@ struct Options {
   std::vector<std::string> modes = {"parallel", "sequential"};
   int64_t head_pid = 0;
 };
-
-// CPU seconds (user + system) of process `pid` so far; 0 if unreadable.
-double ProcessCpuSeconds(int64_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::vector<std::string> fields =
-      absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
-  double utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
-      !absl::SimpleAtod(fields[12], &stime)) {
-    return 0;
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
 
 // The stages' slices and their programs.
 struct Chain {
