@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace causeway_command_test {
 
 namespace fs = std::filesystem;
 using hlo::Literal;
@@ -587,5 +587,5 @@ TEST_F(CausewayCommandTest, RunsACorpusProgramLikeJax) {
   EXPECT_GT(outputs, 0);
 }
 
-}  // namespace
+}  // namespace causeway_command_test
 }  // namespace causeway

@@ -44,7 +44,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace conformance_test {
 
 namespace fs = std::filesystem;
 using corpus::ArraySpec;
@@ -388,5 +388,5 @@ TEST(ConformanceHelpersTest, CompareIsExactForIntegers) {
   EXPECT_NE(CompareArrays(got, want, 1.0, 1.0), "");
 }
 
-}  // namespace
+}  // namespace conformance_test
 }  // namespace causeway

@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace fused_equivalence_test {
 
 namespace fs = std::filesystem;
 
@@ -81,5 +81,5 @@ TEST(FusedEquivalenceTest, EveryCorpusProgramGivesTheSameBitsFusedAndOpByOp) {
             << " programs have fused loops and gave identical bits\n";
 }
 
-}  // namespace
+}  // namespace fused_equivalence_test
 }  // namespace causeway

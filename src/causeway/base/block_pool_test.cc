@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace block_pool_test {
 
 bool Aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % BlockPool::kAlignment == 0;
@@ -99,5 +99,5 @@ TEST(BlockPoolTest, BlocksAllocatedOnOneThreadAreFreedOnAnother) {
   pool.Free(again);
 }
 
-}  // namespace
+}  // namespace block_pool_test
 }  // namespace causeway

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace executor_test {
 
 TEST(InlineExecutorTest, RunsTheTaskBeforeExecuteReturnsOnTheCallingThread) {
   std::thread::id ran_on;
@@ -109,5 +109,5 @@ TEST(ThreadPoolDeathTest, ZeroThreadsDies) {
   EXPECT_DEATH(ThreadPool("empty", 0), "at least one thread");
 }
 
-}  // namespace
+}  // namespace executor_test
 }  // namespace causeway

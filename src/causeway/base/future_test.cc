@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace future_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -424,5 +424,5 @@ TEST(FutureStressTest, JoinOverAThreadPoolSeesEveryValue) {
   for (int i = 0; i < kFutures; ++i) EXPECT_EQ((*joined)[i], i + 1);
 }
 
-}  // namespace
+}  // namespace future_test
 }  // namespace causeway

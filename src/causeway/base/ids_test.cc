@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace ids_test {
 
 // Distinct id types never convert into each other or from bare integers.
 static_assert(!std::is_convertible_v<DeviceId, HostId>);
@@ -43,5 +43,5 @@ TEST(StrongIdTest, PrintsItsValue) {
   EXPECT_EQ(out.str(), "7 123456789012345");
 }
 
-}  // namespace
+}  // namespace ids_test
 }  // namespace causeway

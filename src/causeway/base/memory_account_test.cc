@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace memory_account_test {
 
 TEST(MemoryAccountTest, ChargesOnTheOpenThreadAreCountedAndCreditedBack) {
   auto account = std::make_shared<MemoryAccount>(1000);
@@ -83,5 +83,5 @@ TEST(MemoryAccountTest, NoLimitMeansThePhysicalMemory) {
   EXPECT_EQ(MemoryAccount(0).limit_bytes(), PhysicalMemoryBytes());
 }
 
-}  // namespace
+}  // namespace memory_account_test
 }  // namespace causeway

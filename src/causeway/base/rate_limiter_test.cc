@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace rate_limiter_test {
 
 // A clock the test moves by hand.
 class RateLimiterTest : public ::testing::Test {
@@ -49,5 +49,5 @@ TEST_F(RateLimiterTest, AClockThatGoesBackGivesNothing) {
   EXPECT_FALSE(limiter.TryAcquire());
 }
 
-}  // namespace
+}  // namespace rate_limiter_test
 }  // namespace causeway

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace status_test {
 
 absl::Status Fail(absl::string_view message) {
   return absl::InvalidArgumentError(message);
@@ -74,5 +74,5 @@ TEST(StatusMacrosTest, AssignOrReturnMovesMoveOnlyValues) {
   EXPECT_EQ(*result, 5);
 }
 
-}  // namespace
+}  // namespace status_test
 }  // namespace causeway

@@ -37,7 +37,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::cli {
-namespace {
+namespace multi_process_test {
 
 using hlo::testutil::F32;
 using hlo::testutil::Values;
@@ -783,5 +783,5 @@ TEST(ClusterParentTest, AClusterWhoseParentIsKilledStopsEveryMemberCleanly) {
   }
 }
 
-}  // namespace
+}  // namespace multi_process_test
 }  // namespace causeway::cli

@@ -27,7 +27,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::cli {
-namespace {
+namespace separate_hosts_test {
 
 using hlo::testutil::F32;
 using ::testing::ElementsAre;
@@ -206,5 +206,5 @@ TEST(VethNetworkTest, DeadRunsLeftoversAreRemovedAndALiveRunsStay) {
   EXPECT_FALSE(RunIp({"link", "show", dead + "c"}).ok());
 }
 
-}  // namespace
+}  // namespace separate_hosts_test
 }  // namespace causeway::cli

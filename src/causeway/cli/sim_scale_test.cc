@@ -22,7 +22,7 @@
 #include "nlohmann/json.hpp"
 
 namespace causeway::cli {
-namespace {
+namespace sim_scale_test {
 
 using ::testing::Each;
 using testing::kWait;
@@ -346,5 +346,5 @@ TEST_F(SimScaleTest, ASimCausewayClusterServesEachIslandFromOneProcess) {
   EXPECT_EQ((*cluster)->Stop(), 0);
 }
 
-}  // namespace
+}  // namespace sim_scale_test
 }  // namespace causeway::cli

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::client {
-namespace {
+namespace local_client_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -236,5 +236,5 @@ TEST_F(LocalClientTest,
   EXPECT_THAT(shards.status().message(), HasSubstr("did not arrive"));
 }
 
-}  // namespace
+}  // namespace local_client_test
 }  // namespace causeway::client

@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::client {
-namespace {
+namespace misuse_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -179,5 +179,5 @@ TEST(MisuseTest, LocalClusterRefusesOptionsThatMakeNoSense) {
   EXPECT_EQ(no_window.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace misuse_test
 }  // namespace causeway::client

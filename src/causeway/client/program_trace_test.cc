@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::client {
-namespace {
+namespace program_trace_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -143,5 +143,5 @@ TEST_F(ProgramTraceTest, AFailedRecordingLeavesTheTraceUnchanged) {
   EXPECT_EQ(trace.num_ops(), 1u);
 }
 
-}  // namespace
+}  // namespace program_trace_test
 }  // namespace causeway::client

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::client {
-namespace {
+namespace session_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -282,5 +282,5 @@ TEST_F(SessionTest, ArraysOfAnotherSessionAreRefused) {
                                   Sharding::Replicated()).ok());
 }
 
-}  // namespace
+}  // namespace session_test
 }  // namespace causeway::client

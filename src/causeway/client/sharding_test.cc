@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::client {
-namespace {
+namespace sharding_test {
 
 using ::testing::HasSubstr;
 using hlo::PrimitiveType;
@@ -127,5 +127,5 @@ TEST(ShardingTest, EquivalenceComparesWhereDataLivesNotHowItIsWritten) {
       Sharding::SingleDevice(0).IsEquivalent(Sharding::SingleDevice(1), vec, 2));
 }
 
-}  // namespace
+}  // namespace sharding_test
 }  // namespace causeway::client

@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::cluster {
-namespace {
+namespace grpc_security_test {
 
 using hlo::testutil::F32;
 using hlo::testutil::Values;
@@ -916,5 +916,5 @@ TEST_F(GrpcHeadFixture, BulkCallsOfAnUnknownIncarnationAreNotFound) {
   }
 }
 
-}  // namespace
+}  // namespace grpc_security_test
 }  // namespace causeway::cluster

@@ -28,7 +28,7 @@ using trace::EventSink;
 using trace::OpEvent;
 using trace::TransferEvent;
 using transport::ExtractPiece;
-namespace {
+namespace local_cluster_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -1069,5 +1069,5 @@ TEST(LocalClusterTest, GangOrderNeverDeadlocksOverlappingCollectives) {
   EXPECT_EQ(cluster->collectives(IslandId(0)).NumLive(), 0);
 }
 
-}  // namespace
+}  // namespace local_cluster_test
 }  // namespace causeway::cluster

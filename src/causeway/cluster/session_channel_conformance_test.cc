@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::cluster {
-namespace {
+namespace session_channel_conformance_test {
 
 using hlo::Literal;
 using hlo::testutil::F32;
@@ -370,5 +370,5 @@ INSTANTIATE_TEST_SUITE_P(Transports, SessionChannelTest,
                                            Transport::kGrpc),
                          TransportName);
 
-}  // namespace
+}  // namespace session_channel_conformance_test
 }  // namespace causeway::cluster

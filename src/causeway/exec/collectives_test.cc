@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace collectives_test {
 
 using hlo::Instruction;
 using hlo::Literal;
@@ -82,5 +82,5 @@ TEST(CollectiveHelpersTest, BlockAlongAndConcatenateAlongAreInverse) {
   EXPECT_EQ(*joined, value);
 }
 
-}  // namespace
+}  // namespace collectives_test
 }  // namespace causeway::exec

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace complex_test {
 
 using hlo::C128;
 using hlo::C64;
@@ -495,5 +495,5 @@ ENTRY e {
               HasSubstr("'f' (line 5): fft FFT needs a complex operand"));
 }
 
-}  // namespace
+}  // namespace complex_test
 }  // namespace causeway::exec

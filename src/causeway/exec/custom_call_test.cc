@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace custom_call_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -124,5 +124,5 @@ ENTRY main {
   EXPECT_EQ(evaluator_, nullptr);
 }
 
-}  // namespace
+}  // namespace custom_call_test
 }  // namespace causeway::exec

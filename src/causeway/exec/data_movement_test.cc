@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace data_movement_test {
 
 using hlo::Opcode;
 using hlo::PrimitiveType;
@@ -364,5 +364,5 @@ TEST(DataMovementTest, CopyStridedMovesElementsOfOddWidthBytewise) {
   EXPECT_THAT(dst, ElementsAre(4, 5, 6, 1, 2, 3));
 }
 
-}  // namespace
+}  // namespace data_movement_test
 }  // namespace causeway::exec

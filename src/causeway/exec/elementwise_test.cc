@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace elementwise_test {
 
 using hlo::BF16;
 using hlo::ComparisonDirection;
@@ -718,5 +718,5 @@ TEST(ElementwiseTest, ReducePrecisionMatchesXla) {
   EXPECT_EQ(out->GetAsDouble(8), 0.0);  // Below f16's smallest normal.
 }
 
-}  // namespace
+}  // namespace elementwise_test
 }  // namespace causeway::exec

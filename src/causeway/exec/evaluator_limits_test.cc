@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace evaluator_limits_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -344,5 +344,5 @@ ENTRY main {
   EXPECT_THAT(evaluator.status().message(), HasSubstr("cycle"));
 }
 
-}  // namespace
+}  // namespace evaluator_limits_test
 }  // namespace causeway::exec

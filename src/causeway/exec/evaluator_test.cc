@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace evaluator_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -656,5 +656,5 @@ ENTRY main {
   }
 }
 
-}  // namespace
+}  // namespace evaluator_test
 }  // namespace causeway::exec

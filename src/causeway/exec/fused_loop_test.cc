@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace fused_loop_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -775,5 +775,5 @@ ENTRY main {
               HasSubstr("in instruction 'n' (line 5) of computation 'body'"));
 }
 
-}  // namespace
+}  // namespace fused_loop_test
 }  // namespace causeway::exec

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace gather_scatter_test {
 
 using hlo::PrimitiveType;
 using hlo::Shape;
@@ -268,5 +268,5 @@ TEST_F(GatherScatterTest, RejectsFloatIndices) {
             absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace gather_scatter_test
 }  // namespace causeway::exec

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace gemm_test {
 
 // A stored matrix with `pad` unused elements after each stored row.
 struct Stored {
@@ -357,5 +357,5 @@ TEST(CpuIsaTest, TheProcessSettingFollowsTheEnvironment) {
             ChooseCpuIsa(std::getenv("CAUSEWAY_CPU_ISA"), widest, &warning));
 }
 
-}  // namespace
+}  // namespace gemm_test
 }  // namespace causeway::exec

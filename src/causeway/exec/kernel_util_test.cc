@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace kernel_util_test {
 
 using hlo::BF16;
 using hlo::F16;
@@ -97,5 +97,5 @@ TEST(KernelUtilTest, ScopedFlushDenormalsFlushesOnlyWhileAlive) {
   EXPECT_GT(tiny * 0.5f, 0.0f);
 }
 
-}  // namespace
+}  // namespace kernel_util_test
 }  // namespace causeway::exec

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace lapack_test {
 
 using hlo::Literal;
 using hlo::testutil::DoubleValues;
@@ -123,5 +123,5 @@ TEST(LapackTest, AFullSvdWhoseUIsTooSmallIsRefusedBeforeLapackWritesIt) {
   EXPECT_THAT(result.status().message(), HasSubstr("mode 'A'"));
 }
 
-}  // namespace
+}  // namespace lapack_test
 }  // namespace causeway::exec

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace linalg_test {
 
 using hlo::PrimitiveType;
 using hlo::Shape;
@@ -393,5 +393,5 @@ TEST(ConvolutionTest, RejectsDimLabelsThatRepeatADimension) {
             absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace linalg_test
 }  // namespace causeway::exec

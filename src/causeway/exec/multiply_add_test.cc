@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace multiply_add_test {
 
 // A processor on which XLA computes f16 natively, and one on which it
 // does not (exec/xla_cpu_target.h).
@@ -148,5 +148,5 @@ ENTRY body {
   EXPECT_EQ(MultiplyOf("sx"), "mx");
 }
 
-}  // namespace
+}  // namespace multiply_add_test
 }  // namespace causeway::exec

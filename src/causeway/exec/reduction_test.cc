@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace reduction_test {
 
 using hlo::PrimitiveType;
 using hlo::Shape;
@@ -544,5 +544,5 @@ TEST_F(ReductionTest, RejectsASortDimensionOutOfRange) {
             absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace reduction_test
 }  // namespace causeway::exec

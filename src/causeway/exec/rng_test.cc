@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace rng_test {
 
 using hlo::PrimitiveType;
 using hlo::RandomAlgorithm;
@@ -161,5 +161,5 @@ TEST(RngBitGeneratorTest, RejectsAThreeFryStateOfThreeWords) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace rng_test
 }  // namespace causeway::exec

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace scalar_computation_test {
 
 using hlo::ComparisonDirection;
 using hlo::ComparisonType;
@@ -195,5 +195,5 @@ TEST(CompareBitsTest, OrdersMinifloatsAsFloats) {
                   0x7f));
 }
 
-}  // namespace
+}  // namespace scalar_computation_test
 }  // namespace causeway::exec

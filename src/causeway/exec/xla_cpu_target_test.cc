@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::exec {
-namespace {
+namespace xla_cpu_target_test {
 
 using ::testing::HasSubstr;
 
@@ -105,5 +105,5 @@ TEST(XlaCpuTargetTest, UnknownEntriesAreNamedAndIgnored) {
   EXPECT_THAT(warnings, HasSubstr("max_isa=AVX1024 is not one of SSE4_2"));
 }
 
-}  // namespace
+}  // namespace xla_cpu_target_test
 }  // namespace causeway::exec

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace array_table_test {
 
 using ::testing::HasSubstr;
 
@@ -118,5 +118,5 @@ TEST_F(ArrayTableTest, RemovingASessionRemovesOnlyItsArrays) {
   EXPECT_EQ(table_.size(), 0);
 }
 
-}  // namespace
+}  // namespace array_table_test
 }  // namespace causeway::head

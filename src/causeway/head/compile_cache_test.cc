@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace compile_cache_test {
 
 using ::testing::HasSubstr;
 
@@ -103,5 +103,5 @@ TEST(CompileCacheTest, BindingToTheWrongDeviceCountSaysBoth) {
               HasSubstr("compiled for 2 partition(s) (num_partitions=2) but its slice has 4"));
 }
 
-}  // namespace
+}  // namespace compile_cache_test
 }  // namespace causeway::head

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace dispatcher_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -333,5 +333,5 @@ TEST_F(DispatcherTest, AChannelMayCallBackIntoTheDispatcherWhileItSends) {
   EXPECT_EQ(dispatcher_->InFlight(), 0);
 }
 
-}  // namespace
+}  // namespace dispatcher_test
 }  // namespace causeway::head

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace fetches_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -111,5 +111,5 @@ TEST_F(FetchesTest, ReadingFromADeadHostIsDataLossNamingIt) {
   EXPECT_THAT(status.message(), HasSubstr("host 1 was lost"));
 }
 
-}  // namespace
+}  // namespace fetches_test
 }  // namespace causeway::head

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace head_test {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
@@ -299,5 +299,5 @@ TEST_F(HeadTest, CallsOnAClosedSessionSayWhyItEnded) {
   EXPECT_THAT(slice.status().message(), HasSubstr("it was closed"));
 }
 
-}  // namespace
+}  // namespace head_test
 }  // namespace causeway::head

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace health_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -151,5 +151,5 @@ TEST_F(HealthMonitorTest, AForgottenSessionNeverExpires) {
   EXPECT_THAT(expired(), IsEmpty());
 }
 
-}  // namespace
+}  // namespace health_test
 }  // namespace causeway::head

@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace island_scheduler_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -610,5 +610,5 @@ TEST_F(IslandSchedulerTest, DebugStringShowsWindowAndSessions) {
             "  session 3 weight 2: 1 queued, 1 in flight, 1 released (cost 1)");
 }
 
-}  // namespace
+}  // namespace island_scheduler_test
 }  // namespace causeway::head

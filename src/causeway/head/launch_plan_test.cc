@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace launch_plan_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -231,5 +231,5 @@ TEST_F(LaunchPlanTest, AnAssemblyOfPiecesThatDoNotFitTheShardsIsRefused) {
   EXPECT_EQ(PlanCopy(context_, op).status().code(), absl::StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace launch_plan_test
 }  // namespace causeway::head

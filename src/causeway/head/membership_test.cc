@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace membership_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -170,5 +170,5 @@ TEST(MembershipTest, AwaitingADeathReturnsOnceItIsHandled) {
   handler.join();
 }
 
-}  // namespace
+}  // namespace membership_test
 }  // namespace causeway::head

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace outbox_test {
 
 using ::testing::ElementsAre;
 
@@ -82,5 +82,5 @@ TEST(OutboxTest, DestroyingItRunsWhatIsLeft) {
   EXPECT_EQ(ran, 1);
 }
 
-}  // namespace
+}  // namespace outbox_test
 }  // namespace causeway::head

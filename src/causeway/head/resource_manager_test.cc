@@ -16,7 +16,7 @@ namespace causeway::head {
 using transport::HostSpec;
 using transport::IslandSpec;
 using transport::Topology;
-namespace {
+namespace resource_manager_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -762,5 +762,5 @@ TEST_F(ResourceManagerTest, DebugStringShowsDevicesSlicesAndQueue) {
   (void)queued;
 }
 
-}  // namespace
+}  // namespace resource_manager_test
 }  // namespace causeway::head

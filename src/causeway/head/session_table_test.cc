@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace session_table_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -123,5 +123,5 @@ TEST_F(SessionTableTest, AwaitEndedReturnsOnceTheSessionIsGone) {
   ender.join();
 }
 
-}  // namespace
+}  // namespace session_table_test
 }  // namespace causeway::head

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace session_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -156,5 +156,5 @@ TEST_F(SessionTest, HandlesAreUniqueAndBoundedWithAClearError) {
             absl::StatusCode::kResourceExhausted);
 }
 
-}  // namespace
+}  // namespace session_test
 }  // namespace causeway::head

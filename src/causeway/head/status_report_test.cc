@@ -9,7 +9,7 @@
 #include "nlohmann/json.hpp"
 
 namespace causeway::head {
-namespace {
+namespace status_report_test {
 
 using ::testing::HasSubstr;
 using transport::DeviceStatus;
@@ -102,5 +102,5 @@ TEST_F(StatusReportTest, NamesWithQuotesAndBadBytesStayValidJson) {
               HasSubstr("a \"quoted\"\n name "));
 }
 
-}  // namespace
+}  // namespace status_report_test
 }  // namespace causeway::head

@@ -12,7 +12,7 @@ namespace causeway::head {
 using transport::ReceiveSpec;
 using transport::SendSpec;
 using transport::Topology;
-namespace {
+namespace transfer_plan_test {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
@@ -152,5 +152,5 @@ TEST(SamePlacementTest, EqualRegionsOnTheSameDevicesAreTheSamePlacement) {
   EXPECT_FALSE(*swapped);
 }
 
-}  // namespace
+}  // namespace transfer_plan_test
 }  // namespace causeway::head

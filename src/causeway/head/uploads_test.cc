@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace uploads_test {
 
 using ::testing::HasSubstr;
 using transport::ArraySpec;
@@ -157,5 +157,5 @@ TEST(ValidateArrayShapeTest, ArraysOfANegativeDimensionOrTooLargeAreRefused) {
               HasSubstr("is not an array"));
 }
 
-}  // namespace
+}  // namespace uploads_test
 }  // namespace causeway::head

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace worker_notices_test {
 
 using ::testing::HasSubstr;
 using trace::EventRecord;
@@ -84,5 +84,5 @@ TEST_F(WorkerNoticesTest, ABatchIsCappedAndAClockADayOffIsRefused) {
   EXPECT_THAT(far.message(), HasSubstr("clock offset of 25h"));
 }
 
-}  // namespace
+}  // namespace worker_notices_test
 }  // namespace causeway::head

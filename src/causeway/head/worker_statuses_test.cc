@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::head {
-namespace {
+namespace worker_statuses_test {
 
 using ::testing::ElementsAre;
 
@@ -52,5 +52,5 @@ TEST_F(WorkerStatusPollTest, AWorkerNotAskedByTheDeadlineIsDeadlineExceeded) {
   }
 }
 
-}  // namespace
+}  // namespace worker_statuses_test
 }  // namespace causeway::head

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace builder_test {
 
 using ::testing::HasSubstr;
 
@@ -410,5 +410,5 @@ TEST(BuilderErrorTest, DefaultConstructedBuilderReturnsInvalidOps) {
   EXPECT_EQ(b.name(), "");
 }
 
-}  // namespace
+}  // namespace builder_test
 }  // namespace causeway::hlo

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace collective_groups_test {
 
 using ::testing::HasSubstr;
 using Groups = std::vector<std::vector<int64_t>>;
@@ -98,5 +98,5 @@ TEST(ExpandReplicaGroupsTest, RejectsInconsistentIota) {
               HasSubstr("empty or too large"));
 }
 
-}  // namespace
+}  // namespace collective_groups_test
 }  // namespace causeway::hlo

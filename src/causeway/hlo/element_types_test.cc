@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace element_types_test {
 
 // The inputs testdata/generate_minifloats.py converts with XLA: every f16
 // bit pattern widened to f32, then 4096 f32 bit patterns of its LCG.
@@ -113,5 +113,5 @@ TEST(NarrowIntTest, WrapsToTheLowBitsAndReadsSignExtended) {
   EXPECT_EQ(U2::Wrap(5).value(), 1);
 }
 
-}  // namespace
+}  // namespace element_types_test
 }  // namespace causeway::hlo

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace npy_test {
 
 using ::testing::HasSubstr;
 
@@ -284,5 +284,5 @@ TEST(NpyTest, RefusesTupleLiterals) {
             absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace npy_test
 }  // namespace causeway::hlo

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace parser_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -1101,5 +1101,5 @@ TEST(RegressionTest, FuzzerFindingsGiveCleanErrorsOrRoundTrip) {
   EXPECT_GT(count, 0);
 }
 
-}  // namespace
+}  // namespace parser_test
 }  // namespace causeway::hlo

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace printer_test {
 
 using ::testing::HasSubstr;
 
@@ -427,5 +427,5 @@ TEST(ModulesEqualTest, ComparesConstantsBitForBit) {
   EXPECT_THAT(diff, HasSubstr("constant value"));
 }
 
-}  // namespace
+}  // namespace printer_test
 }  // namespace causeway::hlo

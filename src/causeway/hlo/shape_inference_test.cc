@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace shape_inference_test {
 
 using ::testing::HasSubstr;
 
@@ -960,5 +960,5 @@ TEST_F(ShapeInferenceTest, NegativeDeclaredDimsAreRejected) {
               HasSubstr("negative dimension"));
 }
 
-}  // namespace
+}  // namespace shape_inference_test
 }  // namespace causeway::hlo

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace sharding_util_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -159,5 +159,5 @@ TEST(ShardingUtilTest, ManualShardingIsUnimplemented) {
             absl::StatusCode::kUnimplemented);
 }
 
-}  // namespace
+}  // namespace sharding_util_test
 }  // namespace causeway::hlo

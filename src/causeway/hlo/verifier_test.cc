@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::hlo {
-namespace {
+namespace verifier_test {
 
 using ::testing::HasSubstr;
 
@@ -545,5 +545,5 @@ TEST(VerifierJaxTest, ShardMapModuleUsesEveryCollectiveForm) {
   EXPECT_GE(others, 3);
 }
 
-}  // namespace
+}  // namespace verifier_test
 }  // namespace causeway::hlo

@@ -8,7 +8,7 @@
 #include "httplib.h"
 
 namespace causeway::observe {
-namespace {
+namespace health_server_test {
 
 TEST(HealthServerTest, LiveAtOnceAndReadyOnlyWhileSaidSo) {
   absl::StatusOr<std::unique_ptr<HealthServer>> server =
@@ -59,5 +59,5 @@ TEST(HealthServerTest, AMalformedAddressIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
+}  // namespace health_server_test
 }  // namespace causeway::observe

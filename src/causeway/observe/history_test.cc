@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::observe {
-namespace {
+namespace history_test {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -232,5 +232,5 @@ TEST_F(HistoryTest, TheJsonNamesItsFields) {
   EXPECT_EQ(json["host_deaths"][0]["reason"], "no heartbeat");
 }
 
-}  // namespace
+}  // namespace history_test
 }  // namespace causeway::observe

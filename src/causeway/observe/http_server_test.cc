@@ -28,7 +28,7 @@
 #include "nlohmann/json.hpp"
 
 namespace causeway::observe {
-namespace {
+namespace http_server_test {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
@@ -340,5 +340,5 @@ TEST_F(HttpServerTest, TopRendersARowForEveryDevice) {
   }));
 }
 
-}  // namespace
+}  // namespace http_server_test
 }  // namespace causeway::observe

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::observe {
-namespace {
+namespace metrics_sink_test {
 
 const absl::Time kStart = absl::FromUnixSeconds(1000);
 
@@ -150,5 +150,5 @@ TEST(MetricsSinkTest, TransfersInFlightUntilTheyFinish) {
   EXPECT_EQ(snapshot.transfers.at("OK"), 1);
 }
 
-}  // namespace
+}  // namespace metrics_sink_test
 }  // namespace causeway::observe

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::proxy {
-namespace {
+namespace compile_worker_test {
 
 // Options holding one debug-options map entry (and `device` as the one
 // device of the assignment).
@@ -57,5 +57,5 @@ TEST(CompileCacheKeyTest, OptionsThatDoNotParseAreTheirOwnBytes) {
   EXPECT_EQ(CanonicalOptions(job), job.options);
 }
 
-}  // namespace
+}  // namespace compile_worker_test
 }  // namespace causeway::proxy

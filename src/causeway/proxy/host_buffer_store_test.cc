@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::proxy {
-namespace {
+namespace host_buffer_store_test {
 
 HostBuffer Bytes(size_t n) { return HostBuffer::Copy(std::string(n, 'x')); }
 
@@ -101,5 +101,5 @@ TEST_F(HostBufferStoreTest, DeletingAnUnknownHandleIsNotFound) {
   EXPECT_EQ(store_.Delete(9).code(), absl::StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace host_buffer_store_test
 }  // namespace causeway::proxy

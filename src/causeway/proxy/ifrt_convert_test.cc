@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::proxy {
-namespace {
+namespace ifrt_convert_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -215,5 +215,5 @@ TEST(IfrtConvertTest, DenseHostBufferOfTheWrongSizeIsRefused) {
   EXPECT_TRUE(LiteralFromHostBuffer(Bytes(std::string(16, '\0')), shape, std::nullopt).ok());
 }
 
-}  // namespace
+}  // namespace ifrt_convert_test
 }  // namespace causeway::proxy

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::proxy {
-namespace {
+namespace proxy_session_test {
 
 using ::testing::HasSubstr;
 namespace pb = xla::ifrt::proxy;
@@ -475,5 +475,5 @@ TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {
             static_cast<int>(absl::StatusCode::kNotFound));
 }
 
-}  // namespace
+}  // namespace proxy_session_test
 }  // namespace causeway::proxy

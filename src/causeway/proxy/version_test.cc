@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::proxy {
-namespace {
+namespace version_test {
 
 using ::testing::HasSubstr;
 namespace pb = xla::ifrt::proxy;
@@ -57,5 +57,5 @@ TEST(VersionTest, SessionMetadataOutsideOurRangeIsRefused) {
   EXPECT_FALSE(CheckSessionVersion(version).ok());
 }
 
-}  // namespace
+}  // namespace version_test
 }  // namespace causeway::proxy

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::trace {
-namespace {
+namespace events_test {
 
 using ::testing::ElementsAre;
 
@@ -96,5 +96,5 @@ TEST(ReplayTest, CutsLongStringsAndSkipsRecordsThatDoNotAgree) {
               ElementsAre(absl::StrCat("OpStarted 1 ", kMaxReplayedString)));
 }
 
-}  // namespace
+}  // namespace events_test
 }  // namespace causeway::trace

@@ -15,7 +15,7 @@
 #include "nlohmann/json.hpp"
 
 namespace causeway::trace {
-namespace {
+namespace trace_recorder_test {
 
 // A small JSON reader, enough to check the export is well-formed and to
 // look inside it. Any syntax error makes Parse return null.
@@ -386,5 +386,5 @@ TEST_F(TraceRecorderTest, AnEmptyRecorderExportsAnEmptyValidTrace) {
   EXPECT_TRUE(trace->Get("traceEvents")->array.empty());
 }
 
-}  // namespace
+}  // namespace trace_recorder_test
 }  // namespace causeway::trace

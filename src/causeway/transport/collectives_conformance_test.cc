@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace collectives_conformance_test {
 
 using exec::CollectiveOp;
 using exec::Collectives;
@@ -746,5 +746,5 @@ TYPED_TEST(CollectivesConformanceTest, GroupIdsOutsideTheGridAreRefused) {
   EXPECT_THAT(result.status().message(), HasSubstr("id 5"));
 }
 
-}  // namespace
+}  // namespace collectives_conformance_test
 }  // namespace causeway::transport

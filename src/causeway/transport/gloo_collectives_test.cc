@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace gloo_collectives_test {
 
 using hlo::Instruction;
 using hlo::Literal;
@@ -197,5 +197,5 @@ TEST_F(GlooCollectivesTest, ANewEpochOpensNewContextsAndRetiresTheOld) {
   EXPECT_EQ(NumContexts(), kDevices);
 }
 
-}  // namespace
+}  // namespace gloo_collectives_test
 }  // namespace causeway::transport

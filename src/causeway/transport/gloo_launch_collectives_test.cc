@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace gloo_launch_collectives_test {
 
 using hlo::Instruction;
 using hlo::Literal;
@@ -203,5 +203,5 @@ TEST_F(GlooLaunchCollectivesTest, ALaunchOfAnEpochTheDeviceLeftIsAborted) {
   EXPECT_THAT(result.status().message(), HasSubstr("already runs epoch 3"));
 }
 
-}  // namespace
+}  // namespace gloo_launch_collectives_test
 }  // namespace causeway::transport

@@ -29,7 +29,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace gloo_mesh_test {
 
 using ::testing::HasSubstr;
 
@@ -269,5 +269,5 @@ TEST_F(GlooMeshTest, AnAbortEndsARankWaitingForItsPeers) {
   EXPECT_THAT(rank0.status().message(), HasSubstr("the launch was cancelled"));
 }
 
-}  // namespace
+}  // namespace gloo_mesh_test
 }  // namespace causeway::transport

@@ -25,7 +25,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport::testing {
-namespace {
+namespace gloo_multiprocess_test {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -152,5 +152,5 @@ TEST_F(GlooMultiProcessTest, AStoppedPeerDeclaredDeadFailsEverySurvivor) {
   ExpectSurvivorsFailWithDataLoss(2, declared);
 }
 
-}  // namespace
+}  // namespace gloo_multiprocess_test
 }  // namespace causeway::transport::testing

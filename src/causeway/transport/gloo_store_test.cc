@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace gloo_store_test {
 
 using ::testing::HasSubstr;
 
@@ -83,5 +83,5 @@ TEST(StatusEncodingTest, RoundTripsAndRefusesGarbage) {
   EXPECT_EQ(DecodeStatus("99:x").code(), absl::StatusCode::kInternal);
 }
 
-}  // namespace
+}  // namespace gloo_store_test
 }  // namespace causeway::transport

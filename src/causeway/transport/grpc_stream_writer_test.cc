@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace grpc_stream_writer_test {
 
 using ::testing::ElementsAre;
 
@@ -212,5 +212,5 @@ TEST(StreamWriterTest, ABrokenStreamStopsTheWriter) {
   EXPECT_TRUE(stream.written().empty());
 }
 
-}  // namespace
+}  // namespace grpc_stream_writer_test
 }  // namespace causeway::transport

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace in_process_key_value_store_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -81,5 +81,5 @@ TEST(InProcessKeyValueStoreTest, DestructionFailsWaitingGets) {
   EXPECT_EQ(value.Await().status().code(), absl::StatusCode::kCancelled);
 }
 
-}  // namespace
+}  // namespace in_process_key_value_store_test
 }  // namespace causeway::transport

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport::tcp_wire {
-namespace {
+namespace tcp_wire_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -312,5 +312,5 @@ TEST(TcpWireTest, RandomHeadersNeverDecodeIntoAnOversizedPiece) {
   EXPECT_GT(decoded, 0);  // The checks above were reached.
 }
 
-}  // namespace
+}  // namespace tcp_wire_test
 }  // namespace causeway::transport::tcp_wire

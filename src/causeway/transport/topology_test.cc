@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace topology_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -187,5 +187,5 @@ TEST(TopologyTest, ADeadHostKeepsItsIdsAndBumpsItsIslandsEpoch) {
   EXPECT_THAT(after.DebugString(), HasSubstr("host 2 [2 cpu 1024B] dead"));
 }
 
-}  // namespace
+}  // namespace topology_test
 }  // namespace causeway::transport

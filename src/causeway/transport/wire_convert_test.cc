@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::transport {
-namespace {
+namespace wire_convert_test {
 
 using ::testing::HasSubstr;
 
@@ -845,5 +845,5 @@ TEST(WireConvertTest, PeerTablesStayBoundedByResets) {
   EXPECT_TRUE(reset);
 }
 
-}  // namespace
+}  // namespace wire_convert_test
 }  // namespace causeway::transport

@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::worker {
-namespace {
+namespace control_channel_conformance_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -557,5 +557,5 @@ TEST_P(GrpcControlChannelTest, AKeyValueCallPendingWhenTheStreamEndsFails) {
 INSTANTIATE_TEST_SUITE_P(Grpc, GrpcControlChannelTest,
                          ::testing::Values(Transport::kGrpc), TransportName);
 
-}  // namespace
+}  // namespace control_channel_conformance_test
 }  // namespace causeway::worker

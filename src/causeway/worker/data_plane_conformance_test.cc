@@ -36,7 +36,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::worker {
-namespace {
+namespace data_plane_conformance_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -1057,5 +1057,5 @@ TEST_F(TcpDataPlaneTest, RemovingAPeerFailsWhatWaitsForItInBothDirections) {
   EXPECT_THAT(pushed.message(), HasSubstr("host 1 is not in the peer table"));
 }
 
-}  // namespace
+}  // namespace data_plane_conformance_test
 }  // namespace causeway::worker

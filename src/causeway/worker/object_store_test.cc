@@ -16,7 +16,7 @@
 namespace causeway::worker {
 
 using transport::ObjectStoreStats;
-namespace {
+namespace object_store_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -661,5 +661,5 @@ TEST(ObjectStoreStressTest,
             0);
 }
 
-}  // namespace
+}  // namespace object_store_test
 }  // namespace causeway::worker

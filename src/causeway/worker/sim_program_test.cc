@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway::worker {
-namespace {
+namespace sim_program_test {
 
 using hlo::testutil::Values;
 using ::testing::Each;
@@ -192,5 +192,5 @@ TEST(SimProgramTest, APartitionWhosePeerIsCancelledFailsWithItsReason) {
   EXPECT_THAT(ran.message(), HasSubstr("host 3 died"));
 }
 
-}  // namespace
+}  // namespace sim_program_test
 }  // namespace causeway::worker

@@ -38,7 +38,7 @@ using transport::Topology;
 using transport::UndeliveredPiece;
 using transport::WorkerBatch;
 using transport::WorkerListener;
-namespace {
+namespace worker_test {
 
 using hlo::Literal;
 using hlo::PrimitiveType;
@@ -738,5 +738,5 @@ TEST_F(WorkerTest, KeepsTheNewestMembershipAndPassesItOn) {
   (*worker)->Stop();
 }
 
-}  // namespace
+}  // namespace worker_test
 }  // namespace causeway::worker
