@@ -18,15 +18,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "causeway/base/status.h"
+#include "causeway/base/string_view.h"
 #include "causeway/hlo/collective_groups.h"
 #include "causeway/hlo/float16.h"
 #include "causeway/hlo/literal.h"
 
 namespace causeway::hlo {
 namespace {
-
-// absl 20220623's StrCat does not take std::string_view.
-absl::string_view AV(std::string_view s) { return {s.data(), s.size()}; }
 
 constexpr int kMaxRank = 256;
 constexpr int64_t kMaxExpandedDevicesPerModule = int64_t{1} << 24;
@@ -235,7 +233,7 @@ class Parser {
   }
   absl::Status ErrorAt(size_t pos, std::string_view message) const {
     return absl::InvalidArgumentError(
-        absl::StrCat(Where(pos), ": ", AV(message)));
+        absl::StrCat(Where(pos), ": ", AbslView(message)));
   }
   // ", a convert" for the instruction whose shape starts at `pos`, read
   // past the shape without parsing it (it failed to parse); empty when no
@@ -265,7 +263,7 @@ class Parser {
     size_t end = pos;
     while (end < text_.size() && IsNameChar(text_[end])) ++end;
     if (end == pos || end >= text_.size() || text_[end] != '(') return "";
-    return absl::StrCat(", a ", AV(text_.substr(pos, end - pos)));
+    return absl::StrCat(", a ", AbslView(text_.substr(pos, end - pos)));
   }
   absl::Status ErrorHere(std::string_view message) {
     SkipSpace();
@@ -288,7 +286,7 @@ class Parser {
   }
   absl::Status ExpectedError(std::string_view what) {
     std::string got = DescribeNext();
-    return ErrorAt(pos_, absl::StrCat("expected '", AV(what), "', got ", got));
+    return ErrorAt(pos_, absl::StrCat("expected '", AbslView(what), "', got ", got));
   }
 
   // ---- Tokens ----
@@ -313,12 +311,12 @@ class Parser {
         pos_ += word.size();
         return value;
       }
-      names.push_back(AV(name));
+      names.push_back(AbslView(name));
     }
     return ErrorAt(value_pos,
-                   absl::StrCat("expected ", AV(what), " (",
+                   absl::StrCat("expected ", AbslView(what), " (",
                                 absl::StrJoin(names, ", "), "), got '",
-                                AV(word), "'"));
+                                AbslView(word), "'"));
   }
   absl::StatusOr<std::string> ParseQuotedString();
   absl::StatusOr<std::string> ScanRawValue(std::string_view attribute);
@@ -456,7 +454,7 @@ absl::StatusOr<int64_t> Parser::ParseInt() {
   auto result =
       std::from_chars(token.data(), token.data() + token.size(), value);
   if (result.ec != std::errc() || result.ptr != token.data() + token.size()) {
-    return ErrorAt(start, absl::StrCat("integer '", AV(token),
+    return ErrorAt(start, absl::StrCat("integer '", AbslView(token),
                                        "' is out of range for s64"));
   }
   pos_ = end;
@@ -469,7 +467,7 @@ absl::StatusOr<int64_t> Parser::ParseNonNegativeInt(std::string_view what) {
   CW_ASSIGN_OR_RETURN(int64_t value, ParseInt());
   if (value < 0) {
     return ErrorAt(
-        start, absl::StrCat(AV(what), " must not be negative, got ", value));
+        start, absl::StrCat(AbslView(what), " must not be negative, got ", value));
   }
   return value;
 }
@@ -513,7 +511,7 @@ absl::StatusOr<std::string> Parser::ParseQuotedString() {
   std::string_view body = text_.substr(start + 1, end - start - 2);
   std::string unescaped;
   std::string error;
-  if (!absl::CUnescape(AV(body), &unescaped, &error)) {
+  if (!absl::CUnescape(AbslView(body), &unescaped, &error)) {
     return ErrorAt(start, absl::StrCat("bad string escape: ", error));
   }
   pos_ = end;
@@ -552,12 +550,12 @@ absl::StatusOr<std::string> Parser::ScanRawValue(std::string_view attribute) {
         return ErrorAt(
             i, absl::StrCat("expected '", std::string(1, closers.back()),
                             "', got '", std::string(1, c), "' in attribute '",
-                            AV(attribute), "'"));
+                            AbslView(attribute), "'"));
       }
       closers.pop_back();
     }
     if (closers.size() > static_cast<size_t>(kMaxNestingDepth)) {
-      return ErrorAt(i, absl::StrCat("attribute '", AV(attribute),
+      return ErrorAt(i, absl::StrCat("attribute '", AbslView(attribute),
                                      "' nests deeper than ", kMaxNestingDepth));
     }
     ++i;
@@ -573,7 +571,7 @@ absl::StatusOr<std::string> Parser::ScanRawValue(std::string_view attribute) {
   }
   if (end == start) {
     return ErrorAt(
-        start, absl::StrCat("expected a value for attribute '", AV(attribute),
+        start, absl::StrCat("expected a value for attribute '", AbslView(attribute),
                             "', got ", DescribeNext()));
   }
   pos_ = end;
@@ -982,8 +980,8 @@ absl::Status Parser::ParseInstruction(
         missing = i == 0 ? "true_computation=" : "false_computation=";
       }
       return ErrorAt(start,
-                     absl::StrCat(AV(inst->opcode_name), " '", inst->name,
-                                  "' is missing ", AV(missing)));
+                     absl::StrCat(AbslView(inst->opcode_name), " '", inst->name,
+                                  "' is missing ", AbslView(missing)));
     }
   }
   if ((inst->opcode == Opcode::kWhile ||
@@ -994,8 +992,8 @@ absl::Status Parser::ParseInstruction(
         slots_filled.empty()
             ? (is_while ? "condition= and body=" : "select= and scatter=")
             : (is_while ? "body=" : "scatter=");
-    return ErrorAt(start, absl::StrCat(AV(inst->opcode_name), " '", inst->name,
-                                       "' is missing ", AV(missing)));
+    return ErrorAt(start, absl::StrCat(AbslView(inst->opcode_name), " '", inst->name,
+                                       "' is missing ", AbslView(missing)));
   }
   if (inst->opcode == Opcode::kConditional && seen.count("true_computation") &&
       !seen.count("false_computation")) {
@@ -1106,7 +1104,7 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
     if (!found) {
       return ErrorAt(value_pos, absl::StrCat("expected a comparison direction "
                                              "(EQ, NE, LT, LE, GT, GE), got '",
-                                             AV(word), "'"));
+                                             AbslView(word), "'"));
     }
     pos_ += word.size();
   } else if (name == "type") {
@@ -1125,7 +1123,7 @@ absl::Status Parser::ParseAttribute(Instruction* inst,
       return ErrorAt(value_pos,
                      absl::StrCat("expected a comparison type (FLOAT, "
                                   "TOTALORDER, SIGNED, UNSIGNED), got '",
-                                  AV(word), "'"));
+                                  AbslView(word), "'"));
     }
     pos_ += word.size();
   } else if (name == "lhs_batch_dims") {
@@ -1457,7 +1455,7 @@ absl::Status Parser::ParseScalarValue(PrimitiveType type,
     return ErrorAt(
         start,
         absl::StrCat("invalid ", PrimitiveTypeName(type).data(), " value '",
-                     AV(token), "'", why.empty() ? "" : ": ", AV(why)));
+                     AbslView(token), "'", why.empty() ? "" : ": ", AbslView(why)));
   };
   if (type == PrimitiveType::kPred) {
     if (token == "true" || token == "1") {
@@ -1762,11 +1760,11 @@ absl::StatusOr<std::vector<PaddingDimension>> Parser::ParsePadding() {
   if (!SplitDims(text, &groups)) {
     return ErrorAt(start, absl::StrCat("expected padding like '0_0_0x1_1_0', "
                                        "got '",
-                                       AV(text), "'"));
+                                       AbslView(text), "'"));
   }
   for (const auto& group : groups) {
     if (group.size() != 2 && group.size() != 3) {
-      return ErrorAt(start, absl::StrCat("padding '", AV(text),
+      return ErrorAt(start, absl::StrCat("padding '", AbslView(text),
                                          "' needs low_high[_interior] per "
                                          "dimension"));
     }
@@ -1808,12 +1806,12 @@ absl::StatusOr<std::vector<WindowDimension>> Parser::ParseWindow() {
     std::vector<std::vector<int64_t>> groups;
     if (value.empty() || !SplitDims(value, &groups)) {
       return ErrorAt(value_pos,
-                     absl::StrCat("bad window ", key, " '", AV(value), "'"));
+                     absl::StrCat("bad window ", key, " '", AbslView(value), "'"));
     }
     for (const auto& group : groups) {
       if (group.size() != (key == "pad" ? 2u : 1u)) {
         return ErrorAt(value_pos,
-                       absl::StrCat("bad window ", key, " '", AV(value), "'"));
+                       absl::StrCat("bad window ", key, " '", AbslView(value), "'"));
       }
     }
     fields.emplace_back(std::move(key), std::move(groups));
@@ -1871,7 +1869,7 @@ absl::StatusOr<ConvolutionDimensionNumbers> Parser::ParseDimLabels() {
   std::string_view text = ScanChars(IsDimLabelChar);
   auto bad = [&](std::string_view why) {
     return ErrorAt(start,
-                   absl::StrCat("bad dim_labels '", AV(text), "': ", AV(why)));
+                   absl::StrCat("bad dim_labels '", AbslView(text), "': ", AbslView(why)));
   };
   size_t underscore = text.find('_');
   size_t arrow = text.find("->");

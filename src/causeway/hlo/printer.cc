@@ -11,12 +11,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "causeway/base/string_view.h"
 #include "causeway/hlo/float16.h"
 
 namespace causeway::hlo {
 namespace {
-
-absl::string_view AV(std::string_view s) { return {s.data(), s.size()}; }
 
 // ---------------------------------------------------------------------------
 // Values.
@@ -377,7 +376,7 @@ std::string CalledAt(const Instruction& inst, size_t i) {
 
 void AppendAttributes(const Instruction& inst, std::string* out) {
   auto attr = [&](std::string_view name, std::string_view value) {
-    absl::StrAppend(out, ", ", AV(name), "=", AV(value));
+    absl::StrAppend(out, ", ", AbslView(name), "=", AbslView(value));
   };
   const Opcode op = inst.opcode;
   switch (op) {
@@ -616,7 +615,7 @@ bool InstructionsEqual(const Instruction& a, const Instruction& b,
   if (a.opcode != b.opcode ||
       (a.opcode == Opcode::kUnknown && a.opcode_name != b.opcode_name)) {
     *diff = absl::StrCat("instruction '", a.name, "': opcode ",
-                         AV(a.opcode_name), " vs ", AV(b.opcode_name));
+                         AbslView(a.opcode_name), " vs ", AbslView(b.opcode_name));
     return false;
   }
   if (!(a.shape == b.shape)) {

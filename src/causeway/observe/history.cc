@@ -72,7 +72,7 @@ absl::Time FromMicros(int64_t us) {
   return us == 0 ? absl::InfinitePast() : absl::FromUnixMicros(us);
 }
 
-json UnixSeconds(absl::Time t) {
+json UnixSecondsOrNull(absl::Time t) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return nullptr;
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
 }
@@ -116,7 +116,7 @@ json HistoryJson(const HistorySnapshot& history) {
     for (const ProgramHistory& p : s.programs) {
       json failures = json::array();
       for (const ProgramFailure& f : p.failures) {
-        failures.push_back({{"time_unix_seconds", UnixSeconds(f.time)},
+        failures.push_back({{"time_unix_seconds", UnixSecondsOrNull(f.time)},
                             {"device", f.device.value()},
                             {"host", f.host.value()},
                             {"code", f.code},
@@ -128,8 +128,8 @@ json HistoryJson(const HistorySnapshot& history) {
            {"ops", p.ops},
            {"failed_ops", p.failed_ops},
            {"device_seconds", p.device_seconds},
-           {"first_launch_unix_seconds", UnixSeconds(p.first_launch)},
-           {"last_finish_unix_seconds", UnixSeconds(p.last_finish)},
+           {"first_launch_unix_seconds", UnixSecondsOrNull(p.first_launch)},
+           {"last_finish_unix_seconds", UnixSecondsOrNull(p.last_finish)},
            {"failures", std::move(failures)},
            {"failures_dropped", p.failures_dropped}});
     }
@@ -141,8 +141,8 @@ json HistoryJson(const HistorySnapshot& history) {
                         {"head_run", s.head_run},
                         {"session", s.session.value()},
                         {"name", s.name},
-                        {"opened_unix_seconds", UnixSeconds(s.opened)},
-                        {"ended_unix_seconds", UnixSeconds(s.ended)},
+                        {"opened_unix_seconds", UnixSecondsOrNull(s.opened)},
+                        {"ended_unix_seconds", UnixSecondsOrNull(s.ended)},
                         {"duration_seconds", duration},
                         {"end_reason", s.end_reason},
                         {"complete", s.complete},
@@ -156,7 +156,7 @@ json HistoryJson(const HistorySnapshot& history) {
   for (const HostDeathHistory& d : history.deaths) {
     deaths.push_back({{"id", d.id},
                       {"head_run", d.head_run},
-                      {"time_unix_seconds", UnixSeconds(d.time)},
+                      {"time_unix_seconds", UnixSecondsOrNull(d.time)},
                       {"host", d.host.value()},
                       {"reason", d.reason}});
   }

@@ -6,6 +6,7 @@
 #ifndef CAUSEWAY_TRANSPORT_GRPC_COMMON_H_
 #define CAUSEWAY_TRANSPORT_GRPC_COMMON_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,6 +43,12 @@ inline constexpr ProtocolVersions kWorkerProtocol{3, 3};
 absl::StatusOr<uint32_t> ChooseProtocolVersion(const ProtocolVersions& ours,
                                                uint32_t peer_min,
                                                uint32_t peer_max);
+
+// The deadline of a call that may take `timeout` from now.
+inline std::chrono::system_clock::time_point GrpcDeadline(
+    absl::Duration timeout) {
+  return absl::ToChronoTime(absl::Now() + timeout);
+}
 
 // Status conversion at the service edge (codes are the same numbers).
 grpc::Status ToGrpcStatus(const absl::Status& status);

@@ -10,10 +10,6 @@
 namespace causeway::transport {
 namespace {
 
-std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
-  return absl::ToChronoTime(absl::Now() + timeout);
-}
-
 // The error an answer carries, if any (a malformed one is an error too).
 absl::Status AnswerStatus(const wire::SessionResponse& response,
                           const WireLimits& limits) {
@@ -45,7 +41,7 @@ absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> GrpcHeadConnection::Connect(
   grpc::ClientContext context;
   AddCredentials(opts.security, &context);
   context.set_wait_for_ready(true);
-  context.set_deadline(Deadline(opts.connect_timeout));
+  context.set_deadline(GrpcDeadline(opts.connect_timeout));
   wire::VersionRequest request;
   request.set_min_version(kSessionProtocol.min);
   request.set_max_version(kSessionProtocol.max);
@@ -78,7 +74,7 @@ GrpcHeadConnection::GetClusterStatus(absl::Duration timeout,
                                      bool include_trace) {
   grpc::ClientContext context;
   AddCredentials(options_.security, &context);
-  context.set_deadline(Deadline(timeout));
+  context.set_deadline(GrpcDeadline(timeout));
   wire::ClusterStatusRequest request;
   request.set_include_trace(include_trace);
   wire::ClusterStatusResponse response;

@@ -14,10 +14,6 @@
 namespace causeway::transport {
 namespace {
 
-std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
-  return absl::ToChronoTime(absl::Now() + timeout);
-}
-
 absl::Status WithContext(const absl::Status& status, const std::string& what) {
   return absl::Status(status.code(),
                       absl::StrCat(what, ": ", status.message()));
@@ -54,7 +50,7 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     grpc::ClientContext context;
     AddCredentials(opts.security, &context);
     context.set_wait_for_ready(true);
-    context.set_deadline(Deadline(opts.connect_timeout));
+    context.set_deadline(GrpcDeadline(opts.connect_timeout));
     wire::VersionRequest request;
     request.set_min_version(kWorkerProtocol.min);
     request.set_max_version(kWorkerProtocol.max);
