@@ -69,9 +69,13 @@ python: py-deps $(BUILD)/build.ninja
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
 	  --no-deps --config-settings=build-dir=$(abspath $(BUILD)) ./python
 
-test: deps build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
-	$(PY) -m pytest -q python/tests
+# pytest runs beside the rest of the build and ctest, as soon as what it
+# needs is built (tools/make_test.sh says why). ctest's tests mostly wait
+# (on processes, sockets, timeouts), so more of them run at once than
+# there are cores.
+CTEST_JOBS ?= 4
+test: deps $(BUILD)/build.ninja
+	./tools/make_test.sh $(BUILD) $(JOBS) $(CTEST_JOBS)
 
 demo: deps build
 	./examples/run_demo.sh $(BUILD)

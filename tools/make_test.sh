@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make test` after the installs: builds the tree and runs the whole suite,
+# the C++ tests (ctest) and the Python tests (pytest).
+#
+# The Python tests need only the `causeway` binary and the Python package.
+# They run as soon as those are built, in the foreground, while the rest of
+# the tree (the C++ tests, benchmarks and examples) compiles and ctest runs
+# in the background: pytest keeps about one core busy and ctest's tests
+# mostly wait, so on a 2-core machine they fill the build's idle time
+# instead of following it. The background's output is kept in
+# BUILD/ctest.log and printed when both are done; the exit status fails if
+# either failed.
+#
+# The background runs in a process group of its own, with job control on
+# while it starts: a job started without job control in a non-interactive
+# shell starts with SIGINT ignored, and tests that interrupt their
+# processes would hang. An interrupted `make test` ends it too.
+#
+# Usage: tools/make_test.sh BUILD JOBS CTEST_JOBS
+set -u
+build=$1
+jobs=$2
+ctest_jobs=$3
+cd "$(dirname "$0")/.."
+
+ninja -C "$build" -j"$jobs" causeway _causeway _causeway_stub || exit 1
+make --no-print-directory python BUILD="$build" || exit 1
+
+log=$build/ctest.log
+echo "the rest of the build and ctest run beside pytest; their output: $log"
+set -m
+{
+  ninja -C "$build" -j"$jobs" &&
+    cd "$build" && ctest --output-on-failure -j"$ctest_jobs"
+} >"$log" 2>&1 &
+background=$!
+set +m
+trap 'kill -TERM -- -$background 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
+
+.venv/bin/python -m pytest -q --durations=15 python/tests
+pytest_status=$?
+wait $background
+ctest_status=$?
+trap - EXIT INT TERM
+
+echo "== the rest of the build and ctest ($log) =="
+cat "$log"
+if [ "$ctest_status" != 0 ] || [ "$pytest_status" != 0 ]; then
+  echo "make test: the build and ctest exited $ctest_status, pytest $pytest_status"
+  exit 1
+fi
