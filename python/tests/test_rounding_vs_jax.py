@@ -129,20 +129,60 @@ def write_reference(program, param, out):
         save(os.path.join(out, f"want{i}.npy"), np.asarray(w))
 
 
-def run_both(tmp_path, program, param, xla_flags, causeway_xla_cpu):
+# What each JAX variant is asked for: one JAX process per variant writes
+# them all (a process reads XLA_FLAGS once; starting JAX once per program
+# cost more than the programs). f64_rsqrt turns on x64 for the rest of its
+# process, so it comes last.
+_WANTED = {
+    DETECTED[0]: [("half_unary", "f16"), ("half_unary", "bf16"), ("f32_math", None),
+                  ("f16_multiply_add", None), ("f32_rsqrt", None),
+                  *[("f16_fusion", seed) for seed in range(6)], ("f64_rsqrt", None)],
+    MAX_ISA_AVX2[0]: [("half_unary", "f16"), ("half_unary", "bf16"), ("f32_math", None),
+                      ("f16_multiply_add", None),
+                      *[("f16_fusion", seed) for seed in range(6)], ("f64_rsqrt", None)],
+    NO_PLATFORM_MATH[0]: [("f32_math", None), ("f64_rsqrt", None)],
+}
+
+
+def write_references(xla_flags, out):
+    """In the JAX subprocess: every reference `xla_flags` is asked for."""
+    for program, param in _WANTED[xla_flags]:
+        folder = os.path.join(out, f"{program}-{param}")
+        os.makedirs(folder)
+        write_reference(program, param, folder)
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """The folder of JAX's reference for (program, param) under
+    `xla_flags`, written on first use by one JAX process per variant."""
+    written = {}
+
+    def folder(program, param, xla_flags):
+        if xla_flags not in written:
+            out = tmp_path_factory.mktemp("jax")
+            script = (f"import sys; sys.path.insert(0, {TESTS!r}); "
+                      f"import test_rounding_vs_jax as t; "
+                      f"t.write_references({xla_flags!r}, {str(out)!r})")
+            env = {**os.environ, "XLA_FLAGS": xla_flags, "JAX_PLATFORMS": "cpu"}
+            jax_run = subprocess.run([sys.executable, "-c", script], env=env,
+                                     capture_output=True, text=True, timeout=600)
+            assert jax_run.returncode == 0, \
+                f"JAX with XLA_FLAGS={xla_flags!r} failed:\n{jax_run.stderr}"
+            written[xla_flags] = out
+        return written[xla_flags] / f"{program}-{param}"
+    return folder
+
+
+def run_both(references, tmp_path, program, param, xla_flags, causeway_xla_cpu):
     """Causeway's outputs and JAX's for `program`, JAX run with `xla_flags`,
     Causeway with CAUSEWAY_XLA_CPU=`causeway_xla_cpu`."""
-    script = (f"import sys; sys.path.insert(0, {TESTS!r}); import test_rounding_vs_jax as t; "
-              f"t.write_reference({program!r}, {param!r}, {str(tmp_path)!r})")
-    env = {**os.environ, "XLA_FLAGS": xla_flags, "JAX_PLATFORMS": "cpu"}
-    jax_run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                             text=True, timeout=300)
-    assert jax_run.returncode == 0, f"JAX with XLA_FLAGS={xla_flags!r} failed:\n{jax_run.stderr}"
-    inputs = sorted(tmp_path.glob("in*.npy"))
-    run_causeway("run", tmp_path / "f.hlo", "--partitions", 1,
+    jax_dir = references(program, param, xla_flags)
+    inputs = sorted(jax_dir.glob("in*.npy"))
+    run_causeway("run", jax_dir / "f.hlo", "--partitions", 1,
                  *[arg for path in inputs for arg in ("--input", path)],
                  "--output-dir", tmp_path / "out", env={"CAUSEWAY_XLA_CPU": causeway_xla_cpu})
-    want = [load(path) for path in sorted(tmp_path.glob("want*.npy"),
+    want = [load(path) for path in sorted(jax_dir.glob("want*.npy"),
                                           key=lambda p: int(p.stem[4:]))]
     got = [load(tmp_path / f"out/out{i}.npy")[0].view(w.dtype) for i, w in enumerate(want)]
     return got, want
@@ -171,64 +211,69 @@ def assert_same_bits(got, want, what=""):
 
 @pytest.mark.parametrize("variant", ["detected", "max_isa_avx2"])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_every_half_value_through_every_unary_op_matches_jax(tmp_path, dtype, variant):
-    got, want = run_both(tmp_path, "half_unary", dtype, *VARIANTS[variant])
+def test_every_half_value_through_every_unary_op_matches_jax(references, tmp_path, dtype,
+                                                           variant):
+    got, want = run_both(references, tmp_path, "half_unary", dtype, *VARIANTS[variant])
     for name, g, w in zip(UNARY, got, want):
         assert_same_bits(g, w, name)
 
 
 @pytest.mark.parametrize("variant", ["detected", "max_isa_avx2", "no_platform_math"])
-def test_random_f32_values_through_the_math_functions_match_jax(tmp_path, variant):
-    got, want = run_both(tmp_path, "f32_math", None, *VARIANTS[variant])
+def test_random_f32_values_through_the_math_functions_match_jax(references, tmp_path,
+                                                               variant):
+    got, want = run_both(references, tmp_path, "f32_math", None, *VARIANTS[variant])
     for name, g, w in zip(UNARY, got, want):
         assert_same_bits(g, w, name)
 
 
 @pytest.mark.parametrize("variant", ["detected", "max_isa_avx2", "no_platform_math"])
-def test_f64_rsqrt_matches_jax(tmp_path, variant):
-    (got,), (want,) = run_both(tmp_path, "f64_rsqrt", None, *VARIANTS[variant])
+def test_f64_rsqrt_matches_jax(references, tmp_path, variant):
+    (got,), (want,) = run_both(references, tmp_path, "f64_rsqrt", None, *VARIANTS[variant])
     assert_same_bits(got, want, "rsqrt")
 
 
 @pytest.mark.parametrize("variant", ["detected", "max_isa_avx2"])
 @pytest.mark.parametrize("seed", range(6))
-def test_random_f16_fusions_with_multiply_adds_match_jax(tmp_path, seed, variant):
-    (got,), (want,) = run_both(tmp_path, "f16_fusion", seed, *VARIANTS[variant])
+def test_random_f16_fusions_with_multiply_adds_match_jax(references, tmp_path, seed,
+                                                         variant):
+    (got,), (want,) = run_both(references, tmp_path, "f16_fusion", seed, *VARIANTS[variant])
     assert_same_bits(got, want)
 
 
 # Causeway forced to the wrong variant: the results must differ, so the
 # tests above pass because Causeway follows XLA's choice, not by accident.
-def test_f16_fusions_differ_where_causeway_gets_native_half_precision_wrong(tmp_path):
+def test_f16_fusions_differ_where_causeway_gets_native_half_precision_wrong(references,
+                                                                           tmp_path):
     flipped = "no_avx512fp16" if HAS_AVX512_FP16 else "avx512fp16"
-    (got,), (want,) = run_both(tmp_path, "f16_multiply_add", None, "", flipped)
+    (got,), (want,) = run_both(references, tmp_path, "f16_multiply_add", None, "", flipped)
     assert differing(got, want).size > 0
     # And where XLA is forced to half precision in f32, as without FP16.
     (tmp_path / "avx2").mkdir()
-    (got,), (want,) = run_both(tmp_path / "avx2", "f16_multiply_add", None,
+    (got,), (want,) = run_both(references, tmp_path / "avx2", "f16_multiply_add", None,
                                MAX_ISA_AVX2[0], "avx512fp16")
     assert differing(got, want).size > 0
 
 
-def test_f32_rsqrt_differs_where_causeway_gets_the_vendor_wrong(tmp_path):
-    (got,), (want,) = run_both(tmp_path, "f32_rsqrt", None, "", "intel" if IS_AMD else "amd")
+def test_f32_rsqrt_differs_where_causeway_gets_the_vendor_wrong(references, tmp_path):
+    (got,), (want,) = run_both(references, tmp_path, "f32_rsqrt", None, "",
+                               "intel" if IS_AMD else "amd")
     assert differing(got, want).size > 0
 
 
-def test_f64_rsqrt_differs_where_causeway_gets_avx512_wrong(tmp_path):
+def test_f64_rsqrt_differs_where_causeway_gets_avx512_wrong(references, tmp_path):
     if not HAS_AVX512F:
         pytest.skip("without AVX-512 F there is one f64 rsqrt (1/sqrt(x)) to choose")
-    (got,), (want,) = run_both(tmp_path, "f64_rsqrt", None, "", "no_avx512f")
+    (got,), (want,) = run_both(references, tmp_path, "f64_rsqrt", None, "", "no_avx512f")
     assert differing(got, want).size > 0
 
 
-def test_the_other_vendors_f32_rsqrt_stays_within_its_error_bound(tmp_path):
+def test_the_other_vendors_f32_rsqrt_stays_within_its_error_bound(references, tmp_path):
     """The refinement of the other vendor, which XLA cannot be told to use
     here: one Newton step (AMD) or two (Intel) from this processor's
     estimate, within 4 ulp of the correctly rounded 1/sqrt(x) for positive
     normal x (docs/hlo.md, "Rounding")."""
     other = "intel" if IS_AMD else "amd"
-    (got,), (want,) = run_both(tmp_path, "f32_rsqrt", None, "", other)
+    (got,), (want,) = run_both(references, tmp_path, "f32_rsqrt", None, "", other)
     x = f32_values()
     normal = (x >= np.finfo(np.float32).tiny) & np.isfinite(x)
     exact = (1 / np.sqrt(x[normal].astype(np.float64))).astype(np.float32)
