@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/logging.h"
+#include "causeway/transport/sealed_records.h"
 #include "causeway/transport/tcp_wire.h"
 
 namespace causeway::transport {
@@ -109,6 +110,57 @@ std::string TransferText(uint64_t transfer_id, const BufferId& destination,
                       " on device ", device.value(), ")");
 }
 
+// Walks the runs of a box a byte count at a time, a record's worth of
+// which may end inside a run: calls `f(offset in the array, bytes)` for
+// each contiguous stretch.
+class RunWalk {
+ public:
+  explicit RunWalk(const BoxRuns& runs)
+      : cursor_(runs), run_bytes_(static_cast<uint64_t>(runs.run_bytes())) {}
+
+  template <typename F>
+  void Take(uint64_t bytes, F&& f) {
+    while (bytes > 0) {
+      CW_CHECK(!cursor_.done()) << "walking past the end of a box";
+      const uint64_t take = std::min(bytes, run_bytes_ - in_run_);
+      f(static_cast<uint64_t>(cursor_.offset()) + in_run_,
+        static_cast<size_t>(take));
+      in_run_ += take;
+      bytes -= take;
+      if (in_run_ == run_bytes_) {
+        cursor_.Next();
+        in_run_ = 0;
+      }
+    }
+  }
+
+ private:
+  BoxRuns::Cursor cursor_;
+  const uint64_t run_bytes_;
+  uint64_t in_run_ = 0;
+};
+
+// `frame` (the length prefix and a header) with its header sealed, then
+// `payload` (at most one record) sealed after it.
+std::vector<uint8_t> SealSmallFrame(RecordSealer& sealer,
+                                    std::vector<uint8_t> frame,
+                                    absl::string_view payload) {
+  const size_t header = frame.size() - wire::kLengthBytes;
+  frame.resize(frame.size() + kSealTagBytes);
+  sealer.SealInPlace(frame.data() + wire::kLengthBytes, header,
+                     frame.data() + wire::kLengthBytes + header,
+                     absl::MakeConstSpan(frame.data(), wire::kLengthBytes));
+  if (!payload.empty()) {
+    CW_CHECK(payload.size() <= wire::kSealedRecordBytes);
+    const size_t at = frame.size();
+    frame.insert(frame.end(), payload.begin(), payload.end());
+    frame.resize(frame.size() + kSealTagBytes);
+    sealer.SealInPlace(frame.data() + at, payload.size(),
+                       frame.data() + at + payload.size());
+  }
+  return frame;
+}
+
 uint64_t RandomIncarnation() {
   std::random_device random;
   uint64_t value = 0;
@@ -145,6 +197,10 @@ class TcpDataPlane::Impl {
   void Shutdown();
 
   const TcpDataPlaneOptions& options() const { return options_; }
+  // Connections seal what follows their handshake.
+  bool sealed() const {
+    return options_.encrypt && !options_.auth_token.empty();
+  }
   const std::string& address() const { return address_; }
   asio::io_context& io() { return io_; }
   PieceReceiver* receiver() const {
@@ -209,6 +265,7 @@ class TcpDataPlane::Impl {
     std::atomic<int64_t> bytes_sent{0};
     std::atomic<int64_t> pieces_refused{0};
     std::atomic<int64_t> early_pieces_waiting{0};
+    std::atomic<int64_t> records_refused{0};
   };
   Counters counters;
   static constexpr int64_t kEarlyPieceOverhead = 256;
@@ -329,6 +386,9 @@ class TcpDataPlane::Impl::Outgoing
     being_written_.reset();
     write_cursor_.reset();
     write_runs_.reset();
+    seal_walk_.reset();
+    sealer_.reset();
+    opener_.reset();
     window_.clear();
     window_start_ = 0;
   }
@@ -371,6 +431,7 @@ class TcpDataPlane::Impl::Outgoing
     hello.sender = impl_->self();
     hello.sender_incarnation = impl_->options().incarnation;
     hello.receiver_incarnation = incarnation_;
+    hello.sealed = impl_->sealed();
     hello.nonce = wire::RandomNonce();
     hello_ = wire::EncodeHello(hello);
     auto self = shared_from_this();
@@ -422,6 +483,12 @@ class TcpDataPlane::Impl::Outgoing
     }
     const wire::Proof proof = wire::DiallerProof(token, hello_, challenge.nonce);
     proof_.assign(proof.begin(), proof.end());
+    if (impl_->sealed()) {
+      const wire::SealKeys keys =
+          wire::DeriveSealKeys(token, hello_, challenge.nonce);
+      sealer_ = std::make_unique<RecordSealer>(keys.dialler_to_listener);
+      opener_ = std::make_unique<RecordOpener>(keys.listener_to_dialler);
+    }
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(proof_),
                       [self, generation](const asio::error_code& ec, size_t) {
@@ -498,6 +565,7 @@ class TcpDataPlane::Impl::Outgoing
     queue_.pop_front();
     const OutgoingPiece& piece = in_flight_.back();
     writing_ = true;
+    if (sealer_ != nullptr) return WriteSealed(piece);
     // The piece may be acknowledged (and gone) as soon as its last byte is
     // out: what the writes below need is copied out of it first.
     bool gather = false;
@@ -542,6 +610,7 @@ class TcpDataPlane::Impl::Outgoing
     being_written_.reset();
     write_cursor_.reset();
     write_runs_.reset();
+    seal_walk_.reset();
     window_.clear();
     window_start_ = 0;
     WriteNext();
@@ -637,6 +706,85 @@ class TcpDataPlane::Impl::Outgoing
                       });
   }
 
+  // Sealed: the frame's header record, then as much of its payload as
+  // one record holds, in one write; WriteSealedRecords does the rest. The
+  // payload is encrypted from the source (its runs gathered as they are
+  // encrypted) into the staging block: no other copy.
+  void WriteSealed(const OutgoingPiece& piece) {
+    const size_t header_bytes = piece.header.size() - wire::kLengthBytes;
+    staging_.resize(std::max(
+        staging_.size(), piece.header.size() + kSealTagBytes +
+                             wire::kSealedRecordBytes + kSealTagBytes));
+    auto* out = reinterpret_cast<uint8_t*>(staging_.data());
+    std::memcpy(out, piece.header.data(), piece.header.size());
+    sealer_->SealInPlace(out + wire::kLengthBytes, header_bytes,
+                         out + piece.header.size(),
+                         absl::MakeConstSpan(out, wire::kLengthBytes));
+    size_t filled = piece.header.size() + kSealTagBytes;
+    seal_left_ = 0;
+    if (!piece.piece.data.ok()) {
+      // An error's message: one record at most.
+      const size_t size = piece.message.size();
+      if (size > 0) {
+        std::memcpy(out + filled, piece.message.data(), size);
+        sealer_->SealInPlace(out + filled, size, out + filled + size);
+        filled += size + kSealTagBytes;
+      }
+    } else {
+      write_source_ =
+          static_cast<const std::byte*>(piece.piece.data->untyped_data());
+      write_runs_.emplace(*piece.runs);
+      seal_walk_.emplace(*write_runs_);
+      seal_left_ = static_cast<uint64_t>(write_runs_->total_bytes());
+      filled = SealRecord(filled);
+    }
+    SendSealed(filled, generation_);
+  }
+
+  // Seals the next record of the piece's payload at `at` in the staging
+  // block; returns where it ends.
+  size_t SealRecord(size_t at) {
+    const uint64_t size = std::min(seal_left_, wire::kSealedRecordBytes);
+    if (size == 0) return at;
+    auto* out = reinterpret_cast<uint8_t*>(staging_.data()) + at;
+    const bool narrow =
+        write_runs_->run_bytes() < impl_->options().min_direct_run_bytes;
+    size_t filled = 0;
+    if (narrow) {
+      // Narrow runs: gathered by memcpy, then sealed in place (one call
+      // into the cipher instead of one per run).
+      seal_walk_->Take(size, [&](uint64_t offset, size_t bytes) {
+        std::memcpy(out + filled, write_source_ + offset, bytes);
+        filled += bytes;
+      });
+      sealer_->SealInPlace(out, size, out + size);
+    } else {
+      sealer_->Begin();
+      seal_walk_->Take(size, [&](uint64_t offset, size_t bytes) {
+        sealer_->Add(write_source_ + offset, out + filled, bytes);
+        filled += bytes;
+      });
+      sealer_->End(out + size);
+    }
+    seal_left_ -= size;
+    sealed_payload_ += static_cast<int64_t>(size);
+    return at + size + kSealTagBytes;
+  }
+
+  void SendSealed(size_t bytes, uint64_t generation) {
+    auto self = shared_from_this();
+    asio::async_write(
+        socket_, asio::buffer(staging_.data(), bytes), LargeSteps(),
+        [self, generation](const asio::error_code& ec, size_t) {
+          if (generation != self->generation_) return;
+          if (ec) return self->Broke(ec.message());
+          self->impl_->counters.bytes_sent += self->sealed_payload_;
+          self->sealed_payload_ = 0;
+          if (self->seal_left_ == 0) return self->Written();
+          self->SendSealed(self->SealRecord(0), generation);
+        });
+  }
+
   void ReadAck(uint64_t generation) {
     auto self = shared_from_this();
     asio::async_read(
@@ -648,19 +796,37 @@ class TcpDataPlane::Impl::Outgoing
           if (!length.ok() || *length != wire::kFrameFixedBytes) {
             return self->Broke("malformed acknowledgement");
           }
+          const size_t size = wire::kFrameFixedBytes +
+                              (self->opener_ != nullptr ? kSealTagBytes : 0);
           asio::async_read(
-              self->socket_, asio::buffer(self->ack_),
+              self->socket_, asio::buffer(self->ack_.data(), size),
               [self, generation](const asio::error_code& ec, size_t) {
                 if (generation != self->generation_) return;
                 if (ec) return self->Broke(ec.message());
+                if (self->opener_ != nullptr) {
+                  absl::Status opened = self->opener_->OpenInPlace(
+                      self->ack_.data(), wire::kFrameFixedBytes,
+                      self->ack_.data() + wire::kFrameFixedBytes,
+                      self->ack_length_);
+                  if (!opened.ok()) return self->Tampered(opened);
+                }
                 self->OnAck(generation);
               });
         });
   }
 
+  // A sealed record from the peer failed to open: nothing on this
+  // connection can be trusted any more.
+  void Tampered(const absl::Status& status) {
+    ++impl_->counters.records_refused;
+    Broke(absl::StrCat("an acknowledgement from it failed its authentication "
+                       "(", status.message(), ")"));
+  }
+
   void OnAck(uint64_t generation) {
     absl::StatusOr<wire::FrameHeader> ack = wire::DecodeFrameHeader(
-        ack_, impl_->options().max_piece_bytes);
+        absl::MakeConstSpan(ack_.data(), wire::kFrameFixedBytes),
+        impl_->options().max_piece_bytes);
     if (!ack.ok() || ack->kind != wire::FrameKind::kAck || in_flight_.empty() ||
         in_flight_.front().piece.transfer_id != ack->transfer_id) {
       return Broke(absl::StrCat(
@@ -669,15 +835,28 @@ class TcpDataPlane::Impl::Outgoing
                    : absl::StrCat(": ", ack.status().message())));
     }
     ack_code_ = ack->code;
-    ack_message_.resize(ack->payload_bytes);
-    if (ack_message_.empty()) return Acknowledged(generation);
+    const size_t message_bytes = static_cast<size_t>(ack->payload_bytes);
+    if (message_bytes == 0) {
+      ack_message_.clear();
+      return Acknowledged(generation);
+    }
+    ack_message_.resize(message_bytes +
+                        (opener_ != nullptr ? kSealTagBytes : 0));
     auto self = shared_from_this();
-    asio::async_read(socket_, asio::buffer(ack_message_),
-                     [self, generation](const asio::error_code& ec, size_t) {
-                       if (generation != self->generation_) return;
-                       if (ec) return self->Broke(ec.message());
-                       self->Acknowledged(generation);
-                     });
+    asio::async_read(
+        socket_, asio::buffer(ack_message_),
+        [self, generation, message_bytes](const asio::error_code& ec, size_t) {
+          if (generation != self->generation_) return;
+          if (ec) return self->Broke(ec.message());
+          if (self->opener_ != nullptr) {
+            auto* data = reinterpret_cast<uint8_t*>(self->ack_message_.data());
+            absl::Status opened = self->opener_->OpenInPlace(
+                data, message_bytes, data + message_bytes);
+            if (!opened.ok()) return self->Tampered(opened);
+            self->ack_message_.resize(message_bytes);
+          }
+          self->Acknowledged(generation);
+        });
   }
 
   // The peer took the piece, or refused it (ack_code_ not OK).
@@ -722,7 +901,7 @@ class TcpDataPlane::Impl::Outgoing
   std::array<uint8_t, wire::kReplyBytes> reply_{};
   std::string reply_message_;
   std::array<uint8_t, wire::kLengthBytes> ack_length_{};
-  std::array<uint8_t, wire::kFrameFixedBytes> ack_{};
+  std::array<uint8_t, wire::kFrameFixedBytes + kSealTagBytes> ack_{};
   absl::StatusCode ack_code_ = absl::StatusCode::kOk;
   std::string ack_message_;
   // Writing the runs of the piece at the back of in_flight_ (copied out
@@ -733,6 +912,14 @@ class TcpDataPlane::Impl::Outgoing
   std::vector<iovec> window_;
   size_t window_start_ = 0;
   std::vector<std::byte> staging_;
+  // A sealed connection: what we send, what we read.
+  std::unique_ptr<RecordSealer> sealer_;
+  std::unique_ptr<RecordOpener> opener_;
+  // Sealing the payload of the piece at the back of in_flight_: its runs
+  // still to seal, and the payload bytes of the write under way.
+  std::optional<RunWalk> seal_walk_;
+  uint64_t seal_left_ = 0;
+  int64_t sealed_payload_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -876,6 +1063,19 @@ class TcpDataPlane::Impl::Incoming
           "wrong auth token (the handshake's proof does not match this "
           "worker's token)"));
     }
+    if (hello.sealed != impl_->sealed()) {
+      return Refuse(absl::FailedPreconditionError(absl::StrCat(
+          "host ", hello.sender.value(), " dials with data-plane encryption ",
+          hello.sealed ? "on" : "off", ", and this worker has it ",
+          impl_->sealed() ? "on" : "off",
+          " (every worker of a cluster must be configured alike)")));
+    }
+    if (impl_->sealed()) {
+      const wire::SealKeys keys =
+          wire::DeriveSealKeys(options.auth_token, hello_, nonce_);
+      opener_ = std::make_unique<RecordOpener>(keys.dialler_to_listener);
+      sealer_ = std::make_unique<RecordSealer>(keys.listener_to_dialler);
+    }
     if (hello.receiver_incarnation != 0 &&
         hello.receiver_incarnation != options.incarnation) {
       return Refuse(absl::FailedPreconditionError(absl::StrCat(
@@ -942,7 +1142,10 @@ class TcpDataPlane::Impl::Incoming
                          return self->ProtocolError(length.status());
                        }
                        self->mid_frame_ = true;
-                       self->header_bytes_.resize(*length);
+                       self->header_.transfer_id = 0;  // Not read yet.
+                       self->header_bytes_.resize(
+                           *length +
+                           (self->opener_ != nullptr ? kSealTagBytes : 0));
                        self->ReadHeader();
                      });
   }
@@ -953,6 +1156,16 @@ class TcpDataPlane::Impl::Incoming
                      [self](const asio::error_code& ec, size_t) {
                        if (self->closed_) return;
                        if (ec) return self->Lost(ec.message());
+                       if (self->opener_ != nullptr) {
+                         const size_t size =
+                             self->header_bytes_.size() - kSealTagBytes;
+                         absl::Status opened = self->opener_->OpenInPlace(
+                             self->header_bytes_.data(), size,
+                             self->header_bytes_.data() + size,
+                             self->length_);
+                         if (!opened.ok()) return self->Tampered(opened);
+                         self->header_bytes_.resize(size);
+                       }
                        self->OnHeader();
                      });
   }
@@ -993,17 +1206,21 @@ class TcpDataPlane::Impl::Incoming
     remaining_ = header_.payload_bytes;
     if (held_ == nullptr) return RefuseEarly();
     message_.resize(header_.payload_bytes);
+    if (opener_ != nullptr) return ReadSealed(Sink::kMessage);
     auto self = shared_from_this();
     asio::async_read(socket_, asio::buffer(message_),
                      [self](const asio::error_code& ec, size_t) {
                        if (self->closed_) return;
                        if (ec) return self->Lost(ec.message());
-                       PieceMessage piece = self->MessageOf(self->header_);
-                       piece.data = absl::Status(self->header_.code,
-                                                 self->message_);
-                       piece.held = std::move(self->held_);
-                       self->Deliver(std::move(piece));
+                       self->ErrorRead();
                      });
+  }
+
+  void ErrorRead() {
+    PieceMessage piece = MessageOf(header_);
+    piece.data = absl::Status(header_.code, message_);
+    piece.held = std::move(held_);
+    Deliver(std::move(piece));
   }
 
   void BeginPiece() {
@@ -1038,6 +1255,7 @@ class TcpDataPlane::Impl::Incoming
       if (held_ != nullptr) {
         StopWaiting();
         literal_ = hlo::Literal::Uninitialized(std::move(header.shape));
+        if (opener_ != nullptr) return ReadSealed(Sink::kLiteral);
         return ReadLiteral();
       }
       const absl::Time now = absl::Now();
@@ -1075,6 +1293,10 @@ class TcpDataPlane::Impl::Incoming
     }
     cursor_.emplace(runs);
     if (runs.count() == 0) return FinishInPlace();
+    if (opener_ != nullptr) {
+      walk_.emplace(runs);
+      return ReadSealed(Sink::kWriter);
+    }
     if (runs.count() == 1 ||
         runs.run_bytes() >= impl_->options().min_direct_run_bytes) {
       return ReadDirect();
@@ -1208,6 +1430,7 @@ class TcpDataPlane::Impl::Incoming
     impl_->counters.bytes_received += header_.payload_bytes;
     std::unique_ptr<PieceWriter> writer = std::move(writer_);
     cursor_.reset();
+    walk_.reset();
     writer->Finish(absl::OkStatus());
     Acknowledge(header_.transfer_id);
   }
@@ -1221,17 +1444,84 @@ class TcpDataPlane::Impl::Incoming
         LargeSteps(), [self](const asio::error_code& ec, size_t) {
           if (self->closed_) return;
           if (ec) return self->Lost(ec.message());
-          ++self->impl_->counters.pieces_received;
-          self->impl_->counters.bytes_received += self->header_.payload_bytes;
-          PieceMessage piece = self->MessageOf(self->header_);
-          piece.data = std::move(self->literal_);
-          piece.held = std::move(self->held_);
-          self->literal_ = hlo::Literal();
-          self->Deliver(std::move(piece));
+          self->LiteralRead();
         });
   }
 
-  // Reads and drops the payload of a refused piece.
+  void LiteralRead() {
+    ++impl_->counters.pieces_received;
+    impl_->counters.bytes_received += header_.payload_bytes;
+    PieceMessage piece = MessageOf(header_);
+    piece.data = std::move(literal_);
+    piece.held = std::move(held_);
+    literal_ = hlo::Literal();
+    Deliver(std::move(piece));
+  }
+
+  // Where the plaintext of a sealed payload goes.
+  enum class Sink { kWriter, kLiteral, kMessage, kDiscard };
+
+  // A sealed payload, a record at a time: each is read into the staging
+  // block, opened there, and only then copied where it belongs, so a
+  // record that fails to open writes nothing into any buffer.
+  void ReadSealed(Sink sink) {
+    if (remaining_ == 0) return SealedRead(sink);
+    const size_t size =
+        static_cast<size_t>(std::min(remaining_, wire::kSealedRecordBytes));
+    staging_.resize(std::max(staging_.size(), size + kSealTagBytes));
+    auto self = shared_from_this();
+    asio::async_read(
+        socket_, asio::buffer(staging_.data(), size + kSealTagBytes),
+        LargeSteps(), [self, sink, size](const asio::error_code& ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->Lost(ec.message());
+          auto* data = reinterpret_cast<uint8_t*>(self->staging_.data());
+          absl::Status opened =
+              self->opener_->OpenInPlace(data, size, data + size);
+          if (!opened.ok()) return self->Tampered(opened);
+          const uint64_t at = self->header_.payload_bytes - self->remaining_;
+          switch (sink) {
+            case Sink::kWriter: {
+              std::byte* base = self->writer_->base();
+              size_t done = 0;
+              self->walk_->Take(size, [&](uint64_t offset, size_t bytes) {
+                std::memcpy(base + offset, data + done, bytes);
+                done += bytes;
+              });
+              break;
+            }
+            case Sink::kLiteral:
+              std::memcpy(
+                  static_cast<uint8_t*>(self->literal_.mutable_untyped_data()) +
+                      at,
+                  data, size);
+              break;
+            case Sink::kMessage:
+              std::memcpy(self->message_.data() + at, data, size);
+              break;
+            case Sink::kDiscard:
+              break;
+          }
+          self->remaining_ -= size;
+          self->ReadSealed(sink);
+        });
+  }
+
+  void SealedRead(Sink sink) {
+    switch (sink) {
+      case Sink::kWriter:
+        return FinishInPlace();
+      case Sink::kLiteral:
+        return LiteralRead();
+      case Sink::kMessage:
+        return ErrorRead();
+      case Sink::kDiscard:
+        return Discard();
+    }
+  }
+
+  // Reads and drops the payload of a refused piece (sealed: each record
+  // is opened all the same, to keep in step and to notice tampering).
   void Discard() {
     if (remaining_ == 0) {
       if (!acknowledged_) return Acknowledge(header_.transfer_id);
@@ -1239,6 +1529,7 @@ class TcpDataPlane::Impl::Incoming
       mid_frame_ = false;
       return ReadFrame();
     }
+    if (opener_ != nullptr) return ReadSealed(Sink::kDiscard);
     const size_t chunk =
         static_cast<size_t>(std::min<uint64_t>(remaining_, kStagingBytes));
     staging_.resize(std::max(staging_.size(), chunk));
@@ -1276,7 +1567,12 @@ class TcpDataPlane::Impl::Incoming
         0, std::min(refusal.message().size(), wire::kMaxReplyMessageBytes));
     ack.payload_bytes = text.size();
     std::vector<uint8_t> frame = wire::EncodeFrameHeader(ack);
-    frame.insert(frame.end(), text.begin(), text.end());
+    if (sealer_ != nullptr) {
+      // Sealed in the order they are written (the queue's order).
+      frame = SealSmallFrame(*sealer_, std::move(frame), text);
+    } else {
+      frame.insert(frame.end(), text.begin(), text.end());
+    }
     acks_.push_back(std::move(frame));
     WriteAcks();
   }
@@ -1319,6 +1615,26 @@ class TcpDataPlane::Impl::Incoming
     Close(absl::DataLossError(text));
   }
 
+  // A sealed record failed to open: changed, dropped, repeated or
+  // replayed on the way. The piece it carried fails (and every receive
+  // waiting for this peer: nothing more from this connection can be
+  // trusted); the sender hears the connection close.
+  void Tampered(const absl::Status& error) {
+    ++impl_->counters.records_refused;
+    std::string text = absl::StrCat(
+        "data plane: closing the connection from ", Describe(),
+        ": what it sent failed its authentication (tampered with on the way, "
+        "or not sealed by that host)");
+    if (mid_frame_ && header_.transfer_id != 0) {
+      absl::StrAppend(&text, " in ",
+                      TransferText(header_.transfer_id, header_.destination,
+                                   header_.destination_device));
+    }
+    absl::StrAppend(&text, ": ", error.message());
+    CW_LOG(WARNING) << text;
+    Close(absl::DataLossError(text));
+  }
+
   void ProtocolError(const absl::Status& error) {
     ++impl_->counters.protocol_errors;
     const std::string text =
@@ -1355,6 +1671,11 @@ class TcpDataPlane::Impl::Incoming
   std::vector<iovec> window_;
   size_t window_start_ = 0;
   std::vector<std::byte> staging_;
+  // A sealed connection: what we read, what we send (the acknowledgements).
+  std::unique_ptr<RecordOpener> opener_;
+  std::unique_ptr<RecordSealer> sealer_;
+  // The destination runs of a sealed piece still to fill.
+  std::optional<RunWalk> walk_;
   hlo::Literal literal_;
   std::string message_;
   // The current early piece's share of the bound, while it is read.
@@ -1707,6 +2028,7 @@ TcpDataPlaneStats TcpDataPlane::Stats() const {
   stats.bytes_sent = c.bytes_sent;
   stats.pieces_refused = c.pieces_refused;
   stats.early_pieces_waiting = c.early_pieces_waiting;
+  stats.records_refused = c.records_refused;
   stats.early_piece_bytes = impl_->early_bytes();
   return stats;
 }

@@ -58,6 +58,15 @@ struct TcpDataPlaneOptions {
   // (and logged); a listener that cannot prove it is not sent anything.
   // Empty: the empty key, which anyone can compute (loopback only).
   std::string auth_token;
+  // With a token set, everything after the handshake is sealed: encrypted
+  // and authenticated with AES-256-GCM under keys derived from the token
+  // and the handshake's fresh nonces, one per direction (docs/security.md,
+  // "Encryption"). A record changed, dropped, repeated or replayed from
+  // another connection fails to open: the connection closes and the piece
+  // it carried fails, naming the peer. Both ends must agree; a dialler
+  // whose choice differs is refused. Without a token there is no secret to
+  // key it with, and nothing is sealed. Off only to measure its cost.
+  bool encrypt = true;
   // The largest piece accepted from a peer, in bytes (its header is
   // refused before anything is allocated otherwise).
   int64_t max_piece_bytes = int64_t{4} << 30;
@@ -105,6 +114,8 @@ struct TcpDataPlaneStats {
   int64_t pieces_refused = 0;        // Early pieces over the bound.
   int64_t early_piece_bytes = 0;     // Held now for receives not announced.
   int64_t early_pieces_waiting = 0;  // Now waiting, unread, for room.
+  int64_t records_refused = 0;       // Sealed records that failed to open
+                                     // (connections closed for it).
 };
 
 class TcpDataPlane final : public DataPlane {

@@ -116,7 +116,7 @@ std::vector<uint8_t> EncodeHello(const Hello& hello) {
   Encoder e;
   e.U32(kMagic);
   e.U16(hello.version);
-  e.U16(0);
+  e.U16(hello.sealed ? 1 : 0);
   e.I64(hello.sender.value());
   e.U64(hello.sender_incarnation);
   e.U64(hello.receiver_incarnation);
@@ -130,7 +130,7 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes) {
   if (d.U32() != kMagic) return Invalid("not a data-plane handshake (magic)");
   Hello hello;
   hello.version = d.U16();
-  d.U16();
+  const uint16_t flags = d.U16();
   hello.sender = HostId(d.I64());
   hello.sender_incarnation = d.U64();
   hello.receiver_incarnation = d.U64();
@@ -138,7 +138,21 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes) {
   if (hello.sender.value() < 0) {
     return Invalid(absl::StrCat("handshake from host ", hello.sender.value()));
   }
+  if (flags > 1) return Invalid(absl::StrCat("handshake flags ", flags));
+  hello.sealed = flags == 1;
   return hello;
+}
+
+SealKeys DeriveSealKeys(absl::string_view token,
+                        absl::Span<const uint8_t> hello_bytes,
+                        const Nonce& listener_nonce) {
+  std::vector<uint8_t> salt(hello_bytes.begin(), hello_bytes.end());
+  salt.insert(salt.end(), listener_nonce.begin(), listener_nonce.end());
+  const absl::Span<const uint8_t> secret(
+      reinterpret_cast<const uint8_t*>(token.data()), token.size());
+  return SealKeys{
+      DeriveSealKey(secret, salt, "causeway data plane v3: dialler to listener"),
+      DeriveSealKey(secret, salt, "causeway data plane v3: listener to dialler")};
 }
 
 namespace {

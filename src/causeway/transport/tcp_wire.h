@@ -11,7 +11,7 @@
 // which only a loopback listener allows (docs/security.md).
 //
 //   hello (dialler -> listener), 64 bytes:
-//     u32 magic "CWDP" | u16 version | u16 zero
+//     u32 magic "CWDP" | u16 version | u16 flags (bit 0: sealed)
 //     i64 sender host | u64 sender incarnation
 //     u64 incarnation the dialler expects to reach | dialler nonce[32]
 //   challenge (listener -> dialler), 76 bytes + message:
@@ -36,6 +36,17 @@
 //           message, <= 64 KiB; acknowledgement: 0, or the refusal's
 //           message, <= 4096)
 //       i64 dims[rank] | i64 offsets[rank]
+//
+// Sealed connections (a token is set; the hello's flag says so, and the
+// listener refuses a dialler whose choice differs): after the reply, every
+// frame's header and payload are AES-256-GCM records (sealed_records.h)
+// under keys derived from the token and this handshake (SealKeys):
+//   frame: u32 header bytes (clear, authenticated with the header) |
+//          sealed(header) | tag[16] |
+//          the payload in records of kSealedRecordBytes (the last
+//          shorter), each sealed(record) | tag[16]
+// The record sizes follow from the header, so nothing else is sent in
+// clear. The handshake itself is not sealed (it carries no secret).
 #ifndef CAUSEWAY_TRANSPORT_TCP_WIRE_H_
 #define CAUSEWAY_TRANSPORT_TCP_WIRE_H_
 
@@ -52,11 +63,12 @@
 #include "absl/types/span.h"
 #include "causeway/base/ids.h"
 #include "causeway/hlo/shape.h"
+#include "causeway/transport/sealed_records.h"
 
 namespace causeway::transport::tcp_wire {
 
 inline constexpr uint32_t kMagic = 0x50445743;  // "CWDP" on the wire.
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256.
 inline constexpr size_t kHelloBytes = 32 + kNonceBytes;
@@ -80,6 +92,8 @@ struct Hello {
   HostId sender;
   uint64_t sender_incarnation = 0;
   uint64_t receiver_incarnation = 0;
+  // The dialler seals what follows the handshake.
+  bool sealed = false;
   Nonce nonce{};
 };
 
@@ -99,6 +113,22 @@ Proof DiallerProof(absl::string_view token,
                    const Nonce& listener_nonce);
 // Compares in constant time.
 bool ProofsMatch(const Proof& a, const Proof& b);
+
+// A sealed payload goes in records of this many bytes (the last shorter):
+// large enough that the per-record cost (a tag, a nonce, one more read)
+// is small, small enough that a record is opened while it is in cache.
+inline constexpr uint64_t kSealedRecordBytes = uint64_t{1} << 20;
+
+// The keys of a sealed connection, one per direction: HKDF-SHA256 of the
+// token, salted with the hello (the dialler's nonce) and the listener's
+// nonce, so each connection has its own.
+struct SealKeys {
+  SealKey dialler_to_listener;
+  SealKey listener_to_dialler;
+};
+SealKeys DeriveSealKeys(absl::string_view token,
+                        absl::Span<const uint8_t> hello_bytes,
+                        const Nonce& listener_nonce);
 
 struct Challenge {
   absl::StatusCode code = absl::StatusCode::kOk;  // Not OK: refused.

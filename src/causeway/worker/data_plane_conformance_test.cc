@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -26,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "causeway/hlo/literal_test_util.h"
 #include "causeway/transport/tcp_data_plane.h"
@@ -107,6 +109,12 @@ class TcpHarness {
  private:
   TcpDataPlaneOptions options_;
   std::vector<std::unique_ptr<TcpDataPlane>> planes_;
+};
+
+// The TCP data plane with a token: every frame sealed (AES-256-GCM).
+class SealedTcpHarness : public TcpHarness {
+ public:
+  SealedTcpHarness() { options().auth_token = "the cluster's token"; }
 };
 
 class NullListener : public WorkerListener {
@@ -220,11 +228,14 @@ class HarnessNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, TcpHarness> ? "Tcp" : "InProcess";
+    if (std::is_same_v<T, TcpHarness>) return "Tcp";
+    if (std::is_same_v<T, SealedTcpHarness>) return "SealedTcp";
+    return "InProcess";
   }
 };
 
-using Harnesses = ::testing::Types<InProcessHarness, TcpHarness>;
+using Harnesses =
+    ::testing::Types<InProcessHarness, TcpHarness, SealedTcpHarness>;
 TYPED_TEST_SUITE(DataPlaneConformanceTest, Harnesses, HarnessNames);
 
 TYPED_TEST(DataPlaneConformanceTest, AWholePieceFillsItsAnnouncedBuffer) {
@@ -522,7 +533,11 @@ std::string PeerBinary() {
 // A raw TCP connection to a data plane, for speaking nonsense to it.
 class RawConnection {
  public:
-  explicit RawConnection(const std::string& address) {
+  explicit RawConnection(const std::string& address) : fd_(Dial(address)) {}
+  ~RawConnection() { close(fd_); }
+
+  // A connected socket to `address` ("127.0.0.1:PORT").
+  static int Dial(const std::string& address) {
     const size_t colon = address.rfind(':');
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
@@ -531,10 +546,10 @@ class RawConnection {
     peer.sin_port = htons(static_cast<uint16_t>(port));
     CW_CHECK(inet_pton(AF_INET, address.substr(0, colon).c_str(),
                        &peer.sin_addr) == 1);
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    CW_CHECK(connect(fd_, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0);
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CW_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0);
+    return fd;
   }
-  ~RawConnection() { close(fd_); }
 
   void Write(const std::vector<uint8_t>& bytes) {
     CW_CHECK(write(fd_, bytes.data(), bytes.size()) ==
@@ -572,6 +587,7 @@ class RawConnection {
     wire::Hello hello;
     hello.sender = host;
     hello.sender_incarnation = 5;
+    hello.sealed = !token.empty();
     return wire::DialHandshake(fd_, hello, token, kDeadline).code();
   }
   // An intruder's handshake: proves `token` whatever the listener proved,
@@ -580,6 +596,7 @@ class RawConnection {
     wire::Hello hello;
     hello.sender = host;
     hello.sender_incarnation = 5;
+    hello.sealed = true;
     hello.nonce = wire::RandomNonce();
     const std::vector<uint8_t> hello_bytes = wire::EncodeHello(hello);
     Write(hello_bytes);
@@ -803,6 +820,7 @@ TEST_F(TcpDataPlaneTest, AReplayedHandshakeIsRefused) {
   hello.sender = HostId(0);
   hello.sender_incarnation = harness_.PlaneOf(HostId(0))->incarnation();
   hello.receiver_incarnation = receiver.incarnation();
+  hello.sealed = true;
   hello.nonce = wire::RandomNonce();
   const std::vector<uint8_t> hello_bytes = wire::EncodeHello(hello);
   recorded.Write(hello_bytes);
@@ -1055,6 +1073,273 @@ TEST_F(TcpDataPlaneTest, RemovingAPeerFailsWhatWaitsForItInBothDirections) {
                        true));
   EXPECT_EQ(pushed.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(pushed.message(), HasSubstr("host 1 is not in the peer table"));
+}
+
+// ---------------------------------------------------------------------------
+// Sealed connections attacked on the way: a man in the middle between two
+// workers that share the token.
+
+// Relays every connection made to it on to `target`, handing each chunk
+// the dialler sends to `edit` (its connection's number, its offset in that
+// connection) before passing it on. Closes everything when it goes.
+class Interceptor {
+ public:
+  using Edit =
+      std::function<void(int connection, uint64_t offset, uint8_t* bytes,
+                         size_t size)>;
+  Interceptor(const std::string& target, Edit edit)
+      : target_(target), edit_(std::move(edit)) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CW_CHECK(bind(listener_, reinterpret_cast<sockaddr*>(&local),
+                  sizeof local) == 0 &&
+             listen(listener_, 8) == 0);
+    socklen_t size = sizeof local;
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&local), &size);
+    address_ = absl::StrCat("127.0.0.1:", ntohs(local.sin_port));
+    CW_CHECK(pipe(stop_) == 0);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Interceptor() {
+    CW_CHECK(write(stop_[1], "x", 1) == 1);
+    thread_.join();
+    for (int fd : {listener_, stop_[0], stop_[1]}) close(fd);
+  }
+  const std::string& address() const { return address_; }
+
+ private:
+  struct Link {
+    int from = -1;  // The dialler.
+    int to = -1;    // The target.
+    int number = 0;
+    uint64_t offset = 0;
+  };
+
+  void Run() {
+    std::vector<Link> links;
+    int connections = 0;
+    char buffer[64 << 10];
+    while (true) {
+      std::vector<pollfd> fds = {{stop_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
+      for (const Link& link : links) {
+        fds.push_back({link.from, POLLIN, 0});
+        fds.push_back({link.to, POLLIN, 0});
+      }
+      if (poll(fds.data(), fds.size(), -1) < 0) continue;
+      if (fds[0].revents != 0) break;
+      if (fds[1].revents != 0) {
+        Link link;
+        link.from = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        link.to = RawConnection::Dial(target_);
+        link.number = connections++;
+        links.push_back(link);
+        continue;  // The poll set changed.
+      }
+      for (size_t i = 0; i < links.size(); ++i) {
+        Link& link = links[i];
+        bool closed = false;
+        for (int side = 0; side < 2 && !closed; ++side) {
+          if (fds[2 + 2 * i + side].revents == 0) continue;
+          const int in = side == 0 ? link.from : link.to;
+          const int out = side == 0 ? link.to : link.from;
+          const ssize_t n = read(in, buffer, sizeof buffer);
+          if (n <= 0) {
+            closed = true;
+            break;
+          }
+          if (side == 0) {
+            edit_(link.number, link.offset, reinterpret_cast<uint8_t*>(buffer),
+                  static_cast<size_t>(n));
+            link.offset += static_cast<uint64_t>(n);
+          }
+          if (send(out, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) {
+            closed = true;
+          }
+        }
+        if (closed) {
+          close(link.from);
+          close(link.to);
+          link.from = -1;
+        }
+      }
+      links.erase(std::remove_if(links.begin(), links.end(),
+                                 [](const Link& l) { return l.from < 0; }),
+                  links.end());
+    }
+    for (const Link& link : links) {
+      close(link.from);
+      close(link.to);
+    }
+  }
+
+  const std::string target_;
+  const Edit edit_;
+  std::string address_;
+  int listener_ = -1;
+  int stop_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+// A receiver that takes nothing in place and drops what it is given.
+class NullReceiver : public transport::PieceReceiver {
+ public:
+  void ReceivePiece(PieceMessage) override {}
+  absl::StatusOr<std::unique_ptr<transport::PieceWriter>> BeginPiece(
+      const transport::PieceHeader&) override {
+    return nullptr;
+  }
+  void ConnectionLost(HostId, absl::Status) override {}
+};
+
+// What the dialler sends before its first frame: the hello and its proof.
+constexpr uint64_t kDiallerHandshakeBytes = wire::kHelloBytes + wire::kProofBytes;
+
+class SealedDataPlaneTest : public DataPlaneConformanceTest<SealedTcpHarness> {
+ protected:
+  // Host 0 reaches host 1 through `interceptor`.
+  void Through(const Interceptor& interceptor) {
+    harness_.PlaneOf(HostId(0))->SetPeer(
+        HostId(1), interceptor.address(),
+        harness_.PlaneOf(HostId(1))->incarnation());
+  }
+};
+
+// One bit of a piece's payload flipped on the way: the receiver refuses
+// the record, the destination fails naming the sender and holds none of
+// the bytes, and the next transfer between the same workers goes through.
+TEST_F(SealedDataPlaneTest, ATamperedPayloadFailsItsTransferAndNothingElse) {
+  MakeHosts(2);
+  // Past the handshake, the frame's length and sealed header (rank 1):
+  // inside the payload's first record.
+  const uint64_t target = kDiallerHandshakeBytes + wire::kLengthBytes +
+                          wire::kFrameFixedBytes + 16 + transport::kSealTagBytes + 100;
+  Interceptor interceptor(
+      harness_.PlaneOf(HostId(1))->address(),
+      [target](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
+        if (connection == 0 && offset <= target && target < offset + size) {
+          bytes[target - offset] ^= 0x01;
+        }
+      });
+  Through(interceptor);
+  const Literal value = Pattern(PrimitiveType::kF32, {4096}, 1);
+  Receive(1, 200, value.shape(), {From(1, 0)}, true);
+  absl::Status pushed = Push(0, 1, Piece(1, 0, 1, 200, {0}, value, true));
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kUnavailable) << pushed;
+  absl::Status received = Fetch(1, 200).status();
+  EXPECT_EQ(received.code(), absl::StatusCode::kDataLoss) << received;
+  EXPECT_THAT(received.message(), HasSubstr("failed its authentication"));
+  EXPECT_THAT(received.message(), HasSubstr("host 0"));
+  EXPECT_THAT(received.message(), HasSubstr("transfer 1"));
+  const transport::TcpDataPlaneStats stats =
+      harness_.PlaneOf(HostId(1))->Stats();
+  EXPECT_EQ(stats.records_refused, 1);
+  EXPECT_EQ(stats.pieces_received, 0);
+  EXPECT_EQ(stats.bytes_received, 0);
+  // A new connection (the interceptor leaves it alone) carries the next.
+  Receive(1, 201, value.shape(), {From(2, 0)}, true);
+  ASSERT_TRUE(Push(0, 1, Piece(2, 0, 1, 201, {0}, value, true)).ok());
+  auto again = Fetch(1, 201);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, value);
+}
+
+// A changed header (the destination array's id) is refused before the
+// receiver looks at it.
+TEST_F(SealedDataPlaneTest, ATamperedHeaderIsRefusedBeforeItIsRead) {
+  MakeHosts(2);
+  const uint64_t target = kDiallerHandshakeBytes + wire::kLengthBytes + 32;
+  Interceptor interceptor(
+      harness_.PlaneOf(HostId(1))->address(),
+      [target](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
+        if (connection == 0 && offset <= target && target < offset + size) {
+          bytes[target - offset] ^= 0x80;
+        }
+      });
+  Through(interceptor);
+  const Literal value = Pattern(PrimitiveType::kF32, {16}, 2);
+  absl::Status pushed = Push(0, 1, Piece(1, 0, 1, 210, {0}, value, true));
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kUnavailable) << pushed;
+  const transport::TcpDataPlaneStats stats =
+      harness_.PlaneOf(HostId(1))->Stats();
+  EXPECT_EQ(stats.records_refused, 1);
+  EXPECT_EQ(stats.pieces_received, 0);
+  EXPECT_EQ(stats.early_piece_bytes, 0);
+}
+
+// Frames recorded on one connection and replayed, byte for byte in place
+// of the sender's own, on the next: the keys are new, nothing opens, and
+// the replayed piece lands nowhere.
+TEST_F(SealedDataPlaneTest, FramesReplayedOnANewConnectionAreRefused) {
+  MakeHosts(2);
+  std::vector<uint8_t> recorded;
+  absl::Mutex mu;  // The interceptor's thread writes, the test reads.
+  Interceptor interceptor(
+      harness_.PlaneOf(HostId(1))->address(),
+      [&](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
+        absl::MutexLock lock(&mu);
+        for (size_t i = 0; i < size; ++i) {
+          const uint64_t at = offset + i;
+          if (at < kDiallerHandshakeBytes) continue;
+          if (connection == 0) {
+            if (recorded.size() == at - kDiallerHandshakeBytes) {
+              recorded.push_back(bytes[i]);
+            }
+          } else if (at - kDiallerHandshakeBytes < recorded.size()) {
+            bytes[i] = recorded[at - kDiallerHandshakeBytes];
+          }
+        }
+      });
+  Through(interceptor);
+  const Literal first = Pattern(PrimitiveType::kF32, {1024}, 3);
+  Receive(1, 220, first.shape(), {From(1, 0)}, true);
+  ASSERT_TRUE(Push(0, 1, Piece(1, 0, 1, 220, {0}, first, true)).ok());
+  // A new connection: host 1 restarts its side of it.
+  harness_.PlaneOf(HostId(1))->RemovePeer(HostId(0));
+  harness_.PlaneOf(HostId(1))->SetPeer(
+      HostId(0), harness_.PlaneOf(HostId(0))->address(),
+      harness_.PlaneOf(HostId(0))->incarnation());
+  const Literal second = Pattern(PrimitiveType::kF32, {1024}, 4);
+  Receive(1, 221, second.shape(), {From(1, 0)}, true);
+  // Redialled (the old connection closed); the replay replaces its frame.
+  absl::Status pushed = Push(0, 1, Piece(1, 0, 1, 221, {0}, second, true));
+  if (pushed.ok()) {
+    // The first push after the close may go out on the dying connection
+    // and fail; the next one dials anew.
+    FAIL() << "the replayed frame was accepted";
+  }
+  EXPECT_GE(harness_.PlaneOf(HostId(1))->Stats().records_refused, 1);
+  EXPECT_EQ(harness_.PlaneOf(HostId(1))->Stats().pieces_received, 1);
+  auto landed = Fetch(1, 220);
+  ASSERT_TRUE(landed.ok()) << landed.status();
+  EXPECT_EQ(*landed, first);
+}
+
+// Peers must agree on sealing: one that dials in clear is refused, naming
+// why.
+TEST_F(SealedDataPlaneTest, APeerWithoutEncryptionIsRefusedNamingWhy) {
+  MakeHosts(1);
+  TcpDataPlaneOptions clear;
+  clear.auth_token = "the cluster's token";
+  clear.encrypt = false;
+  auto plain = TcpDataPlane::Create(clear);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  transport::TcpDataPlane& sender = **plain;
+  NullReceiver receiver;
+  sender.Attach(HostId(7), &receiver);
+  sender.SetPeer(HostId(0), harness_.PlaneOf(HostId(0))->address(), 0);
+  harness_.PlaneOf(HostId(0))->SetPeer(HostId(7), kNowhere, 0);
+  absl::Status pushed =
+      sender
+          .Push(HostId(0), Piece(1, 7, 0, 230, {0},
+                                 Pattern(PrimitiveType::kF32, {2}, 5), true))
+          .AwaitFor(kDeadline);
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kUnavailable) << pushed;
+  EXPECT_THAT(pushed.message(),
+              HasSubstr("dials with data-plane encryption off, and this "
+                        "worker has it on"));
+  sender.Shutdown();
 }
 
 }  // namespace data_plane_conformance_test
