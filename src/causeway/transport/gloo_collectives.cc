@@ -369,6 +369,7 @@ GlooCommunicators::Build(const ContextKey& key, int rank, GlooStore& store,
   mesh.device = device_;
   mesh.hostname = options_.hostname;
   mesh.token = options_.auth_token;
+  mesh.encrypt = options_.encrypt;
   // A pair's own timeout; every operation passes its own.
   mesh.pair_timeout = Millis(timeout / 5);
   mesh.deadline = absl::Now() + timeout;

@@ -116,6 +116,8 @@ class GlooCommunicators {
     // The cluster's token: every pair of every context proves a key made
     // from it and the context's rendezvous secrets (gloo_mesh.h).
     std::string auth_token = "";
+    // With a token, every pair is sealed (GlooMeshOptions::encrypt).
+    bool encrypt = true;
   };
 
   // InvalidArgument without a store; Unavailable when the TCP device cannot

@@ -23,7 +23,8 @@ GlooLaunchCollectives::Create(Options options) {
       GlooCommunicators::Create(
           {.store = options.store,
            .hostname = options.hostname,
-           .auth_token = options.auth_token});
+           .auth_token = options.auth_token,
+           .encrypt = options.encrypt});
   if (!communicators.ok()) return communicators.status();
   return std::unique_ptr<GlooLaunchCollectives>(new GlooLaunchCollectives(
       std::move(options), *std::move(communicators)));

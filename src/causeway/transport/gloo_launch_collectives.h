@@ -43,6 +43,8 @@ class GlooLaunchCollectives final : public LaunchCollectives {
     absl::Duration timeout = absl::Seconds(60);
     // The cluster's token (GlooCommunicators::Options::auth_token).
     std::string auth_token = "";
+    // With a token, every pair is sealed (GlooMeshOptions::encrypt).
+    bool encrypt = true;
   };
 
   static absl::StatusOr<std::unique_ptr<GlooLaunchCollectives>> Create(

@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
+#include "causeway/transport/sealed_relay.h"
 #include "gloo/common/error.h"
 #include "gloo/transport/tcp/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -37,12 +38,13 @@ namespace {
 namespace tcp = ::gloo::transport::tcp;
 
 constexpr uint32_t kMagic = 0x4c475743;  // "CWGL" on the wire.
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kSecretBytes = 32;
-// hello: u32 magic | u16 version | u16 0 | u32 from rank | u32 to rank |
-// dialler nonce[32]. challenge: listener nonce[32] | listener proof[32].
-// proof: dialler proof[32]. verdict: u8 (0: accepted).
+// hello: u32 magic | u16 version | u16 flags (bit 0: sealed) | u32 from
+// rank | u32 to rank | dialler nonce[32]. challenge: listener nonce[32] |
+// listener proof[32]. proof: dialler proof[32]. verdict: u8 (0: accepted,
+// 1: the proof did not match, 2: the ranks differ on sealing).
 constexpr size_t kHelloBytes = 16 + kNonceBytes;
 constexpr size_t kChallengeBytes = 64;
 constexpr size_t kProofBytes = 32;
@@ -107,6 +109,21 @@ Digest PairKey(absl::string_view token, absl::string_view prefix, int lo,
 Digest Proof(const Digest& key, absl::string_view side, const Bytes& hello,
              const Bytes& listener_nonce) {
   return Hmac(key.data(), key.size(), Concat(side, hello, listener_nonce));
+}
+
+// The keys of a sealed pair: HKDF of its key, salted with the hello (the
+// dialler's nonce) and the listener's nonce.
+struct PairSealKeys {
+  SealKey dialler_to_listener;
+  SealKey listener_to_dialler;
+};
+PairSealKeys DerivePairSealKeys(const Digest& key, const Bytes& hello,
+                                const Bytes& listener_nonce) {
+  Bytes salt = hello;
+  salt.insert(salt.end(), listener_nonce.begin(), listener_nonce.end());
+  return PairSealKeys{
+      DeriveSealKey(key, salt, "causeway gloo pair v2: dialler to listener"),
+      DeriveSealKey(key, salt, "causeway gloo pair v2: listener to dialler")};
 }
 
 bool Matches(const uint8_t* given, const Digest& expected) {
@@ -213,17 +230,44 @@ class Mesh {
     if (!status.ok()) return status;
     auto device = std::dynamic_pointer_cast<tcp::Device>(options_.device);
     CW_CHECK(device != nullptr) << "a Gloo mesh needs Gloo's TCP device";
+    std::shared_ptr<SealedRelay> relay;
+    if (Sealed()) {
+      std::vector<SealedRelay::Link> links;
+      for (auto& [peer, fd] : connected_) {
+        const PairSealKeys& keys = seal_keys_.at(peer);
+        const bool dialled = peer < options_.rank;
+        links.push_back(SealedRelay::Link{
+            peer, fd.Release(),
+            dialled ? keys.dialler_to_listener : keys.listener_to_dialler,
+            dialled ? keys.listener_to_dialler : keys.dialler_to_listener});
+      }
+      std::map<int, int> gloo_fds;
+      absl::StatusOr<std::unique_ptr<SealedRelay>> started =
+          SealedRelay::Start(Where(), std::move(links), &gloo_fds);
+      if (!started.ok()) return started.status();
+      relay = *std::move(started);
+      connected_.clear();
+      for (auto& [peer, fd] : gloo_fds) connected_.emplace(peer, Fd(fd));
+    }
     auto context = std::make_shared<AdoptingContext>(device, options_.rank,
                                                      options_.size);
     context->setTimeout(options_.pair_timeout);
     for (auto& [peer, fd] : connected_) context->Adopt(peer, std::move(fd));
-    auto mesh = std::make_shared<MeshContext>(options_.rank, options_.size);
+    auto* mesh = new MeshContext(options_.rank, options_.size);
     mesh->setTimeout(options_.pair_timeout);
     mesh->Connected(options_.device, std::move(context));
-    return std::shared_ptr<::gloo::Context>(std::move(mesh));
+    // The relay outlives Gloo's pairs: stopped after the context (and its
+    // pairs) are gone, so that Gloo never sees its sockets close under it.
+    return std::shared_ptr<::gloo::Context>(
+        mesh, [relay = std::move(relay)](::gloo::Context* context) {
+          delete context;
+          if (relay != nullptr) relay->Stop();
+        });
   }
 
  private:
+  bool Sealed() const { return options_.encrypt && !options_.token.empty(); }
+
   std::string Where() const {
     return absl::StrCat("rank ", options_.rank, " of the Gloo context '",
                         store_.prefix(), "'");
@@ -386,7 +430,9 @@ class Mesh {
         return absl::OkStatus();
       }
       last = fd.status();
-      if (absl::IsUnauthenticated(last)) return last;
+      if (absl::IsUnauthenticated(last) || absl::IsFailedPrecondition(last)) {
+        return last;
+      }
       absl::SleepFor(kSlice);
     }
   }
@@ -430,7 +476,7 @@ class Mesh {
     AppendU32(hello, kMagic);
     hello.push_back(static_cast<uint8_t>(kVersion));
     hello.push_back(static_cast<uint8_t>(kVersion >> 8));
-    hello.push_back(0);
+    hello.push_back(Sealed() ? 1 : 0);
     hello.push_back(0);
     AppendU32(hello, static_cast<uint32_t>(options_.rank));
     AppendU32(hello, static_cast<uint32_t>(peer));
@@ -453,8 +499,17 @@ class Mesh {
     uint8_t verdict = 1;
     if (status.ok()) status = ReadFull(fd.get(), &verdict, 1, until);
     if (!status.ok()) return status;
+    if (verdict == 2) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(), ": rank ", peer, " refused the pair: this rank has "
+          "encryption ", Sealed() ? "on" : "off", " and it does not (every "
+          "worker of a cluster must be configured alike)"));
+    }
     if (verdict != 0) {
       return absl::UnavailableError(absl::StrCat("rank ", peer, " refused us"));
+    }
+    if (Sealed()) {
+      seal_keys_[peer] = DerivePairSealKeys(entry.key, hello, listener_nonce);
     }
     return fd;
   }
@@ -558,7 +613,7 @@ class Mesh {
       const uint16_t version = static_cast<uint16_t>(h[4] | (h[5] << 8));
       const uint32_t from = ReadU32(h + 8);
       const uint32_t to = ReadU32(h + 12);
-      if (magic != kMagic || version != kVersion) {
+      if (magic != kMagic || version != kVersion || h[6] > 1 || h[7] != 0) {
         return Refuse(p, "not a Causeway Gloo handshake");
       }
       if (to != static_cast<uint32_t>(options_.rank) ||
@@ -588,9 +643,21 @@ class Mesh {
       return Refuse(p, absl::StrCat("rank ", p.from,
                                     "'s proof of the pair's key does not match"));
     }
+    const bool sealed = p.hello[6] == 1;
+    if (sealed != Sealed()) {
+      const uint8_t differs = 2;
+      ::send(p.fd.get(), &differs, 1, MSG_NOSIGNAL);
+      return Refuse(p, absl::StrCat("rank ", p.from, " has encryption ",
+                                    sealed ? "on" : "off", ", this rank ",
+                                    Sealed() ? "on" : "off"));
+    }
     const uint8_t yes = 0;
     if (::send(p.fd.get(), &yes, 1, MSG_NOSIGNAL) != 1) {
       return Refuse(p, "could not send the verdict");
+    }
+    if (Sealed()) {
+      seal_keys_[p.from] =
+          DerivePairSealKeys(peers_[p.from].key, p.hello, p.nonce);
     }
     connected_.emplace(p.from, std::move(p.fd));
   }
@@ -601,6 +668,7 @@ class Mesh {
   std::string address_;
   std::map<int, Peer> peers_;
   std::map<int, Fd> connected_;
+  std::map<int, PairSealKeys> seal_keys_;  // Sealed: per peer rank.
 };
 
 }  // namespace

@@ -24,8 +24,11 @@
 //   the listening socket Gloo opened for it unused and adopts ours), and
 //   Gloo runs its collectives over it as before.
 //
-// The bytes of the collectives travel unencrypted (the installed Gloo has
-// no TLS transport).
+// With a token (and `encrypt`), every pair is sealed: Gloo's pair talks to
+// a relay of this process over loopback, and the relay carries its bytes
+// to the peer's relay in AES-256-GCM records under keys derived from the
+// pair's key and this handshake's nonces (sealed_relay.h; the installed
+// Gloo has no TLS transport).
 #ifndef CAUSEWAY_TRANSPORT_GLOO_MESH_H_
 #define CAUSEWAY_TRANSPORT_GLOO_MESH_H_
 
@@ -52,6 +55,9 @@ struct GlooMeshOptions {
   // The cluster's token (may be empty: the store's secrets still bind the
   // pairs to this context's members).
   std::string token;
+  // With a token: seal every pair (above). Ranks that differ refuse each
+  // other (FailedPrecondition). Off only to measure its cost.
+  bool encrypt = true;
   // Each pair's own timeout (Gloo's SO_RCVTIMEO/SO_SNDTIMEO).
   std::chrono::milliseconds pair_timeout{30000};
   // The whole rendezvous.

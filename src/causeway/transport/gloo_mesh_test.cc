@@ -12,7 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <cstring>
 #include <random>
 #include <string>
@@ -21,8 +25,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "causeway/transport/gloo_store.h"
 #include "causeway/transport/in_process_key_value_store.h"
+#include "causeway/transport/sealed_relay.h"
+#include "causeway/transport/testing/interceptor.h"
+#include "gloo/common/error.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gmock/gmock.h"
@@ -104,7 +112,7 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
 
 // A well-formed hello from rank `from` to rank `to` (gloo_mesh.cc).
 std::vector<uint8_t> Hello(uint32_t from, uint32_t to) {
-  std::vector<uint8_t> hello = {'C', 'W', 'G', 'L', 1, 0, 0, 0};
+  std::vector<uint8_t> hello = {'C', 'W', 'G', 'L', 2, 0, 1, 0};
   for (uint32_t v : {from, to}) {
     for (int i = 0; i < 4; ++i) hello.push_back(static_cast<uint8_t>(v >> (8 * i)));
   }
@@ -267,6 +275,123 @@ TEST_F(GlooMeshTest, AnAbortEndsARankWaitingForItsPeers) {
   waiting.join();
   EXPECT_EQ(rank0.status().code(), absl::StatusCode::kCancelled) << rank0.status();
   EXPECT_THAT(rank0.status().message(), HasSubstr("the launch was cancelled"));
+}
+
+// Sealed pairs attacked on the way. Rank 1 reaches rank 0 through a man in
+// the middle (the test carries the rendezvous between two stores and gives
+// rank 1 the interceptor's address in place of rank 0's).
+class SealedGlooMeshTest : public GlooMeshTest {
+ protected:
+  // Connects ranks 0 and 1 of `prefix`, rank 1 dialling through
+  // `interceptor` (which relays to what `target` is set to here).
+  std::vector<std::shared_ptr<::gloo::Context>> ConnectThrough(
+      const std::string& prefix, std::string* target,
+      const std::function<std::string()>& interceptor_address) {
+    InProcessKeyValueStore other;
+    GlooStore store0(kv_, prefix, absl::Now() + kDeadline);
+    GlooStore store1(other, prefix, absl::Now() + kDeadline);
+    absl::StatusOr<std::shared_ptr<::gloo::Context>> rank0 =
+        absl::UnknownError("not built");
+    absl::StatusOr<std::shared_ptr<::gloo::Context>> rank1 = rank0;
+    std::thread listener(
+        [&] { rank0 = ConnectGlooMesh(Options(0, 2, "token"), store0); });
+    absl::StatusOr<std::string> published =
+        kv_.Get(prefix + "mesh/0", absl::Now() + kDeadline).Await();
+    CW_CHECK(published.ok()) << published.status();
+    const size_t newline = published->find('\n');
+    *target = published->substr(0, newline);
+    CW_CHECK(other
+                 .Set(prefix + "mesh/0",
+                      interceptor_address() + published->substr(newline))
+                 .Await()
+                 .ok());
+    std::thread dialler(
+        [&] { rank1 = ConnectGlooMesh(Options(1, 2, "token"), store1); });
+    absl::StatusOr<std::string> second =
+        other.Get(prefix + "mesh/1", absl::Now() + kDeadline).Await();
+    CW_CHECK(second.ok()) << second.status();
+    CW_CHECK(kv_.Set(prefix + "mesh/1", *second).Await().ok());
+    listener.join();
+    dialler.join();
+    CW_CHECK(rank0.ok()) << rank0.status();
+    CW_CHECK(rank1.ok()) << rank1.status();
+    return {*rank0, *rank1};
+  }
+
+  // Rank 1 sends `message` to rank 0; what rank 0 received, or the
+  // failure Gloo reported.
+  static absl::StatusOr<std::vector<uint8_t>> Send(
+      const std::vector<std::shared_ptr<::gloo::Context>>& contexts,
+      std::vector<uint8_t> message) {
+    std::vector<uint8_t> received(message.size());
+    auto send = contexts[1]->createUnboundBuffer(message.data(), message.size());
+    auto recv =
+        contexts[0]->createUnboundBuffer(received.data(), received.size());
+    try {
+      send->send(0, 3);
+      recv->recv(1, 3);
+      recv->waitRecv(std::chrono::milliseconds(20000));
+      send->waitSend(std::chrono::milliseconds(20000));
+    } catch (const ::gloo::Exception& e) {
+      return absl::DataLossError(e.what());
+    }
+    return received;
+  }
+};
+
+// What crosses the network between sealed ranks is not what Gloo sent:
+// 4 MiB of a recognizable pattern arrive whole, and no 64-byte stretch of
+// it is seen on the wire.
+TEST_F(SealedGlooMeshTest, PairsCarryOnlyCiphertext) {
+  std::string target;
+  std::vector<uint8_t> wire;
+  absl::Mutex mu;
+  const std::vector<uint8_t> message = RandomBytes(4 << 20, 11);
+  std::unique_ptr<testing::Interceptor> middle;
+  auto contexts = ConnectThrough("sealed/wire/", &target, [&] {
+    middle = std::make_unique<testing::Interceptor>(
+        target, [&](int, uint64_t, uint8_t* bytes, size_t size) {
+          absl::MutexLock lock(&mu);
+          wire.insert(wire.end(), bytes, bytes + size);
+        });
+    return middle->address();
+  });
+  absl::StatusOr<std::vector<uint8_t>> received = Send(contexts, message);
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(*received, message);
+  absl::MutexLock lock(&mu);
+  EXPECT_GT(wire.size(), message.size());
+  const std::vector<uint8_t> stretch(message.begin() + 4096,
+                                     message.begin() + 4096 + 64);
+  EXPECT_EQ(std::search(wire.begin(), wire.end(), stretch.begin(),
+                        stretch.end()),
+            wire.end());
+}
+
+// One bit flipped on the way: the relay refuses the record and closes the
+// pair, and the receive fails instead of handing Gloo changed bytes.
+TEST_F(SealedGlooMeshTest, ATamperedRecordFailsTheCollective) {
+  std::string target;
+  std::atomic<bool> flipped{false};
+  const int64_t refused_before = SealedRelay::RecordsRefused();
+  std::unique_ptr<testing::Interceptor> middle;
+  auto contexts = ConnectThrough("sealed/tamper/", &target, [&] {
+    middle = std::make_unique<testing::Interceptor>(
+        target, [&](int, uint64_t offset, uint8_t* bytes, size_t size) {
+          // Past the handshake (hello 48, proof 32): inside a record.
+          constexpr uint64_t kAt = 80 + 4 + 1000;
+          if (offset <= kAt && kAt < offset + size) {
+            bytes[kAt - offset] ^= 0x04;
+            flipped = true;
+          }
+        });
+    return middle->address();
+  });
+  absl::StatusOr<std::vector<uint8_t>> received =
+      Send(contexts, RandomBytes(64 << 10, 12));
+  EXPECT_TRUE(flipped.load());
+  EXPECT_FALSE(received.ok()) << "changed bytes were handed to Gloo";
+  EXPECT_EQ(SealedRelay::RecordsRefused() - refused_before, 1);
 }
 
 }  // namespace gloo_mesh_test
