@@ -4,6 +4,12 @@
 //
 //   transfer_bench [--mib=64] [--iterations=8] [--repeats=5]
 //                  [--receiver-netns=NAME --receiver-ip=IP] [--only=TEXT]
+//                  [--sealed=1]
+//
+// --sealed=1 measures encryption instead: two pairs of workers, both with
+// a token, one with data-plane encryption off and one with it on
+// (TcpDataPlaneOptions::encrypt), samples alternating between them; prints
+// each side's rate and sealed / clear.
 //
 // Two Worker objects in this process, each with its own TcpDataPlane (its
 // own I/O thread and sockets): host 0 sends, hosts 1 and 2 receive (host 2
@@ -20,6 +26,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +58,7 @@ struct Flags {
   std::string receiver_netns;
   std::string receiver_ip = "127.0.0.1";
   std::string only;  // Cases whose name contains this (all when empty).
+  std::string sealed;  // "1": clear against sealed, both with a token.
 };
 
 // ---------------------------------------------------------------------------
@@ -58,10 +66,14 @@ struct Flags {
 
 class WorkerPair {
  public:
-  explicit WorkerPair(const Flags& flags) {
+  // `token` and `encrypt`: TcpDataPlaneOptions' (the --sealed runs).
+  explicit WorkerPair(const Flags& flags, std::string token = "",
+                      bool encrypt = true) {
     topology_ = std::make_unique<transport::Topology>(
         *transport::Topology::Uniform(1, 3, 1, int64_t{4} << 30));
     transport::TcpDataPlaneOptions sender_options;
+    sender_options.auth_token = token;
+    sender_options.encrypt = encrypt;
     planes_.push_back(*TcpDataPlane::Create(sender_options));
     bench::InNetns(flags.receiver_netns, [&] {
       // Host 1 stages every box piece, host 2 reads every one straight in.
@@ -70,6 +82,8 @@ class WorkerPair {
         transport::TcpDataPlaneOptions options;
         options.listen_address = absl::StrCat(flags.receiver_ip, ":0");
         options.min_direct_run_bytes = threshold;
+        options.auth_token = token;
+        options.encrypt = encrypt;
         planes_.push_back(*TcpDataPlane::Create(options));
       }
     });
@@ -86,6 +100,9 @@ class WorkerPair {
     for (int64_t to = 1; to < 3; ++to) {
       planes_[0]->SetPeer(HostId(to), planes_[to]->address(),
                           planes_[to]->incarnation());
+      // A receiver admits only members of its peer table.
+      planes_[to]->SetPeer(HostId(0), planes_[0]->address(),
+                           planes_[0]->incarnation());
     }
   }
   ~WorkerPair() {
@@ -169,6 +186,7 @@ int main(int argc, char** argv) {
         std::string* field = name == "receiver-netns" ? &flags.receiver_netns
                              : name == "receiver-ip"  ? &flags.receiver_ip
                              : name == "only"         ? &flags.only
+                             : name == "sealed"       ? &flags.sealed
                                                       : nullptr;
         if (field != nullptr) *field = value;
         return field != nullptr;
@@ -177,8 +195,12 @@ int main(int argc, char** argv) {
   const int64_t elements = bytes / 4;
   const hlo::PrimitiveType f32 = hlo::PrimitiveType::kF32;
 
-  bench::RawTcp raw(bytes, flags.receiver_ip, flags.receiver_netns);
-  WorkerPair pair(flags);
+  const bool sealed = flags.sealed == "1";
+  std::optional<bench::RawTcp> raw;
+  if (!sealed) raw.emplace(bytes, flags.receiver_ip, flags.receiver_netns);
+  WorkerPair pair(flags, sealed ? "bench token" : "", /*encrypt=*/false);
+  std::optional<WorkerPair> sealed_pair;
+  if (sealed) sealed_pair.emplace(flags, "bench token", /*encrypt=*/true);
   std::vector<Case> cases;
   cases.push_back({"whole", absl::StrCat("one whole f32[", elements, "] shard"),
                    1, hlo::Shape(f32, {elements}), {Box{{0}, {elements}}},
@@ -217,6 +239,48 @@ int main(int argc, char** argv) {
     pair.Put(
         c.source, 0,
         bench::RandomLiteral(c.source_shape, static_cast<uint32_t>(c.source)));
+    if (sealed) {
+      sealed_pair->Put(c.source, 0,
+                       bench::RandomLiteral(c.source_shape,
+                                            static_cast<uint32_t>(c.source)));
+    }
+  }
+  if (sealed) {
+    // Clear and sealed samples alternate, so a noisy neighbour hurts both.
+    auto sample = [&](WorkerPair& on, const Case& c) {
+      double seconds = 0;
+      for (int i = 0; i < common.iterations; ++i) {
+        seconds += on.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to,
+                               c.whole);
+      }
+      return static_cast<double>(bytes) * common.iterations / seconds / 1e9;
+    };
+    for (const Case& c : cases) {
+      sample(pair, c);
+      sample(*sealed_pair, c);
+    }
+    std::printf("transfer_bench --sealed: %lld MiB, %d transfers per sample, "
+                "%d samples, loopback, token set on both sides\n",
+                static_cast<long long>(common.mib), common.iterations,
+                common.repeats);
+    std::printf("| transfer | clear GB/s | sealed GB/s | sealed / clear |\n"
+                "|---|---|---|---|\n");
+    for (const Case& c : cases) {
+      std::vector<double> clear, secret, ratios;
+      for (int r = 0; r < common.repeats; ++r) {
+        clear.push_back(sample(pair, c));
+        secret.push_back(sample(*sealed_pair, c));
+        ratios.push_back(secret.back() / clear.back());
+      }
+      std::printf("| %s: %s | %.2f | %.2f | %.2f |\n", c.name.c_str(),
+                  c.description.c_str(), bench::Median(clear),
+                  bench::Median(secret), bench::Median(ratios));
+      std::fflush(stdout);
+    }
+    std::printf("(medians of %d samples; the ratio is the median of "
+                "per-sample ratios)\n",
+                common.repeats);
+    return 0;
   }
   std::printf(
       "transfer_bench: %lld MiB, %d transfers per sample, %d samples; "
@@ -227,7 +291,7 @@ int main(int argc, char** argv) {
           ? " (loopback)"
           : absl::StrCat(" in netns ", flags.receiver_netns).c_str());
   // Warm up both (connections, buffer pools).
-  raw.Transfer();
+  raw->Transfer();
   for (const Case& c : cases) {
     pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to, c.whole);
   }
@@ -236,7 +300,7 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
       bench::SampleAgainstRaw(
-          raw, bytes, common.iterations,
+          *raw, bytes, common.iterations,
           [&] {
             return pair.Transfer(c.source, c.boxes, c.offsets, c.shape, c.to,
                                  c.whole);

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "causeway/base/logging.h"
 
 namespace causeway::transport {
@@ -24,6 +25,9 @@ constexpr size_t kRecordBufferBytes =
     kLengthBytes + kRelayRecordBytes + kSealTagBytes;
 
 std::atomic<int64_t> records_refused{0};
+
+// How long Stop waits for the pairs to send on what Gloo wrote last.
+constexpr absl::Duration kStopGrace = absl::Seconds(5);
 
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -133,6 +137,15 @@ struct SealedRelay::Pair {
   size_t plain_size = 0;
   size_t plain_sent = 0;
   bool delivering = false;
+  // An end of stream is passed on as one, once what came before it is
+  // through (a half close, as TCP does): Gloo closed its end (then the
+  // peer is sent a FIN once its last record is out), the peer closed its
+  // (then Gloo is, once it has the last plaintext). Both passed on: the
+  // pair closes.
+  bool gloo_closed = false;
+  bool peer_closed = false;
+  bool peer_told = false;
+  bool gloo_told = false;
 };
 
 absl::StatusOr<std::unique_ptr<SealedRelay>> SealedRelay::Start(
@@ -197,6 +210,14 @@ namespace {
 // Writes what `pair` has for Gloo; false if Gloo's side is gone.
 template <typename P>
 bool ToGloo(P& p) {
+  if (p.gloo_closed) {
+    // Gloo is gone: what still comes is read (so that closing the socket
+    // does not reset the connection and lose what the peer has not read
+    // of ours yet) and dropped.
+    p.plain_size = p.plain_sent = 0;
+    p.delivering = false;
+    return true;
+  }
   while (p.plain_sent < p.plain_size) {
     const ssize_t n =
         send(p.local, p.in.data() + kLengthBytes + p.plain_sent,
@@ -235,7 +256,10 @@ void SealedRelay::Run() {
     while (true) {
       const ssize_t n = read(p.local, p.out.data() + kLengthBytes,
                              kRelayRecordBytes);
-      if (n == 0) return false;  // Gloo closed the pair.
+      if (n == 0) {
+        p.gloo_closed = true;
+        return true;
+      }
       if (n < 0) {
         if (errno == EINTR) continue;
         return errno == EAGAIN || errno == EWOULDBLOCK;
@@ -257,7 +281,11 @@ void SealedRelay::Run() {
     while (true) {
       const ssize_t n =
           read(p.remote, p.in.data() + p.in_have, p.in_need - p.in_have);
-      if (n == 0) return false;  // The peer closed the pair.
+      if (n == 0) {
+        if (p.in_have > 0) return false;  // Mid-record: cut off.
+        p.peer_closed = true;
+        return true;
+      }
       if (n < 0) {
         if (errno == EINTR) continue;
         return errno == EAGAIN || errno == EWOULDBLOCK;
@@ -303,42 +331,84 @@ void SealedRelay::Run() {
   };
 
   std::vector<pollfd> fds;
+  bool stopping = false;
+  absl::Time stop_deadline;
   while (true) {
     fds.clear();
-    fds.push_back({wake_read_, POLLIN, 0});
+    fds.push_back({stopping ? -1 : wake_read_, POLLIN, 0});
     for (const auto& pair : pairs_) {
       const Pair& p = *pair;
-      const short remote = static_cast<short>((p.delivering ? 0 : POLLIN) |
-                                              (p.out_size > 0 ? POLLOUT : 0));
-      const short local = static_cast<short>((p.out_size > 0 ? 0 : POLLIN) |
-                                             (p.delivering ? POLLOUT : 0));
+      const short remote = static_cast<short>(
+          (p.delivering || p.peer_closed ? 0 : POLLIN) |
+          (p.out_size > 0 ? POLLOUT : 0));
+      const short local = static_cast<short>(
+          (p.out_size > 0 || p.gloo_closed ? 0 : POLLIN) |
+          (p.delivering ? POLLOUT : 0));
       // A closed pair, or a side with nothing to wait for, is left out
       // (a negative descriptor), so that a hang-up it cannot act on yet
       // does not wake the loop again and again.
       fds.push_back({p.open() && remote != 0 ? p.remote : -1, remote, 0});
       fds.push_back({p.open() && local != 0 ? p.local : -1, local, 0});
     }
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    if (stopping) {
+      // Gloo's pairs are gone: done once every pair has sent on what
+      // Gloo wrote, or when the grace period ends.
+      bool drained = true;
+      for (const auto& pair : pairs_) {
+        // Closed only once the peer closed too (a lingering close): a
+        // socket closed with unread data resets the connection, and the
+        // peer would lose what it has not read yet.
+        drained = drained &&
+                  (!pair->open() || (pair->peer_told && pair->peer_closed));
+      }
+      if (drained || absl::Now() >= stop_deadline) return;
+    }
+    const int timeout_ms = stopping ? 50 : -1;
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       CW_LOG(ERROR) << "sealed Gloo relay of " << name_
                     << ": poll failed: " << std::strerror(errno);
       return;
     }
-    if (fds[0].revents != 0) return;  // Stop.
+    if (fds[0].revents != 0 && !stopping) {
+      stopping = true;
+      stop_deadline = absl::Now() + kStopGrace;
+    }
     for (size_t i = 0; i < pairs_.size(); ++i) {
       Pair& p = *pairs_[i];
+      errno = 0;
       const short remote = fds[1 + 2 * i].revents;
       const short local = fds[2 + 2 * i].revents;
-      bool ok = true;
-      if (ok && (remote & POLLOUT)) ok = ToPeer(p);
-      if (ok && (local & POLLOUT)) ok = ToGloo(p);
-      if (ok && !p.delivering && (remote & (POLLIN | POLLHUP | POLLERR))) {
-        ok = from_peer(p);
+      const char* cause = nullptr;
+      if ((remote & POLLOUT) && !ToPeer(p)) cause = "sending to the peer";
+      if (!cause && (local & POLLOUT) && !ToGloo(p)) cause = "writing to Gloo";
+      if (!cause && !p.delivering && !p.peer_closed &&
+          (remote & (POLLIN | POLLHUP | POLLERR)) && !from_peer(p)) {
+        cause = "reading from the peer";
       }
-      if (ok && p.out_size == 0 && (local & (POLLIN | POLLHUP | POLLERR))) {
-        ok = from_gloo(p);
+      if (!cause && p.out_size == 0 && !p.gloo_closed &&
+          (local & (POLLIN | POLLHUP | POLLERR)) && !from_gloo(p)) {
+        cause = "reading from Gloo";
       }
-      if (!ok && p.open()) p.Close();
+      if (cause == nullptr && p.open()) {
+        if (p.gloo_closed && p.out_size == 0 && !p.peer_told) {
+          shutdown(p.remote, SHUT_WR);
+          p.peer_told = true;
+        }
+        if (p.peer_closed && !p.delivering && !p.gloo_told) {
+          shutdown(p.local, SHUT_WR);
+          p.gloo_told = true;
+        }
+        if (p.peer_told && p.gloo_told) p.Close();
+        continue;
+      }
+      if (cause != nullptr && p.open()) {
+        CW_LOG(INFO) << "sealed Gloo relay of " << name_
+                     << ": the pair with rank " << p.peer_rank
+                     << " closed while " << cause << ": "
+                     << (errno == 0 ? "end of stream" : std::strerror(errno));
+        p.Close();
+      }
     }
   }
 }

@@ -59,7 +59,9 @@ class SealedRelay {
   SealedRelay(const SealedRelay&) = delete;
   SealedRelay& operator=(const SealedRelay&) = delete;
 
-  // Ends the relay thread and closes every socket. Idempotent.
+  // Ends the relay thread and closes every socket. Call once Gloo's pairs
+  // are closed: what they wrote last is sent on first (for up to 5 s), as
+  // a plain socket's close would. Idempotent.
   void Stop();
 
   // Records from peers that failed to open, in this process (for tests).

@@ -13,11 +13,12 @@
 //     "abort MESSAGE" cancels every local partition's launch with DATA_LOSS
 //     (what the head's notice that a peer died does to a worker).
 //
-//   gloo_peer --mode=bench-causeway|bench-gloo --devices=... --local=P
-//             --elements=N --iterations=K [--warmup=W]
+//   gloo_peer --mode=bench-causeway|bench-sealed|bench-gloo --devices=...
+//             --local=P --elements=N --iterations=K [--warmup=W]
 //     Times K f32 sum all-reduces of N elements after W untimed ones:
 //     through GlooCollectives (a Literal in, a Literal out, as the
-//     evaluator calls it), or with plain Gloo (one context, gloo::allreduce
+//     evaluator calls it; bench-sealed: with a token, so every pair is
+//     sealed, gloo_mesh.h), or with plain Gloo (one context, gloo::allreduce
 //     in place with gloo::sum). Reports "times S1 S2 ..." (seconds).
 #include <unistd.h>
 
@@ -187,8 +188,10 @@ std::string Times(const std::vector<double>& seconds) {
   return absl::StrCat("times ", absl::StrJoin(seconds, " "));
 }
 
-int BenchCauseway(const Flags& flags, StreamKeyValueStore& store) {
-  auto communicators = GlooCommunicators::Create({.store = &store});
+int BenchCauseway(const Flags& flags, StreamKeyValueStore& store,
+                  bool sealed) {
+  auto communicators = GlooCommunicators::Create(
+      {.store = &store, .auth_token = sealed ? "bench token" : ""});
   CW_CHECK(communicators.ok()) << communicators.status();
   exec::testutil::CollectiveBuilder builder;
   hlo::Instruction* ar = builder.Collective(hlo::Opcode::kAllReduce);
@@ -259,7 +262,8 @@ int Main(int argc, char** argv) {
   }
   if (flags.mode == "loop") return Loop(flags);
   StreamKeyValueStore store(0, 1, nullptr);
-  if (flags.mode == "bench-causeway") return BenchCauseway(flags, store);
+  if (flags.mode == "bench-causeway") return BenchCauseway(flags, store, false);
+  if (flags.mode == "bench-sealed") return BenchCauseway(flags, store, true);
   if (flags.mode == "bench-gloo") return BenchGloo(flags, store);
   std::fprintf(stderr, "gloo_peer: unknown --mode=%s\n", flags.mode.c_str());
   return 2;
