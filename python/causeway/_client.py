@@ -194,7 +194,7 @@ _EMBEDDED_DEFAULTS = {
 def connect(address: Optional[str] = None, *, token: Optional[str] = None,
             token_file: Optional[str] = None, tls_ca_file: Optional[str] = None,
             tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
-            connect_timeout: float = 10.0,
+            connect_timeout: float = 10.0, insecure: bool = False,
             islands: Optional[int] = None, hosts_per_island: Optional[int] = None,
             devices_per_host: Optional[int] = None,
             memory_per_device: Optional[int] = None,
@@ -211,6 +211,9 @@ def connect(address: Optional[str] = None, *, token: Optional[str] = None,
     cluster's token (a wrong one raises UnauthenticatedError). TLS:
     `tls_ca_file` is the certificate (or CA) the head's is checked against;
     `tls_cert_file` and `tls_key_file` a client certificate for mutual TLS.
+    A token is never sent in clear text to a head that is not on loopback:
+    without TLS such a connect raises FailedPreconditionError saying why,
+    unless `insecure=True`.
 
     Without `address`: starts an embedded cluster in this process, of
     `islands` x `hosts_per_island` x `devices_per_host` CPU devices (1 x 1 x
@@ -236,10 +239,11 @@ def connect(address: Optional[str] = None, *, token: Optional[str] = None,
                 f"{', '.join(given)} describe an embedded cluster; a cluster at "
                 f"{address!r} is sized by its own flags (causeway cluster --help)")
         client = _connect_remote(address, token, token_file, tls_ca_file, tls_cert_file,
-                                 tls_key_file, connect_timeout)
+                                 tls_key_file, connect_timeout, insecure)
     else:
         security = {"token": token, "token_file": token_file, "tls_ca_file": tls_ca_file,
-                    "tls_cert_file": tls_cert_file, "tls_key_file": tls_key_file}
+                    "tls_cert_file": tls_cert_file, "tls_key_file": tls_key_file,
+                    "insecure": insecure or None}
         given = sorted(name for name, value in security.items() if value is not None)
         if given:
             raise InvalidArgumentError(
@@ -254,7 +258,7 @@ def connect(address: Optional[str] = None, *, token: Optional[str] = None,
 
 
 def _connect_remote(address, token, token_file, tls_ca_file, tls_cert_file, tls_key_file,
-                    connect_timeout) -> Client:
+                    connect_timeout, insecure=False) -> Client:
     if not isinstance(address, str) or address.rpartition(":")[0] == "":
         raise InvalidArgumentError(f"a cluster address is HOST:PORT, got {address!r}")
     if token is not None and token_file is not None:
@@ -265,7 +269,7 @@ def _connect_remote(address, token, token_file, tls_ca_file, tls_cert_file, tls_
         raise InvalidArgumentError(f"connect_timeout must be positive, got {connect_timeout}")
     impl = _causeway.connect_remote(
         address, token or "", token_file or "", tls_ca_file or "", tls_cert_file or "",
-        tls_key_file or "", float(connect_timeout))
+        tls_key_file or "", float(connect_timeout), bool(insecure))
     return Client(impl, address)
 
 

@@ -161,7 +161,7 @@ PyClient ConnectRemote(const std::string& address, const std::string& token,
                        const std::string& tls_ca_file,
                        const std::string& tls_cert_file,
                        const std::string& tls_key_file,
-                       double connect_timeout_s) {
+                       double connect_timeout_s, bool insecure) {
   client::ConnectOptions options{
       .token = token,
       .token_file = token_file,
@@ -169,6 +169,7 @@ PyClient ConnectRemote(const std::string& address, const std::string& token,
       .tls_cert_file = tls_cert_file,
       .tls_key_file = tls_key_file,
       .connect_timeout = absl::Seconds(connect_timeout_s),
+      .insecure = insecure,
   };
   auto backend = std::make_shared<Backend>();
   absl::StatusOr<std::unique_ptr<client::Client>> connected;
@@ -199,7 +200,7 @@ void BindClient(nb::module_& m) {
         "Starts a LocalCluster in this process and returns a client of it.");
   m.def("connect_remote", &ConnectRemote, "address"_a, "token"_a,
         "token_file"_a, "tls_ca_file"_a, "tls_cert_file"_a, "tls_key_file"_a,
-        "connect_timeout_s"_a,
+        "connect_timeout_s"_a, "insecure"_a,
         "Dials the head at HOST:PORT (client::Connect) and returns a client "
         "of it; empty strings mean not given.");
 

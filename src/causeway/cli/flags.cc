@@ -1,7 +1,5 @@
 #include "causeway/cli/flags.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 
 #include <cmath>
 
@@ -151,18 +149,9 @@ absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(
   security.tls_ca_file = flags.Get("--tls-ca").value_or("");
   security.tls_cert_file = flags.Get("--tls-cert").value_or("");
   security.tls_key_file = flags.Get("--tls-key").value_or("");
+  // A command that runs exposed on purpose also talks to its head so.
+  security.allow_token_in_clear = flags.Has("--insecure");
   return security;
-}
-
-bool IsLoopbackHost(const std::string& host) {
-  std::string bare = host;
-  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') {
-    bare = bare.substr(1, bare.size() - 2);
-  }
-  if (bare == "localhost" || bare == "::1") return true;
-  in_addr v4{};
-  return inet_pton(AF_INET, bare.c_str(), &v4) == 1 &&
-         (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,
@@ -171,7 +160,8 @@ absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,
                                           bool protected_,
                                           const std::string& needs) {
   const std::string host = address.substr(0, address.rfind(':'));
-  if (protected_ || IsLoopbackHost(host) || flags.Has("--insecure")) {
+  if (protected_ || transport::IsLoopbackHost(host) ||
+      flags.Has("--insecure")) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(

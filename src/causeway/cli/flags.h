@@ -93,7 +93,6 @@ inline constexpr char kInsecureFlagHelp[] =
                     who reaches the port, or sees its traffic, can use
                     it. Without it such a start is refused, saying why.
 )";
-bool IsLoopbackHost(const std::string& host);
 absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,
                                           const std::string& flag,
                                           const std::string& address,

@@ -121,6 +121,17 @@ RESOURCE_EXHAUSTED naming it, and every other session goes on.
                           (default 1000, in bursts of as many): a client
                           opening sessions in a loop cannot take the head
                           from the others.
+  --max-worker-queue-bytes B
+                          Bytes of commands waiting to be written to one
+                          worker's stream (default 256M): a worker that
+                          does not read them is cut off (and treated as
+                          gone) instead of the head's memory growing.
+  --max-requests-per-second-per-session N
+                          Requests per second within one session (default
+                          200000, in bursts of as many; keepalives not
+                          counted): over it the session ends
+                          RESOURCE_EXHAUSTED naming this flag, and the
+                          other sessions go on.
   --max-host-buffer-bytes B
                           The same for all sessions together (default 64G,
                           or the per-session limit if larger):
@@ -360,8 +371,21 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
               1, 1000000));
   out.server.sessions.max_session_opens_per_second = static_cast<double>(opens);
   out.server.sessions.session_open_burst = static_cast<double>(opens);
+  CW_ASSIGN_OR_RETURN(
+      const int64_t requests,
+      IntFlag(flags, "--max-requests-per-second-per-session",
+              static_cast<int64_t>(
+                  out.server.sessions.max_requests_per_second_per_session),
+              1, 100000000));
+  out.server.sessions.max_requests_per_second_per_session =
+      static_cast<double>(requests);
+  out.server.sessions.session_request_burst = static_cast<double>(requests);
   out.server.sessions.lease = out.head.session_lease;
   out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
+  CW_ASSIGN_OR_RETURN(
+      out.server.workers.max_queued_bytes_per_worker,
+      BytesFlag(flags, "--max-worker-queue-bytes",
+                out.server.workers.max_queued_bytes_per_worker));
   return out;
 }
 
@@ -386,6 +410,8 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--max-host-buffer-bytes-per-session"},
                                           {"--max-host-buffer-bytes"},
                                           {"--max-session-opens-per-second"},
+                                          {"--max-requests-per-second-per-session"},
+                                          {"--max-worker-queue-bytes"},
                                           {"--max-answer-bytes-per-session"},
                                           {"--host-buffer-cache-bytes"},
                                           {"--history-file"},

@@ -28,6 +28,10 @@ struct ConnectOptions {
   std::string tls_key_file;
   // How long to wait for the head to answer.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // Send the token in clear text to a head that is not on loopback, with
+  // no TLS. Without it such a Connect fails FailedPrecondition, saying why
+  // (anyone on the network path could read the token).
+  bool insecure = false;
 };
 
 // Dials `head` ("HOST:PORT") and checks that it speaks our protocol

@@ -32,6 +32,7 @@ using transport::GrpcClientOptions;
 using transport::GrpcHeadConnection;
 using transport::GrpcHeadServer;
 using transport::GrpcHeadServerOptions;
+using transport::GrpcSecurity;
 using transport::GrpcSessionChannel;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -767,6 +768,74 @@ TEST_F(GrpcHeadFixture, SessionsOpenedFasterThanTheLimitAreRefusedAndOthersGoOn)
     raw->context.TryCancel();
     Drain(*raw);
   }
+}
+
+// A client never sends its token in clear text to a head that is not on
+// loopback: refused before it dials, saying why and how to go on.
+TEST(GrpcClientSecurityTest, ATokenIsNotSentInClearToAnExposedHead) {
+  GrpcClientOptions options;
+  options.security.token = "the cluster's token";
+  options.connect_timeout = absl::Seconds(1);
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> refused =
+      GrpcHeadConnection::Connect("192.0.2.1:7070", options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("in clear text"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--tls-ca"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--insecure"));
+  // With TLS, on loopback, without a token, or told to: it dials (and,
+  // with nothing at these addresses, finds no head).
+  EXPECT_TRUE(transport::RefuseTokenInClear("127.0.0.1:7070", options.security)
+                  .ok());
+  EXPECT_TRUE(transport::RefuseTokenInClear("[::1]:7070", options.security)
+                  .ok());
+  GrpcSecurity told = options.security;
+  told.allow_token_in_clear = true;
+  EXPECT_TRUE(transport::RefuseTokenInClear("192.0.2.1:7070", told).ok());
+  GrpcSecurity tls = options.security;
+  tls.tls_ca_file = "ca.pem";
+  EXPECT_TRUE(transport::RefuseTokenInClear("192.0.2.1:7070", tls).ok());
+  EXPECT_TRUE(transport::RefuseTokenInClear("192.0.2.1:7070", GrpcSecurity{})
+                  .ok());
+}
+
+// A session that sends requests faster than its bound ends, naming the
+// flag; another session is served all the while.
+TEST_F(GrpcHeadFixture, ASessionFloodingRequestsEndsAloneNamingTheLimit) {
+  // Five requests at once, then one every 1000 s.
+  GrpcHeadServerOptions options;
+  options.sessions.max_requests_per_second_per_session = 0.001;
+  options.sessions.session_request_burst = 5;
+  StartServer(std::move(options));
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> flood = OpenRaw(**connection);
+  std::unique_ptr<RawSession> calm = OpenRaw(**connection);
+  wire::SessionRequest status;
+  status.mutable_get_status();
+  wire::SessionResponse answer;
+  uint64_t op = 1;
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    status.set_op_id(++op);
+    if (!flood->stream->Write(status)) break;
+  }
+  while (flood->stream->Read(&answer)) ++answered;
+  grpc::Status ended = flood->stream->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << ended.error_message();
+  EXPECT_THAT(ended.error_message(),
+              HasSubstr("--max-requests-per-second-per-session"));
+  // At most the burst was served before the end.
+  EXPECT_LE(answered, 5);
+  // The other session is served.
+  status.set_op_id(2);
+  ASSERT_TRUE(calm->stream->Write(status));
+  ASSERT_TRUE(calm->stream->Read(&answer));
+  EXPECT_EQ(answer.op_id(), 2u);
+  EXPECT_TRUE(answer.has_status_report()) << answer.DebugString();
+  calm->context.TryCancel();
+  Drain(*calm);
 }
 
 TEST_F(GrpcHeadFixture, AClientThatNeverReadsItsAnswersLosesItsSessionAlone) {

@@ -1,5 +1,8 @@
 #include "causeway/transport/grpc_common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -175,6 +178,33 @@ uint64_t RandomUint64() {
   static absl::Mutex mu(absl::kConstInit);
   absl::MutexLock lock(&mu);
   return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  std::string bare = host;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  if (bare == "localhost" || bare == "::1") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, bare.c_str(), &v4) == 1 &&
+         (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+absl::Status RefuseTokenInClear(const std::string& target,
+                                const GrpcSecurity& security) {
+  const std::string host = target.substr(0, target.rfind(':'));
+  if (security.token.empty() || security.tls() ||
+      security.allow_token_in_clear || IsLoopbackHost(host)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to send the cluster's token to the head at ", target,
+      " in clear text: it is not on loopback and this client has no TLS, so "
+      "anyone on the network path could read the token and use the "
+      "cluster; give the head's certificate or CA (--tls-ca, "
+      "tls_ca_file=...), or, to send it in clear anyway, --insecure "
+      "(insecure=True; ConnectOptions::insecure) (docs/security.md)"));
 }
 
 }  // namespace causeway::transport

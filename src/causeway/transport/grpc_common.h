@@ -68,12 +68,25 @@ struct GrpcSecurity {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
+  // A client refuses to send `token` in clear text (no TLS) to a head that
+  // is not on loopback (anyone on the network path could read it and use
+  // it), unless this is set (`--insecure`, `insecure=True`).
+  bool allow_token_in_clear = false;
 
   bool tls() const {
     return !tls_cert_file.empty() || !tls_key_file.empty() ||
            !tls_ca_file.empty();
   }
 };
+
+// True for loopback: 127.0.0.0/8, ::1 (bracketed or not), "localhost".
+bool IsLoopbackHost(const std::string& host);
+
+// A client about to dial `target` ("HOST:PORT") with `security`:
+// FailedPrecondition, saying why, when it would send its token in clear
+// text to a head that is not on loopback (above).
+absl::Status RefuseTokenInClear(const std::string& target,
+                                const GrpcSecurity& security);
 
 // The token in `path`, surrounding whitespace removed. InvalidArgument if
 // the file cannot be read or holds no token.

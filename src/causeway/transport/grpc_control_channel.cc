@@ -97,9 +97,25 @@ bool MergeCommands(GrpcControlChannel::Outgoing& into,
 
 GrpcControlChannel::GrpcControlChannel(
     std::string name, const WireLimits& limits,
-    std::function<bool(const wire::HeadToWorker&)> write)
+    std::function<bool(const wire::HeadToWorker&)> write,
+    int64_t max_queued_bytes, std::function<void()> on_overflow)
     : name_(std::move(name)), limits_(limits) {
   StreamWriter<Outgoing>::Options options;
+  options.max_queued_bytes = max_queued_bytes;
+  options.on_overflow = std::move(on_overflow);
+  // A command's serialized size; a dispatch's estimated (it is serialized
+  // only when written): a fixed cost per op.
+  options.size = [](const Outgoing& outgoing) -> int64_t {
+    if (const auto* command = std::get_if<wire::HeadToWorker>(&outgoing)) {
+      return static_cast<int64_t>(command->ByteSizeLong());
+    }
+    const WorkerBatch& batch = std::get<WorkerBatch>(outgoing);
+    constexpr int64_t kBytesPerOp = 256;
+    return kBytesPerOp *
+           static_cast<int64_t>(1 + batch.receives.size() +
+                                batch.launches.size() + batch.sends.size() +
+                                batch.releases.size());
+  };
   // On the writer's thread only: a dispatch becomes its message here, in a
   // reused arena (no malloc per field, one reset to drop it), and its
   // names are numbered in the order the worker reads them.
@@ -563,6 +579,17 @@ class GrpcWorkerServer::WorkerStream final
 
   void OnReadDone(bool ok) override {
     if (!ok) {
+      if (connection_.has_value() && connection_->channel->overflowed()) {
+        // Cancelled by the channel: commands for it piled up unwritten.
+        End(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+            "more than ", server_->options_.max_queued_bytes_per_worker,
+            " bytes of commands waited to be written to ",
+            connection_->channel->name(), " (host ",
+            connection_->host.value(),
+            "; head flag --max-worker-queue-bytes): it does not read its "
+            "stream, and is cut off"))));
+        return;
+      }
       // Read fails alike for a worker that half-closed, one whose message
       // does not parse, and one that is gone.
       End(ToGrpcStatus(absl::UnavailableError(absl::StrCat(
@@ -679,7 +706,11 @@ absl::StatusOr<GrpcWorkerServer::Connection> GrpcWorkerServer::Register(
       options_.limits,
       [writes = stream->writes()](const wire::HeadToWorker& command) {
         return writes->Write(command);
-      });
+      },
+      options_.max_queued_bytes_per_worker,
+      // A worker that does not read: its stream is cancelled, its read in
+      // progress fails, and the head treats it as gone.
+      [context] { context->TryCancel(); });
   absl::StatusOr<WorkerAdmission> admission = membership_->AdmitWorker(hello);
   if (!admission.ok()) {
     channel->Disconnect(admission.status());

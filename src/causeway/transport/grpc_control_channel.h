@@ -100,6 +100,12 @@ struct GrpcWorkerServerOptions {
   KeyValueStore* key_value_store = nullptr;
   // The longest a worker's Get may wait for its key.
   absl::Duration max_kv_wait = absl::Minutes(10);
+  // Bytes of commands queued for one worker and not yet written to its
+  // stream (dispatches counted by an estimate per op): a worker that does
+  // not read its stream is cut off past this (its stream ends
+  // RESOURCE_EXHAUSTED naming the limit, and the head treats it as gone)
+  // instead of the head's memory growing. 0: no bound.
+  int64_t max_queued_bytes_per_worker = int64_t{256} << 20;
 };
 
 // The head's control channel to one worker, over the stream the worker
@@ -107,10 +113,18 @@ struct GrpcWorkerServerOptions {
 // fire-and-forget ones are dropped).
 class GrpcControlChannel final : public ControlChannel {
  public:
-  // `write` writes one command on the stream (false when it broke).
+  // `write` writes one command on the stream (false when it broke). Past
+  // `max_queued_bytes` of commands waiting to be written (0: no bound),
+  // nothing more is sent and `on_overflow` runs once, on the sending
+  // thread (it must not block).
   GrpcControlChannel(std::string name, const WireLimits& limits,
-                     std::function<bool(const wire::HeadToWorker&)> write);
+                     std::function<bool(const wire::HeadToWorker&)> write,
+                     int64_t max_queued_bytes = 0,
+                     std::function<void()> on_overflow = nullptr);
   ~GrpcControlChannel() override;
+
+  // Commands went over `max_queued_bytes`: the worker is cut off.
+  bool overflowed() const { return writer_->overflowed(); }
 
   // What the writer queues: a dispatch (or a release, which travels as
   // one), made into its message by the writer's thread when written, or

@@ -203,11 +203,13 @@ class GrpcSessionServer::HostBuffers {
 
 struct GrpcSessionServer::SessionState {
   SessionState(SessionId id, std::string key, grpc::ServerContext* context,
-               int64_t budget, std::shared_ptr<HostBufferBudget> head_wide)
+               int64_t budget, std::shared_ptr<HostBufferBudget> head_wide,
+               double request_rate, double request_burst)
       : id(id),
         key(std::move(key)),
         context(context),
-        buffers(budget, std::move(head_wide)) {}
+        buffers(budget, std::move(head_wide)),
+        requests(request_rate, request_burst) {}
 
   // Queues an answer (dropped once the session's stream is done).
   void Answer(uint64_t op_id, const absl::Status& status,
@@ -245,6 +247,8 @@ struct GrpcSessionServer::SessionState {
   const std::string key;
   grpc::ServerContext* const context;
   HostBuffers buffers;
+  // The bound on this session's requests (handler thread only).
+  RateLimiter requests;
   std::unique_ptr<StreamWriter<wire::SessionResponse>> writer;
   uint64_t last_op_id = 0;  // Handler thread only.
 };
@@ -372,7 +376,8 @@ grpc::Status GrpcSessionServer::Session(
 
   auto session = std::make_shared<SessionState>(
       *id, NewSessionKey(), context, options_.max_host_buffer_bytes_per_session,
-      host_buffer_budget_);
+      host_buffer_budget_, options_.max_requests_per_second_per_session,
+      options_.session_request_burst);
   session->last_op_id = first.op_id();
   StreamWriter<wire::SessionResponse>::Options writer;
   writer.write = [stream](const wire::SessionResponse& response) {
@@ -474,6 +479,15 @@ bool GrpcSessionServer::HandleRequest(
   }
   session->last_op_id = op_id;
   const SessionId id = session->id;
+  if (!session->requests.TryAcquire()) {
+    *session_error = absl::ResourceExhaustedError(absl::StrCat(
+        "session ", id.value(), " sent more than ",
+        session->requests.rate(), " requests a second (in bursts of ",
+        session->requests.burst(),
+        "; head flag --max-requests-per-second-per-session): the session "
+        "ends, other sessions go on"));
+    return false;
+  }
   const WireLimits& limits = options_.limits;
   const FieldPath root("SessionRequest");
   // A malformed fire-and-forget request has no answer to carry its error:

@@ -55,6 +55,13 @@ struct GrpcSessionServerOptions {
   // fails RESOURCE_EXHAUSTED naming the limit.
   double max_session_opens_per_second = 1000;
   double session_open_burst = 1000;
+  // Requests per second within one session (a token bucket of
+  // `session_request_burst`; keepalives are not counted): a client that
+  // floods its session cannot take the head's time from the others. Over
+  // it the session ends RESOURCE_EXHAUSTED naming the limit (most requests
+  // are fire-and-forget: there is no answer to carry the refusal).
+  double max_requests_per_second_per_session = 200000;
+  double session_request_burst = 200000;
   // Bytes of one session's answers waiting to be written: a client that
   // does not read them loses its session past this.
   int64_t max_answer_bytes_per_session = int64_t{64} << 20;
