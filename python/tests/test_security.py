@@ -16,8 +16,10 @@ import urllib.error
 import urllib.request
 from http.client import HTTPException
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec as P
 
 import causeway
 from conftest import ProcessCluster
@@ -28,8 +30,8 @@ READY = re.compile(r"worker host (\d+) ready: .*data plane ([0-9.]+:\d+)\)")
 
 # The data plane's handshake (src/causeway/transport/tcp_wire.h).
 MAGIC = 0x50445743
-VERSION = 2
-OK, UNAUTHENTICATED, PERMISSION_DENIED = 0, 16, 7
+VERSION = 3
+OK, UNAUTHENTICATED, PERMISSION_DENIED, FAILED_PRECONDITION = 0, 16, 7, 9
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +83,10 @@ def closed_by_peer(sock):
         return False
 
 
-def hello(sender, nonce):
-    return struct.pack("<IHHqQQ", MAGIC, VERSION, 0, sender, 5, 0) + nonce
+def hello(sender, nonce, sealed=1):
+    """A data-plane hello; `sealed` (flag bit 0): the dialler seals what
+    follows, as every worker of a cluster with a token does."""
+    return struct.pack("<IHHqQQ", MAGIC, VERSION, sealed, sender, 5, 0) + nonce
 
 
 def proof(token, side, hello_bytes, listener_nonce):
@@ -193,6 +197,53 @@ def test_the_cluster_serves_its_members_after_the_attacks(guarded, token_file):
         assert len(client.devices()) == 2
     finally:
         causeway.disconnect()
+
+
+def test_a_dialler_without_encryption_is_refused_even_with_the_token(guarded):
+    _, _, planes = guarded
+    address = next(iter(planes.values()))
+    member = next(iter(planes))
+    # A token holder that would send frames in clear (no sealing flag):
+    # refused after the proofs, so a downgrade cannot be forced on the way
+    # (the flag is inside the hello both proofs cover).
+    with dial(address) as sock:
+        code, _, _ = handshake(sock, member, TOKEN,
+                               hello_bytes=hello(member, os.urandom(32), sealed=0))
+        assert code == FAILED_PRECONDITION
+
+
+def test_a_sealed_cluster_moves_and_reduces_arrays_across_workers(guarded, token_file):
+    # Every transfer between the two worker processes goes over the sealed
+    # data plane, every cross-worker collective over sealed Gloo pairs.
+    # Both steps stay on the one slice of both devices: the cluster has two,
+    # so a second slice would wait for them until this one is released.
+    cluster, _, _ = guarded
+    causeway.connect(cluster.address, token_file=token_file, connect_timeout=60)
+    try:
+        two = causeway.make_virtual_device_set().add_slice(devices=2, island=0)
+        value = np.arange(64, dtype=np.float32).reshape(8, 8)
+        a = causeway.device_put(value, two, P("x"))
+        # Rows 0-3 on host 0's device, 4-7 on host 1's: replicated, each
+        # device gets the other's half from the other worker.
+        np.testing.assert_array_equal(np.asarray(causeway.reshard(a, two, P())), value)
+        # Sharded by columns: each half of each row block crosses too.
+        np.testing.assert_array_equal(np.asarray(causeway.reshard(a, two, P(None, "x"))),
+                                      value)
+        total = causeway.jit(lambda x: jnp.sum(x, axis=0), devices=two,
+                             in_shardings=P("x"), out_shardings=P())(a)
+        np.testing.assert_array_equal(np.asarray(total), value.sum(axis=0))
+    finally:
+        causeway.disconnect()
+
+
+def test_a_client_does_not_send_its_token_in_clear_to_an_exposed_head(token_file):
+    # 192.0.2.1 (TEST-NET-1) is never dialled: the refusal comes first.
+    with pytest.raises(causeway.errors.FailedPreconditionError, match="in clear text"):
+        causeway.connect("192.0.2.1:7070", token_file=token_file, connect_timeout=1)
+    # Told to, it dials (and finds nothing there).
+    with pytest.raises(causeway.errors.UnavailableError):
+        causeway.connect("192.0.2.1:7070", token_file=token_file, connect_timeout=1,
+                         insecure=True)
 
 
 def test_a_head_exposed_without_protection_refuses_to_start(token_file):
