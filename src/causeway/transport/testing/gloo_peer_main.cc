@@ -184,6 +184,31 @@ int Loop(const Flags& flags) {
   return 0;
 }
 
+// Waits until each of the `n` partitions of the launch has said it finished
+// its last all-reduce (`mine` says so for this process's), up to `timeout`.
+// A process tears its contexts down when it ends, and a peer whose context
+// is closed reads as broken to the others: an operation still running on
+// the context then fails (GlooCommunicators' probe, for a dead peer), even
+// if it needs nothing more from that peer. So no process ends while another
+// may still be in its last all-reduce.
+void AwaitEveryPartition(KeyValueStore& store,
+                         const std::vector<int64_t>& mine, int64_t n,
+                         absl::Duration timeout) {
+  for (int64_t partition : mine) {
+    const absl::Status said =
+        store.Set(absl::StrCat("finished/", partition), "").AwaitFor(timeout);
+    CW_CHECK(said.ok()) << said;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  for (int64_t partition = 0; partition < n; ++partition) {
+    const absl::StatusOr<std::string> finished =
+        store.Get(absl::StrCat("finished/", partition), deadline)
+            .AwaitFor(timeout);
+    CW_CHECK(finished.ok()) << "partition " << partition << ": "
+                            << finished.status();
+  }
+}
+
 std::string Times(const std::vector<double>& seconds) {
   return absl::StrCat("times ", absl::StrJoin(seconds, " "));
 }
@@ -216,10 +241,13 @@ int BenchCauseway(const Flags& flags, StreamKeyValueStore& store,
     absl::StatusOr<Literal> sum = participant.AllReduce(
         exec::testutil::OpFor(ar, partition, n, 1, 0, seq), std::move(operands));
     const absl::Duration took = absl::Now() - start;
-    CW_CHECK(sum.ok()) << sum.status();
+    CW_CHECK(sum.ok()) << "all-reduce " << i + 1 << " of "
+                       << flags.warmup + flags.iterations << ": "
+                       << sum.status();
     for (float x : sum->data<float>()) CW_CHECK(x == float(n)) << x;
     if (i >= flags.warmup) seconds.push_back(absl::ToDoubleSeconds(took));
   }
+  AwaitEveryPartition(store, flags.local, n, absl::Minutes(10));
   store.Report(Times(seconds));
   return 0;
 }
@@ -250,6 +278,7 @@ int BenchGloo(const Flags& flags, StreamKeyValueStore& store) {
     for (float x : data) CW_CHECK(x == float(size)) << x;
     if (i >= flags.warmup) seconds.push_back(absl::ToDoubleSeconds(took));
   }
+  AwaitEveryPartition(store, flags.local, size, absl::Minutes(10));
   store.Report(Times(seconds));
   return 0;
 }
