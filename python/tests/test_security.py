@@ -244,6 +244,14 @@ def test_a_client_does_not_send_its_token_in_clear_to_an_exposed_head(token_file
     with pytest.raises(causeway.errors.UnavailableError):
         causeway.connect("192.0.2.1:7070", token_file=token_file, connect_timeout=1,
                          insecure=True)
+    # Nor does a worker registering with one: it ends at once, saying why.
+    from conftest import CAUSEWAY
+    import subprocess
+    refused = subprocess.run([CAUSEWAY, "worker", "--head", "192.0.2.1:7070", "--island", "0",
+                              "--devices", "1", "--token-file", token_file],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "in clear text" in refused.stderr and "--insecure" in refused.stderr
 
 
 def test_a_head_exposed_without_protection_refuses_to_start(token_file):

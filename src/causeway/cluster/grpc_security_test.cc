@@ -799,6 +799,27 @@ TEST(GrpcClientSecurityTest, ATokenIsNotSentInClearToAnExposedHead) {
                   .ok());
 }
 
+TEST(GrpcClientSecurityTest, AWorkerDoesNotSendItsTokenInClearToAnExposedHead) {
+  // 192.0.2.1 (TEST-NET-1) is never dialled: the refusal comes first, and
+  // is not one a worker retries (it is not Unavailable).
+  transport::GrpcWorkerAgentOptions worker;
+  worker.head = "192.0.2.1:7070";
+  worker.spec = {1, "cpu", 1 << 20};
+  worker.security.token = "the cluster's token";
+  worker.connect_timeout = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> refused =
+      transport::GrpcWorkerAgent::Register(worker);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("in clear text"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--insecure"));
+  // Told to (--insecure), it dials, and finds no head there.
+  worker.security.allow_token_in_clear = true;
+  refused = transport::GrpcWorkerAgent::Register(worker);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+}
+
 // A session that sends requests faster than its bound ends, naming the
 // flag; another session is served all the while.
 TEST_F(GrpcHeadFixture, ASessionFloodingRequestsEndsAloneNamingTheLimit) {
