@@ -30,6 +30,7 @@
 #include "causeway/base/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/exec/reduction.h"
 #include "causeway/exec/scalar_computation.h"
 
 namespace causeway::exec {
@@ -626,6 +627,66 @@ std::optional<SortKeyOrder> MatchKeyComparator(const hlo::Computation& c) {
 }
 
 }  // namespace
+
+ReduceWalk ReduceWalkOf(const std::vector<int64_t>& dims,
+                        const std::vector<bool>& reduced) {
+  // The kernel's own merged loops (one element: a row of one).
+  const ReduceLoops loops = MakeReduceLoops(dims, reduced);
+  const size_t rank = loops.extent.size();
+  ReduceWalk walk;
+  if (rank == 1) {
+    walk.kind = loops.inner_reduced ? ReduceWalk::kRows : ReduceWalk::kColumns;
+  } else if (rank == 2) {
+    walk.kind = loops.inner_reduced ? ReduceWalk::kRows : ReduceWalk::kColumns;
+  } else {
+    return walk;
+  }
+  walk.length = loops.extent.back();
+  return walk;
+}
+
+bool HasTypedReducer(Opcode op, PrimitiveType type) {
+  return hlo::VisitType(type, [&](auto tag) {
+    using E = decltype(tag);
+    return WithTypedReducer<E>(op, [](auto) {});
+  });
+}
+
+void ReduceRowElements(Opcode op, PrimitiveType type, const void* in,
+                       int64_t rows, int64_t length, void* out) {
+  const ReduceLoops loops = MakeReduceLoops({rows, length}, {false, true});
+  hlo::VisitType(type, [&](auto tag) {
+    using E = decltype(tag);
+    return WithTypedReducer<E>(op, [&](auto reducer) {
+      ReduceTyped<E, decltype(reducer)::value>(
+          loops, static_cast<const E*>(in), static_cast<E*>(out));
+    });
+  });
+}
+
+void ReduceColumnElements(Opcode op, PrimitiveType type, const void* in,
+                          int64_t n, int64_t length, int64_t phase,
+                          void* out) {
+  hlo::VisitType(type, [&](auto tag) {
+    using E = decltype(tag);
+    return WithTypedReducer<E>(op, [&](auto reducer) {
+      constexpr Opcode kOp = decltype(reducer)::value;
+      const E* x = static_cast<const E*>(in);
+      E* acc = static_cast<E*>(out);
+      // The kernel's loop over a row's kept elements (ReduceTyped with
+      // inner_in == inner_out == 1), one piece of a row at a time.
+      int64_t j = phase % length;
+      for (int64_t i = 0; i < n;) {
+        const int64_t m = std::min(length - j, n - i);
+        for (int64_t k = 0; k < m; ++k) {
+          acc[j + k] = ApplyBinaryElement<kOp>(acc[j + k], x[i + k]);
+        }
+        i += m;
+        j = 0;
+      }
+    });
+  });
+}
 
 absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
                                    std::span<const Literal* const> operands,
