@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -20,6 +22,8 @@
 #include "causeway/exec/elementwise.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/multiply_add.h"
+#include "causeway/exec/reduction.h"
+#include "causeway/exec/scalar_computation.h"
 
 namespace causeway::exec {
 namespace {
@@ -35,6 +39,10 @@ constexpr int64_t kChunk = 512;
 // Nodes that depend only on constants are folded at Compile up to this
 // many elements (broadcasts are never folded: they stay cheap to read).
 constexpr int64_t kFoldLimit = 4096;
+// A loop that feeds a reduce of rows whose length does not divide kChunk
+// runs chunks of the least common multiple (still a multiple of kChunk),
+// up to this many elements.
+constexpr int64_t kMaxReduceChunk = 8192;
 
 bool ShapesAgree(const Shape& expected, const Shape& actual) {
   if (expected.IsArray()) {
@@ -191,13 +199,27 @@ struct LoopOp {
   int64_t row_length = 0;
 };
 
-// Computes one full node (the root) chunk by chunk.
+// Computes one full node (the root) chunk by chunk, or feeds the root's
+// chunks to a reduce.
 struct Loop {
   int32_t root = -1;
   int64_t elements = 0;
+  // Elements per chunk: kChunk, or a multiple of it (a reduce's rows).
+  int64_t chunk = kChunk;
   int32_t slot_count = 0;
   int64_t slot_bytes = 0;
   std::vector<LoopOp> ops;
+  // A reduce of the root that nothing else reads (the reduce node, else
+  // -1): the root is computed into register reduce_slot chunk by chunk and
+  // each chunk reduced into the reduce's value (reduction.h), which the
+  // loop produces instead of the root's. A chunk holds whole rows of a
+  // kRows walk.
+  int32_t reduce = -1;
+  int32_t reduce_init = -1;  // The node of its init value (a full value).
+  int32_t reduce_slot = -1;
+  Opcode reduce_op = Opcode::kUnknown;
+  PrimitiveType reduce_type = PrimitiveType::kInvalid;
+  ReduceWalk walk;
 };
 
 struct Stage {
@@ -464,6 +486,8 @@ struct FusedLoop::Program {
   std::vector<int32_t> owned_index;
   int32_t owned_count = 0;
   std::vector<Loop> loops;
+  // Per node: the loop that produces a reduce's value, or -1.
+  std::vector<int32_t> reduce_loop;
   std::vector<Stage> stages;
   int32_t root = -1;
   int64_t scratch_bytes = 0;
@@ -878,10 +902,81 @@ class Compiler {
     }
   }
 
+  // Whether reduce `node` (a kernel) can be fed chunk by chunk by the loop
+  // of its input: one input, a reducer that is one binary op with a typed
+  // loop (what EvalReduce then runs), a well-formed reduce (else the
+  // kernel reports it), and a walk of rows or columns (reduction.h). Sets
+  // the loop's reduce fields and chunk.
+  bool FusibleReduce(int32_t node, Loop& loop) const {
+    const Instruction& in = instr(node);
+    if (in.opcode != Opcode::kReduce || p_.operands[node].size() != 2 ||
+        in.to_apply() == nullptr || !in.shape.IsArray()) {
+      return false;
+    }
+    const Shape& input = shape(p_.operands[node][0]);
+    const Shape& init = shape(p_.operands[node][1]);
+    const PrimitiveType type = in.shape.type();
+    switch (type) {
+      case PrimitiveType::kPred:
+      case PrimitiveType::kS8:
+      case PrimitiveType::kS16:
+      case PrimitiveType::kS32:
+      case PrimitiveType::kS64:
+      case PrimitiveType::kU8:
+      case PrimitiveType::kU16:
+      case PrimitiveType::kU32:
+      case PrimitiveType::kU64:
+      case PrimitiveType::kF16:
+      case PrimitiveType::kBF16:
+      case PrimitiveType::kF32:
+      case PrimitiveType::kF64:
+        break;
+      default:
+        return false;
+    }
+    if (!input.IsArray() || input.type() != type || !init.IsArray() ||
+        init.rank() != 0 || init.type() != type) {
+      return false;
+    }
+    const std::optional<Opcode> binary = MatchBinaryReducer(*in.to_apply());
+    if (!binary.has_value() || in.to_apply()->root()->shape.type() != type ||
+        !HasTypedReducer(*binary, type)) {
+      return false;
+    }
+    const std::vector<int64_t>& dims = input.dims();
+    const int64_t rank = input.rank();
+    std::vector<bool> reduced(rank, false);
+    for (int64_t d : in.dimensions) {
+      if (d < 0 || d >= rank || reduced[d]) return false;
+      reduced[d] = true;
+    }
+    std::vector<int64_t> out_dims;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (!reduced[i]) out_dims.push_back(dims[i]);
+    }
+    if (in.shape.dims() != out_dims) return false;
+    const ReduceWalk walk = ReduceWalkOf(dims, reduced);
+    int64_t chunk = kChunk;
+    if (walk.kind == ReduceWalk::kNone || walk.length < 1) return false;
+    if (walk.kind == ReduceWalk::kRows && chunk % walk.length != 0) {
+      chunk = std::lcm(kChunk, walk.length);
+      if (chunk > kMaxReduceChunk) return false;
+    }
+    loop.reduce = node;
+    loop.reduce_init = SourceOf(p_.operands[node][1]);
+    loop.reduce_op = *binary;
+    loop.reduce_type = type;
+    loop.walk = walk;
+    loop.chunk = chunk;
+    return true;
+  }
+
   // Every loop op is computed by exactly one loop. A loop op is the root of
   // its own loop (its full value kept) when something needs it whole: the
   // computation's result, a kernel, an indexed or scalar read, or readers
-  // in more than one loop. Otherwise it joins its readers' loop.
+  // in more than one loop. Otherwise it joins its readers' loop. A loop op
+  // whose only reader is a reduce (as its input) that FusibleReduce
+  // accepts roots a loop that feeds the reduce and is never whole.
   void AssignLoops() {
     const size_t n = p_.nodes.size();
     std::vector<absl::InlinedVector<std::pair<int32_t, int32_t>, 2>> users(n);
@@ -892,11 +987,14 @@ class Compiler {
       }
     }
     loop_of_.assign(n, -1);
+    p_.reduce_loop.assign(n, -1);
     for (int32_t node = static_cast<int32_t>(n) - 1; node >= 0; --node) {
       if (p_.kinds[node] != NodeKind::kLoopOp) continue;
       bool whole = false;
       int32_t loop = -1;
       bool several = false;
+      int32_t reduce = -1;  // A kernel reduce reading it as its input.
+      int32_t kernel_reads = 0;
       // The readers of the node and of its aliases.
       std::vector<int32_t> pending = {node};
       while (!pending.empty()) {
@@ -918,16 +1016,24 @@ class Compiler {
               }
               break;
             default:
-              whole = true;
+              ++kernel_reads;
+              if (instr(user).opcode == Opcode::kReduce && k == 0) {
+                reduce = user;
+              }
               break;
           }
         }
       }
-      if (whole || several || loop == -1) {
+      Loop new_loop;
+      new_loop.root = node;
+      new_loop.elements = shape(node).ElementCount();
+      if (!whole && loop == -1 && kernel_reads == 1 && reduce >= 0 &&
+          p_.reduce_loop[reduce] == -1 && FusibleReduce(reduce, new_loop)) {
         loop_of_[node] = static_cast<int32_t>(p_.loops.size());
-        Loop new_loop;
-        new_loop.root = node;
-        new_loop.elements = shape(node).ElementCount();
+        p_.reduce_loop[reduce] = loop_of_[node];
+        p_.loops.push_back(std::move(new_loop));
+      } else if (whole || several || loop == -1 || kernel_reads > 0) {
+        loop_of_[node] = static_cast<int32_t>(p_.loops.size());
         p_.loops.push_back(std::move(new_loop));
       } else {
         loop_of_[node] = loop;
@@ -939,11 +1045,17 @@ class Compiler {
     const size_t n = p_.nodes.size();
     for (size_t i = 0; i < n; ++i) {
       const int32_t node = static_cast<int32_t>(i);
-      if (p_.kinds[node] == NodeKind::kKernel) {
+      if (p_.reduce_loop[node] >= 0) {
+        // After the reduce's init value, which may come after the loop's
+        // root.
+        p_.owned_index[node] = p_.owned_count++;
+        p_.stages.push_back({true, p_.reduce_loop[node]});
+      } else if (p_.kinds[node] == NodeKind::kKernel) {
         p_.owned_index[node] = p_.owned_count++;
         p_.stages.push_back({false, node});
       } else if (p_.kinds[node] == NodeKind::kLoopOp &&
-                 p_.loops[loop_of_[node]].root == node) {
+                 p_.loops[loop_of_[node]].root == node &&
+                 p_.loops[loop_of_[node]].reduce < 0) {
         p_.owned_index[node] = p_.owned_count++;
         p_.stages.push_back({true, loop_of_[node]});
       }
@@ -1052,10 +1164,13 @@ class Compiler {
             CW_CHECK(false) << "not a loop op: " << in.name;
         }
       }
-      // The destination: the loop's output for the root, else a register
-      // (kept for the whole run for a splat or a chunk-invariant gather,
-      // which are filled once).
-      if (node != loop.root) {
+      // The destination: the loop's output for the root (a register when
+      // it feeds a reduce), else a register (kept for the whole run for a
+      // splat or a chunk-invariant gather, which are filled once).
+      if (node == loop.root && loop.reduce >= 0) {
+        op.dst_slot = slot_count++;
+        loop.reduce_slot = op.dst_slot;
+      } else if (node != loop.root) {
         op.kept = op.kind == OpKind::kSplat ||
                   (op.kind == OpKind::kGather && ChunkInvariant(op));
         kept_[node] = op.kept;
@@ -1080,7 +1195,8 @@ class Compiler {
     // A node read twice by one op was marked -2 above; nothing reads it
     // later, by last_reader.
     loop.slot_count = slot_count;
-    const int64_t chunk = std::min(kChunk, std::max<int64_t>(loop.elements, 1));
+    const int64_t chunk =
+        std::min(loop.chunk, std::max<int64_t>(loop.elements, 1));
     loop.slot_bytes = (chunk * 8 + 63) / 64 * 64;
     p_.scratch_bytes =
         std::max(p_.scratch_bytes, loop.slot_bytes * loop.slot_count);
@@ -1199,12 +1315,14 @@ namespace {
 // `failed` names the op whose kernel loop refused.
 absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
                      std::byte* out, std::byte* scratch,
+                     const ScopedFlushDenormals& flush_denormals,
                      const LoopOp** failed) {
   auto full = [&](const ChunkSource& s) { return data[s.value]; };
   auto slot = [&](int32_t index) {
     return scratch + static_cast<int64_t>(index) * loop.slot_bytes;
   };
-  if (loop.ops.size() == 1 && loop.ops[0].kind == OpKind::kGather) {
+  if (loop.ops.size() == 1 && loop.ops[0].kind == OpKind::kGather &&
+      loop.reduce < 0) {
     // A lone broadcast, transpose or slice: one strided copy of the whole
     // value (tiled where it transposes) rather than chunk by chunk.
     const LoopOp& op = loop.ops[0];
@@ -1215,7 +1333,7 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
                 dst_strides);
     return absl::OkStatus();
   }
-  const int64_t first_chunk = std::min(kChunk, loop.elements);
+  const int64_t first_chunk = std::min(loop.chunk, loop.elements);
   for (const LoopOp& op : loop.ops) {
     if (!op.kept) continue;
     if (op.kind == OpKind::kSplat) {
@@ -1225,8 +1343,10 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
              slot(op.dst_slot));
     }
   }
-  for (int64_t start = 0; start < loop.elements; start += kChunk) {
-    const int64_t n = std::min(kChunk, loop.elements - start);
+  const int64_t reduce_width =
+      loop.reduce >= 0 ? hlo::ByteWidth(loop.reduce_type) : 0;
+  for (int64_t start = 0; start < loop.elements; start += loop.chunk) {
+    const int64_t n = std::min(loop.chunk, loop.elements - start);
     for (const LoopOp& op : loop.ops) {
       void* dst = op.dst_slot >= 0
                       ? static_cast<void*>(slot(op.dst_slot))
@@ -1288,7 +1408,7 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
           }
           break;
         case OpKind::kSplat:
-          if (op.dst_slot < 0) Fill(op.out_width, full(op.in[0]), n, dst);
+          if (!op.kept) Fill(op.out_width, full(op.in[0]), n, dst);
           break;
         case OpKind::kMultiplyAdd:
           if (op.row_operand >= 0) {
@@ -1310,6 +1430,20 @@ absl::Status RunLoop(const Loop& loop, std::span<const std::byte* const> data,
       if (!status.ok()) {
         *failed = &op;
         return status;
+      }
+    }
+    if (loop.reduce >= 0) {
+      // The reduce kernel runs in the caller's mode, so its loops do too.
+      ScopedFlushDenormals::Paused caller_mode(flush_denormals);
+      const void* chunk = slot(loop.reduce_slot);
+      if (loop.walk.kind == ReduceWalk::kRows) {
+        const int64_t length = loop.walk.length;
+        ReduceRowElements(loop.reduce_op, loop.reduce_type, chunk,
+                          n / length, length,
+                          out + start / length * reduce_width);
+      } else {
+        ReduceColumnElements(loop.reduce_op, loop.reduce_type, chunk, n,
+                             loop.walk.length, start % loop.walk.length, out);
       }
     }
   }
@@ -1342,22 +1476,30 @@ absl::StatusOr<Literal> FusedLoop::Run(
   for (const Stage& stage : p.stages) {
     if (stage.is_loop) {
       const Loop& loop = p.loops[stage.index];
-      const Instruction& root = *p.nodes[loop.root];
-      Literal& result = owned[p.owned_index[loop.root]];
+      const int32_t produced = loop.reduce >= 0 ? loop.reduce : loop.root;
+      const Instruction& root = *p.nodes[produced];
+      Literal& result = owned[p.owned_index[produced]];
       result = Literal::Uninitialized(root.shape);
+      std::byte* out = static_cast<std::byte*>(result.mutable_untyped_data());
+      if (loop.reduce >= 0) {
+        // The reduce starts from its init value in every output element,
+        // as the kernel's.
+        Fill(static_cast<int32_t>(hlo::ByteWidth(loop.reduce_type)),
+             data[loop.reduce_init],
+             root.shape.ElementCount(), out);
+      }
       const LoopOp* failed = nullptr;
       // As the elementwise kernels do (select and reduce-precision only
       // move bits, so flushing does not change them); kernel stages below
-      // run in the caller's mode, as op by op.
+      // and a loop's reduce run in the caller's mode, as op by op.
       ScopedFlushDenormals flush_denormals;
-      absl::Status status = RunLoop(
-          loop, data, static_cast<std::byte*>(result.mutable_untyped_data()),
-          scratch.data(), &failed);
+      absl::Status status =
+          RunLoop(loop, data, out, scratch.data(), flush_denormals, &failed);
       if (!status.ok()) {
         return Annotate(status, failed != nullptr ? *failed->instr : root,
                         computation);
       }
-      set(loop.root, &result);
+      set(produced, &result);
       continue;
     }
     const int32_t node = stage.index;

@@ -11,6 +11,10 @@
 //    transposes and slices read their operand through precomputed strides;
 //    reshapes, bitcasts and copies cost nothing. No full-size intermediate
 //    is made for these nodes.
+//  - a reduce of rows or columns (reduction.h) with a one-op reducer,
+//    whose input is a loop op only it reads, is fed that input chunk by
+//    chunk by the input's loop (chunks of whole rows) and never sees it
+//    whole.
 //  - kernels: every other instruction (reduce, dot, gather, concatenate,
 //    tuple, ...) runs its op-by-op kernel (kernels.h) on full values.
 //  Nodes that depend only on constants (an iota-based mask, say) are folded

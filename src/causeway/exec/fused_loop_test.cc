@@ -480,7 +480,7 @@ ENTRY body {
 })");
 }
 
-TEST_F(FusedLoopTest, TrailingReduceRunsItsKernelOnTheFusedInput) {
+TEST_F(FusedLoopTest, TrailingReduceIsFedByTheLoopChunkByChunk) {
   ExpectSameAsOpByOp(R"(
 HloModule m
 add {
@@ -497,12 +497,163 @@ ENTRY body {
   zero = f32[] constant(0)
   ROOT r = f32[2,8] reduce(sq, zero), dimensions={2}, to_apply=add
 })");
+  // `sq` is never whole: its chunks are reduced as they are computed.
   EXPECT_EQ(fused_->loop_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);
+}
+
+TEST_F(FusedLoopTest, ReducedRowsMatchOpByOpWhateverTheirLength) {
+  // Rows of 64 (the kernel's 32-lane loop, 8 rows a chunk), 96 (chunks of
+  // 1536, a multiple of 512 holding whole rows, and a tail), 5 (the
+  // kernel's sequential loop) and a whole array reduced to one value; max,
+  // add, multiply and min, after an exp as a softmax computes.
+  ExpectSameAsOpByOpIn({"f32", "f64", "f16", "bf16"}, R"(
+HloModule m
+max {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT m = $T[] maximum(a, b)
+}
+ENTRY body {
+  x = $T[40,64] parameter(0)
+  e = $T[40,64] exponential(x)
+  lo = $T[] constant(-inf)
+  ROOT r = $T[40] reduce(e, lo), dimensions={1}, to_apply=max
+})", 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);
+  ExpectSameAsOpByOpIn({"f32", "f16"}, R"(
+HloModule m
+add {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT s = $T[] add(b, a)
+}
+ENTRY body {
+  x = $T[3,37,96] parameter(0)
+  c = $T[96] parameter(1)
+  cs = $T[3,37,96] broadcast(c), dimensions={2}
+  d = $T[3,37,96] subtract(x, cs)
+  zero = $T[] parameter(2)
+  ROOT r = $T[3,37] reduce(d, zero), dimensions={2}, to_apply=add
+})", 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);
+  ExpectSameAsOpByOpIn({"f32", "s32"}, R"(
+HloModule m
+mul {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT p = $T[] multiply(a, b)
+}
+ENTRY body {
+  x = $T[301,5] parameter(0)
+  y = $T[301,5] parameter(1)
+  s = $T[301,5] add(x, y)
+  one = $T[] constant(1)
+  ROOT r = $T[301] reduce(s, one), dimensions={1}, to_apply=mul
+})", 1);
+  ExpectSameAsOpByOpIn({"f32"}, R"(
+HloModule m
+min {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT m = $T[] minimum(a, b)
+}
+ENTRY body {
+  x = $T[7,1,300] parameter(0)
+  n = $T[7,1,300] negate(x)
+  hi = $T[] constant(inf)
+  ROOT r = $T[] reduce(n, hi), dimensions={0,1,2}, to_apply=min
+})", 1);
+}
+
+TEST_F(FusedLoopTest, ReducedColumnsMatchOpByOpAcrossChunks) {
+  // Columns of 24 (rows split across chunks of 512) and of 700 (a row
+  // longer than a chunk), summed over the leading dims, as a bias
+  // gradient is.
+  ExpectSameAsOpByOpIn({"f32", "bf16"}, R"(
+HloModule m
+add {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT s = $T[] add(a, b)
+}
+ENTRY body {
+  x = $T[9,100,24] parameter(0)
+  y = $T[9,100,24] parameter(1)
+  p = $T[9,100,24] multiply(x, y)
+  zero = $T[] constant(0)
+  ROOT r = $T[24] reduce(p, zero), dimensions={0,1}, to_apply=add
+})", 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);
+  ExpectSameAsOpByOpIn({"f32"}, R"(
+HloModule m
+add {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT s = $T[] add(a, b)
+}
+ENTRY body {
+  x = $T[3,700] parameter(0)
+  t = $T[3,700] tanh(x)
+  zero = $T[] constant(0)
+  ROOT r = $T[700] reduce(t, zero), dimensions={0}, to_apply=add
+})", 1);
+}
+
+TEST_F(FusedLoopTest, ReducesTheLoopCannotFeedRunTheirKernel) {
+  // A reduce of middle dims walks neither rows nor columns; a reduce whose
+  // input is also read elsewhere needs it whole; a reducer that is not one
+  // binary op runs through the scalar interpreter.
+  ExpectSameAsOpByOp(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY body {
+  x = f32[4,8,16] parameter(0)
+  e = f32[4,8,16] exponential(x)
+  zero = f32[] constant(0)
+  ROOT r = f32[4,16] reduce(e, zero), dimensions={1}, to_apply=add
+})");
+  EXPECT_EQ(fused_->loop_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 1);
+  ExpectSameAsOpByOp(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY body {
+  x = f32[4,64] parameter(0)
+  e = f32[4,64] exponential(x)
+  zero = f32[] constant(0)
+  r = f32[4] reduce(e, zero), dimensions={1}, to_apply=add
+  ROOT t = (f32[4], f32[4,64]) tuple(r, e)
+})");
+  EXPECT_EQ(fused_->loop_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 2);
+  ExpectSameAsOpByOp(R"(
+HloModule m
+addsq {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  bb = f32[] multiply(b, b)
+  ROOT s = f32[] add(a, bb)
+}
+ENTRY body {
+  x = f32[4,64] parameter(0)
+  e = f32[4,64] exponential(x)
+  zero = f32[] constant(0)
+  ROOT r = f32[4] reduce(e, zero), dimensions={1}, to_apply=addsq
+})");
   EXPECT_EQ(fused_->kernel_count(), 1);
 }
 
 TEST_F(FusedLoopTest, ValueReadByTwoLoopsIsComputedOnce) {
-  // `centered` feeds the reduce (a kernel) and the output loop: it is kept
+  // `centered` feeds the reduce's loop and the output loop: it is kept
   // whole, and `x - mean` is not computed twice.
   ExpectSameAsOpByOp(R"(
 HloModule m
@@ -522,9 +673,9 @@ ENTRY body {
   vars = f32[4,64] broadcast(var), dimensions={0}
   ROOT normed = f32[4,64] divide(centered, vars)
 })");
-  // centered, sq (read by the reduce), normed.
+  // centered, sq (feeding the reduce), normed.
   EXPECT_EQ(fused_->loop_count(), 3);
-  EXPECT_EQ(fused_->kernel_count(), 1);
+  EXPECT_EQ(fused_->kernel_count(), 0);
 }
 
 TEST_F(FusedLoopTest, TupleRootGivesEveryOutput) {
@@ -652,6 +803,34 @@ ENTRY body {
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_GT(got->data<float>()[0], 0.0f);
+  EXPECT_TRUE(*want == *got) << want->ToString() << " vs " << got->ToString();
+}
+
+TEST_F(FusedLoopTest, AReduceTheLoopFeedsRunsInTheCallersFloatingPointMode) {
+  // The loop's negate runs with denormals flushed (it only flips the sign
+  // bit); the reduce, as its kernel op by op, adds the denormals up.
+  Load(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY body {
+  x = f32[4] parameter(0)
+  n = f32[4] negate(x)
+  zero = f32[] constant(0)
+  ROOT r = f32[] reduce(n, zero), dimensions={0}, to_apply=add
+})");
+  ASSERT_EQ(fused_->kernel_count(), 0);
+  std::vector<Literal> args;
+  args.emplace_back(Shape(PrimitiveType::kF32, {4}));
+  for (int i = 0; i < 4; ++i) args[0].mutable_data<float>()[i] = 1e-39f;
+  absl::StatusOr<Literal> want = RunOpByOp(args);
+  absl::StatusOr<Literal> got = RunFused(args);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_LT(got->data<float>()[0], 0.0f);
   EXPECT_TRUE(*want == *got) << want->ToString() << " vs " << got->ToString();
 }
 

@@ -299,6 +299,28 @@ class ScopedFlushDenormals {
   ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
   ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
 
+  // While alive, the thread is back in the mode `flush` found (a kernel
+  // that runs in the caller's mode, called inside a flushed loop); `flush`
+  // must outlive it.
+  class Paused {
+   public:
+#if defined(__SSE__) || defined(__x86_64__)
+    explicit Paused(const ScopedFlushDenormals& flush) : flush_(flush) {
+      _mm_setcsr(flush_.saved_);
+    }
+    ~Paused() { _mm_setcsr(flush_.saved_ | kFlushToZero | kDenormalsAreZero); }
+#else
+    explicit Paused(const ScopedFlushDenormals&) {}
+#endif
+    Paused(const Paused&) = delete;
+    Paused& operator=(const Paused&) = delete;
+
+#if defined(__SSE__) || defined(__x86_64__)
+   private:
+    const ScopedFlushDenormals& flush_;
+#endif
+  };
+
  private:
 #if defined(__SSE__) || defined(__x86_64__)
   static constexpr unsigned kFlushToZero = 0x8000;

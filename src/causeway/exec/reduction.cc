@@ -30,6 +30,7 @@
 #include "causeway/base/status.h"
 #include "causeway/exec/kernel_util.h"
 #include "causeway/exec/kernels.h"
+#include "causeway/exec/reduction.h"
 #include "causeway/exec/scalar_computation.h"
 
 namespace causeway::exec {
@@ -179,53 +180,68 @@ void ForEachRun(const ReduceLoops& loops, Body&& body) {
   } while (NextIndex(std::span<int64_t>(index), outer));
 }
 
+// One innermost run of ReduceTyped: `n` inputs from in[i] (stride
+// inner_in) into out[o] (a reduced run) or out[o + j * inner_out]. Not
+// inlined, so that the kernel and the fused loop's pieces
+// (ReduceRowElements, ReduceColumnElements) run the same machine code: a
+// compiler may order a commutative op's operands differently in each
+// copy, and x86 returns the first NaN operand, so NaN payloads would
+// differ.
+template <typename E, Opcode kOp>
+[[gnu::noinline]] void ReduceRunTyped(bool inner_reduced, int64_t inner_in,
+                           int64_t inner_out, const E* in, E* out, int64_t i,
+                           int64_t o, int64_t n) {
+  if constexpr (std::is_same_v<ComputeType<E>, E>) {
+    // A long contiguous run: independent partial results per lane, so
+    // the loop vectorizes (the order differs from a sequential sum only
+    // by rounding; f16/bf16 and the minifloats keep their per-step
+    // rounding below).
+    constexpr int64_t kLanes = 32;
+    if (inner_reduced && inner_in == 1 && n >= 2 * kLanes) {
+      E lanes[kLanes];
+      for (int64_t k = 0; k < kLanes; ++k) lanes[k] = in[i + k];
+      int64_t j = kLanes;
+      for (; j + kLanes <= n; j += kLanes) {
+        for (int64_t k = 0; k < kLanes; ++k) {
+          lanes[k] = ApplyBinary<kOp>(lanes[k], in[i + j + k]);
+        }
+      }
+      for (int64_t width = kLanes / 2; width >= 1; width /= 2) {
+        for (int64_t k = 0; k < width; ++k) {
+          lanes[k] = ApplyBinary<kOp>(lanes[k], lanes[k + width]);
+        }
+      }
+      E acc = ApplyBinary<kOp>(out[o], lanes[0]);
+      for (; j < n; ++j) acc = ApplyBinary<kOp>(acc, in[i + j]);
+      out[o] = acc;
+      return;
+    }
+  }
+  if (inner_reduced) {
+    E acc = out[o];
+    for (int64_t j = 0; j < n; ++j) {
+      acc = ApplyBinaryElement<kOp>(acc, in[i + j * inner_in]);
+    }
+    out[o] = acc;
+  } else if (inner_in == 1 && inner_out == 1) {
+    for (int64_t j = 0; j < n; ++j) {
+      out[o + j] = ApplyBinaryElement<kOp>(out[o + j], in[i + j]);
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      E& acc = out[o + j * inner_out];
+      acc = ApplyBinaryElement<kOp>(acc, in[i + j * inner_in]);
+    }
+  }
+}
+
 template <typename E, Opcode kOp>
 void ReduceTyped(const ReduceLoops& loops, const E* in, E* out) {
   const int64_t inner_in = loops.in_stride.back();
   const int64_t inner_out = loops.out_stride.back();
   ForEachRun(loops, [&](int64_t i, int64_t o, int64_t n) {
-    if constexpr (std::is_same_v<ComputeType<E>, E>) {
-      // A long contiguous run: independent partial results per lane, so
-      // the loop vectorizes (the order differs from a sequential sum only
-      // by rounding; f16/bf16 and the minifloats keep their per-step
-      // rounding below).
-      constexpr int64_t kLanes = 32;
-      if (loops.inner_reduced && inner_in == 1 && n >= 2 * kLanes) {
-        E lanes[kLanes];
-        for (int64_t k = 0; k < kLanes; ++k) lanes[k] = in[i + k];
-        int64_t j = kLanes;
-        for (; j + kLanes <= n; j += kLanes) {
-          for (int64_t k = 0; k < kLanes; ++k) {
-            lanes[k] = ApplyBinary<kOp>(lanes[k], in[i + j + k]);
-          }
-        }
-        for (int64_t width = kLanes / 2; width >= 1; width /= 2) {
-          for (int64_t k = 0; k < width; ++k) {
-            lanes[k] = ApplyBinary<kOp>(lanes[k], lanes[k + width]);
-          }
-        }
-        E acc = ApplyBinary<kOp>(out[o], lanes[0]);
-        for (; j < n; ++j) acc = ApplyBinary<kOp>(acc, in[i + j]);
-        out[o] = acc;
-        return;
-      }
-    }
-    if (loops.inner_reduced) {
-      E acc = out[o];
-      for (int64_t j = 0; j < n; ++j) {
-        acc = ApplyBinaryElement<kOp>(acc, in[i + j * inner_in]);
-      }
-      out[o] = acc;
-    } else if (inner_in == 1 && inner_out == 1) {
-      for (int64_t j = 0; j < n; ++j) {
-        out[o + j] = ApplyBinaryElement<kOp>(out[o + j], in[i + j]);
-      }
-    } else {
-      for (int64_t j = 0; j < n; ++j) {
-        E& acc = out[o + j * inner_out];
-        acc = ApplyBinaryElement<kOp>(acc, in[i + j * inner_in]);
-      }
-    }
+    ReduceRunTyped<E, kOp>(loops.inner_reduced, inner_in, inner_out, in, out,
+                           i, o, n);
   });
 }
 
@@ -626,6 +642,66 @@ std::optional<SortKeyOrder> MatchKeyComparator(const hlo::Computation& c) {
 }
 
 }  // namespace
+
+ReduceWalk ReduceWalkOf(const std::vector<int64_t>& dims,
+                        const std::vector<bool>& reduced) {
+  // The kernel's own merged loops (one element: a row of one).
+  const ReduceLoops loops = MakeReduceLoops(dims, reduced);
+  const size_t rank = loops.extent.size();
+  ReduceWalk walk;
+  // One run of reduced (kept) elements, or runs of one kind after runs of
+  // the other; longer alternations are kNone.
+  if (rank > 2) return walk;
+  walk.kind = loops.inner_reduced ? ReduceWalk::kRows : ReduceWalk::kColumns;
+  walk.length = loops.extent.back();
+  return walk;
+}
+
+bool HasTypedReducer(Opcode op, PrimitiveType type) {
+  if (!hlo::IsArrayType(type)) return false;
+  return hlo::VisitType(type, [&](auto tag) {
+    using E = decltype(tag);
+    return WithTypedReducer<E>(op, [](auto) {});
+  });
+}
+
+void ReduceRowElements(Opcode op, PrimitiveType type, const void* in,
+                       int64_t rows, int64_t length, void* out) {
+  hlo::VisitType(type, [&](auto tag) {
+    using E = decltype(tag);
+    return WithTypedReducer<E>(op, [&](auto reducer) {
+      // The kernel's run of a contiguous reduced row, row by row.
+      for (int64_t r = 0; r < rows; ++r) {
+        ReduceRunTyped<E, decltype(reducer)::value>(
+            /*inner_reduced=*/true, /*inner_in=*/1, /*inner_out=*/0,
+            static_cast<const E*>(in), static_cast<E*>(out), r * length, r,
+            length);
+      }
+    });
+  });
+}
+
+void ReduceColumnElements(Opcode op, PrimitiveType type, const void* in,
+                          int64_t n, int64_t length, int64_t phase,
+                          void* out) {
+  hlo::VisitType(type, [&](auto tag) {
+    using E = decltype(tag);
+    return WithTypedReducer<E>(op, [&](auto reducer) {
+      constexpr Opcode kOp = decltype(reducer)::value;
+      // The kernel's run over a row's kept elements (inner_in ==
+      // inner_out == 1), one piece of a row at a time.
+      int64_t j = phase % length;
+      for (int64_t i = 0; i < n;) {
+        const int64_t m = std::min(length - j, n - i);
+        ReduceRunTyped<E, kOp>(/*inner_reduced=*/false, /*inner_in=*/1,
+                               /*inner_out=*/1, static_cast<const E*>(in),
+                               static_cast<E*>(out), i, j, m);
+        i += m;
+        j = 0;
+      }
+    });
+  });
+}
 
 absl::StatusOr<Literal> EvalReduce(const Instruction& instr,
                                    std::span<const Literal* const> operands,
