@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "causeway/base/futex_hash.h"
 #include "causeway/base/lock_order.h"
 #include "causeway/base/logging.h"
 
@@ -133,5 +134,7 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   causeway::SkipAbseilLockOrderGraph();
+  // Before any thread starts; an older kernel has nothing to size.
+  causeway::SizeFutexHash(causeway::kFutexHashSlots).IgnoreError();
   return causeway::cli::Main(argc, argv);
 }

@@ -332,7 +332,12 @@ class SimCollectives final : public transport::LaunchCollectives {
   // a launch is decided the same way at its Join and at its Leave.
   void AddDevices(const std::vector<transport::DeviceInfo>& devices) {
     absl::MutexLock lock(&mu_);
-    for (const transport::DeviceInfo& device : devices) local_.insert(device.id);
+    for (const transport::DeviceInfo& device : devices) {
+      if (device.id.value() < 0) continue;  // Never local: never met here.
+      const size_t index = static_cast<size_t>(device.id.value());
+      if (index >= local_.size()) local_.resize(index + 1, false);
+      local_[index] = true;
+    }
   }
 
   exec::Collectives* Join(const transport::LaunchMember& member) override {
@@ -344,10 +349,13 @@ class SimCollectives final : public transport::LaunchCollectives {
     refused_[Key(member)] = std::move(refused);
     return collectives;
   }
+  // Decided as its Join was: refused members are the ones listed.
   void Leave(const transport::LaunchMember& member) override {
-    if (Elsewhere(member).ok()) return in_process_.Leave(member);
-    absl::MutexLock lock(&mu_);
-    refused_.erase(Key(member));
+    {
+      absl::MutexLock lock(&mu_);
+      if (refused_.erase(Key(member)) > 0) return;
+    }
+    in_process_.Leave(member);
   }
   void Cancel(const transport::LaunchMember& member,
               absl::Status status) override {
@@ -395,7 +403,8 @@ class SimCollectives final : public transport::LaunchCollectives {
   absl::Status Elsewhere(const transport::LaunchMember& member) const {
     absl::MutexLock lock(&mu_);
     for (DeviceId device : member.devices) {
-      if (!local_.contains(device)) {
+      const size_t index = static_cast<size_t>(device.value());
+      if (index >= local_.size() || !local_[index]) {
         return absl::UnimplementedError(absl::StrCat(
             "launch seq ", member.seq, " spans device ", device.value(),
             ", which this sim worker process does not serve: sim devices "
@@ -408,7 +417,9 @@ class SimCollectives final : public transport::LaunchCollectives {
 
   transport::InProcessLaunchCollectives in_process_;
   mutable absl::Mutex mu_;
-  std::set<DeviceId> local_ ABSL_GUARDED_BY(mu_);
+  // Indexed by device id: whether this process serves it (a launch of
+  // 2,048 devices checks every one at each Join, so no tree lookups).
+  std::vector<bool> local_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, int64_t>, std::unique_ptr<Refused>> refused_
       ABSL_GUARDED_BY(mu_);
 };

@@ -337,8 +337,11 @@ absl::Status Device::Execute(QueuedLaunch& launch,
   context.replica_id = 0;
   context.run_id = op.seq;
   std::optional<TimedCollectives> timed;
+  // Built once: it copies the launch's device list (2,048 ids at scale).
+  std::optional<transport::LaunchMember> member;
   if (program.has_collectives) {
-    timed.emplace(options_.collectives->Join(MemberOf(op)));
+    member = MemberOf(op);
+    timed.emplace(options_.collectives->Join(*member));
     context.collectives = &*timed;
   }
   context.cancelled = &launch.cancel;
@@ -376,8 +379,8 @@ absl::Status Device::Execute(QueuedLaunch& launch,
     }
   }
   if (program.has_collectives) {
-    if (!status.ok()) options_.collectives->Abort(MemberOf(op), status);
-    options_.collectives->Leave(MemberOf(op));
+    if (!status.ok()) options_.collectives->Abort(*member, status);
+    options_.collectives->Leave(*member);
   }
   if (!status.ok()) return status;
   hlo::Literal root = *std::move(result);
