@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 
 namespace causeway {
-namespace {
+namespace futex_hash_test {
 
 TEST(FutexHashTest, SlotsThatAreNotAPowerOfTwoAreRefused) {
   EXPECT_EQ(SizeFutexHash(1000).code(), absl::StatusCode::kInvalidArgument);
@@ -31,5 +31,5 @@ TEST(FutexHashTest, TheKernelKeepsTheSizeGivenOrHasNoSuchTable) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
-}  // namespace
+}  // namespace futex_hash_test
 }  // namespace causeway
