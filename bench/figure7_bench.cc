@@ -40,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "causeway/base/status.h"
+#include "flags.h"
 #include "process_files.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
@@ -201,10 +202,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto number = [&](const char* name, int64_t* value, int64_t least) {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      return arg.rfind(prefix, 0) == 0 &&
-             absl::SimpleAtoi(arg.substr(prefix.size()), value) &&
-             *value >= least;
+      return bench::IntFlag(arg, name, value, least);
     };
     if (arg.rfind("--cluster=", 0) == 0) {
       options.cluster = arg.substr(10);

@@ -42,6 +42,7 @@
 #include "causeway/cli/child_process.h"
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
+#include "flags.h"
 
 namespace causeway {
 namespace {
@@ -275,9 +276,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto number = [&](const char* name, int64_t* value) {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      return arg.rfind(prefix, 0) == 0 &&
-             absl::SimpleAtoi(arg.substr(prefix.size()), value) && *value > 0;
+      return bench::IntFlag(arg, name, value, 1);
     };
     if (!number("hosts", &options.hosts) &&
         !number("clients", &options.clients) &&

@@ -39,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "flags.h"
 #include "process_files.h"
 #include "causeway/base/status.h"
 #include "causeway/cli/child_process.h"
@@ -277,9 +278,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto number = [&](const char* name, int64_t* value) {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      return arg.rfind(prefix, 0) == 0 &&
-             absl::SimpleAtoi(arg.substr(prefix.size()), value) && *value > 0;
+      return bench::IntFlag(arg, name, value, 1);
     };
     if (!number("hosts", &options.hosts) &&
         !number("clients", &options.clients) &&
