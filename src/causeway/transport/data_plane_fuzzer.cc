@@ -32,6 +32,7 @@
 #include "causeway/transport/proto/worker.pb.h"
 #include "causeway/transport/tcp_data_plane.h"
 #include "causeway/transport/tcp_wire.h"
+#include "causeway/transport/testing/interceptor.h"
 #include "causeway/transport/wire_convert.h"
 #include "causeway/transport/wire_names.h"
 
@@ -94,22 +95,8 @@ struct Plane {
   std::unique_ptr<TcpDataPlane> plane;
 };
 
-int Dial(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in peer{};
-  peer.sin_family = AF_INET;
-  int port = 0;
-  CW_CHECK(absl::SimpleAtoi(address.substr(colon + 1), &port));
-  peer.sin_port = htons(static_cast<uint16_t>(port));
-  CW_CHECK(inet_pton(AF_INET, address.substr(0, colon).c_str(),
-                     &peer.sin_addr) == 1);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  CW_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0);
-  return fd;
-}
-
 int Handshake(Plane& plane) {
-  const int fd = Dial(plane.plane->address());
+  const int fd = testing::DialTcp(plane.plane->address());
   tcp_wire::Hello hello;
   hello.sender = HostId(1);
   hello.sender_incarnation = 5;

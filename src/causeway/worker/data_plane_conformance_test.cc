@@ -535,23 +535,10 @@ std::string PeerBinary() {
 // A raw TCP connection to a data plane, for speaking nonsense to it.
 class RawConnection {
  public:
-  explicit RawConnection(const std::string& address) : fd_(Dial(address)) {}
+  explicit RawConnection(const std::string& address)
+      : fd_(transport::testing::DialTcp(address)) {}
   ~RawConnection() { close(fd_); }
 
-  // A connected socket to `address` ("127.0.0.1:PORT").
-  static int Dial(const std::string& address) {
-    const size_t colon = address.rfind(':');
-    sockaddr_in peer{};
-    peer.sin_family = AF_INET;
-    int port = 0;
-    CW_CHECK(absl::SimpleAtoi(address.substr(colon + 1), &port));
-    peer.sin_port = htons(static_cast<uint16_t>(port));
-    CW_CHECK(inet_pton(AF_INET, address.substr(0, colon).c_str(),
-                       &peer.sin_addr) == 1);
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CW_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0);
-    return fd;
-  }
 
   void Write(const std::vector<uint8_t>& bytes) {
     CW_CHECK(write(fd_, bytes.data(), bytes.size()) ==

@@ -24,6 +24,23 @@
 
 namespace causeway::transport::testing {
 
+// A connected TCP socket to `address` ("127.0.0.1:PORT"), for tests that
+// speak to a port directly.
+inline int DialTcp(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  int port = 0;
+  CW_CHECK(absl::SimpleAtoi(address.substr(colon + 1), &port));
+  peer.sin_port = htons(static_cast<uint16_t>(port));
+  CW_CHECK(inet_pton(AF_INET, address.substr(0, colon).c_str(),
+                     &peer.sin_addr) == 1);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CW_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0);
+  return fd;
+}
+
+
 // Relays every connection made to it on to `target`, handing each chunk
 // the dialler sends to `edit` (its connection's number, its offset in that
 // connection) before passing it on. Closes everything when it goes.
@@ -54,20 +71,6 @@ class Interceptor {
   }
   const std::string& address() const { return address_; }
 
-  // A connected socket to "127.0.0.1:PORT".
-  static int Dial(const std::string& address) {
-    const size_t colon = address.rfind(':');
-    sockaddr_in peer{};
-    peer.sin_family = AF_INET;
-    int port = 0;
-    CW_CHECK(absl::SimpleAtoi(address.substr(colon + 1), &port));
-    peer.sin_port = htons(static_cast<uint16_t>(port));
-    CW_CHECK(inet_pton(AF_INET, address.substr(0, colon).c_str(),
-                       &peer.sin_addr) == 1);
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CW_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0);
-    return fd;
-  }
 
  private:
   struct Link {
@@ -92,7 +95,7 @@ class Interceptor {
       if (fds[1].revents != 0) {
         Link link;
         link.from = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        link.to = Dial(target_);
+        link.to = DialTcp(target_);
         link.number = connections++;
         links.push_back(link);
         continue;  // The poll set changed.
