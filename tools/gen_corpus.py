@@ -19,7 +19,7 @@ array is therefore stored N times.
 Usage:
   .venv/bin/python tools/gen_corpus.py --out tests/corpus [--only NAME ...]
   .venv/bin/python tools/gen_corpus.py --bench-only --out DIR
-  .venv/bin/python tools/gen_corpus.py --verify tests/corpus
+  .venv/bin/python tools/gen_corpus.py --verify tests/corpus [--outputs FILE]
   .venv/bin/python tools/gen_corpus.py --stats tests/corpus
 
 --bench-only writes the benchmark programs (MLP and transformer train steps,
@@ -36,6 +36,12 @@ XLA's CPU code differs by processor (docs/hlo.md, "Rounding"), so the bits of
 an f16 output on one processor are not the bits on another (on a processor
 unlike the writer's, WRITER_VARIANT, the outputs the manifest compares
 exactly are left out, and the script says which).
+
+--outputs FILE also pickles each program's global outputs (what the jitted
+function returns, flattened) and their tolerances, {name: {"leaves": [...],
+"tolerances": [(rtol, atol), ...]}}: python/tests/test_proxy_corpus.py
+compares the same functions run through `causeway proxy` with them, so that
+`make test` runs the corpus on JAX's CPU backend once, not twice.
 
 --stats parses every program.hlo with XLA's own parser and prints markdown
 tables of the opcodes and collective forms (docs/corpus.md holds them).
@@ -55,6 +61,7 @@ import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
 import io  # noqa: E402
+import pickle  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 from typing import Any, Callable, Optional, Sequence  # noqa: E402
@@ -1757,6 +1764,7 @@ def main(argv=None):
     ap.add_argument("--bench-only", action="store_true", help="write the benchmark programs instead")
     ap.add_argument("--verify", metavar="DIR", help="check that DIR holds exactly what this script writes")
     ap.add_argument("--no-cross-check", action="store_true", help="skip the tolerance cross-checks")
+    ap.add_argument("--outputs", metavar="FILE", help="also pickle every program's global outputs")
     ap.add_argument("--stats", metavar="DIR", help="print opcode and collective tables for a written corpus")
     args = ap.parse_args(argv)
     if args.stats:
@@ -1772,6 +1780,7 @@ def main(argv=None):
 
     total_bytes = 0
     failures = []
+    global_outputs = {}
     variant = processor_variant()
     if args.verify and variant != WRITER_VARIANT:
         print(f"this processor is {variant}, the corpus's writer {WRITER_VARIANT}: "
@@ -1783,6 +1792,9 @@ def main(argv=None):
         size = sum(len(v) for v in files.values())
         total_bytes += size
         checks = {} if (args.no_cross_check or args.bench_only) else cross_check(b)
+        global_outputs[name] = {
+            "leaves": b.global_outputs,
+            "tolerances": [tolerance(p, dtype_name(o.dtype)) for o in b.global_outputs]}
         n_inst = sum(opcode_counts(b.module).values())
         print(f"{name:32s} partitions={p.num_partitions} instructions={n_inst:5d} bytes={size:8d} "
               + " ".join(f"{k}={v:.3f}" for k, v in checks.items()), flush=True)
@@ -1815,6 +1827,9 @@ def main(argv=None):
         if extra:
             failures.append(f"unexpected directories {extra}")
     print(f"{len(names)} programs, {total_bytes} bytes")
+    if args.outputs:
+        with open(args.outputs, "wb") as f:
+            pickle.dump(global_outputs, f)
     if failures:
         print(f"verify failed: {failures}")
         return 1

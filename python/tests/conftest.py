@@ -60,6 +60,25 @@ def built_tool():
         pytest.fail(f"{CAUSEWAY} is missing: run `make` first")
 
 
+@pytest.fixture(scope="session")
+def corpus_on_jax(tmp_path_factory):
+    """`tools/gen_corpus.py --verify tests/corpus --outputs FILE`, run once:
+    (the finished process, FILE). FILE holds every corpus program's outputs
+    on JAX's CPU backend (test_gen_corpus.py checks the process,
+    test_proxy_corpus.py compares the proxy's outputs with FILE)."""
+    import sys
+
+    outputs = tmp_path_factory.mktemp("corpus_on_jax") / "outputs.pkl"
+    # The script configures JAX's CPU backend itself, whatever this process's.
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    verify = subprocess.run(
+        [sys.executable, "tools/gen_corpus.py", "--verify", "tests/corpus",
+         "--outputs", str(outputs)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600,
+        stdin=subprocess.DEVNULL)
+    return verify, outputs
+
+
 @pytest.fixture
 def cluster(request):
     """`cluster(**sizes)` connects an embedded cluster (the current client)

@@ -1,10 +1,11 @@
 """Runs every JAX function of the conformance corpus (tools/gen_corpus.py) with
-jax.jit on this process's JAX backend and pickles each program's outputs with
-its tolerances: `python proxy_corpus_runner.py OUT.pkl [NAME ...]`.
+jax.jit through `causeway proxy` (JAX_BACKEND_TARGET names it) and pickles
+each program's outputs with their tolerances:
+`python proxy_corpus_runner.py OUT.pkl [NAME ...]`.
 
-test_proxy_corpus.py runs it twice: through `causeway proxy` (with
-CAUSEWAY_RUN_ON_PROXY=1: gen_corpus chooses JAX's CPU backend when imported,
-so the proxy is chosen after it) and on JAX's CPU backend, the reference."""
+test_proxy_corpus.py compares them with the same functions' outputs on JAX's
+CPU backend (tools/gen_corpus.py --outputs). gen_corpus chooses JAX's CPU
+backend when imported, so the proxy is chosen after it."""
 import os
 import pickle
 import sys
@@ -15,11 +16,11 @@ import gen_corpus  # noqa: E402  (sets XLA_FLAGS and JAX_PLATFORMS=cpu)
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-if os.environ.get("CAUSEWAY_RUN_ON_PROXY") == "1":
-    os.environ["JAX_PLATFORMS"] = "proxy"
-    jax.config.update("jax_platforms", "proxy")
-    import pathwaysutils
-    pathwaysutils.initialize()
+os.environ["JAX_PLATFORMS"] = "proxy"
+jax.config.update("jax_platforms", "proxy")
+import pathwaysutils  # noqa: E402
+
+pathwaysutils.initialize()
 
 results = {}
 for name in sys.argv[2:] or sorted(gen_corpus.PROGRAMS):

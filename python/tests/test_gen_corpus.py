@@ -1,8 +1,8 @@
 """tools/gen_corpus.py --verify in `make test`: the committed corpus
 (tests/corpus) is what the pinned JAX writes today, on whatever processor
-this runs (docs/corpus.md). The script runs in a process of its own: it
-configures JAX before importing it."""
-import os
+this runs (docs/corpus.md). The script runs in a process of its own
+(conftest.corpus_on_jax, shared with test_proxy_corpus.py): it configures
+JAX before importing it."""
 import subprocess
 import sys
 
@@ -14,10 +14,11 @@ def run_python(*args):
                           timeout=3600)
 
 
-def test_the_committed_corpus_is_what_jax_writes_today():
-    verify = run_python("tools/gen_corpus.py", "--verify", "tests/corpus")
+def test_the_committed_corpus_is_what_jax_writes_today(corpus_on_jax):
+    verify, outputs = corpus_on_jax
     assert verify.returncode == 0, verify.stdout[-6000:] + verify.stderr[-3000:]
     assert "MISMATCH" not in verify.stdout
+    assert outputs.stat().st_size > 0
 
 
 # verify_program on a committed program against copies changed in one way

@@ -2,7 +2,9 @@
 unmodified with jax.jit through `causeway proxy` (jaxlib's own IFRT proxy
 client), against the same functions on JAX's CPU backend, each output within
 the corpus's tolerance for its dtype (docs/corpus.md). One test per program;
-the two runs (one JAX process each, all programs) happen once for the module."""
+the run through the proxy (one JAX process, all programs) happens once for
+the module, and the reference is the session's one run of the corpus on
+JAX's CPU backend (conftest.corpus_on_jax)."""
 import os
 import pickle
 import subprocess
@@ -21,7 +23,7 @@ NAMES = sorted(n for n in os.listdir(CORPUS)
                if os.path.isfile(os.path.join(CORPUS, n, "manifest.txt")))
 
 
-def run(env: dict, path: str) -> dict:
+def run_on_proxy(env: dict, path: str) -> dict:
     result = subprocess.run([sys.executable, RUNNER, path], env=env, capture_output=True,
                             text=True, timeout=1200, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-6000:]
@@ -30,18 +32,21 @@ def run(env: dict, path: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory):
+def outputs(tmp_path_factory, corpus_on_jax):
     folder = tmp_path_factory.mktemp("proxy_corpus")
     # One island of 8 devices over two worker processes: the corpus's
     # programs use up to 8 partitions.
     with ProcessCluster("--islands", 1, "--hosts-per-island", 2, "--devices-per-host", 4,
                         "--proxy-listen", "127.0.0.1:0",
                         "--proxy-python", sys.executable) as cluster:
-        proxied = run(dict(jax_env(cluster.proxy_address), CAUSEWAY_RUN_ON_PROXY="1"),
-                      str(folder / "proxy.pkl"))
-    reference = run({k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
-                    str(folder / "cpu.pkl"))
-    return proxied, reference
+        proxied = run_on_proxy(jax_env(cluster.proxy_address), str(folder / "proxy.pkl"))
+    # The reference: the same functions on JAX's CPU backend, from the run
+    # of tools/gen_corpus.py --verify that test_gen_corpus.py checks.
+    verify, reference_path = corpus_on_jax
+    assert reference_path.exists(), (
+        "tools/gen_corpus.py --verify wrote no outputs: " + verify.stderr[-3000:])
+    with open(reference_path, "rb") as f:
+        return proxied, pickle.load(f)
 
 
 def test_every_corpus_program_is_run():
