@@ -6,8 +6,6 @@
 // right, and every intruder is dropped.
 #include "causeway/transport/gloo_mesh.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,7 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/transport/gloo_store.h"
@@ -52,19 +49,8 @@ std::shared_ptr<::gloo::transport::Device> LoopbackDevice() {
 // A TCP connection to "IP:PORT" made by someone who is not a rank.
 class Intruder {
  public:
-  explicit Intruder(const std::string& address) {
-    const size_t colon = address.rfind(':');
-    sockaddr_in peer{};
-    peer.sin_family = AF_INET;
-    int port = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(address.substr(colon + 1), &port));
-    peer.sin_port = htons(static_cast<uint16_t>(port));
-    EXPECT_EQ(inet_pton(AF_INET, address.substr(0, colon).c_str(),
-                        &peer.sin_addr),
-              1);
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&peer), sizeof peer), 0);
-  }
+  explicit Intruder(const std::string& address)
+      : fd_(transport::testing::DialTcp(address)) {}
   ~Intruder() { close(fd_); }
 
   void Write(const std::vector<uint8_t>& bytes) {
@@ -100,7 +86,7 @@ class Intruder {
   }
 
  private:
-  int fd_ = -1;
+  const int fd_;
 };
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
