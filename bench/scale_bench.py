@@ -5,7 +5,7 @@ all-reduce + add microbenchmark on a slice of all 4H devices.
 
   .venv/bin/python bench/scale_bench.py [--hosts 1,4,16,64,128,256,512]
       [--lengths 0.1,0.3,1,3,10,30,100] [--modes chained,opbyop]
-      [--plot bench/scale_utilisation.png] [--json FILE]
+      [--plot bench/scale_utilisation.png] [--json FILE] [--log FILE]
 
 For each H it starts `causeway cluster --device-kind sim --islands 1
 --hosts-per-island H --devices-per-host 4` (one sim worker process serving
@@ -277,6 +277,8 @@ def main():
                         "pings of all its hosts, on cores it shares with the "
                         "head, so the default 3 s declares loaded hosts dead")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--log", help="the head's and workers' stderr, for each host count "
+                        "FILE.HOSTS (why a host was lost is there)")
     parser.add_argument("--plot", help="write a PNG of utilisation here")
     parser.add_argument("--json", help="also write every row here, or read them "
                         "from here with --replot")
@@ -294,7 +296,8 @@ def main():
         with tempfile.TemporaryDirectory() as workdir:
             for hosts in hosts_list:
                 started = time.monotonic()
-                cluster = SimCluster(causeway, hosts, args.worker_timeout)
+                cluster = SimCluster(causeway, hosts, args.worker_timeout,
+                                     log=f"{args.log}.{hosts}" if args.log else None)
                 print(json.dumps({"bench": "scale", "hosts": hosts, "started_s":
                                   round(time.monotonic() - started, 2)}), flush=True)
                 try:
