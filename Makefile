@@ -59,7 +59,7 @@ $(BUILD)/build.ninja: apt-deps py-deps
 	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
 
 build: apt-deps $(BUILD)/build.ninja
-	ninja -C $(BUILD) -j$(JOBS) all benchmarks
+	ninja -C $(BUILD) -j$(JOBS)
 	$(MAKE) python
 
 # The `causeway` Python package installed into .venv: scikit-build-core
@@ -70,9 +70,9 @@ python: py-deps $(BUILD)/build.ninja
 	  --no-deps --config-settings=build-dir=$(abspath $(BUILD)) ./python
 
 # pytest runs beside the rest of the build and ctest, as soon as what it
-# needs is built, and the benchmarks are built beside ctest
-# (tools/make_test.sh says why). ctest's tests mostly wait (on processes,
-# sockets, timeouts), so more of them run at once than there are cores.
+# needs is built (tools/make_test.sh says why). ctest's tests mostly wait
+# (on processes, sockets, timeouts), so more of them run at once than
+# there are cores.
 CTEST_JOBS ?= 4
 test: deps $(BUILD)/build.ninja
 	./tools/make_test.sh $(BUILD) $(JOBS) $(CTEST_JOBS)

@@ -4,13 +4,12 @@
 #
 # The Python tests need only the `causeway` binary and the Python package.
 # They run as soon as those are built, in the foreground, while the rest of
-# the tree (the C++ tests and examples) compiles and ctest runs in the
-# background: pytest keeps about one core busy and ctest's tests mostly
-# wait, so on a 2-core machine they fill the build's idle time instead of
-# following it. No test runs the benchmarks (the target `benchmarks`,
-# outside `all`): they compile while ctest runs, in its idle time. The
-# background's output is kept in BUILD/ctest.log and printed when both are
-# done; the exit status fails if any part failed.
+# the tree (the C++ tests, benchmarks and examples) compiles and ctest runs
+# in the background: pytest keeps about one core busy and ctest's tests
+# mostly wait, so on a 2-core machine they fill the build's idle time
+# instead of following it. The background's output is kept in
+# BUILD/ctest.log and printed when both are done; the exit status fails if
+# either failed.
 #
 # The background runs in a process group of its own, with job control on
 # while it starts: a job started without job control in a non-interactive
@@ -31,16 +30,8 @@ log=$build/ctest.log
 echo "the rest of the build and ctest run beside pytest; their output: $log"
 set -m
 {
-  ninja -C "$build" -j"$jobs" || exit 1
-  ninja -C "$build" -j"$jobs" benchmarks >"$build/benchmarks.log" 2>&1 &
-  benchmarks=$!
-  (cd "$build" && ctest --output-on-failure -j"$ctest_jobs")
-  ctest_status=$?
-  wait $benchmarks
-  benchmarks_status=$?
-  echo "== the benchmarks' build ($build/benchmarks.log) =="
-  cat "$build/benchmarks.log"
-  [ "$ctest_status" = 0 ] && [ "$benchmarks_status" = 0 ]
+  ninja -C "$build" -j"$jobs" &&
+    cd "$build" && ctest --output-on-failure -j"$ctest_jobs"
 } >"$log" 2>&1 &
 background=$!
 set +m
@@ -53,9 +44,9 @@ wait $background
 ctest_status=$?
 trap - EXIT INT TERM
 
-echo "== the rest of the build, ctest and the benchmarks' build ($log) =="
+echo "== the rest of the build and ctest ($log) =="
 cat "$log"
 if [ "$ctest_status" != 0 ] || [ "$pytest_status" != 0 ]; then
-  echo "make test: the build, ctest and the benchmarks exited $ctest_status, pytest $pytest_status"
+  echo "make test: the build and ctest exited $ctest_status, pytest $pytest_status"
   exit 1
 fi
