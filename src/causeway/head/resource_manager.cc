@@ -236,8 +236,34 @@ std::string ResourceManager::WaitReasonLocked(const Slice& slice) const {
     for (DeviceId device : topology_->DevicesOfIsland(island)) {
       if (devices_[device.value()].healthy) ++healthy;
     }
-    return absl::StrCat(healthy, " healthy, ",
-                        CountEligibleLocked(island, shared), " free");
+    std::string text = absl::StrCat(healthy, " healthy, ",
+                                    CountEligibleLocked(island, shared),
+                                    " free");
+    // Devices this session's own slices hold: a request that only they
+    // could satisfy waits until the session releases one of them.
+    std::vector<int64_t> own_slices;
+    int64_t own_devices = 0;
+    for (DeviceId device : topology_->DevicesOfIsland(island)) {
+      const SliceId holder = devices_[device.value()].exclusive;
+      if (holder.value() < 0) continue;
+      auto it = slices_.find(holder);
+      if (it == slices_.end() ||
+          it->second.request.session != slice.request.session) {
+        continue;
+      }
+      ++own_devices;
+      if (std::find(own_slices.begin(), own_slices.end(), holder.value()) ==
+          own_slices.end()) {
+        own_slices.push_back(holder.value());
+      }
+    }
+    if (own_devices > 0) {
+      absl::StrAppend(&text, ", ", own_devices,
+                      " held by this session's own slice",
+                      own_slices.size() == 1 ? " " : "s ",
+                      absl::StrJoin(own_slices, ", "));
+    }
+    return text;
   };
   std::string out =
       absl::StrCat(" (needs ", slice.request.num_devices, " devices; ");

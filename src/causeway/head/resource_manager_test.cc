@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -509,6 +510,30 @@ TEST_F(ResourceManagerTest, StatusSaysWhatAQueuedRequestNeedsAndWhatThereIs) {
   EXPECT_THAT(text, HasSubstr("queued 2 devices on island 0 (needs 2 "
                               "devices; island 0 has 4 healthy, 1 free)"));
   (void)held;
+}
+
+// A request that only the session's own slices could satisfy waits (the
+// session may release one), and status says whose devices it waits for.
+TEST_F(ResourceManagerTest, StatusSaysWhenARequestWaitsForItsOwnSessionsSlices) {
+  Build(Topology::Uniform(1, 1, 4, 1024));
+  SliceGrant first = Grant(Request(2, /*session=*/5));
+  SliceGrant second = Grant(Request(1, /*session=*/5));
+  SliceTicket queued = manager_->RequestSlice(Request(3, /*session=*/5));
+  ASSERT_FALSE(queued.grant.IsReady());
+  EXPECT_THAT(manager_->DebugString(),
+              HasSubstr(absl::StrCat(
+                  "(needs 3 devices; the largest island, 0, has 4 healthy, 1 "
+                  "free, 3 held by this session's own slices ",
+                  first.id.value(), ", ", second.id.value(), ")")));
+  // Another session's view of the same island names nobody's slices.
+  SliceTicket other = manager_->RequestSlice(Request(2, /*session=*/6));
+  ASSERT_FALSE(other.grant.IsReady());
+  EXPECT_THAT(manager_->DebugString(),
+              HasSubstr("(needs 2 devices; the largest island, 0, has 4 "
+                        "healthy, 1 free)"));
+  // Releasing one of its own slices lets the request through.
+  ASSERT_TRUE(manager_->Release(first.id).ok());
+  EXPECT_TRUE(queued.grant.IsReady());
 }
 
 TEST_F(ResourceManagerTest, SliceThatAllowsItShrinksAlongItsFirstMeshAxis) {
