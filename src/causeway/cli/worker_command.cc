@@ -41,7 +41,8 @@ constexpr char kWorkerHelp[] = R"(Usage:
                   [--device-kind cpu|sim [--hosts K] [--sim-... ]]
                   [--memory-per-device BYTES] [--retry-seconds S]
                   [--collective-timeout S] [--data-plane-listen IP:PORT]
-                  [--max-early-piece-bytes BYTES] [--insecure]
+                  [--max-early-piece-bytes BYTES]
+                  [--max-notice-queue-bytes BYTES] [--insecure]
                   [--token-file F] [--tls-ca F [--tls-cert F --tls-key F]]
                   [--health-listen HOST:PORT]
 
@@ -112,6 +113,12 @@ exits with status 1 and says so.
                             that would go over waits a few seconds for room,
                             then is refused (its transfer fails naming this
                             limit).
+  --max-notice-queue-bytes BYTES
+                            Notices to the head (replies, completions,
+                            trace events) waiting to be written, at most
+                            (default 256M): a head that stops reading them
+                            ends the stream, naming this limit, and the
+                            worker registers again.
   --health-listen HOST:PORT Also serve probes over HTTP there (for
                             Kubernetes, docs/deploy.md): /healthz answers
                             200 while the process serves, /readyz 200 while
@@ -247,6 +254,9 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
   CW_ASSIGN_OR_RETURN(out.max_early_piece_bytes,
                       BytesFlag(flags, "--max-early-piece-bytes",
                                 int64_t{1} << 30));
+  CW_ASSIGN_OR_RETURN(out.agent.max_queued_notice_bytes,
+                      BytesFlag(flags, "--max-notice-queue-bytes",
+                                out.agent.max_queued_notice_bytes));
   CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
   // Its data plane and its Gloo sockets listen there; the token is what
   // they check (certificates guard only the head's port).
@@ -674,6 +684,7 @@ int WorkerCommand(const std::vector<std::string>& args) {
                                {"--data-plane-listen"},
                                {"--health-listen"},
                                {"--max-early-piece-bytes"},
+                               {"--max-notice-queue-bytes"},
                                {"--control-stdin", false},
                                {"--insecure", false}}));
   if (parsed.ok() && parsed->help) {

@@ -153,14 +153,25 @@ absl::Status GrpcSessionChannel::Send(wire::SessionRequest request,
   const uint64_t op_id = next_op_id_++;
   request.set_op_id(op_id);
   if (pending) pending_.emplace(op_id, std::move(pending));
-  if (!writer_->Send(std::move(request))) {
+  if (writer_->Send(std::move(request))) return absl::OkStatus();
+  pending_.erase(op_id);
+  if (!writer_->overflowed()) {
     // The stream broke under the writer; the reader ends it shortly.
-    pending_.erase(op_id);
     return absl::UnavailableError(absl::StrCat(
         "the session's stream to the head at ", connection_->target(),
         " is broken"));
   }
-  return absl::OkStatus();
+  // The head has not taken our requests for a while: the session ends (the
+  // writer may be stuck in a write the head never takes), and every op
+  // waiting on it fails with this.
+  absl::Status why = absl::ResourceExhaustedError(absl::StrCat(
+      "more than ", connection_->options().max_queued_request_bytes,
+      " bytes of this session's requests wait to be written to the head at ",
+      connection_->target(),
+      " (GrpcClientOptions::max_queued_request_bytes): the head is not "
+      "reading them; the session ends"));
+  AbortSessionLocked(why);
+  return abort_status_;
 }
 
 template <typename T, typename Extract>
@@ -214,6 +225,10 @@ Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
     wire::SessionRequest keep_alive;
     keep_alive.mutable_keep_alive();
     return keep_alive;
+  };
+  writer.max_queued_bytes = connection_->options().max_queued_request_bytes;
+  writer.size = [](const wire::SessionRequest& r) {
+    return static_cast<int64_t>(r.ByteSizeLong());
   };
   writer_ = std::make_unique<StreamWriter<wire::SessionRequest>>(
       std::move(writer));
@@ -317,13 +332,15 @@ void GrpcSessionChannel::EndStream(const absl::Status& why) {
 }
 
 void GrpcSessionChannel::AbortSession(const absl::Status& why) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_status_.ok()) return;
-    abort_status_ = why;
-  }
+  absl::MutexLock lock(&mu_);
+  AbortSessionLocked(why);
+}
+
+void GrpcSessionChannel::AbortSessionLocked(const absl::Status& why) {
+  if (!abort_status_.ok()) return;
+  abort_status_ = why;
   CW_LOG(WARNING) << "ending the session: " << why;
-  context_.TryCancel();
+  context_.TryCancel();  // Does not wait: the reader ends the stream.
 }
 
 Future<> GrpcSessionChannel::CloseSession() {

@@ -57,6 +57,10 @@ struct GrpcClientOptions {
   // How long connecting (the version handshake) may wait for the head.
   absl::Duration connect_timeout = absl::Seconds(10);
   WireLimits limits;
+  // Bytes of one session's requests waiting to be written to the head (a
+  // head that stops reading): past it the session ends RESOURCE_EXHAUSTED
+  // naming this bound, instead of the client's memory growing.
+  int64_t max_queued_request_bytes = int64_t{256} << 20;
 };
 
 // A client's connection to one head: the negotiated protocol version and
@@ -142,8 +146,11 @@ class GrpcSessionChannel final : public SessionChannel {
   void ReadLoop();
   // The stream is over (`why`): fail everything pending, refuse the rest.
   void EndStream(const absl::Status& why);
-  // A failed upload ends the session (fail-stop).
+  // A failed upload (or requests the head does not take) ends the session
+  // (fail-stop): `why` is what every op then fails with.
   void AbortSession(const absl::Status& why);
+  void AbortSessionLocked(const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Upload(uint64_t host_buffer, hlo::Literal value);
   // Reserves `n` consecutive host-buffer ids; the first, or why not.

@@ -158,6 +158,13 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     }
     return true;
   };
+  writer.max_queued_bytes = opts.max_queued_notice_bytes;
+  writer.size = [](const wire::WorkerToHead& notice) {
+    return static_cast<int64_t>(notice.ByteSizeLong());
+  };
+  // Runs on whichever thread sent (some under locks of their own): only
+  // cancels; Serve names the bound when the stream has ended.
+  writer.on_overflow = [self] { self->context_.TryCancel(); };
   agent->writer_ =
       std::make_unique<StreamWriter<wire::WorkerToHead>>(std::move(writer));
   agent->transfers_ = std::make_unique<ThreadPool>("cw-agent-xfer", 2);
@@ -366,6 +373,14 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
   {
     absl::MutexLock lock(&mu_);
     ended = command_error_;
+  }
+  if (ended.ok() && writer_->overflowed()) {
+    ended = absl::ResourceExhaustedError(absl::StrCat(
+        "more than ", options_.max_queued_notice_bytes,
+        " bytes of notices waited to be written to the head at ",
+        options_.head,
+        " (GrpcWorkerAgentOptions::max_queued_notice_bytes): the head is not "
+        "reading them; the stream ends"));
   }
   writer_->Close(/*drain=*/false);
   grpc::Status status = stream_->Finish();

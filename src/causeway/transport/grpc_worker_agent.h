@@ -67,6 +67,11 @@ struct GrpcWorkerAgentOptions {
   // How long registering may wait for the head to answer.
   absl::Duration connect_timeout = absl::Seconds(10);
   WireLimits limits;
+  // Bytes of notices (replies, op completions, trace events) waiting to be
+  // written to the head: past it (a head that stops reading) the worker
+  // ends its stream RESOURCE_EXHAUSTED naming this bound, as the head does
+  // with a worker that stops reading (--max-worker-queue-bytes).
+  int64_t max_queued_notice_bytes = int64_t{256} << 20;
   // What the worker offers.
   IslandId island = IslandId(0);
   HostSpec spec;
