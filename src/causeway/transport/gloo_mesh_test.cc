@@ -380,5 +380,41 @@ TEST_F(SealedGlooMeshTest, ATamperedRecordFailsTheCollective) {
   EXPECT_EQ(SealedRelay::RecordsRefused() - refused_before, 1);
 }
 
+// Stopping a relay never waits for the peer: the rank that closes its
+// context first goes on at once, while its relay sends on what Gloo wrote
+// last and lingers until the peer closes too. Nothing is lost on the way.
+TEST_F(SealedGlooMeshTest, StoppingARelayDoesNotWaitForThePeer) {
+  const int64_t running_before = SealedRelay::Running();
+  std::string target;
+  auto contexts = ConnectThrough("sealed/stop/", &target,
+                                 [&] { return target; });
+  ASSERT_EQ(SealedRelay::Running(), running_before + 2);
+  const std::vector<uint8_t> message = RandomBytes(4 << 20, 13);
+  std::vector<uint8_t> received(message.size());
+  auto recv =
+      contexts[0]->createUnboundBuffer(received.data(), received.size());
+  recv->recv(1, 5);
+  {
+    auto send = contexts[1]->createUnboundBuffer(
+        const_cast<uint8_t*>(message.data()), message.size());
+    send->send(0, 5);
+    send->waitSend(std::chrono::milliseconds(20000));
+  }
+  // Rank 1 closes while rank 0 keeps its context open: the relay's Stop
+  // (in the context's deleter) returns, and its thread is still there.
+  contexts[1].reset();
+  EXPECT_EQ(SealedRelay::Running(), running_before + 2);
+  recv->waitRecv(std::chrono::milliseconds(20000));
+  EXPECT_EQ(received, message);
+  recv.reset();
+  contexts[0].reset();
+  // Both relays end once both sides have closed.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (SealedRelay::Running() > running_before && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(SealedRelay::Running(), running_before);
+}
+
 }  // namespace gloo_mesh_test
 }  // namespace causeway::transport

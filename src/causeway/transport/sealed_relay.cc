@@ -25,6 +25,7 @@ constexpr size_t kRecordBufferBytes =
     kLengthBytes + kRelayRecordBytes + kSealTagBytes;
 
 std::atomic<int64_t> records_refused{0};
+std::atomic<int64_t> relays_running{0};
 
 // How long Stop waits for the pairs to send on what Gloo wrote last.
 constexpr absl::Duration kStopGrace = absl::Seconds(5);
@@ -148,6 +149,23 @@ struct SealedRelay::Pair {
   bool gloo_told = false;
 };
 
+// What the relay thread works on; it owns it, with the SealedRelay while
+// that lives, so that a stopped relay finishes sending on by itself.
+struct SealedRelay::Relay {
+  Relay(std::string name, std::vector<std::unique_ptr<Pair>> pairs,
+        int wake_read)
+      : name(std::move(name)), pairs(std::move(pairs)), wake_read(wake_read) {}
+  ~Relay() { CloseFd(wake_read); }
+
+  // Moves bytes until Stop (the wake pipe's write end closes) and then
+  // until every pair has sent on what Gloo wrote last, or kStopGrace.
+  void Run();
+
+  const std::string name;
+  std::vector<std::unique_ptr<Pair>> pairs;
+  int wake_read = -1;
+};
+
 absl::StatusOr<std::unique_ptr<SealedRelay>> SealedRelay::Start(
     std::string name, std::vector<Link> links, std::map<int, int>* gloo_fds) {
   std::vector<std::unique_ptr<Pair>> pairs;
@@ -172,20 +190,18 @@ absl::StatusOr<std::unique_ptr<SealedRelay>> SealedRelay::Start(
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     return Errno("a sealed Gloo relay's wake pipe");
   }
-  return std::unique_ptr<SealedRelay>(
-      new SealedRelay(std::move(name), std::move(pairs), wake[0], wake[1]));
+  auto relay = std::make_shared<Relay>(std::move(name), std::move(pairs),
+                                       wake[0]);
+  return std::unique_ptr<SealedRelay>(new SealedRelay(relay, wake[1]));
 }
 
-SealedRelay::SealedRelay(std::string name,
-                         std::vector<std::unique_ptr<Pair>> pairs,
-                         int wake_read, int wake_write)
-    : name_(std::move(name)),
-      pairs_(std::move(pairs)),
-      wake_read_(wake_read),
-      wake_write_(wake_write) {
-  thread_ = std::thread([this] {
+SealedRelay::SealedRelay(std::shared_ptr<Relay> relay, int wake_write)
+    : wake_write_(wake_write) {
+  relays_running.fetch_add(1);
+  thread_ = std::thread([relay = std::move(relay)] {
     pthread_setname_np(pthread_self(), "gloo-seal");
-    Run();
+    relay->Run();
+    relays_running.fetch_sub(1);
   });
 }
 
@@ -193,17 +209,15 @@ SealedRelay::~SealedRelay() { Stop(); }
 
 void SealedRelay::Stop() {
   if (stopped_.exchange(true)) return;
-  const char byte = 0;
-  if (write(wake_write_, &byte, 1) < 0) {
-    CW_LOG(WARNING) << "sealed Gloo relay: cannot wake its thread";
-  }
-  thread_.join();
-  pairs_.clear();
-  CloseFd(wake_read_);
+  // The closed pipe wakes the thread; it finishes on its own (detached):
+  // whoever stops a relay never waits for a slow peer.
   CloseFd(wake_write_);
+  thread_.detach();
 }
 
 int64_t SealedRelay::RecordsRefused() { return records_refused.load(); }
+
+int64_t SealedRelay::Running() { return relays_running.load(); }
 
 namespace {
 
@@ -250,7 +264,7 @@ bool ToPeer(P& p) {
 
 }  // namespace
 
-void SealedRelay::Run() {
+void SealedRelay::Relay::Run() {
   // What Gloo sent: sealed into one record and sent on.
   auto from_gloo = [](Pair& p) {
     while (true) {
@@ -299,7 +313,7 @@ void SealedRelay::Run() {
       if (!p.in_body) {
         if (size == 0 || size > kRelayRecordBytes) {
           ++records_refused;
-          CW_LOG(WARNING) << "sealed Gloo relay of " << name_
+          CW_LOG(WARNING) << "sealed Gloo relay of " << name
                           << ": closing the pair with rank " << p.peer_rank
                           << ", which sent a record of " << size
                           << " bytes (at most " << kRelayRecordBytes << ")";
@@ -315,7 +329,7 @@ void SealedRelay::Run() {
           absl::MakeConstSpan(p.in.data(), kLengthBytes));
       if (!opened.ok()) {
         ++records_refused;
-        CW_LOG(WARNING) << "sealed Gloo relay of " << name_
+        CW_LOG(WARNING) << "sealed Gloo relay of " << name
                         << ": closing the pair with rank " << p.peer_rank
                         << ": " << opened.message();
         return false;
@@ -335,8 +349,8 @@ void SealedRelay::Run() {
   absl::Time stop_deadline;
   while (true) {
     fds.clear();
-    fds.push_back({stopping ? -1 : wake_read_, POLLIN, 0});
-    for (const auto& pair : pairs_) {
+    fds.push_back({stopping ? -1 : wake_read, POLLIN, 0});
+    for (const auto& pair : pairs) {
       const Pair& p = *pair;
       const short remote = static_cast<short>(
           (p.delivering || p.peer_closed ? 0 : POLLIN) |
@@ -354,7 +368,7 @@ void SealedRelay::Run() {
       // Gloo's pairs are gone: done once every pair has sent on what
       // Gloo wrote, or when the grace period ends.
       bool drained = true;
-      for (const auto& pair : pairs_) {
+      for (const auto& pair : pairs) {
         // Closed only once the peer closed too (a lingering close): a
         // socket closed with unread data resets the connection, and the
         // peer would lose what it has not read yet.
@@ -366,7 +380,7 @@ void SealedRelay::Run() {
     const int timeout_ms = stopping ? 50 : -1;
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
-      CW_LOG(ERROR) << "sealed Gloo relay of " << name_
+      CW_LOG(ERROR) << "sealed Gloo relay of " << name
                     << ": poll failed: " << std::strerror(errno);
       return;
     }
@@ -374,8 +388,8 @@ void SealedRelay::Run() {
       stopping = true;
       stop_deadline = absl::Now() + kStopGrace;
     }
-    for (size_t i = 0; i < pairs_.size(); ++i) {
-      Pair& p = *pairs_[i];
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      Pair& p = *pairs[i];
       errno = 0;
       const short remote = fds[1 + 2 * i].revents;
       const short local = fds[2 + 2 * i].revents;
@@ -403,7 +417,7 @@ void SealedRelay::Run() {
         continue;
       }
       if (cause != nullptr && p.open()) {
-        CW_LOG(INFO) << "sealed Gloo relay of " << name_
+        CW_LOG(INFO) << "sealed Gloo relay of " << name
                      << ": the pair with rank " << p.peer_rank
                      << " closed while " << cause << ": "
                      << (errno == 0 ? "end of stream" : std::strerror(errno));

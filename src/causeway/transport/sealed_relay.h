@@ -21,7 +21,8 @@
 // port is closed unread.
 //
 // Threads: one relay thread per context, for all of its pairs; Stop (or
-// the destructor) ends it and closes every socket. Thread-safe.
+// the destructor) tells it to finish, and it closes every socket and ends
+// on its own. Thread-safe.
 #ifndef CAUSEWAY_TRANSPORT_SEALED_RELAY_H_
 #define CAUSEWAY_TRANSPORT_SEALED_RELAY_H_
 
@@ -59,24 +60,25 @@ class SealedRelay {
   SealedRelay(const SealedRelay&) = delete;
   SealedRelay& operator=(const SealedRelay&) = delete;
 
-  // Ends the relay thread and closes every socket. Call once Gloo's pairs
-  // are closed: what they wrote last is sent on first (for up to 5 s), as
-  // a plain socket's close would. Idempotent.
+  // Stops relaying, without waiting: call once Gloo's pairs are closed.
+  // The relay's thread then sends on what they wrote last and closes each
+  // pair once its peer has closed too (a lingering close, as a plain
+  // socket's: closing with the peer's bytes unread would reset the
+  // connection and lose what the peer has not read yet), or after 5 s,
+  // and ends by itself. Idempotent.
   void Stop();
 
   // Records from peers that failed to open, in this process (for tests).
   static int64_t RecordsRefused();
+  // Relay threads not yet ended in this process, stopped or not (tests).
+  static int64_t Running();
 
  private:
   struct Pair;
-  SealedRelay(std::string name, std::vector<std::unique_ptr<Pair>> pairs,
-              int wake_read, int wake_write);
-  void Run();
+  struct Relay;
+  SealedRelay(std::shared_ptr<Relay> relay, int wake_write);
 
-  const std::string name_;
-  std::vector<std::unique_ptr<Pair>> pairs_;
-  int wake_read_ = -1;
-  int wake_write_ = -1;
+  int wake_write_ = -1;  // Closed by Stop: wakes the thread.
   std::atomic<bool> stopped_{false};
   std::thread thread_;
 };
