@@ -121,6 +121,10 @@ RESOURCE_EXHAUSTED naming it, and every other session goes on.
                           (default 1000, in bursts of as many): a client
                           opening sessions in a loop cannot take the head
                           from the others.
+  --max-queued-slice-requests N
+                          Slice requests waiting for devices at once, all
+                          sessions together (default 10000): one more is
+                          refused RESOURCE_EXHAUSTED naming this flag.
   --max-worker-queue-bytes B
                           Bytes of commands waiting to be written to one
                           worker's stream (default 256M): a worker that
@@ -382,6 +386,10 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
   out.server.sessions.session_request_burst = static_cast<double>(requests);
   out.server.sessions.lease = out.head.session_lease;
   out.server.workers.heartbeat_interval = out.head.heartbeat_interval;
+  CW_ASSIGN_OR_RETURN(out.head.max_queued_slice_requests,
+                      IntFlag(flags, "--max-queued-slice-requests",
+                              out.head.max_queued_slice_requests, 1,
+                              int64_t{1} << 24));
   CW_ASSIGN_OR_RETURN(
       out.server.workers.max_queued_bytes_per_worker,
       BytesFlag(flags, "--max-worker-queue-bytes",
@@ -412,6 +420,7 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--max-session-opens-per-second"},
                                           {"--max-requests-per-second-per-session"},
                                           {"--max-worker-queue-bytes"},
+                                          {"--max-queued-slice-requests"},
                                           {"--max-answer-bytes-per-session"},
                                           {"--host-buffer-cache-bytes"},
                                           {"--history-file"},

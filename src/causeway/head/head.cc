@@ -70,6 +70,7 @@ Head::Head(HeadOptions options)
   resources_ = std::make_unique<ResourceManager>(
       membership_.topology(),
       ResourceManager::Options{
+          .max_queued_requests = options_.max_queued_slice_requests,
           .wait_for_hosts = options_.slices_wait_for_hosts,
           .islands = options_.configured_islands,
           .island_devices = options_.configured_island_devices});

@@ -104,6 +104,9 @@ struct HeadOptions {
   // (ResourceManager::Options). Zero: not configured.
   int64_t configured_islands = 0;
   int64_t configured_island_devices = 0;
+  // Slice requests waiting at once, all sessions together
+  // (ResourceManager::Options::max_queued_requests).
+  int64_t max_queued_slice_requests = 10000;
   // Called once per (island, epoch) that is over: the island moved on and
   // no launch of that epoch is in flight (Dispatcher::Options). Optional.
   std::function<void(IslandId island, uint64_t epoch)> epoch_retired;

@@ -595,7 +595,8 @@ SliceTicket ResourceManager::RequestSlice(SliceRequest request) {
     if (status.ok() && queued_requests_ >= options_.max_queued_requests) {
       status = absl::ResourceExhaustedError(absl::StrCat(
           "the slice queue is full (", queued_requests_,
-          " requests wait); release slices or try again later"));
+          " requests wait, all sessions together; head flag "
+          "--max-queued-slice-requests): release slices or try again later"));
     }
     if (!status.ok()) {
       Notification failed;

@@ -213,6 +213,7 @@ TEST_F(ResourceManagerTest, RefusesRequestsWhenTheQueueIsFull) {
       manager_->RequestSlice(Request(1)).grant.Await().status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("queue is full"));
+  EXPECT_THAT(status.message(), HasSubstr("--max-queued-slice-requests"));
 }
 
 // --- Queueing ----------------------------------------------------------------
