@@ -479,25 +479,28 @@ void GrpcSessionChannel::Upload(uint64_t host_buffer, hlo::Literal value) {
     transfer_contexts_.erase(&context);
   }
   if (!status.ok()) {
-    // A head that is gone or unreachable is UNAVAILABLE naming it (an
-    // elastic loop reads DATA_LOSS as a lost slice and waits for a remap
-    // that cannot come); a refusal keeps the head's own code.
-    absl::Status error = FromGrpcStatus(status);
-    const bool unreachable =
-        error.code() == absl::StatusCode::kUnavailable ||
-        error.code() == absl::StatusCode::kCancelled ||
-        error.code() == absl::StatusCode::kDeadlineExceeded ||
-        error.code() == absl::StatusCode::kUnknown;
-    const std::string what =
-        absl::StrCat("the upload of host buffer ", host_buffer, " failed: ",
-                     error.message(), "; a failed upload ends the session");
-    AbortSession(
-        unreachable
-            ? absl::UnavailableError(absl::StrCat(
-                  "the head at ", connection_->target(), " is unreachable (",
-                  what, ")"))
-            : absl::Status(error.code(), what));
+    AbortSession(TransferError(
+        status, absl::StrCat("the upload of host buffer ", host_buffer,
+                             " failed"),
+        "; a failed upload ends the session"));
   }
+}
+
+absl::Status GrpcSessionChannel::TransferError(const grpc::Status& status,
+                                               absl::string_view what,
+                                               absl::string_view then) const {
+  // A head that is gone or unreachable is UNAVAILABLE naming it (an
+  // elastic loop reads DATA_LOSS as a lost slice and waits for a remap
+  // that cannot come); a refusal keeps the head's own code.
+  absl::Status error = FromGrpcStatus(status);
+  const bool unreachable = error.code() == absl::StatusCode::kUnavailable ||
+                           error.code() == absl::StatusCode::kCancelled ||
+                           error.code() == absl::StatusCode::kDeadlineExceeded ||
+                           error.code() == absl::StatusCode::kUnknown;
+  const std::string text = absl::StrCat(what, ": ", error.message(), then);
+  if (!unreachable) return absl::Status(error.code(), text);
+  return absl::UnavailableError(absl::StrCat(
+      "the head at ", connection_->target(), " is unreachable (", text, ")"));
 }
 
 void GrpcSessionChannel::Execute(ExecuteOp op) {
@@ -656,12 +659,17 @@ void GrpcSessionChannel::Download(uint64_t host_buffer,
     absl::MutexLock lock(&mu_);
     transfer_contexts_.erase(&context);
   }
+  const std::string what = absl::StrCat("downloading host buffer ",
+                                         host_buffer);
+  // The call's own failure first: a head lost before the header is not a
+  // download that "ended before its header".
+  if (status.ok() && !finished.ok()) {
+    return promise.Set(TransferError(finished, what, ""));
+  }
   if (status.ok() && !assembler.ok()) status = assembler.status();
-  if (status.ok() && !finished.ok()) status = FromGrpcStatus(finished);
   if (!status.ok()) {
-    promise.Set(absl::Status(
-        status.code(), absl::StrCat("downloading host buffer ", host_buffer,
-                                    ": ", status.message())));
+    promise.Set(absl::Status(status.code(),
+                             absl::StrCat(what, ": ", status.message())));
     return;
   }
   promise.Set(std::move(*assembler).Finish());

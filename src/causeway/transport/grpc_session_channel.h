@@ -39,6 +39,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "causeway/base/executor.h"
@@ -153,6 +154,11 @@ class GrpcSessionChannel final : public SessionChannel {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Upload(uint64_t host_buffer, hlo::Literal value);
+  // What a failed upload or download says: UNAVAILABLE naming the head
+  // when the call broke (the head is gone or unreachable), the head's own
+  // code when it refused; "`what`: <gRPC's message>`then`".
+  absl::Status TransferError(const grpc::Status& status, absl::string_view what,
+                             absl::string_view then) const;
   // Reserves `n` consecutive host-buffer ids; the first, or why not.
   absl::StatusOr<uint64_t> ReserveHostBuffers(uint64_t n);
   void Download(uint64_t host_buffer, Promise<hlo::Literal> promise);

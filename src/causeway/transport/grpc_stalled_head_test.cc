@@ -1,11 +1,13 @@
 // A head that stops reading: a client's and a worker's queues of messages
 // waiting to be written to it are bounded, and the stream ends naming the
 // bound (docs/security.md, "Limits"), instead of the process's memory
-// growing for as long as the head is stuck.
+// growing for as long as the head is stuck. A head that goes away during a
+// download is said to be gone.
 //
 // The head here is a stand-in gRPC service: it answers the version, opens
 // the session (registers the worker) and then reads nothing more until the
-// call is cancelled.
+// call is cancelled; asked, it answers one fetch and then never sends the
+// value.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,9 +60,30 @@ class StalledSessions final : public wire::HeadSessions::Service {
     opened.mutable_opened()->set_session(1);
     opened.mutable_opened()->set_lease_ms(600000);
     stream->Write(opened);
+    wire::SessionRequest request;
+    if (answer_a_fetch && stream->Read(&request) && request.has_fetch()) {
+      // Ready to download: the value waits for GetHostBuffer.
+      wire::SessionResponse fetched;
+      fetched.set_op_id(request.op_id());
+      fetched.mutable_fetched()->set_host_buffer(
+          request.fetch().host_buffer());
+      stream->Write(fetched);
+    }
     HoldUnread(context, released_);
     return grpc::Status::OK;
   }
+  // Sends nothing, not even the header, until the call is cancelled.
+  grpc::Status GetHostBuffer(
+      grpc::ServerContext* context, const wire::HostBufferGet*,
+      grpc::ServerWriter<wire::HostBufferData>*) override {
+    download_started.Notify();
+    HoldUnread(context, released_);
+    return grpc::Status::OK;
+  }
+
+  // Answer the first request after `open` if it is a fetch.
+  bool answer_a_fetch = false;
+  absl::Notification download_started;
 
  private:
   absl::Notification& released_;
@@ -155,6 +178,26 @@ TEST_F(StalledHeadTest, ASessionWhoseHeadStopsReadingEndsNamingTheBound) {
   EXPECT_EQ(earlier.code(), absl::StatusCode::kResourceExhausted) << earlier;
   absl::Status later = channel.GetStatus().AwaitFor(absl::Seconds(30)).status();
   EXPECT_EQ(later.code(), absl::StatusCode::kResourceExhausted) << later;
+}
+
+// A head lost during a download (here: shut down before it sent the
+// value's header) is UNAVAILABLE naming the head, not DATA_LOSS (which an
+// elastic training loop reads as a lost slice, waiting for a remap).
+TEST_F(StalledHeadTest, AHeadLostDuringADownloadIsUnavailableNamingIt) {
+  sessions_.answer_a_fetch = true;
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection =
+      GrpcHeadConnection::Connect(address_, {});
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  GrpcSessionChannel channel(*connection);
+  ASSERT_TRUE(channel.OpenSession({}).AwaitFor(absl::Seconds(30)).ok());
+  Future<hlo::Literal> fetched = channel.Fetch(ArrayHandle(3));
+  ASSERT_TRUE(sessions_.download_started.WaitForNotificationWithTimeout(
+      absl::Seconds(30)));
+  server_->Shutdown(std::chrono::system_clock::now());  // Cancels its calls.
+  absl::Status status = fetched.AwaitFor(absl::Seconds(30)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("the head at " + address_));
+  EXPECT_THAT(status.message(), HasSubstr("downloading host buffer"));
 }
 
 TEST_F(StalledHeadTest, AWorkerWhoseHeadStopsReadingEndsNamingTheBound) {
