@@ -72,6 +72,41 @@ def proxy_cluster():
         cluster.stop()
 
 
+def test_a_proxy_on_a_unix_socket_serves_its_user_and_refuses_other_users(tmp_path):
+    """jaxlib's proxy client authenticates nothing, so a TCP port on loopback
+    is open to every local user; on a Unix socket (made under umask 077) only
+    the proxy's own user gets in. JAX connects with grpc://unix:PATH."""
+    folder = tmp_path / "open"
+    folder.mkdir()
+    folder.chmod(0o755)  # Only the socket's own mode keeps others out.
+    path = folder / "proxy.sock"
+    with ProcessCluster("--islands", 1, "--hosts-per-island", 1, "--devices-per-host", 2,
+                        "--proxy-listen", f"unix:{path}",
+                        "--proxy-python", sys.executable) as cluster:
+        assert cluster.proxy_address == f"unix:{path}"
+        assert path.stat().st_mode & 0o077 == 0  # Nothing for group or others.
+        out = run_jax(cluster.proxy_address, """
+            x = jnp.arange(8.0)
+            emit(devices=len(jax.devices()), total=float(jax.jit(lambda v: (v * 2).sum())(x)))
+        """)
+        assert out == {"devices": 2, "total": 56.0}
+        if os.geteuid() == 0:
+            # Another user (nobody) is refused by the kernel before the
+            # proxy reads a byte.
+            probe = subprocess.run(
+                ["/usr/bin/python3", "-c",
+                 "import socket, sys\n"
+                 "s = socket.socket(socket.AF_UNIX)\n"
+                 "try:\n"
+                 f"    s.connect({str(path)!r})\n"
+                 "except PermissionError:\n"
+                 "    sys.exit(13)\n"],
+                user=65534, group=65534, cwd="/", capture_output=True, text=True,
+                timeout=60)
+            assert probe.returncode == 13, probe.stderr
+    assert not path.exists()  # The proxy removed its socket.
+
+
 def test_cluster_prints_the_proxy_line(proxy_cluster):
     assert proxy_cluster.proxy_address.startswith("127.0.0.1:")
     assert any(l.startswith("proxy listening on 127.0.0.1:") for l in proxy_cluster.lines)

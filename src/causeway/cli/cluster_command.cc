@@ -31,7 +31,7 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--worker-timeout S] [--session-lease S]
                    [--token-file F] [--tls-cert F --tls-key F [--tls-ca F]]
                    [--http-listen HOST:PORT] [--insecure]
-                   [--history-file F] [--proxy-listen HOST:PORT]
+                   [--history-file F] [--proxy-listen ADDRESS]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
@@ -80,11 +80,12 @@ slices); if the head dies, everything stops with status 1.
                           line.
   --history-file F        Passed to the head: the history of finished
                           sessions kept in the SQLite file F.
-  --proxy-listen HOST:PORT
+  --proxy-listen HOST:PORT|unix:PATH
                           Also start `causeway proxy` (unmodified JAX:
-                          docs/jax.md) on HOST:PORT (port 0 picks one) once
-                          the workers are ready, and print its
-                          `proxy listening on HOST:PORT` line after the
+                          docs/jax.md) on HOST:PORT (port 0 picks one) or
+                          on a Unix socket only this user may connect to,
+                          once the workers are ready, and print its
+                          `proxy listening on ADDRESS` line after the
                           head's.
   --proxy-python PATH     The Python the proxy's compile worker runs.
 )";

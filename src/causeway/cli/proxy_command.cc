@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
 #include "causeway/cli/exit_codes.h"
@@ -36,10 +37,16 @@ connected JAX process is one Causeway session; jax.devices() lists the
 cluster's devices. See docs/jax.md.
 
   --head HOST:PORT        The cluster's head.
-  --listen HOST:PORT      Where JAX processes connect (default 127.0.0.1:0:
+  --listen HOST:PORT|unix:PATH
+                          Where JAX processes connect (default 127.0.0.1:0:
                           a free port on loopback). The protocol is plain
                           gRPC without authentication: keep it on loopback
                           (another address is refused without --insecure).
+                          unix:PATH (an absolute path) listens on a Unix
+                          socket that only this user may connect to (no
+                          access for group or others), which keeps out the
+                          other users of this machine too; JAX then connects with
+                          JAX_BACKEND_TARGET=grpc://unix:PATH.
   --python PATH           The Python (with the pinned jax) that runs the
                           compile worker (default: python3 on PATH).
   --compile-worker PATH   The compile worker script (default: the source
@@ -105,13 +112,14 @@ int ProxyCommand(const std::vector<std::string>& args) {
     if (spare.ok()) spare_hosts = *spare;
   }
   if (usage.ok()) {
-    // jaxlib's proxy client authenticates nothing: the port is open to
-    // whoever reaches it.
+    // jaxlib's proxy client authenticates nothing: a TCP port is open to
+    // whoever reaches it; a Unix socket only to this user (its mode).
+    const std::string listen = parsed->Get("--listen").value_or("127.0.0.1:0");
     usage = RequireProtectionWhenExposed(
-        *parsed, "--listen", parsed->Get("--listen").value_or("127.0.0.1:0"),
-        /*protected_=*/false,
+        *parsed, "--listen", listen,
+        /*protected_=*/absl::StartsWith(listen, "unix:"),
         "authentication (the IFRT proxy protocol has none: keep it on "
-        "loopback)");
+        "loopback, or better on a Unix socket, unix:PATH)");
   }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(

@@ -1,14 +1,20 @@
 #include "causeway/proxy/proxy_server.h"
 
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/executor.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/status.h"
 #include "causeway/proxy/proto/grpc_ifrt_service.grpc.pb.h"
 #include "causeway/proxy/proxy_session.h"
 #include "causeway/proxy/version.h"
@@ -263,12 +269,50 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
   std::map<uint64_t, std::shared_ptr<ProxySession>> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
+namespace {
+
+constexpr char kUnixPrefix[] = "unix:";
+
+// Makes room for a Unix socket at `path`: a socket left by an earlier proxy
+// is removed; any other file is refused (never delete what is not ours).
+absl::Status ClearSocketPath(const std::string& path) {
+  struct stat info;
+  if (lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot check the socket path ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISSOCK(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " exists and is not a socket: give a path for the proxy's "
+        "socket that nothing else uses"));
+  }
+  if (unlink(path.c_str()) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot remove the old socket ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(
     client::Client* client, CompileService* compiler, ProxyServerOptions options) {
+  const bool unix_socket = absl::StartsWith(options.listen, kUnixPrefix);
+  const std::string socket_path =
+      unix_socket ? options.listen.substr(std::strlen(kUnixPrefix)) : "";
   const size_t colon = options.listen.rfind(':');
-  if (colon == std::string::npos) {
+  if (unix_socket) {
+    if (socket_path.empty() || socket_path[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the listening address '", options.listen,
+          "' needs an absolute path after unix:"));
+    }
+    CW_RETURN_IF_ERROR(ClearSocketPath(socket_path));
+  } else if (colon == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the listening address '", options.listen, "' is not HOST:PORT"));
+        "the listening address '", options.listen,
+        "' is not HOST:PORT or unix:PATH"));
   }
   absl::StatusOr<std::vector<ProxyDevice>> devices =
       ProxyDevices(*client, options.spare_hosts_per_island);
@@ -284,12 +328,24 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(
   builder.SetMaxSendMessageSize(static_cast<int>(
       std::min<int64_t>(options.max_message_bytes, INT32_MAX)));
   builder.RegisterService(server->service_.get());
-  server->server_ = builder.BuildAndStart();
+  {
+    // The socket file is made without access for group and others from
+    // the start: no moment in which another user could connect before a
+    // chmod.
+    const mode_t umask_before = unix_socket ? umask(077) : 0;
+    server->server_ = builder.BuildAndStart();
+    if (unix_socket) umask(umask_before);
+  }
   if (server->server_ == nullptr || port == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen));
   }
-  server->address_ = absl::StrCat(options.listen.substr(0, colon), ":", port);
+  if (unix_socket) {
+    server->socket_path_ = socket_path;
+    server->address_ = options.listen;
+  } else {
+    server->address_ = absl::StrCat(options.listen.substr(0, colon), ":", port);
+  }
   return server;
 }
 
@@ -305,6 +361,7 @@ void ProxyServer::Stop() {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   server_->Wait();
   server_.reset();
+  if (!socket_path_.empty()) unlink(socket_path_.c_str());
 }
 
 }  // namespace causeway::proxy

@@ -26,7 +26,13 @@
 namespace causeway::proxy {
 
 struct ProxyServerOptions {
-  std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks one.
+  // HOST:PORT (port 0 picks one), or unix:PATH: a Unix socket that only
+  // this user can connect to (made under umask 077: no access for group or
+  // others), which is
+  // how the proxy keeps other local users out (jaxlib's proxy client
+  // authenticates nothing). A stale socket at PATH is replaced; any other
+  // file there is refused. Removed again by Stop.
+  std::string listen = "127.0.0.1:0";
   int64_t max_message_bytes = int64_t{1} << 30;
   HostBufferStore::Limits host_buffer_limits;
   int executor_threads = 4;
@@ -42,7 +48,8 @@ class ProxyServer {
       ProxyServerOptions options);
   ~ProxyServer();
 
-  // HOST:PORT it listens on (the port it got when asked for 0).
+  // HOST:PORT it listens on (the port it got when asked for 0), or
+  // unix:PATH.
   const std::string& address() const { return address_; }
   void Wait();
   void Stop();
@@ -53,6 +60,7 @@ class ProxyServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
+  std::string socket_path_;  // With unix:PATH.
 };
 
 }  // namespace causeway::proxy
