@@ -268,6 +268,17 @@ def test_a_head_exposed_without_protection_refuses_to_start(token_file):
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert "--insecure" in refused.stderr
+    # The head's HTTP port and a worker's data plane: the same rule.
+    refused = subprocess.run([CAUSEWAY, "head", "--http-listen", "0.0.0.0:0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "--http-listen 0.0.0.0:0 is reachable from other machines" in refused.stderr
+    refused = subprocess.run([CAUSEWAY, "worker", "--head", "127.0.0.1:1", "--island", "0",
+                              "--devices", "1", "--data-plane-listen", "192.0.2.7:0"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "--data-plane-listen 192.0.2.7:0 is reachable from other machines" in refused.stderr
+    assert "--token-file" in refused.stderr
     # A token alone would cross the network in clear text in every call:
     # refused too, saying so.
     refused = subprocess.run([CAUSEWAY, "head", "--listen", "0.0.0.0:0",
