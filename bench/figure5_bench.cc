@@ -12,11 +12,14 @@
 //                 --programs=FILE:COUNT[,FILE:COUNT...]
 //                 [--modes=chained,opbyop] [--warmup=N] [--sim]
 //                 [--head-pid=P] [--worker-pids=P,P...]
+//                 [--keepalive-timeout=S]
 //
 // --sim: the cluster's devices are sim devices (docs/sim_devices.md),
 // whose outputs are zeros: the final x is checked for its shape only.
 // --head-pid / --worker-pids: those processes' CPU seconds (user + system,
 // from /proc) during the measured run are reported too.
+// --keepalive-timeout: as the cluster's (`causeway cluster
+// --keepalive-timeout`), for clusters whose processes are starved of CPU.
 //
 // Modes: "chained" submits ProgramTraces of 128 programs, each one graph
 // (the paper's Pathways -C); "opbyop" calls Executable::Execute once per
@@ -190,12 +193,14 @@ int Main(int argc, char** argv) {
   int64_t devices = 0;
   std::vector<Job> jobs;
   Options options;
+  client::ConnectOptions connect;
   std::vector<std::string>& modes = options.modes;
   auto usage = [&] {
     std::fprintf(stderr,
                  "usage: %s --cluster=HOST:PORT --devices=N "
                  "--programs=FILE:COUNT[,...] [--modes=chained,opbyop] "
-                 "[--warmup=N] [--sim] [--head-pid=P] [--worker-pids=P,...]\n",
+                 "[--warmup=N] [--sim] [--head-pid=P] [--worker-pids=P,...] "
+                 "[--keepalive-timeout=S]\n",
                  argv[0]);
     return 2;
   };
@@ -235,6 +240,12 @@ int Main(int argc, char** argv) {
       }
     } else if (arg == "--sim") {
       options.sim = true;
+    } else if (arg.rfind("--keepalive-timeout=", 0) == 0) {
+      double seconds = 0;
+      if (!absl::SimpleAtod(arg.substr(20), &seconds) || seconds <= 0) {
+        return usage();
+      }
+      connect.keepalive_timeout = absl::Seconds(seconds);
     } else if (arg.rfind("--head-pid=", 0) == 0) {
       if (!absl::SimpleAtoi(arg.substr(11), &options.head_pid)) return usage();
     } else if (arg.rfind("--worker-pids=", 0) == 0) {
@@ -250,7 +261,7 @@ int Main(int argc, char** argv) {
   }
   if (devices == 0 || jobs.empty() || cluster.empty()) return usage();
   absl::StatusOr<std::unique_ptr<client::Client>> client =
-      client::Connect(cluster);
+      client::Connect(cluster, connect);
   if (!client.ok()) {
     std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
     return 1;

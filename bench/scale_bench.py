@@ -96,15 +96,25 @@ class SimCluster:
     """`causeway cluster --device-kind sim` of `hosts` hosts, stopped on exit."""
 
     def __init__(self, causeway, hosts, worker_timeout=30, timeout=600,
-                 log=None, extra=()):
+                 log=None, extra=(), keepalive_timeout=None):
         """`log`: a file for the head's and workers' stderr (why a host
-        was lost is there); `extra`: more flags for `causeway cluster`."""
+        was lost is there); `extra`: more flags for `causeway cluster`.
+        `keepalive_timeout` (s): the cluster's `--keepalive-timeout`, and
+        what its clients should use; by default 2 s (the commands') up to
+        64 hosts, hosts / 32 beyond: one sim process answers the keepalive
+        pings of all its hosts' connections on cores it shares with the
+        head, and at 512 hosts answers came later than 2 s (BENCHMARKS.md,
+        "512 hosts again ...; keepalive breaks it")."""
+        if keepalive_timeout is None:
+            keepalive_timeout = max(2.0, hosts / 32)
+        self.keepalive_timeout = keepalive_timeout
         self.proc = subprocess.Popen(
             [causeway, "cluster", "--device-kind", "sim", "--islands", "1",
              "--hosts-per-island", str(hosts), "--devices-per-host",
              str(DEVICES_PER_HOST), "--memory-per-device", "1G",
              "--http-listen", "127.0.0.1:0",
              "--worker-timeout", str(worker_timeout),
+             "--keepalive-timeout", str(keepalive_timeout),
              # A client waiting on a long chain makes no call meanwhile.
              "--session-lease", "600", *extra],
             stdout=subprocess.PIPE,
@@ -182,6 +192,7 @@ def run(binary, cluster, hosts, lengths, modes, workdir):
     cmd = [binary, f"--cluster={cluster.address}", f"--devices={n}",
            "--programs=" + ",".join(f"{p}:{programs_for(l)}" for p, l in jobs),
            "--modes=" + ",".join(modes), "--warmup=16", "--sim",
+           f"--keepalive-timeout={cluster.keepalive_timeout}",
            f"--head-pid={cluster.head_pid}",
            "--worker-pids=" + ",".join(map(str, sorted(cluster.worker_pids)))]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)

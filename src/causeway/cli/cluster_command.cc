@@ -30,6 +30,7 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--listen HOST:PORT] [--heartbeat-interval S]
                    [--worker-timeout S] [--session-lease S]
                    [--token-file F] [--tls-cert F --tls-key F [--tls-ca F]]
+                   [--keepalive-timeout S]
                    [--http-listen HOST:PORT] [--insecure]
                    [--history-file F] [--proxy-listen ADDRESS]
 
@@ -72,6 +73,8 @@ slices); if the head dies, everything stops with status 1.
                           --tls-ca it requires a certificate signed by that
                           CA from every worker and client (mutual TLS), and
                           the members present this one.
+  --keepalive-timeout S   Passed to the head, every worker and the proxy
+                          (see causeway head --help).
   --insecure              Passed to the head and every worker (see causeway
                           head --help).
   --http-listen HOST:PORT The head's HTTP endpoint (web page, /api/status,
@@ -181,6 +184,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--tls-cert"},
              {"--tls-key"},
              {"--tls-ca"},
+             {"--keepalive-timeout"},
              {"--insecure", false},
              {"--http-listen"},
              {"--history-file"},
@@ -253,8 +257,8 @@ int ClusterCommand(const std::vector<std::string>& args) {
   // the workers and the proxy connect with it (with --tls-ca the head
   // requires their certificates, and they present the same one).
   std::vector<std::string> shared;
-  for (const char* security :
-       {"--token-file", "--tls-cert", "--tls-key", "--tls-ca"}) {
+  for (const char* security : {"--token-file", "--tls-cert", "--tls-key",
+                               "--tls-ca", "--keepalive-timeout"}) {
     if (std::optional<std::string> value = parsed->Get(security)) {
       shared.insert(shared.end(), {security, *value});
     }

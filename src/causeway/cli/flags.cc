@@ -132,12 +132,29 @@ absl::StatusOr<std::string> AddressFlag(const ParsedFlags& flags,
 }
 
 std::vector<FlagSpec> SecurityFlagSpecs() {
-  return {{"--token-file"}, {"--tls-ca"}, {"--tls-cert"}, {"--tls-key"}};
+  return {{"--token-file"}, {"--tls-ca"}, {"--tls-cert"}, {"--tls-key"},
+          {"--keepalive-timeout"}};
 }
 
 std::vector<FlagSpec> WithSecurityFlags(std::vector<FlagSpec> specs) {
   for (FlagSpec& spec : SecurityFlagSpecs()) specs.push_back(std::move(spec));
   return specs;
+}
+
+absl::StatusOr<transport::KeepaliveOptions> KeepaliveFromFlags(
+    const ParsedFlags& flags) {
+  const transport::KeepaliveOptions defaults;
+  CW_ASSIGN_OR_RETURN(
+      absl::Duration timeout,
+      SecondsFlag(flags, "--keepalive-timeout", defaults.timeout));
+  // At least 1 s: pings every half of it, and a server accepts pings no
+  // more often than every 500 ms (grpc_common.h).
+  if (timeout < absl::Seconds(1) || timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--keepalive-timeout must be from 1 to 3600 seconds, got ",
+        absl::FormatDuration(timeout)));
+  }
+  return transport::KeepaliveOptions::WithTimeout(timeout);
 }
 
 absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(

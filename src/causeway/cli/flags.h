@@ -57,7 +57,8 @@ absl::StatusOr<int64_t> BytesFlag(const ParsedFlags& flags,
 absl::StatusOr<std::string> AddressFlag(const ParsedFlags& flags,
                                         const std::string& name);
 
-// --token-file F, --tls-ca F, --tls-cert F, --tls-key F.
+// --token-file F, --tls-ca F, --tls-cert F, --tls-key F, and the
+// connections' --keepalive-timeout S.
 std::vector<FlagSpec> SecurityFlagSpecs();
 inline constexpr char kSecurityFlagsHelp[] =
     R"(Security (the same flags on every command; docs/security.md):
@@ -74,8 +75,19 @@ inline constexpr char kSecurityFlagsHelp[] =
                     it. On the head: every client and worker must present
                     a certificate signed by it (mutual TLS), or its TLS
                     handshake is refused before any call.
+
+Connections to and from the head:
+  --keepalive-timeout S
+                    A connection whose peer does not answer a keepalive
+                    ping within S seconds is broken (default 2; pings
+                    every S/2): how soon a head sees a silent worker or
+                    client gone, and they a silent head. Raise it where
+                    processes are starved of CPU (hundreds of simulated
+                    hosts on a few cores), not to hide a slow network.
 )";
 absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(
+    const ParsedFlags& flags);
+absl::StatusOr<transport::KeepaliveOptions> KeepaliveFromFlags(
     const ParsedFlags& flags);
 
 // The command's specs plus the security flags.

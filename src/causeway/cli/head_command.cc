@@ -284,6 +284,7 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
                       IntFlag(flags, "--max-island-devices", 0, 1,
                               transport::Topology::kMaxDevices));
   CW_ASSIGN_OR_RETURN(out.server.security, SecurityFromFlags(flags));
+  CW_ASSIGN_OR_RETURN(out.server.keepalive, KeepaliveFromFlags(flags));
   if (!out.server.security.tls_ca_file.empty() &&
       out.server.security.tls_cert_file.empty()) {
     return absl::InvalidArgumentError(

@@ -136,7 +136,15 @@ int ProxyCommand(const std::vector<std::string>& args) {
                  std::string(security.status().message()).c_str());
     return kExitUsage;
   }
+  absl::StatusOr<transport::KeepaliveOptions> keepalive =
+      KeepaliveFromFlags(*parsed);
+  if (!keepalive.ok()) {
+    PrintUserMessage(LogSeverity::kError, "causeway proxy: %s\n",
+                 std::string(keepalive.status().message()).c_str());
+    return kExitUsage;
+  }
   client::ConnectOptions connect;
+  connect.keepalive_timeout = keepalive->timeout;
   connect.token = security->token;
   connect.tls_ca_file = security->tls_ca_file;
   connect.tls_cert_file = security->tls_cert_file;

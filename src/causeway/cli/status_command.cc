@@ -53,6 +53,12 @@ int StatusCommand(const std::vector<std::string>& args) {
     usage = security.status();
     if (usage.ok()) options.security = *security;
   }
+  if (usage.ok()) {
+    absl::StatusOr<transport::KeepaliveOptions> keepalive =
+        KeepaliveFromFlags(*parsed);
+    usage = keepalive.status();
+    if (usage.ok()) options.keepalive = *keepalive;
+  }
   if (usage.ok() && !parsed->positional.empty()) {
     usage = absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", parsed->positional.front(), "'"));

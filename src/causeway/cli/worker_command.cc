@@ -258,6 +258,7 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(const ParsedFlags& flags) {
                       BytesFlag(flags, "--max-notice-queue-bytes",
                                 out.agent.max_queued_notice_bytes));
   CW_ASSIGN_OR_RETURN(out.agent.security, SecurityFromFlags(flags));
+  CW_ASSIGN_OR_RETURN(out.agent.keepalive, KeepaliveFromFlags(flags));
   // Its data plane and its Gloo sockets listen there; the token is what
   // they check (certificates guard only the head's port).
   CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(

@@ -27,6 +27,8 @@ absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& head,
   grpc.security.tls_key_file = options.tls_key_file;
   grpc.security.allow_token_in_clear = options.insecure;
   grpc.connect_timeout = options.connect_timeout;
+  grpc.keepalive =
+      transport::KeepaliveOptions::WithTimeout(options.keepalive_timeout);
   CW_ASSIGN_OR_RETURN(std::shared_ptr<transport::GrpcHeadConnection> connection,
                       transport::GrpcHeadConnection::Connect(head, grpc));
   CW_ASSIGN_OR_RETURN(

@@ -113,6 +113,11 @@ inline constexpr int kMaxMessageBytes = 512 << 20;
 struct KeepaliveOptions {
   absl::Duration time = absl::Seconds(1);
   absl::Duration timeout = absl::Seconds(2);
+
+  // What `--keepalive-timeout` sets: pings every timeout / 2.
+  static KeepaliveOptions WithTimeout(absl::Duration timeout) {
+    return {.time = timeout / 2, .timeout = timeout};
+  }
 };
 
 // Arguments of a client channel to the head. `purpose` ("control",
