@@ -32,7 +32,9 @@ absl::Status ArrayTable::CheckNewHandles(
       options_.max_arrays_per_session) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the session holds ", held, " arrays and may hold at most ",
-        options_.max_arrays_per_session, "; delete arrays it no longer needs"));
+        options_.max_arrays_per_session,
+        " (head flag --max-arrays-per-session); delete arrays it no longer "
+        "needs"));
   }
   return absl::OkStatus();
 }

@@ -75,6 +75,7 @@ TEST_F(ArrayTableTest, ASessionCannotHoldMoreArraysThanItsLimit) {
   absl::Status status = small.CheckNewHandles(kAlice, {Spec(3)});
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("at most 2"));
+  EXPECT_THAT(status.message(), HasSubstr("--max-arrays-per-session"));
   EXPECT_TRUE(small.CheckNewHandles(kBob, {Spec(3)}).ok());
 }
 

@@ -57,7 +57,8 @@ absl::StatusOr<SliceRecord*> Session::AddSlice(
   if (static_cast<int64_t>(slices_.size()) >= limits_.max_slices) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the session has ", slices_.size(),
-                     " slices, as many as a session may have"));
+                     " slices, as many as a session may have (head flag "
+                     "--max-slices-per-session); release one first"));
   }
   auto record = std::make_shared<SliceRecord>();
   record->handle = request.handle;
@@ -140,7 +141,8 @@ absl::Status Session::CheckNewExecutable(ExecutableHandle handle) const {
   if (static_cast<int64_t>(executables_.size()) >= limits_.max_executables) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the session has ", executables_.size(),
-                     " executables, as many as a session may have"));
+                     " executables, as many as a session may have (head flag "
+                     "--max-executables-per-session)"));
   }
   return absl::OkStatus();
 }

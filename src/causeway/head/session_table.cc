@@ -26,7 +26,8 @@ absl::StatusOr<SessionTable::Opened> SessionTable::Open(const std::string& name,
   if (static_cast<int64_t>(sessions_.size()) >= limits_.max_sessions) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the head has ", sessions_.size(),
-                     " sessions open, as many as it allows"));
+                     " sessions open, as many as it allows (head flag "
+                     "--max-sessions)"));
   }
   const SessionId id(next_session_++);
   auto session = std::make_unique<Session>(

@@ -41,8 +41,9 @@ TEST_F(SessionTableTest, TooManySessionsALongNameAndShutdownAreRefused) {
             absl::StatusCode::kInvalidArgument);
   Open();
   Open();
-  EXPECT_EQ(table_.Open("", 1, 0, false).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  absl::Status too_many = table_.Open("", 1, 0, false).status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_many.message(), HasSubstr("--max-sessions"));
   table_.Shutdown();
   ASSERT_TRUE(table_.End(SessionId(1), absl::CancelledError("x"), "x").ok());
   EXPECT_EQ(table_.Open("", 1, 0, false).status().code(),

@@ -141,8 +141,9 @@ TEST_F(SessionTest, HandlesAreUniqueAndBoundedWithAClearError) {
   AddSlice(2);
   transport::SliceRequest third;
   third.handle = SliceHandle(3);
-  EXPECT_EQ(session_.AddSlice(third).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  absl::Status too_many = session_.AddSlice(third).status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_many.message(), HasSubstr("--max-slices-per-session"));
   EXPECT_EQ(session_.GetSlice(SliceHandle(9)).status().code(),
             absl::StatusCode::kNotFound);
   for (uint64_t h : {1, 2}) {
@@ -152,8 +153,9 @@ TEST_F(SessionTest, HandlesAreUniqueAndBoundedWithAClearError) {
   }
   EXPECT_EQ(session_.CheckNewExecutable(ExecutableHandle(1)).code(),
             absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(session_.CheckNewExecutable(ExecutableHandle(3)).code(),
-            absl::StatusCode::kResourceExhausted);
+  too_many = session_.CheckNewExecutable(ExecutableHandle(3));
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_many.message(), HasSubstr("--max-executables-per-session"));
 }
 
 }  // namespace session_test
