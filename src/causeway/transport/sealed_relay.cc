@@ -27,7 +27,8 @@ constexpr size_t kRecordBufferBytes =
 std::atomic<int64_t> records_refused{0};
 std::atomic<int64_t> relays_running{0};
 
-// How long Stop waits for the pairs to send on what Gloo wrote last.
+// How long a stopped relay lingers for its pairs to send on what Gloo wrote
+// last and for their peers to close.
 constexpr absl::Duration kStopGrace = absl::Seconds(5);
 
 absl::Status Errno(absl::string_view what) {
