@@ -3,12 +3,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "causeway/observe/http_connections.h"
 #include "causeway/observe/http_server.h"
 #include "httplib.h"
 
 namespace causeway::observe {
 
-HealthServer::HealthServer() : server_(std::make_unique<httplib::Server>()) {}
+// Probes come one at a time, from the kubelet; a stalled connection waits
+// without a thread (http_connections.h).
+HealthServer::HealthServer() : server_(MakeAdmittingServer(2)) {}
 
 HealthServer::~HealthServer() { Shutdown(); }
 
@@ -37,10 +40,6 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   std::unique_ptr<HealthServer> server(new HealthServer());
   server->SetNotReady(std::move(why));
   httplib::Server& http = *server->server_;
-  // Probes come one at a time, from the kubelet.
-  http.new_task_queue = [] { return new httplib::ThreadPool(1); };
-  http.set_read_timeout(5, 0);
-  http.set_write_timeout(5, 0);
   http.set_payload_max_length(4 << 10);
   http.set_pre_routing_handler([](const httplib::Request& request,
                                   httplib::Response& response) {

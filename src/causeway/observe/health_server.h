@@ -6,8 +6,9 @@
 //             membership (its devices in the head's pool), 503 with why
 //             not while it registers or re-registers (readiness)
 //
-// Served by cpp-httplib on a thread of its own; says nothing about the
-// work, so it asks for no token. Other paths get 404, other methods 405.
+// Served by cpp-httplib (a connection waits for its request without a
+// thread: http_connections.h); says nothing about the work, so it asks for
+// no token. Other paths get 404, other methods 405.
 //
 // Thread-safe.
 #ifndef CAUSEWAY_OBSERVE_HEALTH_SERVER_H_

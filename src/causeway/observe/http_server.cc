@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "causeway/base/constant_time.h"
 #include "causeway/base/logging.h"
+#include "causeway/observe/http_connections.h"
 #include "causeway/observe/status_json.h"
 #include "causeway/observe/web_page.h"
 #include "httplib.h"
@@ -18,7 +19,8 @@ namespace {
 
 constexpr char kJson[] = "application/json";
 constexpr char kPrometheus[] = "text/plain; version=0.0.4; charset=utf-8";
-constexpr int kThreads = 4;
+// Requests served at once (http_connections.h).
+constexpr int kMaxThreads = 32;
 constexpr double kMaxTraceSeconds = 3600;
 
 void Error(httplib::Response& response, int status, const std::string& what) {
@@ -93,15 +95,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         "a client CA for the HTTP endpoint (mutual TLS) needs its own "
         "certificate and key too");
   } else {
-    http_server = std::make_unique<httplib::Server>();
+    http_server = MakeAdmittingServer(kMaxThreads);
   }
   std::unique_ptr<HttpServer> server(
       new HttpServer(std::move(options), std::move(http_server)));
   httplib::Server& http = *server->server_;
   const HttpServerOptions& opts = server->options_;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  http.set_read_timeout(5, 0);
-  http.set_write_timeout(5, 0);
+  if (!opts.tls_cert_file.empty()) ConfigureConnections(http, kMaxThreads);
   http.set_payload_max_length(64 << 10);
   http.set_keep_alive_max_count(1000);
 

@@ -1,0 +1,47 @@
+// How our HTTP endpoints (the head's, http_server.h; a worker's probes,
+// health_server.h) run cpp-httplib so that a flood of connections does not
+// stall them (docs/security.md, "Limits").
+//
+// cpp-httplib gives every accepted connection a thread of its pool until
+// its request has been read (up to the read timeout per read) and, with
+// keep-alive, until the next one comes: 40 idle connections held the head's
+// 4 threads for 50 s. Here:
+//
+// * Plain HTTP (MakeAdmittingServer): an accepted connection first waits,
+//   with no thread of its own, in a waiting room (one epoll thread) until
+//   its request head has come whole (a blank line, seen with MSG_PEEK, or
+//   64 KiB); only then does a thread read and answer it, and close it (no
+//   keep-alive). A connection whose head has not come within 5 s is closed
+//   there, as is the oldest when 4096 wait. So idle connections and slow
+//   senders cost a socket each, never a thread.
+// * HTTPS (ConfigureConnections on an httplib::SSLServer): the TLS
+//   handshake is httplib's, on a thread. The listening socket has
+//   TCP_DEFER_ACCEPT (the kernel hands over a connection only once bytes
+//   have come, or after 10 s), and the pool grows with the connections
+//   being served up to `max_threads` instead of queueing them behind a
+//   fixed few; connections that hold a handshake open still hold a thread
+//   each for the read timeout.
+#ifndef CAUSEWAY_OBSERVE_HTTP_CONNECTIONS_H_
+#define CAUSEWAY_OBSERVE_HTTP_CONNECTIONS_H_
+
+#include <memory>
+
+namespace httplib {
+class Server;
+}
+
+namespace causeway::observe {
+
+// A plain-HTTP server with the waiting room, `max_threads` at most to
+// answer requests whose head has come. Configured (timeouts, socket
+// options); bind and listen as any httplib::Server.
+std::unique_ptr<httplib::Server> MakeAdmittingServer(int max_threads);
+
+// For an httplib::SSLServer, before binding: TCP_DEFER_ACCEPT, a growing
+// pool of at most `max_threads`, 5 s read and write timeouts, 2 s of
+// keep-alive.
+void ConfigureConnections(httplib::Server& server, int max_threads);
+
+}  // namespace causeway::observe
+
+#endif  // CAUSEWAY_OBSERVE_HTTP_CONNECTIONS_H_
