@@ -1,17 +1,24 @@
 // libFuzzer target for what peers send over the network outside the head's
 // session protocol (fuzz/README.md):
 //
-// * byte 0 % 3 == 0: the rest goes, as a peer's frames after a valid
+// * byte 0 % 5 == 0: the rest goes, as a peer's frames after a valid
 //   handshake, to a live TcpDataPlane whose receiver announces array 7 (a
 //   piece for it is read straight into a buffer; any other is early, held
 //   within a 1 MiB bound, or refused at once). The plane must answer or
 //   close, never crash, allocate past its bounds or hang; a second
 //   connection's handshake must still succeed afterwards.
-// * byte 0 % 3 == 1: the rest is a worker's stream as the head reads it,
+// * byte 0 % 5 == 1: the rest is a worker's stream as the head reads it,
 //   WorkerToHead messages (u16 length, bytes) converted as the head
 //   converts each notice (wire_convert.h, one NameDecoder for the stream).
-// * byte 0 % 3 == 2: the head's stream as a worker reads it, HeadToWorker
+// * byte 0 % 5 == 2: the head's stream as a worker reads it, HeadToWorker
 //   messages converted as the worker converts each command.
+// * byte 0 % 5 == 3: the rest is what a stranger sends first to a plane
+//   that has a token (and seals): its hello and proof, unauthenticated.
+//   The plane must refuse and close, and admit the next real peer.
+// * byte 0 % 5 == 4: the rest follows a valid handshake with that plane's
+//   token, as the sealed record layer reads it (clear lengths, ciphertext,
+//   tags): whatever does not open must close the connection without
+//   allocating past the bounds the clear lengths claim.
 //
 // Any crash, sanitizer report or unbounded allocation is a bug.
 #include <arpa/inet.h>
@@ -77,9 +84,12 @@ class Receiver final : public PieceReceiver {
   std::vector<std::byte> buffer_ = std::vector<std::byte>(kBufferBytes);
 };
 
+constexpr char kToken[] = "the fuzzer's cluster token";
+
 struct Plane {
-  Plane() {
+  explicit Plane(std::string token = "") : token(token) {
     TcpDataPlaneOptions options;
+    options.auth_token = token;
     options.max_piece_bytes = kBufferBytes;
     options.max_early_piece_bytes = kBufferBytes;
     options.early_piece_wait = absl::ZeroDuration();
@@ -91,6 +101,7 @@ struct Plane {
     plane->Attach(HostId(0), &receiver);
     plane->SetPeer(HostId(1), "127.0.0.1:1", 0);
   }
+  const std::string token;
   Receiver receiver;
   std::unique_ptr<TcpDataPlane> plane;
 };
@@ -100,15 +111,16 @@ int Handshake(Plane& plane) {
   tcp_wire::Hello hello;
   hello.sender = HostId(1);
   hello.sender_incarnation = 5;
+  hello.sealed = !plane.token.empty();
   absl::Status status =
-      tcp_wire::DialHandshake(fd, hello, "", absl::Seconds(30));
+      tcp_wire::DialHandshake(fd, hello, plane.token, absl::Seconds(30));
   CW_CHECK(status.ok()) << "the data plane stopped admitting peers: " << status;
   return fd;
 }
 
-void FuzzDataPlane(const uint8_t* data, size_t size) {
-  static Plane* plane = new Plane();
-  const int fd = Handshake(*plane);
+// Sends `data` on `fd` (as much as the plane reads before it closes),
+// ends our side, and waits for the plane to close its own.
+void SendAndAwaitClose(int fd, const uint8_t* data, size_t size) {
   // Whatever the plane does not read (it closed the connection) is lost.
   size_t sent = 0;
   while (sent < size) {
@@ -127,6 +139,27 @@ void FuzzDataPlane(const uint8_t* data, size_t size) {
     if (recv(fd, scratch, sizeof scratch, 0) <= 0) break;
   }
   close(fd);
+}
+
+void FuzzDataPlane(const uint8_t* data, size_t size) {
+  static Plane* plane = new Plane();
+  SendAndAwaitClose(Handshake(*plane), data, size);
+}
+
+Plane& SealedPlane() {
+  static Plane* plane = new Plane(kToken);
+  return *plane;
+}
+
+void FuzzStrangerToASealedPlane(const uint8_t* data, size_t size) {
+  Plane& plane = SealedPlane();
+  SendAndAwaitClose(testing::DialTcp(plane.plane->address()), data, size);
+  // A real peer is still admitted (Handshake checks it).
+  close(Handshake(plane));
+}
+
+void FuzzSealedRecords(const uint8_t* data, size_t size) {
+  SendAndAwaitClose(Handshake(SealedPlane()), data, size);
 }
 
 // The next (u16 length, bytes) message of the stream, or false at its end.
@@ -224,7 +257,7 @@ void FuzzWorkerReadingTheHead(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0:
       causeway::transport::FuzzDataPlane(data + 1, size - 1);
       break;
@@ -233,6 +266,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 2:
       causeway::transport::FuzzWorkerReadingTheHead(data + 1, size - 1);
+      break;
+    case 3:
+      causeway::transport::FuzzStrangerToASealedPlane(data + 1, size - 1);
+      break;
+    case 4:
+      causeway::transport::FuzzSealedRecords(data + 1, size - 1);
       break;
   }
   return 0;
