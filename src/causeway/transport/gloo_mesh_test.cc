@@ -380,6 +380,64 @@ TEST_F(SealedGlooMeshTest, ATamperedRecordFailsTheCollective) {
   EXPECT_EQ(SealedRelay::RecordsRefused() - refused_before, 1);
 }
 
+// A recorded handshake is worth nothing later: an attacker who saw rank
+// 1's hello and proof to rank 0 replays them, first in line, to the next
+// context's rank 0. Rank 0's challenge carries a fresh nonce, so the old
+// proof does not match: refused, and the real ranks connect.
+TEST_F(SealedGlooMeshTest, AReplayedHandshakeIsRefused) {
+  std::string target;
+  std::vector<uint8_t> recorded;
+  absl::Mutex mu;
+  std::unique_ptr<testing::Interceptor> middle;
+  auto first = ConnectThrough("sealed/recorded/", &target, [&] {
+    middle = std::make_unique<testing::Interceptor>(
+        target, [&](int, uint64_t, uint8_t* bytes, size_t size) {
+          absl::MutexLock lock(&mu);
+          recorded.insert(recorded.end(), bytes, bytes + size);
+        });
+    return middle->address();
+  });
+  ASSERT_TRUE(Send(first, RandomBytes(1024, 21)).ok());
+  std::vector<uint8_t> handshake;
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_GE(recorded.size(), 80u);  // Hello (48) and proof (32).
+    handshake.assign(recorded.begin(), recorded.begin() + 80);
+  }
+  first.clear();
+  middle.reset();
+
+  const std::string prefix = "sealed/replayed/";
+  const int64_t refused_before = GlooMeshConnectionsRefused();
+  GlooStore store0(kv_, prefix, absl::Now() + kDeadline);
+  GlooStore store1(kv_, prefix, absl::Now() + kDeadline);
+  absl::StatusOr<std::shared_ptr<::gloo::Context>> rank0 =
+      absl::UnknownError("not built");
+  absl::StatusOr<std::shared_ptr<::gloo::Context>> rank1 = rank0;
+  std::thread listener(
+      [&] { rank0 = ConnectGlooMesh(Options(0, 2, "token"), store0); });
+  absl::StatusOr<std::string> published =
+      kv_.Get(prefix + "mesh/0", absl::Now() + kDeadline).Await();
+  ASSERT_TRUE(published.ok()) << published.status();
+  Intruder replayer(published->substr(0, published->find('\n')));
+  replayer.Write(handshake);
+  std::thread dialler(
+      [&] { rank1 = ConnectGlooMesh(Options(1, 2, "token"), store1); });
+  listener.join();
+  dialler.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  // The replayer got a challenge and then a refusal (or a hang-up), never
+  // a pair.
+  std::vector<uint8_t> answer;
+  EXPECT_TRUE(!replayer.Read(65, &answer) || answer[64] != 0);
+  EXPECT_TRUE(replayer.AwaitClosed());
+  EXPECT_GE(GlooMeshConnectionsRefused() - refused_before, 1);
+  absl::StatusOr<std::vector<uint8_t>> received =
+      Send({*rank0, *rank1}, RandomBytes(4096, 22));
+  EXPECT_TRUE(received.ok()) << received.status();
+}
+
 // Stopping a relay never waits for the peer: the rank that closes its
 // context first goes on at once, while its relay sends on what Gloo wrote
 // last and lingers until the peer closes too. Nothing is lost on the way.
