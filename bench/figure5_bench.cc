@@ -50,6 +50,7 @@
 #include "causeway/client/client.h"
 #include "causeway/client/connect.h"
 #include "causeway/client/program_trace.h"
+#include "flags.h"
 #include "process_files.h"
 
 namespace causeway {
@@ -241,11 +242,10 @@ int Main(int argc, char** argv) {
     } else if (arg == "--sim") {
       options.sim = true;
     } else if (arg.rfind("--keepalive-timeout=", 0) == 0) {
-      double seconds = 0;
-      if (!absl::SimpleAtod(arg.substr(20), &seconds) || seconds <= 0) {
+      if (!bench::SecondsFlag(arg, "keepalive-timeout",
+                              &connect.keepalive_timeout)) {
         return usage();
       }
-      connect.keepalive_timeout = absl::Seconds(seconds);
     } else if (arg.rfind("--head-pid=", 0) == 0) {
       if (!absl::SimpleAtoi(arg.substr(11), &options.head_pid)) return usage();
     } else if (arg.rfind("--worker-pids=", 0) == 0) {

@@ -4,7 +4,7 @@
 //
 //   figure7_bench --cluster=HOST:PORT --stages=S --program=FILE
 //                 [--chains=N] [--warmup=N] [--modes=parallel,sequential]
-//                 [--head-pid=P]
+//                 [--head-pid=P] [--keepalive-timeout=S]
 //
 // FILE is an HLO module on 4 partitions with one parameter and one result
 // of the same shape and sharding (bench/scale_fig7.py writes one). Modes:
@@ -64,6 +64,8 @@ struct Options {
   int64_t warmup = 1;
   std::vector<std::string> modes = {"parallel", "sequential"};
   int64_t head_pid = 0;
+  // As the cluster's `--keepalive-timeout` (sim clusters of many hosts).
+  client::ConnectOptions connect;
 };
 
 // The stages' slices and their programs.
@@ -141,7 +143,7 @@ absl::StatusOr<Array> RunChain(client::Session& session, const Chain& chain,
 absl::Status Run(const Options& options) {
   CW_ASSIGN_OR_RETURN(std::string text, ReadFile(options.program));
   CW_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
-                      client::Connect(options.cluster));
+                      client::Connect(options.cluster, options.connect));
   CW_ASSIGN_OR_RETURN(client::Session session,
                       client->OpenSession({.name = "figure7_bench"}));
   CW_ASSIGN_OR_RETURN(Chain chain,
@@ -195,7 +197,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s --cluster=HOST:PORT --stages=S --program=FILE "
                  "[--chains=N] [--warmup=N] [--modes=parallel,sequential] "
-                 "[--head-pid=P]\n",
+                 "[--head-pid=P] [--keepalive-timeout=S]\n",
                  argv[0]);
     return 2;
   };
@@ -215,6 +217,11 @@ int Main(int argc, char** argv) {
           std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
           return usage();
         }
+      }
+    } else if (arg.rfind("--keepalive-timeout=", 0) == 0) {
+      if (!bench::SecondsFlag(arg, "keepalive-timeout",
+                              &options.connect.keepalive_timeout)) {
+        return usage();
       }
     } else if (!number("stages", &options.stages, 1) &&
                !number("chains", &options.chains, 1) &&

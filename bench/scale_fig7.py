@@ -55,7 +55,8 @@ def run(binary, cluster, stages, micros, chains, workdir):
     done = subprocess.run(
         [binary, f"--cluster={cluster.address}", f"--stages={stages}",
          f"--program={path}", f"--chains={chains}", "--warmup=1",
-         f"--head-pid={cluster.head_pid}"],
+         f"--head-pid={cluster.head_pid}",
+         f"--keepalive-timeout={cluster.keepalive_timeout}"],
         capture_output=True, text=True, timeout=3600)
     rows = []
     for line in done.stdout.splitlines():
