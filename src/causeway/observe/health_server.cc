@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   server->address_ = host.find(':') == std::string::npos
                          ? absl::StrCat(host, ":", port)
                          : absl::StrCat("[", host, "]:", port);
+  WidenListenBacklog(http);
   server->thread_ = std::thread([&http] { http.listen_after_bind(); });
   return server;
 }

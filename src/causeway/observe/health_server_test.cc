@@ -3,7 +3,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "causeway/observe/raw_connection_test_util.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 
@@ -50,6 +52,30 @@ TEST(HealthServerTest, OtherPathsAndMethodsGetClearErrors) {
   httplib::Result posted = http.Post("/healthz", "x", "text/plain");
   ASSERT_TRUE(posted);
   EXPECT_EQ(posted->status, 405);
+}
+
+// The kubelet's probes are answered while connections that send nothing,
+// and more half requests than the port has threads, are open (it once had
+// one thread: a single idle connection held the probes for 5 s).
+TEST(HealthServerTest, IdleConnectionsAndSlowSendersDoNotStallTheProbes) {
+  absl::StatusOr<std::unique_ptr<HealthServer>> server =
+      HealthServer::Start("127.0.0.1:0", "starting");
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::unique_ptr<testing::RawConnection>> flood;
+  for (int i = 0; i < 100; ++i) {
+    flood.push_back(
+        std::make_unique<testing::RawConnection>((*server)->address(), ""));
+  }
+  for (int i = 0; i < 20; ++i) {
+    flood.push_back(std::make_unique<testing::RawConnection>(
+        (*server)->address(), "GET /healthz HTTP/1.1\r\nHost: x"));
+    ASSERT_TRUE(flood.back()->sent()) << i;
+  }
+  httplib::Client http("http://" + (*server)->address());
+  http.set_read_timeout(10, 0);
+  httplib::Result live = http.Get("/healthz");
+  ASSERT_TRUE(live) << httplib::to_string(live.error());
+  EXPECT_EQ(live->status, 200);
 }
 
 TEST(HealthServerTest, AMalformedAddressIsRefused) {

@@ -42,14 +42,7 @@ constexpr absl::Duration kHeadDeadline = absl::Seconds(kReadTimeoutSeconds);
 constexpr size_t kMaxHeadBytes = 64 << 10;
 constexpr size_t kMaxWaiting = 4096;
 
-void SetListenerOptions(httplib::Server& server) {
-  // Replaces httplib's default options (SO_REUSEADDR), so it sets that too.
-  server.set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    const int seconds = kDeferAcceptSeconds;
-    setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof(seconds));
-  });
+void SetTimeouts(httplib::Server& server) {
   server.set_read_timeout(kReadTimeoutSeconds, 0);
   server.set_write_timeout(kWriteTimeoutSeconds, 0);
 }
@@ -325,7 +318,11 @@ class AdmittingServer final : public httplib::Server {
       : workers_(max_threads),
         room_([this](int fd) { workers_.enqueue([this, fd] { Serve(fd); }); }) {
     new_task_queue = [] { return new httplib::ThreadPool(1); };
-    SetListenerOptions(*this);
+    // No TCP_DEFER_ACCEPT: deferred connections wait in the kernel's queue
+    // of half-open ones, which httplib's listen backlog (5) keeps short,
+    // so a flood of them made new clients' SYNs wait for retransmission
+    // (1 s and more); accepted at once, they wait in the room instead.
+    SetTimeouts(*this);
   }
 
  private:
@@ -349,7 +346,21 @@ class AdmittingServer final : public httplib::Server {
   WaitingRoom room_;
 };
 
+// httplib's listening socket, a protected member: read through a member
+// pointer taken where it is accessible.
+struct ListeningSocket : httplib::Server {
+  static constexpr auto kSocket = &ListeningSocket::svr_sock_;
+};
+
 }  // namespace
+
+void WidenListenBacklog(httplib::Server& server) {
+  const socket_t sock = (server.*ListeningSocket::kSocket).load();
+  if (sock >= 0 && listen(sock, 1024) != 0) {
+    CW_LOG(WARNING) << "the HTTP endpoint keeps httplib's listen backlog: "
+                    << std::strerror(errno);
+  }
+}
 
 std::unique_ptr<httplib::Server> MakeAdmittingServer(int max_threads) {
   return std::make_unique<AdmittingServer>(max_threads);
@@ -359,7 +370,14 @@ void ConfigureConnections(httplib::Server& server, int max_threads) {
   server.new_task_queue = [max_threads] {
     return new GrowingTaskQueue(max_threads);
   };
-  SetListenerOptions(server);
+  // Replaces httplib's default options (SO_REUSEADDR), so it sets that too.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    const int seconds = kDeferAcceptSeconds;
+    setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof(seconds));
+  });
+  SetTimeouts(server);
   server.set_keep_alive_timeout(2);
 }
 

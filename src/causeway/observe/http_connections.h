@@ -7,6 +7,9 @@
 // keep-alive, until the next one comes: 40 idle connections held the head's
 // 4 threads for 50 s. Here:
 //
+// * Both: a listen backlog of 1024, not httplib's 5 (WidenListenBacklog),
+//   so that a burst of connections is accepted, not dropped by the kernel
+//   (its clients, a flood's and everyone else's, retried after 1 s).
 // * Plain HTTP (MakeAdmittingServer): an accepted connection first waits,
 //   with no thread of its own, in a waiting room (one epoll thread) until
 //   its request head has come whole (a blank line, seen with MSG_PEEK, or
@@ -36,6 +39,11 @@ namespace causeway::observe {
 // answer requests whose head has come. Configured (timeouts, socket
 // options); bind and listen as any httplib::Server.
 std::unique_ptr<httplib::Server> MakeAdmittingServer(int max_threads);
+
+// After binding (before listen_after_bind): a listen backlog of 1024
+// instead of httplib's 5, so that a burst of connections is not dropped
+// by the kernel (its clients would wait a second or more to retry).
+void WidenListenBacklog(httplib::Server& server);
 
 // For an httplib::SSLServer, before binding: TCP_DEFER_ACCEPT, a growing
 // pool of at most `max_threads`, 5 s read and write timeouts, 2 s of

@@ -216,6 +216,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   server->address_ = host.find(':') == std::string::npos
                          ? absl::StrCat(host, ":", port)
                          : absl::StrCat("[", host, "]:", port);
+  WidenListenBacklog(http);
   server->thread_ = std::thread([&http] { http.listen_after_bind(); });
   return server;
 }

@@ -3,11 +3,6 @@
 // HTTP client on loopback.
 #include "causeway/observe/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -26,6 +21,7 @@
 #include "causeway/observe/cluster_observer.h"
 #include "causeway/observe/metrics_sink.h"
 #include "causeway/observe/prometheus_parser_test_util.h"
+#include "causeway/observe/raw_connection_test_util.h"
 #include "causeway/observe/top_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -37,6 +33,7 @@ namespace http_server_test {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
+using testing::RawConnection;
 
 constexpr char kToken[] = "s3cret-token-for-the-test";
 constexpr absl::Duration kWait = absl::Seconds(30);
@@ -323,47 +320,6 @@ TEST_F(HttpServerTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
   EXPECT_EQ(Status()["summary"]["hosts"], 2);
 }
 
-// A connection to the endpoint, closed with the object; `send` is what it
-// sends first (nothing: an idle connection).
-class RawConnection {
- public:
-  RawConnection(const std::string& address, const std::string& send) {
-    const size_t colon = address.rfind(':');
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-    inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr);
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    connected_ = fd_ >= 0 &&
-                 connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
-                 (send.empty() ||
-                  ::send(fd_, send.data(), send.size(), MSG_NOSIGNAL) ==
-                      static_cast<ssize_t>(send.size()));
-  }
-  ~RawConnection() {
-    if (fd_ >= 0) close(fd_);
-  }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return connected_; }
-  // What came back before the server closed (or `limit` bytes).
-  std::string ReadAll(size_t limit = 4096) {
-    std::string out;
-    char buffer[1024];
-    while (out.size() < limit) {
-      const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
-      if (n <= 0) break;
-      out.append(buffer, static_cast<size_t>(n));
-    }
-    return out;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
 // Hundreds of connections that send nothing, and more that send half a
 // request and stall than the endpoint has threads, do not keep anyone
 // else's request waiting: before, 40 idle connections held the endpoint's
@@ -375,13 +331,13 @@ TEST_F(HttpServerTest, IdleConnectionsAndSlowSendersDoNotStallIt) {
   std::vector<std::unique_ptr<RawConnection>> flood;
   for (int i = 0; i < 200; ++i) {
     flood.push_back(std::make_unique<RawConnection>(server_->address(), ""));
-    ASSERT_TRUE(flood.back()->connected()) << i;
+    ASSERT_TRUE(flood.back()->sent()) << i;
   }
   // More than the endpoint has threads.
   for (int i = 0; i < 100; ++i) {
     flood.push_back(std::make_unique<RawConnection>(
         server_->address(), "GET /metrics HTTP/1.1\r\nHost: x"));
-    ASSERT_TRUE(flood.back()->connected()) << i;
+    ASSERT_TRUE(flood.back()->sent()) << i;
   }
   // Each stalled connection holds a thread for the 5 s read timeout at
   // least; with them queued behind 4 threads this waited for minutes.
