@@ -318,10 +318,9 @@ class AdmittingServer final : public httplib::Server {
       : workers_(max_threads),
         room_([this](int fd) { workers_.enqueue([this, fd] { Serve(fd); }); }) {
     new_task_queue = [] { return new httplib::ThreadPool(1); };
-    // No TCP_DEFER_ACCEPT: deferred connections wait in the kernel's queue
-    // of half-open ones, which httplib's listen backlog (5) keeps short,
-    // so a flood of them made new clients' SYNs wait for retransmission
-    // (1 s and more); accepted at once, they wait in the room instead.
+    // No TCP_DEFER_ACCEPT: connections are accepted at once and wait in the
+    // room, which closes them at their deadline, instead of half-open in
+    // the kernel's queue beside everyone else's.
     SetTimeouts(*this);
   }
 
