@@ -126,6 +126,24 @@ def test_jax_devices_lists_the_cluster_devices(proxy_cluster):
     assert set(out["kinds"]) == {"cpu"}
 
 
+def test_idle_connections_and_garbage_do_not_stall_the_proxy(proxy_cluster):
+    """A flood at the proxy's port (connections that send nothing, bytes
+    that are not HTTP/2) does not keep a JAX process from being served."""
+    import socket
+    host, port = proxy_cluster.proxy_address.rsplit(":", 1)
+    flood = [socket.create_connection((host, int(port)), timeout=30) for _ in range(300)]
+    try:
+        for s in flood[:50]:
+            s.sendall(bytes(range(256)) * 4)
+        out = run_jax(proxy_cluster.proxy_address, """
+            emit(total=float(jax.jit(lambda v: (v * 2).sum())(jnp.arange(8.0))))
+        """)
+        assert out == {"total": 56.0}
+    finally:
+        for s in flood:
+            s.close()
+
+
 def test_device_put_and_back_on_one_device(proxy_cluster):
     out = run_jax(proxy_cluster.proxy_address, """
         x = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5
