@@ -1,6 +1,5 @@
 #include "causeway/observe/http_connections.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/socket_address.h"
 #include "httplib.h"
 
 namespace causeway::observe {
@@ -150,20 +150,12 @@ class PlainStream final : public httplib::Stream {
                int& port) const {
     sockaddr_storage address{};
     socklen_t length = sizeof address;
-    ip.clear();
-    port = 0;
-    if (get(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) return;
-    char text[INET6_ADDRSTRLEN] = {0};
-    if (address.ss_family == AF_INET) {
-      const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-      inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
-      port = ntohs(v4->sin_port);
-    } else if (address.ss_family == AF_INET6) {
-      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-      inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
-      port = ntohs(v6->sin6_port);
+    if (get(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      address.ss_family = AF_UNSPEC;
     }
-    ip = text;
+    IpPort ip_port = IpAndPort(address);
+    ip = std::move(ip_port.ip);
+    port = ip_port.port;
   }
 
   const int fd_;

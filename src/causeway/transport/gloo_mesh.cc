@@ -1,6 +1,5 @@
 #include "causeway/transport/gloo_mesh.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -26,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/socket_address.h"
 #include "causeway/transport/sealed_relay.h"
 #include "gloo/common/error.h"
 #include "gloo/transport/tcp/context.h"
@@ -310,16 +310,7 @@ class Mesh {
     sockaddr_storage local{};
     socklen_t length = sizeof local;
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length);
-    char ip[INET6_ADDRSTRLEN] = {0};
-    if (local.ss_family == AF_INET6) {
-      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&local);
-      inet_ntop(AF_INET6, &v6->sin6_addr, ip, sizeof ip);
-      address_ = absl::StrCat("[", ip, "]:", ntohs(v6->sin6_port));
-    } else {
-      const auto* v4 = reinterpret_cast<const sockaddr_in*>(&local);
-      inet_ntop(AF_INET, &v4->sin_addr, ip, sizeof ip);
-      address_ = absl::StrCat(ip, ":", ntohs(v4->sin_port));
-    }
+    address_ = IpAndPort(local).ToString();
     listener_ = std::move(fd);
     return absl::OkStatus();
   }
