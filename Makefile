@@ -15,7 +15,8 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # libsqlite3-dev keeps the head's history file (observe/history.h);
 # chromium (headless) and tmux are what python/tests/test_operate.py drives
 # the web page and `causeway top` with.
-# nanobind and scikit-build-core build the Python package (python/), tqdm is
+# nanobind and scikit-build-core configure the tree and build the Python
+# package (python/): BUILD_PY_PACKAGES, installed first. tqdm is
 # the training example's progress bar, prometheus_client parses the head's
 # /metrics in its test (python/tests/test_operate.py), pathwaysutils
 # registers jaxlib's IFRT proxy backend for JAX through `causeway proxy`
@@ -23,12 +24,14 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # Kubernetes API's schemas, which it bundles, so offline
 # (python/tests/test_deploy.py, docs/deploy.md). matplotlib draws the scale
 # benchmark's plots as PNG files (bench/scale_bench.py --plot, issue 18).
-PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest nanobind scikit-build-core tqdm \
+BUILD_PY_PACKAGES := nanobind scikit-build-core
+PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest tqdm \
                prometheus_client pathwaysutils flax optax kubernetes-validate \
                matplotlib
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps apt-deps py-deps build python test demo bench fuzz sanitize tsan clean
+.PHONY: all deps apt-deps build-py-deps py-deps build python test demo bench fuzz \
+        sanitize tsan clean
 
 all: build
 
@@ -45,36 +48,47 @@ apt-deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-$(VENV)/.installed: Makefile
+# pip leaves compiling the packages' modules to bytecode to their first
+# import, which writes it once: the install takes 26 s instead of 47 s here,
+# and only the modules something imports are compiled.
+PIP_INSTALL := $(VENV)/bin/pip install -q --no-compile --disable-pip-version-check
+
+$(VENV)/.build-installed: Makefile
 	@command -v python3 >/dev/null || $(MAKE) apt-deps
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check $(PY_PACKAGES)
+	$(PIP_INSTALL) $(BUILD_PY_PACKAGES)
 	touch $@
 
+$(VENV)/.installed: $(VENV)/.build-installed
+	$(PIP_INSTALL) $(PY_PACKAGES)
+	touch $@
+
+build-py-deps: $(VENV)/.build-installed
 py-deps: $(VENV)/.installed
 
 # The venv's Python has nanobind, for the extension built in the same tree.
-$(BUILD)/build.ninja: apt-deps py-deps
+$(BUILD)/build.ninja: apt-deps build-py-deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
 
-build: apt-deps $(BUILD)/build.ninja
+build: apt-deps py-deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j$(JOBS)
 	$(MAKE) python
 
 # The `causeway` Python package installed into .venv: scikit-build-core
 # takes $(BUILD) as its build directory, where the extension is already
 # built with everything else, so it compiles nothing again.
-python: py-deps $(BUILD)/build.ninja
+python: build-py-deps $(BUILD)/build.ninja
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
 	  --no-deps --config-settings=build-dir=$(abspath $(BUILD)) ./python
 
-# pytest runs beside the rest of the build and ctest, as soon as what it
-# needs is built (tools/make_test.sh says why). ctest's tests mostly wait
+# The Python packages (py-deps) install beside the first part of the build,
+# and pytest runs beside the rest of the build and ctest, as soon as what
+# it needs is built (tools/make_test.sh says why). ctest's tests mostly wait
 # (on processes, sockets, timeouts), so more of them run at once than
 # there are cores.
 CTEST_JOBS ?= 4
-test: deps $(BUILD)/build.ninja
+test: apt-deps $(BUILD)/build.ninja
 	./tools/make_test.sh $(BUILD) $(JOBS) $(CTEST_JOBS)
 
 demo: deps build

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make test` after the installs: builds the tree and runs the whole suite,
-# the C++ tests (ctest) and the Python tests (pytest).
+# `make test` after the Debian packages and the build's Python packages:
+# installs the rest of the Python packages, builds the tree and runs the
+# whole suite, the C++ tests (ctest) and the Python tests (pytest).
 #
 # The Python tests need only the `causeway` binary and the Python package.
 # They run as soon as those are built, in the foreground, while the rest of
@@ -23,7 +24,25 @@ jobs=$2
 ctest_jobs=$3
 cd "$(dirname "$0")/.."
 
-ninja -C "$build" -j"$jobs" causeway _causeway _causeway_stub || exit 1
+# JAX and the tests' packages install while the binary and the extension
+# build: configuring the tree needed only the build's Python packages
+# (Makefile, build-py-deps). The extension's type stub is made after, as
+# it imports the extension into the venv's Python.
+make --no-print-directory py-deps >"$build/py-deps.log" 2>&1 &
+py_deps=$!
+trap 'kill -TERM $py_deps 2>/dev/null' EXIT
+ninja -C "$build" -j"$jobs" causeway _causeway
+built=$?
+wait $py_deps
+installed=$?
+trap - EXIT
+cat "$build/py-deps.log"
+if [ "$installed" != 0 ]; then
+  echo "make test: installing the Python packages failed (make py-deps)"
+  exit 1
+fi
+[ "$built" = 0 ] || exit 1
+ninja -C "$build" -j"$jobs" _causeway_stub || exit 1
 make --no-print-directory python BUILD="$build" || exit 1
 
 log=$build/ctest.log
