@@ -168,7 +168,16 @@ TEST_F(HttpServerTest, MetricsParseAsPrometheusTextAndCountTheLaunches) {
   EXPECT_EQ(before.Count("causeway_device_memory_budget_bytes"), 4u);
   EXPECT_EQ(before.Value("causeway_sessions"), 0);
   RunTimesTwo();
-  const testing::PrometheusText after = Metrics();
+  // A device reports its op to the metrics after the op's value is ready,
+  // so a fetch may return before the last report is in: wait for it.
+  testing::PrometheusText after = Metrics();
+  const absl::Time deadline = absl::Now() + kWait;
+  while ((after.Value("causeway_op_duration_seconds_count") < 2 ||
+          after.Value("causeway_device_ops_total", {{"code", "OK"}}) < 2) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+    after = Metrics();
+  }
   EXPECT_EQ(after.Value("causeway_launches_total", {{"island", "0"}}), 1);
   // One op per device of the launch, each dispatched and run.
   EXPECT_EQ(after.Value("causeway_dispatch_latency_seconds_count"), 2);
