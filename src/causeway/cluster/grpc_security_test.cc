@@ -4,9 +4,6 @@
 // messages that fail their request or their session while the head goes
 // on serving everyone else.
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -20,6 +17,7 @@
 #include "causeway/transport/in_process_key_value_store.h"
 #include "causeway/transport/grpc_session_channel.h"
 #include "causeway/transport/grpc_worker_agent.h"
+#include "causeway/transport/testing/certificates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -386,51 +384,7 @@ TEST_F(GrpcHeadFixture, WorkersWithoutTheTokenAreRefusedUnauthenticated) {
 
 // --- TLS. ---
 
-// A self-signed certificate for 127.0.0.1 made with openssl, in a fresh
-// directory removed afterwards.
-class Certificates {
- public:
-  Certificates() {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("cw_tls_", getpid(), "_", transport::RandomUint64());
-    std::filesystem::create_directories(dir_);
-  }
-  ~Certificates() { std::filesystem::remove_all(dir_); }
-  // Makes a key and certificate named `name`; false if openssl failed.
-  bool Make(const std::string& name) {
-    const std::string command = absl::StrCat(
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=", name,
-        " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ",
-        Key(name), " -out ", Cert(name), " >/dev/null 2>&1");
-    return std::system(command.c_str()) == 0;
-  }
-  // Makes a key and a certificate named `name` for 127.0.0.1 signed by
-  // the CA `ca` (made with Make); false if openssl failed.
-  bool MakeSigned(const std::string& name, const std::string& ca) {
-    const std::string extensions = (dir_ / (name + ".ext")).string();
-    FILE* file = std::fopen(extensions.c_str(), "w");
-    if (file == nullptr) return false;
-    std::fputs("subjectAltName=IP:127.0.0.1,DNS:localhost\n", file);
-    std::fclose(file);
-    const std::string csr = (dir_ / (name + ".csr")).string();
-    const std::string command = absl::StrCat(
-        "openssl req -newkey rsa:2048 -nodes -subj /CN=", name, " -keyout ",
-        Key(name), " -out ", csr, " >/dev/null 2>&1 && openssl x509 -req -in ",
-        csr, " -CA ", Cert(ca), " -CAkey ", Key(ca),
-        " -CAcreateserial -days 1 -extfile ", extensions, " -out ", Cert(name),
-        " >/dev/null 2>&1");
-    return std::system(command.c_str()) == 0;
-  }
-  std::string Key(const std::string& name) const {
-    return (dir_ / (name + ".key")).string();
-  }
-  std::string Cert(const std::string& name) const {
-    return (dir_ / (name + ".pem")).string();
-  }
-
- private:
-  std::filesystem::path dir_;
-};
+using transport::testing::Certificates;
 
 TEST_F(GrpcHeadFixture, TlsServesClientsThatTrustItsCertificateOnly) {
   Certificates certs;
