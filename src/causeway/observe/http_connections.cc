@@ -1,9 +1,13 @@
 #include "causeway/observe/http_connections.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -31,8 +36,6 @@
 namespace causeway::observe {
 namespace {
 
-// How long the kernel holds a connection that has sent nothing (HTTPS).
-constexpr int kDeferAcceptSeconds = 10;
 constexpr int kReadTimeoutSeconds = 5;
 constexpr int kWriteTimeoutSeconds = 5;
 // The waiting room: how long a request head may take to come, how big it
@@ -41,6 +44,18 @@ constexpr int kWriteTimeoutSeconds = 5;
 constexpr absl::Duration kHeadDeadline = absl::Seconds(kReadTimeoutSeconds);
 constexpr size_t kMaxHeadBytes = 64 << 10;
 constexpr size_t kMaxWaiting = 4096;
+
+// OpenSSL writes with write(2), which raises SIGPIPE when the client has
+// gone (a plain connection's send says MSG_NOSIGNAL): the threads that run
+// TLS block it, so the write fails with EPIPE instead of ending the
+// process. Blocked, a thread's SIGPIPE stays pending and is never
+// delivered.
+void BlockSigpipe() {
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+}
 
 void SetTimeouts(httplib::Server& server) {
   server.set_read_timeout(kReadTimeoutSeconds, 0);
@@ -61,7 +76,10 @@ class GrowingTaskQueue final : public httplib::TaskQueue {
     tasks_.push_back(std::move(fn));
     if (idle_ < static_cast<int>(tasks_.size()) &&
         static_cast<int>(threads_.size()) < max_threads_) {
-      threads_.emplace_back([this] { Loop(); });
+      threads_.emplace_back([this] {
+        BlockSigpipe();
+        Loop();
+      });
     }
   }
 
@@ -104,31 +122,78 @@ class GrowingTaskQueue final : public httplib::TaskQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// httplib's Stream over a plain socket, each read and write waiting at
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
+using Ssl = std::unique_ptr<SSL, SslFree>;
+
+// An accepted connection: its socket (non-blocking) and, on an HTTPS
+// server, its TLS session and the plaintext of the request read so far.
+struct Connection {
+  int fd = -1;
+  Ssl ssl;
+  std::string head;
+};
+
+void CloseConnection(Connection& connection) {
+  if (connection.fd < 0) return;
+  connection.ssl.reset();
+  shutdown(connection.fd, SHUT_RDWR);
+  close(connection.fd);
+  connection.fd = -1;
+}
+
+// Waits until `fd` is ready for `events`, at most `seconds`.
+bool Await(int fd, short events, int seconds) {
+  pollfd p{fd, events, 0};
+  while (true) {
+    const int n = poll(&p, 1, seconds * 1000);
+    if (n >= 0 || errno != EINTR) return n > 0;
+  }
+}
+
+// httplib's Stream over a connection, plain or TLS (the request's first
+// bytes, read in the waiting room, first), each read and write waiting at
 // most its timeout.
-class PlainStream final : public httplib::Stream {
+class ConnectionStream final : public httplib::Stream {
  public:
-  explicit PlainStream(int fd) : fd_(fd) {}
+  explicit ConnectionStream(Connection& connection) : c_(connection) {}
 
   bool is_readable() const override {
-    return Wait(POLLIN, kReadTimeoutSeconds);
+    return taken_ < c_.head.size() ||
+           (c_.ssl != nullptr && SSL_pending(c_.ssl.get()) > 0) ||
+           Await(c_.fd, POLLIN, kReadTimeoutSeconds);
   }
   bool is_writable() const override {
-    return Wait(POLLOUT, kWriteTimeoutSeconds);
+    return Await(c_.fd, POLLOUT, kWriteTimeoutSeconds);
   }
   ssize_t read(char* ptr, size_t size) override {
-    if (!is_readable()) return -1;
-    while (true) {
-      const ssize_t n = recv(fd_, ptr, size, 0);
-      if (n >= 0 || errno != EINTR) return n;
+    if (taken_ < c_.head.size()) {
+      const size_t n = std::min(size, c_.head.size() - taken_);
+      std::memcpy(ptr, c_.head.data() + taken_, n);
+      taken_ += n;
+      return static_cast<ssize_t>(n);
     }
+    if (c_.ssl == nullptr) {
+      if (!is_readable()) return -1;
+      while (true) {
+        const ssize_t n = recv(c_.fd, ptr, size, 0);
+        if (n >= 0 || errno != EINTR) return n;
+      }
+    }
+    return Tls([&] { return SSL_read(c_.ssl.get(), ptr, Int(size)); },
+               kReadTimeoutSeconds);
   }
   ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) return -1;
-    while (true) {
-      const ssize_t n = send(fd_, ptr, size, MSG_NOSIGNAL);
-      if (n >= 0 || errno != EINTR) return n;
+    if (c_.ssl == nullptr) {
+      if (!is_writable()) return -1;
+      while (true) {
+        const ssize_t n = send(c_.fd, ptr, size, MSG_NOSIGNAL);
+        if (n >= 0 || errno != EINTR) return n;
+      }
     }
+    return Tls([&] { return SSL_write(c_.ssl.get(), ptr, Int(size)); },
+               kWriteTimeoutSeconds);
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     Address(getpeername, ip, port);
@@ -136,21 +201,40 @@ class PlainStream final : public httplib::Stream {
   void get_local_ip_and_port(std::string& ip, int& port) const override {
     Address(getsockname, ip, port);
   }
-  socket_t socket() const override { return fd_; }
+  socket_t socket() const override { return c_.fd; }
 
  private:
-  bool Wait(short events, int seconds) const {
-    pollfd p{fd_, events, 0};
+  static int Int(size_t size) {
+    return static_cast<int>(std::min<size_t>(size, 1 << 30));
+  }
+  // Runs a TLS read or write on the non-blocking socket until it moves
+  // bytes, waiting for what it wants; -1 on an error or the timeout, 0 at
+  // the peer's close.
+  template <typename Op>
+  ssize_t Tls(Op op, int seconds) {
     while (true) {
-      const int n = poll(&p, 1, seconds * 1000);
-      if (n >= 0 || errno != EINTR) return n > 0;
+      ERR_clear_error();
+      const int n = op();
+      if (n > 0) return n;
+      switch (SSL_get_error(c_.ssl.get(), n)) {
+        case SSL_ERROR_WANT_READ:
+          if (!Await(c_.fd, POLLIN, seconds)) return -1;
+          break;
+        case SSL_ERROR_WANT_WRITE:
+          if (!Await(c_.fd, POLLOUT, seconds)) return -1;
+          break;
+        case SSL_ERROR_ZERO_RETURN:
+          return 0;
+        default:
+          return -1;
+      }
     }
   }
   void Address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip,
                int& port) const {
     sockaddr_storage address{};
     socklen_t length = sizeof address;
-    if (get(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (get(c_.fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
       address.ss_family = AF_UNSPEC;
     }
     IpPort ip_port = IpAndPort(address);
@@ -158,21 +242,24 @@ class PlainStream final : public httplib::Stream {
     port = ip_port.port;
   }
 
-  const int fd_;
+  Connection& c_;
+  size_t taken_ = 0;  // Of c_.head.
 };
 
-void CloseConnection(int fd) {
-  shutdown(fd, SHUT_RDWR);
-  close(fd);
-}
+struct SslCtxFree {
+  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+};
 
 // Connections wait here, without a thread, until their request head has
 // come (`admit` gets them then), they end, their deadline passes or newer
-// ones push them out (closed). One epoll thread. Thread-safe.
+// ones push them out (closed). With `tls`, the TLS handshake is made here
+// too, step by step as its bytes come, and the request's first bytes are
+// read (decrypted) into the connection. One epoll thread. Thread-safe.
 class WaitingRoom {
  public:
-  explicit WaitingRoom(std::function<void(int fd)> admit)
+  WaitingRoom(std::function<void(Connection)> admit, SSL_CTX* tls)
       : admit_(std::move(admit)),
+        tls_(tls),
         epoll_(epoll_create1(EPOLL_CLOEXEC)),
         wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     CW_CHECK(epoll_ >= 0 && wake_ >= 0)
@@ -181,7 +268,10 @@ class WaitingRoom {
     event.events = EPOLLIN;
     event.data.fd = wake_;
     epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &event);
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      BlockSigpipe();
+      Loop();
+    });
   }
   ~WaitingRoom() {
     {
@@ -193,21 +283,35 @@ class WaitingRoom {
       CW_LOG(WARNING) << "the HTTP waiting room: cannot wake its thread";
     }
     thread_.join();
-    for (const Waiting& waiting : order_) CloseConnection(waiting.fd);
+    for (Waiting& waiting : order_) CloseConnection(waiting.connection);
     close(wake_);
     close(epoll_);
   }
 
   void Add(int fd) {
+    Connection connection{fd, nullptr, {}};
     absl::MutexLock lock(&mu_);
-    if (stopping_) return CloseConnection(fd);
+    const int flags = fcntl(fd, F_GETFL);
+    if (stopping_ || flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      return CloseConnection(connection);
+    }
+    if (tls_ != nullptr) {
+      connection.ssl.reset(SSL_new(tls_));
+      if (connection.ssl == nullptr || SSL_set_fd(connection.ssl.get(), fd) != 1) {
+        return CloseConnection(connection);
+      }
+      SSL_set_accept_state(connection.ssl.get());
+    }
     if (order_.size() >= kMaxWaiting) RemoveLocked(order_.begin(), true);
-    order_.push_back({fd, absl::Now() + kHeadDeadline});
+    order_.push_back({std::move(connection), absl::Now() + kHeadDeadline});
     by_fd_[fd] = std::prev(order_.end());
-    // Edge-triggered: told again only when more bytes come (what has come
-    // is peeked, never taken). Data already there is reported at once.
+    // Edge-triggered: told again only when more bytes come (plain: what
+    // has come is peeked, never taken; TLS: OpenSSL reads until it has to
+    // wait), or, for TLS, when a full socket buffer has room again. Data
+    // already there is reported at once.
     epoll_event event{};
-    event.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    event.events = EPOLLIN | EPOLLRDHUP | EPOLLET |
+                   (tls_ != nullptr ? static_cast<uint32_t>(EPOLLOUT) : 0u);
     event.data.fd = fd;
     if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) {
       RemoveLocked(std::prev(order_.end()), true);
@@ -216,21 +320,27 @@ class WaitingRoom {
 
  private:
   struct Waiting {
-    int fd;
+    Connection connection;
     absl::Time deadline;
   };
   using Order = std::list<Waiting>;
 
   void RemoveLocked(Order::iterator it, bool close_it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    epoll_ctl(epoll_, EPOLL_CTL_DEL, it->fd, nullptr);
-    if (close_it) CloseConnection(it->fd);
-    by_fd_.erase(it->fd);
+    const int fd = it->connection.fd;
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    if (close_it) CloseConnection(it->connection);
+    by_fd_.erase(fd);
     order_.erase(it);
   }
 
-  // Whether `fd`'s request head has come whole; false while it may yet.
+  // Whether the connection's request head has come whole; kWaiting while
+  // it may yet.
   enum class Head { kWaiting, kComplete, kGone };
+  Head Advance(Connection& c) {
+    return c.ssl == nullptr ? Peek(c.fd) : AdvanceTls(c);
+  }
+
   Head Peek(int fd) {
     const ssize_t n =
         recv(fd, peek_.data(), peek_.size(), MSG_PEEK | MSG_DONTWAIT);
@@ -240,13 +350,43 @@ class WaitingRoom {
                  ? Head::kWaiting
                  : Head::kGone;
     }
-    const std::string_view head(peek_.data(), static_cast<size_t>(n));
-    // Too big for a head: httplib reads it and refuses it.
-    if (head.find("\r\n\r\n") != std::string_view::npos ||
-        head.size() >= kMaxHeadBytes) {
-      return Head::kComplete;
+    return Complete(std::string_view(peek_.data(), static_cast<size_t>(n)))
+               ? Head::kComplete
+               : Head::kWaiting;
+  }
+
+  // The handshake as far as the bytes that came allow, then the request's
+  // plaintext into `c.head`. A handshake that fails (no client certificate
+  // of the CA, not TLS at all) ends the connection here.
+  Head AdvanceTls(Connection& c) {
+    SSL* ssl = c.ssl.get();
+    // Each step runs until OpenSSL has to wait for the socket (it has
+    // read all there is: edge-triggered events stay sound).
+    auto waiting = [ssl](int result) {
+      const int error = SSL_get_error(ssl, result);
+      return error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE;
+    };
+    if (!SSL_is_init_finished(ssl)) {
+      ERR_clear_error();
+      const int accepted = SSL_accept(ssl);
+      if (accepted != 1) return waiting(accepted) ? Head::kWaiting : Head::kGone;
     }
-    return Head::kWaiting;
+    while (c.head.size() < kMaxHeadBytes) {
+      ERR_clear_error();
+      const int n = SSL_read(ssl, peek_.data(),
+                             static_cast<int>(kMaxHeadBytes - c.head.size()));
+      if (n <= 0) return waiting(n) ? Head::kWaiting : Head::kGone;
+      c.head.append(peek_.data(), static_cast<size_t>(n));
+      if (Complete(c.head)) return Head::kComplete;
+    }
+    return Head::kComplete;
+  }
+
+  // A blank line ends the head; one too big for a head is handed on
+  // anyway (httplib reads it and refuses it).
+  static bool Complete(std::string_view head) {
+    return head.find("\r\n\r\n") != std::string_view::npos ||
+           head.size() >= kMaxHeadBytes;
   }
 
   void Loop() {
@@ -267,30 +407,31 @@ class WaitingRoom {
       }
       const int n = epoll_wait(epoll_, events.data(),
                                static_cast<int>(events.size()), timeout_ms);
-      std::vector<int> admitted;
+      std::vector<Connection> admitted;
       absl::MutexLock lock(&mu_);
       for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
         if (fd == wake_) continue;
         auto it = by_fd_.find(fd);
         if (it == by_fd_.end()) continue;  // Closed meanwhile.
-        switch (Peek(fd)) {
+        switch (Advance(it->second->connection)) {
           case Head::kWaiting:
             break;
           case Head::kGone:
             RemoveLocked(it->second, true);
             break;
           case Head::kComplete:
+            admitted.push_back(std::move(it->second->connection));
             RemoveLocked(it->second, false);
-            admitted.push_back(fd);
             break;
         }
       }
-      for (int fd : admitted) admit_(fd);
+      for (Connection& connection : admitted) admit_(std::move(connection));
     }
   }
 
-  const std::function<void(int fd)> admit_;
+  const std::function<void(Connection)> admit_;
+  SSL_CTX* const tls_;  // Null: plain HTTP.
   const int epoll_;
   const int wake_;
   std::vector<char> peek_ = std::vector<char>(kMaxHeadBytes);  // Loop only.
@@ -306,9 +447,15 @@ class WaitingRoom {
 // workers answer the ones whose head has come.
 class AdmittingServer final : public httplib::Server {
  public:
-  explicit AdmittingServer(int max_threads)
-      : workers_(max_threads),
-        room_([this](int fd) { workers_.enqueue([this, fd] { Serve(fd); }); }) {
+  AdmittingServer(int max_threads, std::unique_ptr<SSL_CTX, SslCtxFree> tls)
+      : tls_(std::move(tls)),
+        workers_(max_threads),
+        room_(
+            [this](Connection connection) {
+              auto shared = std::make_shared<Connection>(std::move(connection));
+              workers_.enqueue([this, shared] { Serve(*shared); });
+            },
+            tls_.get()) {
     new_task_queue = [] { return new httplib::ThreadPool(1); };
     // No TCP_DEFER_ACCEPT: connections are accepted at once and wait in the
     // room, which closes them at their deadline, instead of half-open in
@@ -322,17 +469,22 @@ class AdmittingServer final : public httplib::Server {
     return true;
   }
 
-  void Serve(int fd) {
-    PlainStream stream(fd);
-    bool closed = false;
-    process_request(stream, /*close_connection=*/true, closed,
-                    [](httplib::Request&) {});
-    CloseConnection(fd);
+  void Serve(Connection& connection) {
+    {
+      ConnectionStream stream(connection);
+      bool closed = false;
+      process_request(stream, /*close_connection=*/true, closed,
+                      [](httplib::Request&) {});
+    }
+    // TLS: say the session ends (once; a client gone already is fine).
+    if (connection.ssl != nullptr) SSL_shutdown(connection.ssl.get());
+    CloseConnection(connection);
   }
 
   // Destroyed in reverse: the room first (it hands connections to the
   // workers), then the workers (joined), while the server base they call
-  // is still whole.
+  // and the TLS context are still whole.
+  std::unique_ptr<SSL_CTX, SslCtxFree> tls_;
   GrowingTaskQueue workers_;
   WaitingRoom room_;
 };
@@ -354,22 +506,40 @@ void WidenListenBacklog(httplib::Server& server) {
 }
 
 std::unique_ptr<httplib::Server> MakeAdmittingServer(int max_threads) {
-  return std::make_unique<AdmittingServer>(max_threads);
+  return std::make_unique<AdmittingServer>(max_threads, nullptr);
 }
 
-void ConfigureConnections(httplib::Server& server, int max_threads) {
-  server.new_task_queue = [max_threads] {
-    return new GrowingTaskQueue(max_threads);
-  };
-  // Replaces httplib's default options (SO_REUSEADDR), so it sets that too.
-  server.set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    const int seconds = kDeferAcceptSeconds;
-    setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof(seconds));
-  });
-  SetTimeouts(server);
-  server.set_keep_alive_timeout(2);
+absl::StatusOr<std::unique_ptr<httplib::Server>> MakeAdmittingTlsServer(
+    int max_threads, const TlsFiles& tls) {
+  std::unique_ptr<SSL_CTX, SslCtxFree> ctx(SSL_CTX_new(TLS_server_method()));
+  const bool loaded =
+      ctx != nullptr &&
+      SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION) == 1 &&
+      SSL_CTX_use_certificate_chain_file(ctx.get(), tls.cert_file.c_str()) == 1 &&
+      SSL_CTX_use_PrivateKey_file(ctx.get(), tls.key_file.c_str(),
+                                  SSL_FILETYPE_PEM) == 1 &&
+      SSL_CTX_check_private_key(ctx.get()) == 1 &&
+      (tls.client_ca_file.empty() ||
+       SSL_CTX_load_verify_locations(ctx.get(), tls.client_ca_file.c_str(),
+                                     nullptr) == 1);
+  if (!loaded) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the HTTP endpoint cannot serve TLS with certificate '", tls.cert_file,
+        "' and key '", tls.key_file, "'",
+        tls.client_ca_file.empty()
+            ? std::string()
+            : absl::StrCat(" and client CA '", tls.client_ca_file, "'"),
+        ": a file is missing, unreadable, not PEM, or the key does not "
+        "match the certificate"));
+  }
+  if (!tls.client_ca_file.empty()) {
+    SSL_CTX_set_verify(ctx.get(),
+                       SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                       nullptr);
+  }
+  // A connection waiting in the room holds no read or write buffer.
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_RELEASE_BUFFERS);
+  return std::make_unique<AdmittingServer>(max_threads, std::move(ctx));
 }
 
 }  // namespace causeway::observe

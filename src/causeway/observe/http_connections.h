@@ -17,17 +17,19 @@
 //   keep-alive). A connection whose head has not come within 5 s is closed
 //   there, as is the oldest when 4096 wait. So idle connections and slow
 //   senders cost a socket each, never a thread.
-// * HTTPS (ConfigureConnections on an httplib::SSLServer): the TLS
-//   handshake is httplib's, on a thread. The listening socket has
-//   TCP_DEFER_ACCEPT (the kernel hands over a connection only once bytes
-//   have come, or after 10 s), and the pool grows with the connections
-//   being served up to `max_threads` instead of queueing them behind a
-//   fixed few; connections that hold a handshake open still hold a thread
-//   each for the read timeout.
+// * HTTPS (MakeAdmittingTlsServer): the same waiting room makes the TLS
+//   handshake too, a step each time its bytes come (non-blocking OpenSSL),
+//   and reads the request's first bytes; the 5 s deadline covers the
+//   handshake and the head together. A handshake held open, stalled
+//   half-way or refused (no client certificate of the CA) costs a socket
+//   and a TLS session object, never a thread.
 #ifndef CAUSEWAY_OBSERVE_HTTP_CONNECTIONS_H_
 #define CAUSEWAY_OBSERVE_HTTP_CONNECTIONS_H_
 
 #include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
 
 namespace httplib {
 class Server;
@@ -45,10 +47,18 @@ std::unique_ptr<httplib::Server> MakeAdmittingServer(int max_threads);
 // by the kernel (its clients would wait a second or more to retry).
 void WidenListenBacklog(httplib::Server& server);
 
-// For an httplib::SSLServer, before binding: TCP_DEFER_ACCEPT, a growing
-// pool of at most `max_threads`, 5 s read and write timeouts, 2 s of
-// keep-alive.
-void ConfigureConnections(httplib::Server& server, int max_threads);
+struct TlsFiles {
+  std::string cert_file;  // PEM, with its chain.
+  std::string key_file;
+  // Set: mutual TLS, a client certificate signed by this CA is required.
+  std::string client_ca_file{};
+};
+
+// The same, serving HTTPS only (TLS 1.2 at least) with `tls`.
+// InvalidArgument naming the files when they cannot be loaded (missing,
+// not PEM, a key that does not match the certificate).
+absl::StatusOr<std::unique_ptr<httplib::Server>> MakeAdmittingTlsServer(
+    int max_threads, const TlsFiles& tls);
 
 }  // namespace causeway::observe
 

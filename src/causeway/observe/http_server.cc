@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "causeway/base/constant_time.h"
 #include "causeway/base/logging.h"
+#include "causeway/base/status.h"
 #include "causeway/observe/http_connections.h"
 #include "causeway/observe/status_json.h"
 #include "causeway/observe/web_page.h"
@@ -76,20 +77,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         "HTTPS needs both a certificate and its key (--tls-cert, --tls-key)");
   }
   if (!options.tls_cert_file.empty()) {
-    auto https = std::make_unique<httplib::SSLServer>(
-        options.tls_cert_file.c_str(), options.tls_key_file.c_str(),
-        options.tls_ca_file.empty() ? nullptr : options.tls_ca_file.c_str());
-    if (!https->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the HTTP endpoint cannot serve TLS with certificate '",
-          options.tls_cert_file, "' and key '", options.tls_key_file, "'",
-          options.tls_ca_file.empty()
-              ? std::string()
-              : absl::StrCat(" and client CA '", options.tls_ca_file, "'"),
-          ": a file is missing, unreadable, not PEM, or the key does not "
-          "match the certificate"));
-    }
-    http_server = std::move(https);
+    CW_ASSIGN_OR_RETURN(
+        http_server,
+        MakeAdmittingTlsServer(
+            kMaxThreads, TlsFiles{options.tls_cert_file, options.tls_key_file,
+                                  options.tls_ca_file}));
   } else if (!options.tls_ca_file.empty()) {
     return absl::InvalidArgumentError(
         "a client CA for the HTTP endpoint (mutual TLS) needs its own "
@@ -101,7 +93,6 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
       new HttpServer(std::move(options), std::move(http_server)));
   httplib::Server& http = *server->server_;
   const HttpServerOptions& opts = server->options_;
-  if (!opts.tls_cert_file.empty()) ConfigureConnections(http, kMaxThreads);
   http.set_payload_max_length(64 << 10);
   http.set_keep_alive_max_count(1000);
 

@@ -27,6 +27,7 @@ class RawConnection {
   RawConnection& operator=(const RawConnection&) = delete;
 
   bool sent() const { return sent_; }
+  int fd() const { return fd_; }
   // What came back before the server closed (or `limit` bytes).
   std::string ReadAll(size_t limit = 4096) {
     std::string out;
