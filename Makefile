@@ -97,9 +97,12 @@ demo: deps build
 bench: deps build
 	./bench/run_bench.sh $(BUILD)
 
-# libFuzzer (clang): FUZZER=hlo_parser (default), evaluator or spmd;
-# FUZZ_SECONDS=600 by default; one job, one worker. See fuzz/README.md.
+# libFuzzer (clang): FUZZER=hlo_parser (default), evaluator, spmd,
+# data_plane or gloo_mesh; FUZZ_SECONDS=600 by default; one job, one
+# worker. See fuzz/README.md.
 FUZZER ?= hlo_parser
+# A fuzzer's own dictionary where it has one.
+FUZZ_DICT = $(or $(wildcard fuzz/$(FUZZER).dict),fuzz/hlo_parser.dict)
 # The executors' seeds are whole programs, longer than parser inputs; the
 # multi-partition ones longest.
 FUZZ_MAX_LEN = $(if $(filter evaluator,$(FUZZER)),16384,$(if $(filter spmd,$(FUZZER)),32768,4096))
@@ -109,7 +112,7 @@ fuzz: apt-deps
 	ninja -C $(BUILD)-fuzz -j$(JOBS) $(FUZZER)_fuzzer
 	mkdir -p fuzz-out/$(FUZZER)
 	$(BUILD)-fuzz/bin/$(FUZZER)_fuzzer -max_total_time=$(FUZZ_SECONDS) \
-	  -max_len=$(FUZZ_MAX_LEN) -dict=fuzz/hlo_parser.dict -timeout=60 \
+	  -max_len=$(FUZZ_MAX_LEN) -dict=$(FUZZ_DICT) -timeout=60 \
 	  -artifact_prefix=fuzz-out/$(FUZZER)- \
 	  fuzz-out/$(FUZZER) fuzz/$(FUZZER)_corpus
 
