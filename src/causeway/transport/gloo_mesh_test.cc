@@ -326,27 +326,42 @@ class SealedGlooMeshTest : public GlooMeshTest {
   }
 };
 
+// Every byte rank 1 sends to rank 0, as a man in the middle sees it.
+class Recording {
+ public:
+  // Starts relaying to `target`; rank 1 dials the address returned.
+  std::string Start(const std::string& target) {
+    middle_ = std::make_unique<testing::Interceptor>(
+        target, [this](int, uint64_t, uint8_t* bytes, size_t size) {
+          absl::MutexLock lock(&mu_);
+          wire_.insert(wire_.end(), bytes, bytes + size);
+        });
+    return middle_->address();
+  }
+  std::vector<uint8_t> wire() {
+    absl::MutexLock lock(&mu_);
+    return wire_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<uint8_t> wire_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<testing::Interceptor> middle_;  // Last: stopped first.
+};
+
 // What crosses the network between sealed ranks is not what Gloo sent:
 // 4 MiB of a recognizable pattern arrive whole, and no 64-byte stretch of
 // it is seen on the wire.
 TEST_F(SealedGlooMeshTest, PairsCarryOnlyCiphertext) {
   std::string target;
-  std::vector<uint8_t> wire;
-  absl::Mutex mu;
   const std::vector<uint8_t> message = RandomBytes(4 << 20, 11);
-  std::unique_ptr<testing::Interceptor> middle;
-  auto contexts = ConnectThrough("sealed/wire/", &target, [&] {
-    middle = std::make_unique<testing::Interceptor>(
-        target, [&](int, uint64_t, uint8_t* bytes, size_t size) {
-          absl::MutexLock lock(&mu);
-          wire.insert(wire.end(), bytes, bytes + size);
-        });
-    return middle->address();
-  });
+  Recording recording;
+  auto contexts = ConnectThrough("sealed/wire/", &target,
+                                 [&] { return recording.Start(target); });
   absl::StatusOr<std::vector<uint8_t>> received = Send(contexts, message);
   ASSERT_TRUE(received.ok()) << received.status();
   EXPECT_EQ(*received, message);
-  absl::MutexLock lock(&mu);
+  const std::vector<uint8_t> wire = recording.wire();
   EXPECT_GT(wire.size(), message.size());
   const std::vector<uint8_t> stretch(message.begin() + 4096,
                                      message.begin() + 4096 + 64);
@@ -387,26 +402,15 @@ TEST_F(SealedGlooMeshTest, ATamperedRecordFailsTheCollective) {
 // proof does not match: refused, and the real ranks connect.
 TEST_F(SealedGlooMeshTest, AReplayedHandshakeIsRefused) {
   std::string target;
-  std::vector<uint8_t> recorded;
-  absl::Mutex mu;
-  std::unique_ptr<testing::Interceptor> middle;
-  auto first = ConnectThrough("sealed/recorded/", &target, [&] {
-    middle = std::make_unique<testing::Interceptor>(
-        target, [&](int, uint64_t, uint8_t* bytes, size_t size) {
-          absl::MutexLock lock(&mu);
-          recorded.insert(recorded.end(), bytes, bytes + size);
-        });
-    return middle->address();
-  });
+  auto recording = std::make_unique<Recording>();
+  auto first = ConnectThrough("sealed/recorded/", &target,
+                              [&] { return recording->Start(target); });
   ASSERT_TRUE(Send(first, RandomBytes(1024, 21)).ok());
-  std::vector<uint8_t> handshake;
-  {
-    absl::MutexLock lock(&mu);
-    ASSERT_GE(recorded.size(), 80u);  // Hello (48) and proof (32).
-    handshake.assign(recorded.begin(), recorded.begin() + 80);
-  }
+  const std::vector<uint8_t> recorded = recording->wire();
+  ASSERT_GE(recorded.size(), 80u);  // Hello (48) and proof (32).
+  const std::vector<uint8_t> handshake(recorded.begin(), recorded.begin() + 80);
   first.clear();
-  middle.reset();
+  recording.reset();
 
   // The next context: the replayer is first at rank 0's port.
   const int64_t refused_before = GlooMeshConnectionsRefused();
