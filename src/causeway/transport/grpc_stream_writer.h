@@ -25,6 +25,8 @@
 #ifndef CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 #define CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -61,7 +63,10 @@ class StreamWriter {
   explicit StreamWriter(Options options)
       : options_(std::move(options)),
         idle_interval_(options_.idle_interval),
-        thread_([this] { Loop(); }) {}
+        thread_([this] {
+          pthread_setname_np(pthread_self(), "stream-writer");
+          Loop();
+        }) {}
   ~StreamWriter() { Close(/*drain=*/false); }
 
   StreamWriter(const StreamWriter&) = delete;
