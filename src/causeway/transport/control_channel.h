@@ -334,6 +334,11 @@ class WorkerListener {
  public:
   virtual ~WorkerListener() = default;
   virtual void OnOpDone(const OpDone& done) = 0;
+  // Several at once (one launch's ops of one host, worker/op_done_batcher.h):
+  // a transport sends them as one notice.
+  virtual void OnOpsDone(const std::vector<OpDone>& done) {
+    for (const OpDone& one : done) OnOpDone(one);
+  }
   // This worker's data plane could not deliver `piece`: the head fails its
   // destination (FailBuffers on the destination's channel), unless a host
   // of it is dead already (its failure handling covers the piece).

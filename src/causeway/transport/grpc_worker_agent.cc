@@ -210,9 +210,13 @@ void GrpcWorkerAgent::Reply(uint64_t id, const absl::Status& status,
   writer_->Send(std::move(notice));
 }
 
-void GrpcWorkerAgent::OnOpDone(const OpDone& done) {
+void GrpcWorkerAgent::OnOpDone(const OpDone& done) { OnOpsDone({done}); }
+
+void GrpcWorkerAgent::OnOpsDone(const std::vector<OpDone>& done) {
   wire::WorkerToHead notice;
-  ToWire(done, notice.mutable_op_done()->add_done());
+  for (const OpDone& one : done) {
+    ToWire(one, notice.mutable_op_done()->add_done());
+  }
   writer_->Send(std::move(notice));
 }
 

@@ -118,6 +118,8 @@ class GrpcWorkerAgent final : public WorkerListener {
 
   // Notices up the stream (the worker's listener).
   void OnOpDone(const OpDone& done) override;
+  // One notice for them all.
+  void OnOpsDone(const std::vector<OpDone>& done) override;
   void OnPushFailed(const UndeliveredPiece& piece) override;
   // Head-side notices: a worker reports neither its own disconnection nor
   // trace events through its listener (Serve sends its EventBuffer's).

@@ -108,12 +108,15 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
 Worker::Worker(WorkerOptions options)
     : options_(std::move(options)),
       events_(options_.events != nullptr ? options_.events
-                                         : &NullEventSink()) {
+                                         : &NullEventSink()),
+      op_dones_(options_.listener != nullptr
+                    ? std::make_unique<OpDoneBatcher>(options_.listener)
+                    : nullptr) {
   for (const DeviceInfo& info : options_.devices) {
     devices_.emplace(info.id, std::make_unique<Device>(Device::Options{
                                   .info = info,
                                   .events = events_,
-                                  .listener = options_.listener,
+                                  .listener = op_dones_.get(),
                                   .collectives = options_.collectives}));
   }
   transfers_ = std::make_unique<ThreadPool>(
@@ -195,6 +198,16 @@ void Worker::UnloadProgram(ProgramId program) {
 void Worker::Dispatch(WorkerBatch batch) {
   if (!Enter()) return;
   for (const ReceiveSpec& receive : batch.receives) SetUpReceive(receive);
+  if (op_dones_ != nullptr) {
+    // Every op of a launch here is expected before the first can end.
+    std::map<std::pair<IslandId, uint64_t>, int> ops;
+    for (const LaunchOp& launch : batch.launches) {
+      if (FindDevice(launch.device) != nullptr) ++ops[{launch.island, launch.seq}];
+    }
+    for (const auto& [launch, count] : ops) {
+      op_dones_->Expect(launch.first, launch.second, count);
+    }
+  }
   for (LaunchOp& launch : batch.launches) EnqueueLaunch(std::move(launch));
   for (SendSpec& send : batch.sends) ArmSend(std::move(send));
   ReleaseBuffers(std::move(batch.releases));

@@ -46,6 +46,7 @@
 #include "causeway/transport/launch_collectives.h"
 #include "causeway/transport/topology.h"
 #include "causeway/worker/device.h"
+#include "causeway/worker/op_done_batcher.h"
 #include "causeway/worker/sim_program.h"
 
 namespace causeway::worker {
@@ -169,6 +170,9 @@ class Worker final : public transport::WorkerService,
 
   const WorkerOptions options_;
   trace::EventSink* const events_;
+  // One launch's OpDone notices from this host's devices leave together;
+  // null without a listener. Outlives the devices, which report to it.
+  std::unique_ptr<OpDoneBatcher> op_dones_;
   std::map<DeviceId, std::unique_ptr<Device>> devices_;  // Fixed at Create.
   // Pushes pieces out once their sources are ready.
   std::unique_ptr<ThreadPool> transfers_;
