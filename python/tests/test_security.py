@@ -279,8 +279,8 @@ def test_a_head_exposed_without_protection_refuses_to_start(token_file):
     assert refused.returncode != 0
     assert "--data-plane-listen 192.0.2.7:0 is reachable from other machines" in refused.stderr
     assert "--token-file" in refused.stderr
-    # A token alone would cross the network in clear text in every call:
-    # refused too, saying so.
+    # A token alone (no TLS) would leave the session keys and the data in
+    # clear text on the network: refused too, saying so.
     refused = subprocess.run([CAUSEWAY, "head", "--listen", "0.0.0.0:0",
                               "--token-file", token_file],
                              capture_output=True, text=True, timeout=60)

@@ -167,7 +167,7 @@ absl::StatusOr<transport::GrpcSecurity> SecurityFromFlags(
   security.tls_cert_file = flags.Get("--tls-cert").value_or("");
   security.tls_key_file = flags.Get("--tls-key").value_or("");
   // A command that runs exposed on purpose also talks to its head so.
-  security.allow_token_in_clear = flags.Has("--insecure");
+  security.allow_clear_text = flags.Has("--insecure");
   return security;
 }
 

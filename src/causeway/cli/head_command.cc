@@ -292,9 +292,9 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
         "certificate signed by it (mutual TLS), which needs TLS: give the "
         "head's own --tls-cert and --tls-key too");
   }
-  // Exposed, a port needs both: TLS, without which the token crosses the
-  // network in clear text in every call (anyone who sees one call holds
-  // it, and sees the session keys and the data), and a way to tell members
+  // Exposed, a port needs both: TLS, without which the session keys, the
+  // programs and the data cross the network in clear text (the token is
+  // only proven, never sent), and a way to tell members
   // (the token, or client certificates of --tls-ca). docs/security.md.
   const transport::GrpcSecurity& security = out.server.security;
   const bool tls = !security.tls_cert_file.empty();
@@ -302,8 +302,8 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
   const std::string needs =
       tls ? "a token (--token-file) or client certificates (--tls-ca)"
       : members
-          ? "TLS (--tls-cert, --tls-key; the token would cross the network "
-            "in clear text in every request)"
+          ? "TLS (--tls-cert, --tls-key; the session keys, programs and "
+            "arrays would cross the network in clear text)"
           : "TLS (--tls-cert, --tls-key) and a token (--token-file)";
   CW_RETURN_IF_ERROR(RequireProtectionWhenExposed(
       flags, "--listen", out.server.listen, tls && members, needs));

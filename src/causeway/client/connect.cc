@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& head,
   grpc.security.tls_ca_file = options.tls_ca_file;
   grpc.security.tls_cert_file = options.tls_cert_file;
   grpc.security.tls_key_file = options.tls_key_file;
-  grpc.security.allow_token_in_clear = options.insecure;
+  grpc.security.allow_clear_text = options.insecure;
   grpc.connect_timeout = options.connect_timeout;
   grpc.keepalive =
       transport::KeepaliveOptions::WithTimeout(options.keepalive_timeout);

@@ -31,9 +31,9 @@ struct ConnectOptions {
   // A connection to the head whose pings go unanswered this long is broken
   // (pings every half of it): `--keepalive-timeout` (docs/security.md).
   absl::Duration keepalive_timeout = absl::Seconds(2);
-  // Send the token in clear text to a head that is not on loopback, with
-  // no TLS. Without it such a Connect fails FailedPrecondition, saying why
-  // (anyone on the network path could read the token).
+  // Talk in clear text to a head that is not on loopback, with no TLS.
+  // Without it such a Connect fails FailedPrecondition, saying why (anyone
+  // on the network path could read the session's keys and data).
   bool insecure = false;
 };
 

@@ -363,6 +363,47 @@ TEST_F(GrpcHeadFixture, EveryCallWithoutTheTokenIsRefusedBeforeAnyWork) {
   EXPECT_EQ(membership_.admitted(), 0);
 }
 
+// The token never crosses the wire: a call that sends it as it is (the
+// old way) is refused; a call proves it with a proof that works once, and
+// the same proof replayed is refused.
+TEST_F(GrpcHeadFixture, TheTokenIsProvenNeverSentAndAProofWorksOnce) {
+  GrpcHeadServerOptions options;
+  options.security.token = "s3cret";
+  StartServer(options);
+  auto sessions = wire::HeadSessions::NewStub(grpc::CreateChannel(
+      server_->address(), grpc::InsecureChannelCredentials()));
+  auto version = [&](const std::string& key, const std::string& value) {
+    grpc::ClientContext context;
+    context.AddMetadata(key, value);
+    wire::VersionRequest request;
+    request.set_min_version(transport::kSessionProtocol.min);
+    request.set_max_version(transport::kSessionProtocol.max);
+    wire::VersionResponse response;
+    return sessions->GetVersion(&context, request, &response);
+  };
+  const grpc::Status sent = version("causeway-token", "s3cret");
+  EXPECT_EQ(sent.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(sent.error_message(), HasSubstr("carries no proof"));
+
+  const std::string proof = transport::MakeCallProof("s3cret", absl::Now());
+  EXPECT_THAT(proof, ::testing::Not(HasSubstr("s3cret")));
+  const grpc::Status proven = version(transport::kProofMetadataKey, proof);
+  EXPECT_TRUE(proven.ok()) << proven.error_message();
+  const grpc::Status replayed = version(transport::kProofMetadataKey, proof);
+  EXPECT_EQ(replayed.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(replayed.error_message(), HasSubstr("used before"));
+
+  const grpc::Status wrong = version(
+      transport::kProofMetadataKey, transport::MakeCallProof("guess", absl::Now()));
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(wrong.error_message(), HasSubstr("does not match"));
+  const grpc::Status stale = version(
+      transport::kProofMetadataKey,
+      transport::MakeCallProof("s3cret", absl::Now() - absl::Minutes(5)));
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(stale.error_message(), HasSubstr("check the clocks"));
+}
+
 TEST_F(GrpcHeadFixture, WorkersWithoutTheTokenAreRefusedUnauthenticated) {
   GrpcHeadServerOptions options;
   options.security.token = "s3cret";
@@ -724,9 +765,9 @@ TEST_F(GrpcHeadFixture, SessionsOpenedFasterThanTheLimitAreRefusedAndOthersGoOn)
   }
 }
 
-// A client never sends its token in clear text to a head that is not on
-// loopback: refused before it dials, saying why and how to go on.
-TEST(GrpcClientSecurityTest, ATokenIsNotSentInClearToAnExposedHead) {
+// A client never talks in clear text to a head that is not on loopback:
+// refused before it dials, saying why and how to go on.
+TEST(GrpcClientSecurityTest, AClientDoesNotTalkInClearToAnExposedHead) {
   GrpcClientOptions options;
   options.security.token = "the cluster's token";
   options.connect_timeout = absl::Seconds(1);
@@ -739,21 +780,24 @@ TEST(GrpcClientSecurityTest, ATokenIsNotSentInClearToAnExposedHead) {
   EXPECT_THAT(refused.status().message(), HasSubstr("--insecure"));
   // With TLS, on loopback, without a token, or told to: it dials (and,
   // with nothing at these addresses, finds no head).
-  EXPECT_TRUE(transport::RefuseTokenInClear("127.0.0.1:7070", options.security)
-                  .ok());
-  EXPECT_TRUE(transport::RefuseTokenInClear("[::1]:7070", options.security)
-                  .ok());
+  EXPECT_TRUE(
+      transport::RefuseClearTextToRemoteHead("127.0.0.1:7070", options.security)
+          .ok());
+  EXPECT_TRUE(
+      transport::RefuseClearTextToRemoteHead("[::1]:7070", options.security)
+          .ok());
   GrpcSecurity told = options.security;
-  told.allow_token_in_clear = true;
-  EXPECT_TRUE(transport::RefuseTokenInClear("192.0.2.1:7070", told).ok());
+  told.allow_clear_text = true;
+  EXPECT_TRUE(transport::RefuseClearTextToRemoteHead("192.0.2.1:7070", told).ok());
   GrpcSecurity tls = options.security;
   tls.tls_ca_file = "ca.pem";
-  EXPECT_TRUE(transport::RefuseTokenInClear("192.0.2.1:7070", tls).ok());
-  EXPECT_TRUE(transport::RefuseTokenInClear("192.0.2.1:7070", GrpcSecurity{})
-                  .ok());
+  EXPECT_TRUE(transport::RefuseClearTextToRemoteHead("192.0.2.1:7070", tls).ok());
+  EXPECT_TRUE(
+      transport::RefuseClearTextToRemoteHead("192.0.2.1:7070", GrpcSecurity{})
+          .ok());
 }
 
-TEST(GrpcClientSecurityTest, AWorkerDoesNotSendItsTokenInClearToAnExposedHead) {
+TEST(GrpcClientSecurityTest, AWorkerDoesNotTalkInClearToAnExposedHead) {
   // 192.0.2.1 (TEST-NET-1) is never dialled: the refusal comes first, and
   // is not one a worker retries (it is not Unavailable).
   transport::GrpcWorkerAgentOptions worker;
@@ -768,7 +812,7 @@ TEST(GrpcClientSecurityTest, AWorkerDoesNotSendItsTokenInClearToAnExposedHead) {
   EXPECT_THAT(refused.status().message(), HasSubstr("in clear text"));
   EXPECT_THAT(refused.status().message(), HasSubstr("--insecure"));
   // Told to (--insecure), it dials, and finds no head there.
-  worker.security.allow_token_in_clear = true;
+  worker.security.allow_clear_text = true;
   refused = transport::GrpcWorkerAgent::Register(worker);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
       << refused.status();

@@ -2,15 +2,23 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/constant_time.h"
+#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 
 namespace causeway::transport {
@@ -26,6 +34,18 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// HMAC-SHA256(token, "causeway call v1:" + stamped), in hex.
+std::string ProofMac(absl::string_view token, absl::string_view stamped) {
+  const std::string message = absl::StrCat("causeway call v1:", stamped);
+  uint8_t mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  CW_CHECK(HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+                reinterpret_cast<const uint8_t*>(message.data()),
+                message.size(), mac, &length) != nullptr);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), length));
 }
 
 int Milliseconds(absl::Duration d) {
@@ -150,26 +170,90 @@ void ConfigureServerBuilder(const KeepaliveOptions& keepalive,
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
 }
 
+std::string MakeCallProof(absl::string_view token, absl::Time now) {
+  uint8_t nonce[16];
+  CW_CHECK(RAND_bytes(nonce, sizeof nonce) == 1)
+      << "no random bytes for a call's proof";
+  const std::string stamped = absl::StrCat(
+      absl::ToUnixMicros(now), ":",
+      absl::BytesToHexString(absl::string_view(
+          reinterpret_cast<const char*>(nonce), sizeof nonce)));
+  return absl::StrCat("v1:", stamped, ":", ProofMac(token, stamped));
+}
+
 void AddCredentials(const GrpcSecurity& security,
                     grpc::ClientContext* context) {
   if (!security.token.empty()) {
-    context->AddMetadata(kTokenMetadataKey, security.token);
+    context->AddMetadata(kProofMetadataKey,
+                         MakeCallProof(security.token, absl::Now()));
   }
 }
 
 grpc::Status TokenCheck::Check(const grpc::ServerContextBase& context) const {
   if (token_.empty()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kTokenMetadataKey);
+  auto it = metadata.find(kProofMetadataKey);
   if (it == metadata.end()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this head requires a token (--token-file)");
+                        "this head requires a token (--token-file): the call "
+                        "carries no proof of it");
   }
-  if (!ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
-                          token_)) {
+  return CheckProof(absl::string_view(it->second.data(), it->second.size()),
+                    absl::Now());
+}
+
+grpc::Status TokenCheck::CheckProof(absl::string_view proof,
+                                    absl::Time now) const {
+  if (token_.empty()) return grpc::Status::OK;
+  const std::vector<absl::string_view> parts = absl::StrSplit(proof, ':');
+  int64_t micros = 0;
+  Nonce nonce;
+  if (parts.size() != 4 || parts[0] != "v1" ||
+      !absl::SimpleAtoi(parts[1], &micros) || parts[2].size() != 32 ||
+      !absl::SimpleHexAtoi(parts[2].substr(0, 16), &nonce.first) ||
+      !absl::SimpleHexAtoi(parts[2].substr(16), &nonce.second) ||
+      parts[3].size() != 64) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "the call's proof of the token is malformed");
+  }
+  const std::string stamped = absl::StrCat(parts[1], ":", parts[2]);
+  const std::string expected = ProofMac(token_, stamped);
+  if (!ConstantTimeEquals(std::string_view(parts[3].data(), parts[3].size()),
+                          expected)) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "the token does not match the head's");
   }
+  const absl::Time made = absl::FromUnixMicros(micros);
+  if (absl::AbsDuration(now - made) > kProofWindow) {
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        absl::StrCat("the call's proof of the token is dated ",
+                     absl::FormatDuration(now - made),
+                     " from the head's clock (at most ",
+                     absl::FormatDuration(kProofWindow),
+                     " apart): check the clocks of this machine and the "
+                     "head's"));
+  }
+  absl::MutexLock lock(&mu_);
+  while (!expiry_.empty() && expiry_.front().first < now) {
+    seen_.erase(expiry_.front().second);
+    expiry_.pop_front();
+  }
+  if (seen_.contains(nonce)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "the call's proof of the token was used before (a "
+                        "replayed call)");
+  }
+  if (seen_.size() >= max_remembered_) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("the head has accepted ", max_remembered_,
+                     " calls in the last ", absl::FormatDuration(2 * kProofWindow),
+                     " and remembers no more proofs: refused, since a "
+                     "replay could not be told apart"));
+  }
+  seen_.insert(nonce);
+  expiry_.emplace_back(made + kProofWindow, nonce);
   return grpc::Status::OK;
 }
 
@@ -191,20 +275,21 @@ bool IsLoopbackHost(const std::string& host) {
          (ntohl(v4.s_addr) >> 24) == 127;
 }
 
-absl::Status RefuseTokenInClear(const std::string& target,
-                                const GrpcSecurity& security) {
+absl::Status RefuseClearTextToRemoteHead(const std::string& target,
+                                         const GrpcSecurity& security) {
   const std::string host = target.substr(0, target.rfind(':'));
-  if (security.token.empty() || security.tls() ||
-      security.allow_token_in_clear || IsLoopbackHost(host)) {
+  if (security.token.empty() || security.tls() || security.allow_clear_text ||
+      IsLoopbackHost(host)) {
     return absl::OkStatus();
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "refusing to send the cluster's token to the head at ", target,
+      "refusing to talk to the head at ", target,
       " in clear text: it is not on loopback and this client has no TLS, so "
-      "anyone on the network path could read the token and use the "
-      "cluster; give the head's certificate or CA (--tls-ca, "
-      "tls_ca_file=...), or, to send it in clear anyway, --insecure "
-      "(insecure=True; ConnectOptions::insecure) (docs/security.md)"));
+      "anyone on the network path could read the session's keys, programs "
+      "and arrays (the token itself is only proven, never sent); give the "
+      "head's certificate or CA (--tls-ca, tls_ca_file=...), or, to talk in "
+      "clear anyway, --insecure (insecure=True; ConnectOptions::insecure) "
+      "(docs/security.md)"));
 }
 
 }  // namespace causeway::transport

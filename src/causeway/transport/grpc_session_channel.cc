@@ -26,7 +26,7 @@ absl::Status AnswerStatus(const wire::SessionResponse& response,
 
 absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> GrpcHeadConnection::Connect(
     const std::string& target, GrpcClientOptions options) {
-  CW_RETURN_IF_ERROR(RefuseTokenInClear(target, options.security));
+  CW_RETURN_IF_ERROR(RefuseClearTextToRemoteHead(target, options.security));
   CW_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                       MakeChannelCredentials(options.security));
   std::shared_ptr<GrpcHeadConnection> connection(

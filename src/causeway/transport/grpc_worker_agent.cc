@@ -27,8 +27,9 @@ GrpcWorkerAgent::GrpcWorkerAgent(GrpcWorkerAgentOptions options)
 
 absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     GrpcWorkerAgentOptions options) {
-  // As every client: the token never crosses the network in clear text.
-  CW_RETURN_IF_ERROR(RefuseTokenInClear(options.head, options.security));
+  // As every client: no clear text to a head off loopback.
+  CW_RETURN_IF_ERROR(
+      RefuseClearTextToRemoteHead(options.head, options.security));
   CW_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                       MakeChannelCredentials(options.security));
   std::unique_ptr<GrpcWorkerAgent> agent(
