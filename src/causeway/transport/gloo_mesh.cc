@@ -5,9 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -54,12 +51,10 @@ constexpr absl::Duration kSlice = absl::Milliseconds(20);
 std::atomic<int64_t> connections_refused{0};
 
 using Bytes = std::vector<uint8_t>;
-using Digest = std::array<uint8_t, 32>;
 
 Bytes RandomBytes(size_t n) {
   Bytes bytes(n);
-  CW_CHECK(RAND_bytes(bytes.data(), static_cast<int>(n)) == 1)
-      << "no random bytes for a Gloo handshake";
+  FillRandom(absl::MakeSpan(bytes), "a Gloo handshake");
   return bytes;
 }
 
@@ -73,16 +68,6 @@ uint32_t ReadU32(const uint8_t* at) {
   return v;
 }
 
-Digest Hmac(const uint8_t* key, size_t key_bytes, const Bytes& message) {
-  Digest digest{};
-  unsigned int length = 0;
-  CW_CHECK(HMAC(EVP_sha256(), key, static_cast<int>(key_bytes),
-                message.data(), message.size(), digest.data(),
-                &length) != nullptr &&
-           length == digest.size());
-  return digest;
-}
-
 Bytes Concat(absl::string_view label, const Bytes& a, const Bytes& b) {
   Bytes out(label.begin(), label.end());
   out.insert(out.end(), a.begin(), a.end());
@@ -91,7 +76,7 @@ Bytes Concat(absl::string_view label, const Bytes& a, const Bytes& b) {
 }
 
 // The key of the pair (lo, hi) of the context under `prefix`.
-Digest PairKey(absl::string_view token, absl::string_view prefix, int lo,
+Mac PairKey(absl::string_view token, absl::string_view prefix, int lo,
                int hi, const Bytes& secret_lo, const Bytes& secret_hi) {
   Bytes message;
   const absl::string_view label = "causeway gloo pair";
@@ -102,13 +87,15 @@ Digest PairKey(absl::string_view token, absl::string_view prefix, int lo,
   AppendU32(message, static_cast<uint32_t>(hi));
   message.insert(message.end(), secret_lo.begin(), secret_lo.end());
   message.insert(message.end(), secret_hi.begin(), secret_hi.end());
-  return Hmac(reinterpret_cast<const uint8_t*>(token.data()), token.size(),
-              message);
+  return HmacSha256(absl::MakeConstSpan(
+                        reinterpret_cast<const uint8_t*>(token.data()),
+                        token.size()),
+                    message);
 }
 
-Digest Proof(const Digest& key, absl::string_view side, const Bytes& hello,
+Mac Proof(const Mac& key, absl::string_view side, const Bytes& hello,
              const Bytes& listener_nonce) {
-  return Hmac(key.data(), key.size(), Concat(side, hello, listener_nonce));
+  return HmacSha256(key, Concat(side, hello, listener_nonce));
 }
 
 // The keys of a sealed pair: HKDF of its key, salted with the hello (the
@@ -117,7 +104,7 @@ struct PairSealKeys {
   SealKey dialler_to_listener;
   SealKey listener_to_dialler;
 };
-PairSealKeys DerivePairSealKeys(const Digest& key, const Bytes& hello,
+PairSealKeys DerivePairSealKeys(const Mac& key, const Bytes& hello,
                                 const Bytes& listener_nonce) {
   Bytes salt = hello;
   salt.insert(salt.end(), listener_nonce.begin(), listener_nonce.end());
@@ -126,7 +113,7 @@ PairSealKeys DerivePairSealKeys(const Digest& key, const Bytes& hello,
       DeriveSealKey(key, salt, "causeway gloo pair v2: listener to dialler")};
 }
 
-bool Matches(const uint8_t* given, const Digest& expected) {
+bool Matches(const uint8_t* given, const Mac& expected) {
   return CRYPTO_memcmp(given, expected.data(), expected.size()) == 0;
 }
 
@@ -212,7 +199,7 @@ class MeshContext final : public ::gloo::Context {
 struct Peer {
   std::string address;
   Bytes secret;
-  Digest key{};
+  Mac key{};
 };
 
 class Mesh {
@@ -485,7 +472,7 @@ class Mesh {
           Where(), ": the listener at ", address, " (rank ", peer,
           ") could not prove the pair's key"));
     }
-    const Digest proof = Proof(entry.key, "dialler", hello, listener_nonce);
+    const Mac proof = Proof(entry.key, "dialler", hello, listener_nonce);
     status = WriteFull(fd.get(), proof.data(), proof.size(), until);
     uint8_t verdict = 1;
     if (status.ok()) status = ReadFull(fd.get(), &verdict, 1, until);
@@ -618,7 +605,7 @@ class Mesh {
       p.in.clear();
       p.nonce = RandomBytes(kNonceBytes);
       Bytes challenge = p.nonce;
-      const Digest proof = Proof(peers_[p.from].key, "listener", p.hello, p.nonce);
+      const Mac proof = Proof(peers_[p.from].key, "listener", p.hello, p.nonce);
       challenge.insert(challenge.end(), proof.begin(), proof.end());
       // 64 bytes on a fresh connection: the socket buffer takes them.
       if (::send(p.fd.get(), challenge.data(), challenge.size(), MSG_NOSIGNAL) !=

@@ -2,9 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include <fstream>
 #include <random>
@@ -18,8 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "causeway/base/constant_time.h"
-#include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/sealed_records.h"
 
 namespace causeway::transport {
 namespace {
@@ -38,14 +35,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
 
 // HMAC-SHA256(token, "causeway call v1:" + stamped), in hex.
 std::string ProofMac(absl::string_view token, absl::string_view stamped) {
-  const std::string message = absl::StrCat("causeway call v1:", stamped);
-  uint8_t mac[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  CW_CHECK(HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-                reinterpret_cast<const uint8_t*>(message.data()),
-                message.size(), mac, &length) != nullptr);
+  const Mac mac =
+      HmacSha256(token, absl::StrCat("causeway call v1:", stamped));
   return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(mac), length));
+      absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
 }
 
 int Milliseconds(absl::Duration d) {
@@ -172,8 +165,7 @@ void ConfigureServerBuilder(const KeepaliveOptions& keepalive,
 
 std::string MakeCallProof(absl::string_view token, absl::Time now) {
   uint8_t nonce[16];
-  CW_CHECK(RAND_bytes(nonce, sizeof nonce) == 1)
-      << "no random bytes for a call's proof";
+  FillRandom(absl::MakeSpan(nonce), "a call's proof");
   const std::string stamped = absl::StrCat(
       absl::ToUnixMicros(now), ":",
       absl::BytesToHexString(absl::string_view(

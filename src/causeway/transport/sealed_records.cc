@@ -1,7 +1,9 @@
 #include "causeway/transport/sealed_records.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/kdf.h>
+#include <openssl/rand.h>
 
 #include <climits>
 #include <cstring>
@@ -29,6 +31,25 @@ std::array<uint8_t, kNonceBytes> NonceOf(uint64_t sequence) {
 constexpr size_t kMaxSlice = size_t{1} << 30;
 
 }  // namespace
+
+Mac HmacSha256(absl::Span<const uint8_t> key,
+               absl::Span<const uint8_t> message) {
+  Mac mac{};
+  unsigned int length = 0;
+  // HMAC's key may be empty (no token: the Gloo mesh's pair keys).
+  static const uint8_t kEmpty = 0;
+  CW_CHECK(HMAC(EVP_sha256(), key.empty() ? &kEmpty : key.data(),
+                static_cast<int>(key.size()), message.data(), message.size(),
+                mac.data(), &length) != nullptr &&
+           length == mac.size())
+      << "HMAC-SHA256 failed";
+  return mac;
+}
+
+void FillRandom(absl::Span<uint8_t> out, absl::string_view what) {
+  CW_CHECK(RAND_bytes(out.data(), static_cast<int>(out.size())) == 1)
+      << "no random bytes for " << what;
+}
 
 SealKey DeriveSealKey(absl::Span<const uint8_t> secret,
                       absl::Span<const uint8_t> salt, absl::string_view label) {

@@ -40,6 +40,21 @@ inline constexpr size_t kSealKeyBytes = 32;
 
 using SealKey = std::array<uint8_t, kSealKeyBytes>;
 
+// HMAC-SHA256 of `message` under `key`: the proofs of the data plane's, the
+// Gloo mesh's and the head's calls.
+using Mac = std::array<uint8_t, 32>;
+Mac HmacSha256(absl::Span<const uint8_t> key, absl::Span<const uint8_t> message);
+inline Mac HmacSha256(absl::string_view key, absl::string_view message) {
+  return HmacSha256(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(key.data()), key.size()),
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(message.data()),
+                          message.size()));
+}
+
+// Fills `out` with OpenSSL's random bytes (nonces, secrets); aborts, naming
+// `what`, if it has none.
+void FillRandom(absl::Span<uint8_t> out, absl::string_view what);
+
 // HKDF-SHA256 (RFC 5869) of `secret` with `salt`, for `label` (one label
 // per use and direction).
 SealKey DeriveSealKey(absl::Span<const uint8_t> secret,

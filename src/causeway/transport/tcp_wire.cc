@@ -2,9 +2,6 @@
 
 #include <errno.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -107,8 +104,7 @@ uint8_t WireType(PrimitiveType type) {
 
 Nonce RandomNonce() {
   Nonce nonce;
-  CW_CHECK(RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) == 1)
-      << "no random bytes for a data-plane nonce";
+  FillRandom(absl::MakeSpan(nonce), "a data-plane nonce");
   return nonce;
 }
 
@@ -162,13 +158,10 @@ Proof Hmac(absl::string_view token, absl::string_view label,
   std::vector<uint8_t> message(label.begin(), label.end());
   message.insert(message.end(), hello_bytes.begin(), hello_bytes.end());
   message.insert(message.end(), nonce.begin(), nonce.end());
-  Proof proof{};
-  unsigned int length = 0;
-  CW_CHECK(HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-                message.data(), message.size(), proof.data(),
-                &length) != nullptr &&
-           length == proof.size());
-  return proof;
+  return HmacSha256(absl::MakeConstSpan(
+                        reinterpret_cast<const uint8_t*>(token.data()),
+                        token.size()),
+                    message);
 }
 
 }  // namespace
