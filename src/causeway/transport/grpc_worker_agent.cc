@@ -211,9 +211,15 @@ void GrpcWorkerAgent::Reply(uint64_t id, const absl::Status& status,
   writer_->Send(std::move(notice));
 }
 
-void GrpcWorkerAgent::OnOpDone(const OpDone& done) { OnOpsDone({done}); }
+void GrpcWorkerAgent::OnOpDone(const OpDone& done) {
+  SendOpsDone(absl::MakeConstSpan(&done, 1));
+}
 
 void GrpcWorkerAgent::OnOpsDone(const std::vector<OpDone>& done) {
+  SendOpsDone(done);
+}
+
+void GrpcWorkerAgent::SendOpsDone(absl::Span<const OpDone> done) {
   wire::WorkerToHead notice;
   for (const OpDone& one : done) {
     ToWire(one, notice.mutable_op_done()->add_done());

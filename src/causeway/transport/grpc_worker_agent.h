@@ -46,6 +46,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "causeway/base/executor.h"
@@ -128,6 +129,8 @@ class GrpcWorkerAgent final : public WorkerListener {
                      absl::Duration clock_offset) override {}
 
  private:
+  // One op_done notice carrying `done`.
+  void SendOpsDone(absl::Span<const OpDone> done);
   explicit GrpcWorkerAgent(GrpcWorkerAgentOptions options);
 
   class HeadStore final : public KeyValueStore {

@@ -32,10 +32,6 @@ void OpDoneBatcher::OnOpDone(const transport::OpDone& done) {
   }
 }
 
-void OpDoneBatcher::OnOpsDone(const std::vector<transport::OpDone>& done) {
-  for (const transport::OpDone& one : done) OnOpDone(one);
-}
-
 size_t OpDoneBatcher::pending() const {
   absl::MutexLock lock(&mu_);
   return launches_.size();

@@ -43,7 +43,6 @@ class OpDoneBatcher final : public transport::WorkerListener {
   void Expect(IslandId island, uint64_t seq, int ops);
 
   void OnOpDone(const transport::OpDone& done) override;
-  void OnOpsDone(const std::vector<transport::OpDone>& done) override;
   void OnPushFailed(const transport::UndeliveredPiece& piece) override {
     next_->OnPushFailed(piece);
   }
