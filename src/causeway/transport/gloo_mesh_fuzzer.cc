@@ -285,15 +285,22 @@ class RelayScript {
     }
   }
 
+  // `who` got all of `sent` or, once the pair was broken, a prefix of it;
+  // never anything else.
+  void CheckDelivered(const Bytes& got, const Bytes& sent, absl::string_view who,
+                      absl::string_view what) const {
+    CW_CHECK(got.size() <= sent.size() &&
+             std::equal(got.begin(), got.end(), sent.begin()))
+        << who << " got bytes that are not " << what;
+    CW_CHECK(broken_ || got == sent)
+        << who << " lost bytes of " << what << ": got " << got.size()
+        << " of " << sent.size();
+  }
+
   void Check(int64_t refused) {
     // Gloo got the plaintext of the good records before the first bad
     // one: all of it, or (the pair closed under it) a prefix.
-    CW_CHECK(gloo_got_.size() <= to_gloo_.size() &&
-             std::equal(gloo_got_.begin(), gloo_got_.end(), to_gloo_.begin()))
-        << "Gloo was handed bytes no good record carried";
-    CW_CHECK(broken_ || gloo_got_ == to_gloo_)
-        << "Gloo lost bytes of good records: " << gloo_got_.size() << " of "
-        << to_gloo_.size();
+    CheckDelivered(gloo_got_, to_gloo_, "Gloo", "good records");
     // The peer got records that open, in order, to what Gloo wrote.
     RecordOpener opener(from_relay_key_);
     Bytes plain;
@@ -315,12 +322,7 @@ class RelayScript {
     }
     CW_CHECK(broken_ || at == peer_got_.size())
         << "the relay's last record to the peer was cut off";
-    CW_CHECK(plain.size() <= gloo_wrote_.size() &&
-             std::equal(plain.begin(), plain.end(), gloo_wrote_.begin()))
-        << "the peer was sent bytes Gloo did not write";
-    CW_CHECK(broken_ || plain == gloo_wrote_)
-        << "the peer lost bytes Gloo wrote: " << plain.size() << " of "
-        << gloo_wrote_.size();
+    CheckDelivered(plain, gloo_wrote_, "the peer", "what Gloo wrote");
     // A bad record is refused once (or the stream ended inside it).
     CW_CHECK(refused == 0 || (broken_ && refused == 1))
         << refused << " records refused, the pair "
