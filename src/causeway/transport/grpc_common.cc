@@ -6,17 +6,12 @@
 #include <fstream>
 #include <random>
 #include <sstream>
-#include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/synchronization/mutex.h"
-#include "causeway/base/constant_time.h"
 #include "causeway/base/status.h"
-#include "causeway/transport/sealed_records.h"
 
 namespace causeway::transport {
 namespace {
@@ -31,14 +26,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// HMAC-SHA256(token, "causeway call v1:" + stamped), in hex.
-std::string ProofMac(absl::string_view token, absl::string_view stamped) {
-  const Mac mac =
-      HmacSha256(token, absl::StrCat("causeway call v1:", stamped));
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
 }
 
 int Milliseconds(absl::Duration d) {
@@ -163,16 +150,6 @@ void ConfigureServerBuilder(const KeepaliveOptions& keepalive,
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
 }
 
-std::string MakeCallProof(absl::string_view token, absl::Time now) {
-  uint8_t nonce[16];
-  FillRandom(absl::MakeSpan(nonce), "a call's proof");
-  const std::string stamped = absl::StrCat(
-      absl::ToUnixMicros(now), ":",
-      absl::BytesToHexString(absl::string_view(
-          reinterpret_cast<const char*>(nonce), sizeof nonce)));
-  return absl::StrCat("v1:", stamped, ":", ProofMac(token, stamped));
-}
-
 void AddCredentials(const GrpcSecurity& security,
                     grpc::ClientContext* context) {
   if (!security.token.empty()) {
@@ -182,7 +159,7 @@ void AddCredentials(const GrpcSecurity& security,
 }
 
 grpc::Status TokenCheck::Check(const grpc::ServerContextBase& context) const {
-  if (token_.empty()) return grpc::Status::OK;
+  if (!proofs_.needed()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kProofMetadataKey);
   if (it == metadata.end()) {
@@ -190,63 +167,8 @@ grpc::Status TokenCheck::Check(const grpc::ServerContextBase& context) const {
                         "this head requires a token (--token-file): the call "
                         "carries no proof of it");
   }
-  return CheckProof(absl::string_view(it->second.data(), it->second.size()),
-                    absl::Now());
-}
-
-grpc::Status TokenCheck::CheckProof(absl::string_view proof,
-                                    absl::Time now) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const std::vector<absl::string_view> parts = absl::StrSplit(proof, ':');
-  int64_t micros = 0;
-  Nonce nonce;
-  if (parts.size() != 4 || parts[0] != "v1" ||
-      !absl::SimpleAtoi(parts[1], &micros) || parts[2].size() != 32 ||
-      !absl::SimpleHexAtoi(parts[2].substr(0, 16), &nonce.first) ||
-      !absl::SimpleHexAtoi(parts[2].substr(16), &nonce.second) ||
-      parts[3].size() != 64) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "the call's proof of the token is malformed");
-  }
-  const std::string stamped = absl::StrCat(parts[1], ":", parts[2]);
-  const std::string expected = ProofMac(token_, stamped);
-  if (!ConstantTimeEquals(std::string_view(parts[3].data(), parts[3].size()),
-                          expected)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "the token does not match the head's");
-  }
-  const absl::Time made = absl::FromUnixMicros(micros);
-  if (absl::AbsDuration(now - made) > kProofWindow) {
-    return grpc::Status(
-        grpc::StatusCode::UNAUTHENTICATED,
-        absl::StrCat("the call's proof of the token is dated ",
-                     absl::FormatDuration(now - made),
-                     " from the head's clock (at most ",
-                     absl::FormatDuration(kProofWindow),
-                     " apart): check the clocks of this machine and the "
-                     "head's"));
-  }
-  absl::MutexLock lock(&mu_);
-  while (!expiry_.empty() && expiry_.front().first < now) {
-    seen_.erase(expiry_.front().second);
-    expiry_.pop_front();
-  }
-  if (seen_.contains(nonce)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "the call's proof of the token was used before (a "
-                        "replayed call)");
-  }
-  if (seen_.size() >= max_remembered_) {
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the head has accepted ", max_remembered_,
-                     " calls in the last ", absl::FormatDuration(2 * kProofWindow),
-                     " and remembers no more proofs: refused, since a "
-                     "replay could not be told apart"));
-  }
-  seen_.insert(nonce);
-  expiry_.emplace_back(made + kProofWindow, nonce);
-  return grpc::Status::OK;
+  return ToGrpcStatus(proofs_.Check(
+      absl::string_view(it->second.data(), it->second.size()), absl::Now()));
 }
 
 uint64_t RandomUint64() {

@@ -9,18 +9,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "google/protobuf/arena.h"
+#include "causeway/transport/call_proof.h"
 #include "grpcpp/grpcpp.h"
 
 namespace causeway::transport {
@@ -135,44 +133,23 @@ grpc::ChannelArguments MakeChannelArguments(const KeepaliveOptions& keepalive,
 void ConfigureServerBuilder(const KeepaliveOptions& keepalive,
                             grpc::ServerBuilder* builder);
 
-// The token is proven, never sent (docs/security.md): every call carries,
-// under this metadata key, "v1:MICROS:NONCE:MAC", where MICROS is the
-// client's clock (Unix microseconds), NONCE 16 fresh random bytes and MAC
-// HMAC-SHA256(token, "causeway call v1:MICROS:NONCE"), both in hex. The head
-// accepts a proof once, within kProofWindow of its own clock.
+// Every call to the head carries a proof of the token (call_proof.h) under
+// this metadata key.
 inline constexpr char kProofMetadataKey[] = "causeway-proof";
-inline constexpr absl::Duration kProofWindow = absl::Seconds(30);
-
-// A fresh proof of `token` for a call made at `now`.
-std::string MakeCallProof(absl::string_view token, absl::Time now);
 
 // Adds the proof of the token (if any) to a call.
 void AddCredentials(const GrpcSecurity& security, grpc::ClientContext* context);
 
 // The first thing every handler does: OK when the server has no token or
-// the call proves it (above); UNAUTHENTICATED otherwise, naming why (no
-// proof, a malformed one, a wrong token, a clock too far from the head's,
-// a proof used before). Proofs seen are remembered until they expire (at
-// most `max_remembered`: past it, calls are refused RESOURCE_EXHAUSTED
-// rather than let a replay through). Thread-safe.
+// the call carries a proof of it that ProofCheck accepts; UNAUTHENTICATED
+// (or RESOURCE_EXHAUSTED) otherwise, naming why. Thread-safe.
 class TokenCheck {
  public:
-  explicit TokenCheck(std::string token, size_t max_remembered = size_t{1} << 20)
-      : token_(std::move(token)), max_remembered_(max_remembered) {}
+  explicit TokenCheck(std::string token) : proofs_(std::move(token)) {}
   grpc::Status Check(const grpc::ServerContextBase& context) const;
-  // The same for a proof's text at the head's time `now`.
-  grpc::Status CheckProof(absl::string_view proof, absl::Time now) const;
 
  private:
-  const std::string token_;
-  const size_t max_remembered_;
-  mutable absl::Mutex mu_;
-  using Nonce = std::pair<uint64_t, uint64_t>;
-  // Nonces of accepted proofs (about 60 bytes each), in the order they
-  // came with when each may be forgotten (its time plus the window: after
-  // that it is refused as too old anyway).
-  mutable absl::flat_hash_set<Nonce> seen_ ABSL_GUARDED_BY(mu_);
-  mutable std::deque<std::pair<absl::Time, Nonce>> expiry_ ABSL_GUARDED_BY(mu_);
+  const ProofCheck proofs_;
 };
 
 // A fresh random 64-bit number (incarnations, session keys).
