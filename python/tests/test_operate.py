@@ -3,15 +3,18 @@ multi-process cluster (`causeway cluster --http-listen`, started by the
 tests on loopback and always stopped): /api/status matches the cluster,
 /metrics parses as Prometheus text (prometheus_client's parser and a strict
 reading of our own) and its counters move with the work done, a token is
-required, a killed worker shows dead with its reason, `top` draws a row per
+required and proven (never sent over plain HTTP), a killed worker shows dead with its reason, `top` draws a row per
 device (once, and live inside tmux).
 
 Needs only the `causeway` binary (not the Python package).
 """
+import hashlib
+import hmac
 import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -84,11 +87,25 @@ def served(token_file):
     cluster.stop()
 
 
-def get(http, path, token=TOKEN):
-    """(status, body) of GET http://HTTP/PATH, with the token if any."""
+def proof(token, when=None):
+    """A fresh proof of the token (docs/security.md: "v1:MICROS:NONCE:MAC",
+    MAC = HMAC-SHA256(token, "causeway call v1:MICROS:NONCE")), made here
+    with Python's own hmac: the head checks a proof it did not make."""
+    micros = int((time.time() if when is None else when) * 1e6)
+    stamped = f"{micros}:{secrets.token_hex(16)}"
+    mac = hmac.new(token.encode(), f"causeway call v1:{stamped}".encode(),
+                   hashlib.sha256).hexdigest()
+    return f"Causeway-Proof v1:{stamped}:{mac}"
+
+
+def get(http, path, token=TOKEN, authorization=None):
+    """(status, body) of GET http://HTTP/PATH, with a fresh proof of the
+    token if any (or the Authorization header given)."""
     request = urllib.request.Request(f"http://{http}{path}")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    if authorization is None and token:
+        authorization = proof(token)
+    if authorization:
+        request.add_header("Authorization", authorization)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.read().decode()
@@ -175,11 +192,27 @@ def test_every_data_endpoint_needs_the_token(served):
     _, http = served
     for path in ("/api/status", "/api/history", "/metrics", "/trace?seconds=5"):
         code, body = get(http, path, token=None)
-        assert code == 401 and "Authorization: Bearer" in body, (path, body)
+        assert code == 401 and "Authorization: Causeway-Proof" in body, (path, body)
         code, body = get(http, path, token="not-" + TOKEN)
-        assert code == 401 and "wrong token" in body, (path, body)
+        assert code == 401 and "does not match" in body, (path, body)
     code, page = get(http, "/", token=None)
-    assert code == 200 and "fetch(\"/api/status\"" in page and "sessionStorage" in page
+    assert code == 200 and "get(\"/api/status\"" in page and "sessionStorage" in page
+
+
+def test_over_plain_http_the_token_is_proven_never_sent(served):
+    """The token itself is refused over plain HTTP, saying why; a proof
+    works once; a replayed one, or one from a clock a minute off, is
+    refused naming why, and the endpoint goes on serving."""
+    _, http = served
+    code, body = get(http, "/metrics", authorization=f"Bearer {TOKEN}")
+    assert code == 401 and "refused over plain HTTP" in body, body
+    once = proof(TOKEN)
+    assert get(http, "/metrics", authorization=once)[0] == 200
+    code, body = get(http, "/metrics", authorization=once)
+    assert code == 401 and "used before" in body, body
+    code, body = get(http, "/metrics", authorization=proof(TOKEN, time.time() - 60))
+    assert code == 401 and "check the clocks" in body, body
+    assert status(http)["summary"]["hosts"] == 2
 
 
 def test_bad_requests_get_clear_errors_and_the_head_goes_on(served):
@@ -534,7 +567,9 @@ def test_the_open_page_shows_a_killed_worker_dead_without_a_reload(token_file, t
             (session,) = status(http)["sessions"]
             browser = DevTools(tmp_path)
             browser.open(f"http://{http}/")
-            # The page asks for the token, once: typed into its form.
+            # The page asks for the token, once: typed into its form. It
+            # proves it with WebCrypto: the head refuses the token itself
+            # over plain HTTP, so every answer below is a proof accepted.
             browser.wait_for('getComputedStyle(document.getElementById("login")).display'
                              ' === "flex"')
             browser.evaluate('document.getElementById("token").value = ' + json.dumps(TOKEN) +

@@ -104,6 +104,9 @@ inline constexpr char kInsecureFlagHelp[] =
                     client certificates; the proxy: none exists): anyone
                     who reaches the port, or sees its traffic, can use
                     it. Without it such a start is refused, saying why.
+                    The head's HTTP endpoint then also accepts the token
+                    itself (`Bearer`, as Prometheus sends it) over plain
+                    HTTP.
 )";
 absl::Status RequireProtectionWhenExposed(const ParsedFlags& flags,
                                           const std::string& flag,

@@ -72,10 +72,14 @@ register with it again, old sessions are gone.
                           picks a free one. Prints `http listening on
                           HOST:PORT` before the head's own line. With
                           --token-file every endpoint but the page's HTML
-                          needs `Authorization: Bearer TOKEN`. With
-                          --tls-cert it serves HTTPS only, with the head's
-                          certificate, and with --tls-ca it requires client
-                          certificates too (mutual TLS).
+                          needs a fresh proof of the token,
+                          `Authorization: Causeway-Proof v1:MICROS:NONCE:MAC`
+                          (docs/security.md). The token itself (`Bearer
+                          TOKEN`, as Prometheus sends it) is accepted only
+                          over HTTPS or with --insecure. With --tls-cert it
+                          serves HTTPS only, with the head's certificate,
+                          and with --tls-ca it requires client certificates
+                          too (mutual TLS).
   --islands N             The cluster will have islands 0..N-1: a slice
                           request for another island is refused at once
                           (default: any island may still join, it waits).
@@ -501,6 +505,8 @@ int HeadCommand(const std::vector<std::string>& args) {
             observe::HttpServerOptions{
                 .listen = flags->http_listen,
                 .token = flags->server.security.token,
+                .accept_bearer_in_clear_text =
+                    flags->server.security.allow_clear_text,
                 .tls_cert_file = flags->server.security.tls_cert_file,
                 .tls_key_file = flags->server.security.tls_key_file,
                 .tls_ca_file = flags->server.security.tls_ca_file,

@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "causeway/transport/call_proof.h"
 
 namespace causeway::cli {
 
@@ -31,7 +33,9 @@ absl::StatusOr<std::unique_ptr<httplib::Client>> MakeHeadHttpClient(
 httplib::Headers HeadHttpHeaders(const transport::GrpcSecurity& security) {
   httplib::Headers headers;
   if (!security.token.empty()) {
-    headers.emplace("Authorization", "Bearer " + security.token);
+    headers.emplace("Authorization",
+                    "Causeway-Proof " +
+                        transport::MakeCallProof(security.token, absl::Now()));
   }
   return headers;
 }

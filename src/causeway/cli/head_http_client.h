@@ -2,7 +2,7 @@
 // with the cluster's security flags (docs/security.md): HTTPS when a CA is
 // given (the head's certificate is checked against it, and --tls-cert /
 // --tls-key are presented to a head that requires client certificates),
-// plain HTTP otherwise. The token goes as a bearer token (HeadHttpHeaders).
+// plain HTTP otherwise. The token is proven, never sent (HeadHttpHeaders).
 #ifndef CAUSEWAY_CLI_HEAD_HTTP_CLIENT_H_
 #define CAUSEWAY_CLI_HEAD_HTTP_CLIENT_H_
 
@@ -30,7 +30,8 @@ absl::Status HeadHttpFromFlags(const ParsedFlags& flags,
                                transport::GrpcSecurity* security,
                                std::unique_ptr<httplib::Client>* http);
 
-// The headers every request carries: the token, if any.
+// The headers of one request: a fresh proof of the token, if any
+// (`Authorization: Causeway-Proof ...`; the head accepts each proof once).
 httplib::Headers HeadHttpHeaders(const transport::GrpcSecurity& security);
 
 }  // namespace causeway::cli

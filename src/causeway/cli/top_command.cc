@@ -40,7 +40,7 @@ Ctrl-C). Plain ANSI escapes: any terminal, over ssh too.
 
   --head HOST:PORT  The head's HTTP endpoint: what `causeway head
                     --http-listen` printed as `http listening on HOST:PORT`.
-  --token-file F    The cluster's token (sent as a bearer token).
+  --token-file F    The cluster's token (proven, never sent).
   --tls-ca F        HTTPS: the CA that signed the head's certificate (a
   --tls-cert F      head with --tls-cert serves HTTPS only); the client
   --tls-key F       certificate to present where the head requires one.

@@ -32,7 +32,7 @@ trace-event JSON to FILE: open it in ui.perfetto.dev or chrome://tracing.
   --head HOST:PORT  The head's HTTP endpoint (`http listening on ...`).
   --seconds N       How far back, 0 < N <= 3600 (default 10).
   -o, --output FILE Where to write it (`-` for stdout).
-  --token-file F    The cluster's token (sent as a bearer token).
+  --token-file F    The cluster's token (proven, never sent).
   --tls-ca F        HTTPS, as for `causeway top`: the head's CA, and the
   --tls-cert F      client certificate to present where the head
   --tls-key F       requires one.

@@ -2,10 +2,11 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
-
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "causeway/base/constant_time.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
@@ -32,6 +33,36 @@ void Error(httplib::Response& response, int status, const std::string& what) {
       kJson);
 }
 
+// OK when `given` (a request's Authorization header) proves the token
+// ("Causeway-Proof PROOF", call_proof.h) or, where `bearer_allowed`, is
+// "Bearer TOKEN" (compared in constant time); why not otherwise.
+absl::Status Authorize(const std::string& given,
+                       const transport::ProofCheck& proofs,
+                       bool bearer_allowed, const std::string& bearer) {
+  constexpr absl::string_view kProof = "Causeway-Proof ";
+  constexpr absl::string_view kBearer = "Bearer ";
+  const absl::string_view header = given;
+  if (absl::StartsWith(header, kProof)) {
+    return proofs.Check(header.substr(kProof.size()), absl::Now());
+  }
+  if (absl::StartsWith(header, kBearer)) {
+    if (!bearer_allowed) {
+      return absl::UnauthenticatedError(
+          "a bearer token is refused over plain HTTP, where it would cross "
+          "in clear text: prove the token instead ('Authorization: "
+          "Causeway-Proof v1:MICROS:NONCE:MAC', docs/security.md), or serve "
+          "HTTPS (--tls-cert) for scrapers that send a bearer token");
+    }
+    return ConstantTimeEquals(given, bearer)
+               ? absl::OkStatus()
+               : absl::UnauthenticatedError("wrong token");
+  }
+  return absl::UnauthenticatedError(absl::StrCat(
+      "this head needs a token: send the header 'Authorization: "
+      "Causeway-Proof v1:MICROS:NONCE:MAC' (docs/security.md)",
+      bearer_allowed ? " or 'Authorization: Bearer TOKEN'" : ""));
+}
+
 }  // namespace
 
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
@@ -56,7 +87,9 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
 
 HttpServer::HttpServer(HttpServerOptions options,
                        std::unique_ptr<httplib::Server> server)
-    : options_(std::move(options)), server_(std::move(server)) {}
+    : options_(std::move(options)),
+      proofs_(options_.token),
+      server_(std::move(server)) {}
 
 HttpServer::~HttpServer() { Shutdown(); }
 
@@ -96,11 +129,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   http.set_payload_max_length(64 << 10);
   http.set_keep_alive_max_count(1000);
 
-  const std::string expected = absl::StrCat("Bearer ", opts.token);
-  const bool need_token = !opts.token.empty();
+  const transport::ProofCheck* proofs = &server->proofs_;
+  // A bearer token crosses the wire as it is: only inside TLS, or where
+  // the operator said the network may read it (--insecure).
+  const bool bearer_allowed =
+      !opts.tls_cert_file.empty() || opts.accept_bearer_in_clear_text;
+  const std::string bearer = absl::StrCat("Bearer ", opts.token);
   http.set_pre_routing_handler(
-      [need_token, expected](const httplib::Request& request,
-                             httplib::Response& response) {
+      [proofs, bearer_allowed, bearer](const httplib::Request& request,
+                                       httplib::Response& response) {
         if (request.method != "GET" && request.method != "HEAD") {
           Error(response, 405, absl::StrCat(request.method,
                                             " is not served: use GET"));
@@ -108,20 +145,26 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         }
         // The page's HTML and the liveness probe say nothing about the
         // cluster: the page asks for the token itself.
-        if (!need_token || request.path == "/" || request.path == "/healthz") {
+        if (!proofs->needed() || request.path == "/" ||
+            request.path == "/healthz") {
           return httplib::Server::HandlerResponse::Unhandled;
         }
-        const std::string& given =
-            request.get_header_value("Authorization");
-        if (!ConstantTimeEquals(given, expected)) {
-          response.set_header("WWW-Authenticate", "Bearer realm=\"causeway\"");
-          Error(response, 401,
-                given.empty() ? "this head needs a token: send the header "
-                                "'Authorization: Bearer TOKEN'"
-                              : "wrong token");
-          return httplib::Server::HandlerResponse::Handled;
+        const absl::Status authorized =
+            Authorize(request.get_header_value("Authorization"), *proofs,
+                      bearer_allowed, bearer);
+        if (authorized.ok()) return httplib::Server::HandlerResponse::Unhandled;
+        if (authorized.code() == absl::StatusCode::kUnauthenticated) {
+          response.set_header("WWW-Authenticate",
+                              bearer_allowed
+                                  ? "Causeway-Proof realm=\"causeway\", "
+                                    "Bearer realm=\"causeway\""
+                                  : "Causeway-Proof realm=\"causeway\"");
         }
-        return httplib::Server::HandlerResponse::Unhandled;
+        Error(response,
+              authorized.code() == absl::StatusCode::kUnauthenticated ? 401
+                                                                      : 429,
+              std::string(authorized.message()));
+        return httplib::Server::HandlerResponse::Handled;
       });
 
   ClusterObserver* observer = opts.observer;

@@ -12,9 +12,13 @@
 // gathered and the head's View (its locks taken briefly); it never waits
 // for a worker. With a token, every endpoint but the page's static HTML and
 // /healthz (which say nothing about the cluster) needs the header
-// `Authorization: Bearer TOKEN` (compared in constant time), and answers
-// 401 without it. With a TLS certificate it serves HTTPS only (the token
-// then never crosses the network in clear text), and with a CA too it
+// `Authorization: Causeway-Proof PROOF`, a fresh proof of the token
+// (transport/call_proof.h: the token is proven, never sent), and answers
+// 401 naming what is wrong without one. A bearer token
+// (`Authorization: Bearer TOKEN`, compared in constant time: what
+// Prometheus and curl send) is accepted only where it cannot be read on
+// the way: over HTTPS, or where the head was told --insecure. With a TLS
+// certificate it serves HTTPS only, and with a CA too it
 // requires every client's certificate signed by it (mutual TLS), refusing
 // the TLS handshake otherwise. Unknown paths get 404, other methods 405, a malformed
 // query 400, each with a JSON {"error": "..."}.
@@ -32,6 +36,7 @@
 #include "absl/time/time.h"
 #include "causeway/observe/cluster_observer.h"
 #include "causeway/observe/history.h"
+#include "causeway/transport/call_proof.h"
 
 namespace httplib {
 class Server;
@@ -42,6 +47,9 @@ namespace causeway::observe {
 struct HttpServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks one.
   std::string token;                   // Empty: no token asked.
+  // Over plain HTTP, accept the bearer token itself too (`--insecure`: the
+  // operator trusts the network not to read it).
+  bool accept_bearer_in_clear_text = false;
   // HTTPS with this certificate and key (PEM files; the head's own
   // --tls-cert/--tls-key). Empty: plain HTTP.
   std::string tls_cert_file{};
@@ -77,6 +85,7 @@ class HttpServer {
              std::unique_ptr<httplib::Server> server);
 
   const HttpServerOptions options_;
+  const transport::ProofCheck proofs_;  // Of options_.token.
   std::unique_ptr<httplib::Server> server_;
   std::string address_;
   std::thread thread_;

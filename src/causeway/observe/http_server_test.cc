@@ -27,6 +27,7 @@
 #include "causeway/observe/prometheus_parser_test_util.h"
 #include "causeway/observe/raw_connection_test_util.h"
 #include "causeway/observe/top_view.h"
+#include "causeway/transport/call_proof.h"
 #include "causeway/transport/testing/certificates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,7 +51,8 @@ class HttpServerTest : public ::testing::Test {
   struct Tls {
     std::string cert, key, ca;
   };
-  void Start(const std::string& token = "", const Tls& tls = {"", "", ""}) {
+  void Start(const std::string& token = "", const Tls& tls = {"", "", ""},
+             bool accept_bearer_in_clear_text = false) {
     metrics_ = std::make_shared<MetricsSink>();
     absl::StatusOr<std::unique_ptr<cluster::LocalCluster>> cluster =
         cluster::LocalCluster::Create({.islands = 1,
@@ -67,6 +69,7 @@ class HttpServerTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
         {.listen = "127.0.0.1:0",
          .token = token,
+         .accept_bearer_in_clear_text = accept_bearer_in_clear_text,
          .tls_cert_file = tls.cert,
          .tls_key_file = tls.key,
          .tls_ca_file = tls.ca,
@@ -79,10 +82,21 @@ class HttpServerTest : public ::testing::Test {
     }
   }
 
+  // With a fresh proof of `token`, if any (as the page, top and trace
+  // send it).
   httplib::Result Get(const std::string& path, const std::string& token = "") {
+    return GetAuthorized(
+        path, token.empty() ? "" : "Causeway-Proof " + Proof(token));
+  }
+  httplib::Result GetAuthorized(const std::string& path,
+                                const std::string& authorization) {
     httplib::Headers headers;
-    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    if (!authorization.empty()) headers.emplace("Authorization", authorization);
     return http_->Get(path.c_str(), headers);
+  }
+  static std::string Proof(const std::string& token,
+                           absl::Time when = absl::Now()) {
+    return transport::MakeCallProof(token, when);
   }
 
   json Status(const std::string& token = "") {
@@ -315,11 +329,11 @@ TEST_F(HttpServerTest, WithATokenEveryEndpointButThePageNeedsIt) {
     httplib::Result none = Get(path);
     ASSERT_TRUE(none);
     EXPECT_EQ(none->status, 401) << path;
-    EXPECT_THAT(none->body, HasSubstr("Authorization: Bearer"));
+    EXPECT_THAT(none->body, HasSubstr("Authorization: Causeway-Proof"));
     httplib::Result wrong = Get(path, "not-the-token");
     ASSERT_TRUE(wrong);
     EXPECT_EQ(wrong->status, 401) << path;
-    EXPECT_THAT(wrong->body, HasSubstr("wrong token"));
+    EXPECT_THAT(wrong->body, HasSubstr("does not match"));
   }
   EXPECT_EQ(Status(kToken)["summary"]["devices"], 4);
   httplib::Result page = Get("/");
@@ -328,6 +342,84 @@ TEST_F(HttpServerTest, WithATokenEveryEndpointButThePageNeedsIt) {
   EXPECT_THAT(page->body, HasSubstr("sessionStorage"));
   // The page itself holds nothing of the cluster.
   EXPECT_THAT(page->body, ::testing::Not(HasSubstr("\"devices\":")));
+}
+
+// Over plain HTTP the token is proven, never sent: the token itself is
+// refused (it has crossed once, and the answer says why, so that no client
+// sends it twice), a proof works once, and a replayed or stale proof is
+// refused naming why.
+TEST_F(HttpServerTest, OverPlainHttpTheTokenIsProvenNeverSent) {
+  Start(kToken);
+  observer_->RefreshNow();
+  httplib::Result bearer =
+      GetAuthorized("/api/status", absl::StrCat("Bearer ", kToken));
+  ASSERT_TRUE(bearer);
+  EXPECT_EQ(bearer->status, 401);
+  EXPECT_THAT(bearer->body, HasSubstr("refused over plain HTTP"));
+  EXPECT_EQ(bearer->get_header_value("WWW-Authenticate"),
+            "Causeway-Proof realm=\"causeway\"");
+
+  const std::string proof = "Causeway-Proof " + Proof(kToken);
+  httplib::Result first = GetAuthorized("/metrics", proof);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200) << first->body;
+  httplib::Result replayed = GetAuthorized("/metrics", proof);
+  ASSERT_TRUE(replayed);
+  EXPECT_EQ(replayed->status, 401);
+  EXPECT_THAT(replayed->body, HasSubstr("used before"));
+  httplib::Result stale = GetAuthorized(
+      "/metrics",
+      "Causeway-Proof " + Proof(kToken, absl::Now() - absl::Minutes(1)));
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->status, 401);
+  EXPECT_THAT(stale->body, HasSubstr("check the clocks"));
+  httplib::Result garbage = GetAuthorized("/metrics", "Causeway-Proof v1:x");
+  ASSERT_TRUE(garbage);
+  EXPECT_EQ(garbage->status, 401);
+  EXPECT_THAT(garbage->body, HasSubstr("malformed"));
+  // The endpoint goes on serving proofs.
+  EXPECT_EQ(Status(kToken)["summary"]["devices"], 4);
+}
+
+// Where the operator said the network may read it (--insecure), the
+// bearer token Prometheus sends works over plain HTTP too.
+TEST_F(HttpServerTest, WithInsecureTheBearerTokenWorksOverPlainHttp) {
+  Start(kToken, {"", "", ""}, /*accept_bearer_in_clear_text=*/true);
+  observer_->RefreshNow();
+  httplib::Result bearer =
+      GetAuthorized("/metrics", absl::StrCat("Bearer ", kToken));
+  ASSERT_TRUE(bearer);
+  EXPECT_EQ(bearer->status, 200) << bearer->body;
+  httplib::Result wrong = GetAuthorized("/metrics", "Bearer not-the-token");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_THAT(wrong->body, HasSubstr("wrong token"));
+  EXPECT_EQ(Status(kToken)["summary"]["devices"], 4);
+}
+
+// Over HTTPS the bearer token travels encrypted: accepted (Prometheus'
+// `authorization: credentials` with `scheme: https`), and so is a proof.
+TEST_F(HttpServerTest, OverHttpsTheBearerTokenWorks) {
+  transport::testing::Certificates certs;
+  ASSERT_TRUE(certs.Make("head"));
+  Start(kToken, {certs.Cert("head"), certs.Key("head"), ""});
+  const size_t colon = server_->address().rfind(':');
+  httplib::SSLClient client(
+      "127.0.0.1", std::stoi(server_->address().substr(colon + 1)));
+  client.set_ca_cert_path(certs.Cert("head"));
+  client.enable_server_certificate_verification(true);
+  observer_->RefreshNow();
+  for (const std::string& authorization :
+       {absl::StrCat("Bearer ", kToken), "Causeway-Proof " + Proof(kToken)}) {
+    httplib::Result answer =
+        client.Get("/metrics", {{"Authorization", authorization}});
+    ASSERT_TRUE(answer) << httplib::to_string(answer.error());
+    EXPECT_EQ(answer->status, 200) << authorization << " " << answer->body;
+  }
+  httplib::Result none = client.Get("/metrics");
+  ASSERT_TRUE(none) << httplib::to_string(none.error());
+  EXPECT_EQ(none->status, 401);
+  EXPECT_THAT(none->body, HasSubstr("'Authorization: Bearer TOKEN'"));
 }
 
 TEST_F(HttpServerTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {

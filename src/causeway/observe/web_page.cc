@@ -212,16 +212,37 @@ function renderHistory(h, now) {
     td('<span class="reason">' + esc(d.reason) + "</span>")]));
 }
 
+// The token is proven, never sent (docs/security.md): each request carries
+// a fresh HMAC-SHA256 of the time and a random nonce under the token, which
+// the head accepts once. A browser gives WebCrypto only to secure pages
+// (HTTPS, or loopback); elsewhere (plain HTTP off loopback, which the head
+// serves only when told --insecure) the token itself goes.
+const hex = b => Array.from(new Uint8Array(b), x => x.toString(16).padStart(2, "0")).join("");
+async function authorization(token) {
+  if (!(window.crypto && crypto.subtle)) return "Bearer " + token;
+  const nonce = new Uint8Array(16);
+  crypto.getRandomValues(nonce);
+  const stamped = String(Date.now() * 1000) + ":" + hex(nonce);
+  const utf8 = new TextEncoder();
+  const key = await crypto.subtle.importKey("raw", utf8.encode(token), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = await crypto.subtle.sign("HMAC", key, utf8.encode("causeway call v1:" + stamped));
+  return "Causeway-Proof v1:" + stamped + ":" + hex(mac);
+}
+
+async function get(path, token) {
+  const headers = token ? { Authorization: await authorization(token) } : {};
+  return fetch(path, { headers, cache: "no-store" });
+}
+
 let polls = 0;
 async function poll() {
-  const headers = {};
   const token = sessionStorage.getItem(KEY);
-  if (token) headers["Authorization"] = "Bearer " + token;
   try {
-    const r = await fetch("/api/status", { headers, cache: "no-store" });
+    const r = await get("/api/status", token);
     if (r.status === 401) {
       $("conn").textContent = "needs a token"; $("conn").className = "conn bad";
-      $("loginerr").textContent = token ? "that token was refused" : "";
+      const why = await r.json().then(j => j.error, () => "");
+      $("loginerr").textContent = token ? "refused: " + why : "";
       $("login").style.display = "flex"; $("token").focus();
       return;  // Polling resumes once a token is given.
     }
@@ -230,7 +251,7 @@ async function poll() {
     render(last);
     // The history changes only as sessions end: every 5 s is enough.
     if (polls++ % 5 === 0) {
-      const hr = await fetch("/api/history", { headers, cache: "no-store" });
+      const hr = await get("/api/history", token);
       if (hr.ok) renderHistory(await hr.json(), last.time_unix_seconds);
     }
     $("conn").textContent = "updated " + new Date().toLocaleTimeString(); $("conn").className = "conn";
