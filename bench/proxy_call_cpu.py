@@ -3,10 +3,12 @@ the CPU time per call of every process (the JAX process, the proxy, the head,
 the workers) and of their busiest threads, with their voluntary context
 switches, read from /proc around N chained calls (proxy_bench.py's step1 and
 step4); and, in the same run, the JAX process alone on JAX's CPU backend with
-4 host devices (BENCHMARKS.md, "IFRT proxy").
+4 host devices (BENCHMARKS.md, "IFRT proxy"). `--devices fetch` measures
+proxy_bench.py's scalar fetch instead: N times `jax.device_get(s(x))` of a
+jitted sum on one device.
 
     .venv/bin/python bench/proxy_call_cpu.py [--causeway build/bin/causeway]
-        [--calls 5000] [--devices 1,4] [--threads 10]
+        [--calls 5000] [--devices 1,4,fetch] [--threads 10]
 
 Starts `causeway cluster` (1 island x 2 worker processes x 2 devices, with
 its proxy). For each device count, a fresh JAX process warms up (200 calls),
@@ -30,7 +32,21 @@ if os.environ.get("JAX_PLATFORMS") == "proxy":
 import jax, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 step = lambda x: x * 1.0001 + 0.5
-devices, calls = int(sys.argv[1]), int(sys.argv[2])
+devices, calls = sys.argv[1], int(sys.argv[2])
+if devices == "fetch":
+    x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
+    s = jax.jit(lambda x: x.sum())
+    for _ in range(200):
+        jax.device_get(s(x))
+    print("READY", flush=True)
+    sys.stdin.readline()
+    began = time.perf_counter()
+    for _ in range(calls):
+        jax.device_get(s(x))
+    print("PER_CALL_US", (time.perf_counter() - began) / calls * 1e6, flush=True)
+    sys.stdin.readline()
+    sys.exit(0)
+devices = int(devices)
 if devices == 1:
     x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
     f = jax.jit(step)
@@ -121,16 +137,17 @@ def main():
     parser.add_argument("--devices", default="1,4")
     parser.add_argument("--threads", type=int, default=4, help="busiest threads shown")
     args = parser.parse_args()
-    device_counts = [int(d) for d in args.devices.split(",")]
+    device_counts = args.devices.split(",")
     with proxy_cluster(args.causeway, hosts=2, devices_per_host=2,
                        with_pid=True) as (_, proxy, root_pid):
         processes = cluster_processes(root_pid)
         processes.pop("python", None)  # The proxy's compile worker: idle here.
         for devices in device_counts:
             result, per_call = measure(proxy_env(proxy), devices, args.calls, processes)
-            report(f"{devices} device(s), through the proxy", result, per_call, args.threads)
+            what = "scalar fetch" if devices == "fetch" else f"{devices} device(s)"
+            report(f"{what}, through the proxy", result, per_call, args.threads)
             result, per_call = measure(local_env(), devices, args.calls, {})
-            report(f"{devices} device(s), JAX's CPU backend", result, per_call, args.threads)
+            report(f"{what}, JAX's CPU backend", result, per_call, args.threads)
 
 
 if __name__ == "__main__":
