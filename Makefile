@@ -79,8 +79,8 @@ build: apt-deps py-deps $(BUILD)/build.ninja
 # takes $(BUILD) as its build directory, where the extension is already
 # built with everything else, so it compiles nothing again.
 python: build-py-deps $(BUILD)/build.ninja
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
-	  --no-deps --config-settings=build-dir=$(abspath $(BUILD)) ./python
+	$(PIP_INSTALL) --no-build-isolation --no-deps \
+	  --config-settings=build-dir=$(abspath $(BUILD)) ./python
 
 # The Python packages (py-deps) install beside the first part of the build,
 # and pytest runs beside the rest of the build and ctest, as soon as what
