@@ -981,25 +981,29 @@ class TcpDataPlane::Impl::Incoming
   }
 
   // Closes the connection. `status`, when not OK, is what the receiver
-  // hears: the piece being read fails with it, and so (ConnectionLost) does
-  // every receive waiting for this peer.
+  // hears: every receive waiting for this peer fails with it
+  // (ConnectionLost), and so does the piece being read. The receives fail
+  // first, before the socket closes: whoever learns of the loss (the piece
+  // being read failing, or the peer seeing the close and reporting its
+  // pieces undelivered) finds every receive it affects already failed, and
+  // a receive set up after that is not failed by it.
   void Close(const absl::Status& status) {
     if (closed_) return;
     closed_ = true;
+    PieceReceiver* receiver = impl_->receiver();
+    if (established_ && receiver != nullptr && !status.ok()) {
+      receiver->ConnectionLost(peer_, status);
+    }
     asio::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
     StopWaiting();
-    PieceReceiver* receiver = impl_->receiver();
     if (writer_ != nullptr) {
       std::unique_ptr<PieceWriter> writer = std::move(writer_);
       writer->Finish(status.ok()
                          ? absl::UnavailableError("data plane shut down")
                          : status);
-    }
-    if (established_ && receiver != nullptr && !status.ok()) {
-      receiver->ConnectionLost(peer_, status);
     }
     impl_->Forget(this);
   }
