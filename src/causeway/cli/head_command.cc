@@ -115,6 +115,13 @@ RESOURCE_EXHAUSTED naming it, and every other session goes on.
                           none): beyond it their memory goes back to the
                           system. More makes repeated large uploads
                           faster (no fresh pages to fault in).
+  --program-cache-bytes B Programs (bytes of HLO text, default 64M; 0
+                          keeps none) kept parsed, and loaded on the
+                          workers that ran them, after their last
+                          executable goes, the most recently compiled
+                          first: a client that compiles one again (a new
+                          JAX process) gets it at once. Beyond it, and
+                          for programs nobody uses, workers unload them.
   --max-answer-bytes-per-session B
                           Bytes of one session's answers waiting to be
                           written (default 64M): a client that sends
@@ -252,6 +259,14 @@ struct HeadFlags {
   int64_t host_buffer_cache_bytes = int64_t{256} << 20;
 };
 
+// A cache's budget: a byte count (BytesFlag), or 0 for no cache.
+absl::StatusOr<int64_t> CacheBytesFlag(const ParsedFlags& flags,
+                                       const std::string& name,
+                                       int64_t fallback) {
+  if (flags.Get(name) == "0") return 0;
+  return BytesFlag(flags, name, fallback);
+}
+
 absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
   HeadFlags out;
   out.server.listen = "127.0.0.1:0";
@@ -360,14 +375,12 @@ absl::StatusOr<HeadFlags> ParseHeadFlags(const ParsedFlags& flags) {
         "--max-host-buffer-bytes (all sessions) must be at least "
         "--max-host-buffer-bytes-per-session");
   }
-  if (std::optional<std::string> cache = flags.Get("--host-buffer-cache-bytes");
-      cache.has_value() && *cache == "0") {
-    out.host_buffer_cache_bytes = 0;
-  } else {
-    CW_ASSIGN_OR_RETURN(out.host_buffer_cache_bytes,
-                        BytesFlag(flags, "--host-buffer-cache-bytes",
-                                  out.host_buffer_cache_bytes));
-  }
+  CW_ASSIGN_OR_RETURN(out.host_buffer_cache_bytes,
+                      CacheBytesFlag(flags, "--host-buffer-cache-bytes",
+                                     out.host_buffer_cache_bytes));
+  CW_ASSIGN_OR_RETURN(out.head.program_cache_bytes,
+                      CacheBytesFlag(flags, "--program-cache-bytes",
+                                     out.head.program_cache_bytes));
   CW_ASSIGN_OR_RETURN(
       out.server.sessions.max_answer_bytes_per_session,
       BytesFlag(flags, "--max-answer-bytes-per-session",
@@ -428,6 +441,7 @@ int HeadCommand(const std::vector<std::string>& args) {
                                           {"--max-queued-slice-requests"},
                                           {"--max-answer-bytes-per-session"},
                                           {"--host-buffer-cache-bytes"},
+                                          {"--program-cache-bytes"},
                                           {"--history-file"},
                                           {"--islands"},
                                           {"--max-island-devices"}}));

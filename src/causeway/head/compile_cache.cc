@@ -1,5 +1,6 @@
 #include "causeway/head/compile_cache.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -140,35 +141,76 @@ CompileCache::GetOrCompile(const std::string& hlo_text) {
                          mu_) -> std::shared_ptr<const CompiledProgram> {
     auto [first, last] = programs_.equal_range(fingerprint);
     for (auto it = first; it != last; ++it) {
-      std::shared_ptr<const CompiledProgram> program = it->second.lock();
+      std::shared_ptr<const CompiledProgram> program = it->second.program.lock();
       if (program != nullptr && program->text == hlo_text) return program;
     }
     return nullptr;
   };
+  std::vector<std::shared_ptr<const CompiledProgram>> dropped;
   {
     absl::MutexLock lock(&mu_);
-    if (auto program = find_locked()) return program;
+    if (auto program = find_locked()) {
+      dropped = KeepLocked(program);
+      return program;
+    }
   }
   CW_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> compiled,
                       Compile(hlo_text));
   absl::MutexLock lock(&mu_);
   // Another thread may have compiled the same text meanwhile.
-  if (auto program = find_locked()) return program;
-  std::erase_if(programs_,
-                [](const auto& entry) { return entry.second.expired(); });
-  compiled->id = transport::ProgramId(next_id_++);
-  std::shared_ptr<const CompiledProgram> program = std::move(compiled);
-  programs_.emplace(fingerprint, program);
+  std::shared_ptr<const CompiledProgram> program = find_locked();
+  if (program == nullptr) {
+    compiled->id = transport::ProgramId(next_id_++);
+    program = std::move(compiled);
+    programs_.emplace(fingerprint, Known{program->id, program});
+  }
+  dropped = KeepLocked(program);
   return program;
+}
+
+std::vector<std::shared_ptr<const CompiledProgram>> CompileCache::KeepLocked(
+    std::shared_ptr<const CompiledProgram> program) {
+  std::vector<std::shared_ptr<const CompiledProgram>> dropped;
+  auto kept = std::find(kept_.begin(), kept_.end(), program);
+  if (kept != kept_.end()) {
+    kept_.splice(kept_.begin(), kept_, kept);
+    return dropped;
+  }
+  const int64_t bytes = static_cast<int64_t>(program->text.size());
+  if (bytes > keep_bytes_) return dropped;
+  kept_.push_front(std::move(program));
+  kept_bytes_ += bytes;
+  while (kept_bytes_ > keep_bytes_) {
+    kept_bytes_ -= static_cast<int64_t>(kept_.back()->text.size());
+    dropped.push_back(std::move(kept_.back()));
+    kept_.pop_back();
+  }
+  return dropped;
+}
+
+std::vector<transport::ProgramId> CompileCache::TakeUnused() {
+  std::vector<transport::ProgramId> unused;
+  absl::MutexLock lock(&mu_);
+  std::erase_if(programs_, [&](const auto& entry) {
+    if (!entry.second.program.expired()) return false;
+    unused.push_back(entry.second.id);
+    return true;
+  });
+  return unused;
 }
 
 int64_t CompileCache::size() const {
   absl::MutexLock lock(&mu_);
   int64_t live = 0;
-  for (const auto& [fingerprint, program] : programs_) {
-    if (!program.expired()) ++live;
+  for (const auto& [fingerprint, known] : programs_) {
+    if (!known.program.expired()) ++live;
   }
   return live;
+}
+
+int64_t CompileCache::kept_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return kept_bytes_;
 }
 
 }  // namespace causeway::head

@@ -61,6 +61,64 @@ TEST(CompileCacheTest, AProgramNoOneUsesIsForgottenAndCompiledAnew) {
   EXPECT_NE((*again)->id, old_id);
 }
 
+TEST(CompileCacheTest, AProgramNobodyHoldsIsNamedUnusedOnce) {
+  CompileCache cache;
+  transport::ProgramId id;
+  {
+    auto program = cache.GetOrCompile(Doubler(1));
+    ASSERT_TRUE(program.ok());
+    id = (*program)->id;
+    EXPECT_TRUE(cache.TakeUnused().empty());  // Still in use.
+  }
+  EXPECT_THAT(cache.TakeUnused(), ::testing::ElementsAre(id));
+  EXPECT_TRUE(cache.TakeUnused().empty());
+}
+
+// Kept within its budget, a program outlives its users under the same id:
+// a client that compiles it again gets it as it was.
+TEST(CompileCacheTest, AKeptProgramOutlivesItsUsersUnderTheSameId) {
+  CompileCache cache(/*keep_bytes=*/1 << 20);
+  transport::ProgramId id;
+  {
+    auto program = cache.GetOrCompile(Doubler(1));
+    ASSERT_TRUE(program.ok());
+    id = (*program)->id;
+  }
+  EXPECT_EQ(cache.size(), 1);
+  EXPECT_EQ(cache.kept_bytes(), static_cast<int64_t>(Doubler(1).size()));
+  EXPECT_TRUE(cache.TakeUnused().empty());
+  auto again = cache.GetOrCompile(Doubler(1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->id, id);
+}
+
+// Past the budget the least recently asked-for program goes (asking for a
+// kept program again makes it the most recent), and is named unused once
+// nobody else holds it; one larger than the budget is never kept.
+TEST(CompileCacheTest, PastItsBudgetTheLeastRecentlyAskedForProgramGoes) {
+  const int64_t one = static_cast<int64_t>(Doubler(1, "a").size());
+  CompileCache cache(/*keep_bytes=*/2 * one);
+  auto id_of = [&](const std::string& text) {
+    auto program = cache.GetOrCompile(text);
+    EXPECT_TRUE(program.ok()) << program.status();
+    return program.ok() ? (*program)->id : transport::ProgramId();
+  };
+  const transport::ProgramId a = id_of(Doubler(1, "a"));
+  const transport::ProgramId b = id_of(Doubler(1, "b"));
+  EXPECT_EQ(id_of(Doubler(1, "a")), a);  // Now the most recent.
+  const transport::ProgramId c = id_of(Doubler(1, "c"));
+  EXPECT_THAT(cache.TakeUnused(), ::testing::ElementsAre(b));
+  EXPECT_EQ(cache.kept_bytes(), 2 * one);
+  EXPECT_EQ(id_of(Doubler(1, "a")), a);
+  EXPECT_EQ(id_of(Doubler(1, "c")), c);
+  // Too large to keep: compiled, used, and gone with its user.
+  const std::string large =
+      absl::StrCat(Doubler(1, "large"), std::string(2 * one, '\n'));
+  EXPECT_NE(id_of(large), transport::ProgramId());
+  EXPECT_EQ(cache.TakeUnused().size(), 1u);
+  EXPECT_EQ(cache.size(), 2);
+}
+
 TEST(CompileCacheTest, AMalformedProgramIsRefusedWithItsLine) {
   CompileCache cache;
   auto program = cache.GetOrCompile(

@@ -57,6 +57,7 @@ Head::Head(HeadOptions options)
       events_(options_.events != nullptr ? options_.events
                                          : &trace::NullEventSink()),
       membership_(options_.host_limits),
+      programs_(options_.program_cache_bytes),
       arrays_(ArrayTable::Options{
           .max_arrays_per_session =
               options_.session_limits.max_arrays_per_session}),
@@ -188,6 +189,7 @@ absl::Status Head::EndSession(SessionId session_id, const absl::Status& status,
   }
   resources_->ReleaseSession(session_id);
   dispatcher_->EndSession(session_id, status);
+  UnloadUnusedPrograms();
   events_->SessionEnded(
       trace::SessionEvent{absl::Now(), session_id, std::move(name), why});
   return absl::OkStatus();
@@ -315,6 +317,20 @@ void Head::SliceMoved(Session& session, const SliceRecord& slice) {
   session.DrainDeferred();
 }
 
+void Head::UnloadUnusedPrograms() {
+  std::vector<transport::ProgramId> unused = programs_.TakeUnused();
+  if (unused.empty()) return;
+  const std::shared_ptr<const Topology> topology = membership_.topology();
+  for (int64_t h = 0; h < topology->num_hosts(); ++h) {
+    dispatcher_->Call(HostId(h), [unused](ControlChannel* worker) {
+      if (worker == nullptr) return;  // Lost: it holds nothing any more.
+      for (transport::ProgramId program : unused) {
+        worker->UnloadProgram(program);
+      }
+    });
+  }
+}
+
 void Head::LoadProgram(const CompiledProgram& program,
                        const std::vector<DeviceId>& devices) {
   const std::shared_ptr<const Topology> topology = membership_.topology();
@@ -409,6 +425,8 @@ Future<transport::CompileInfo> Head::Compile(
   // Parsing and verifying can take a while: outside the lock.
   absl::StatusOr<std::shared_ptr<const CompiledProgram>> compiled =
       programs_.GetOrCompile(request.hlo_text);
+  // The cache may have let go of older programs to keep this one.
+  UnloadUnusedPrograms();
   if (!compiled.ok()) {
     return MakeErrorFuture<transport::CompileInfo>(compiled.status());
   }

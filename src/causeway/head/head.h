@@ -96,6 +96,10 @@ struct HeadOptions {
   // Launches released and not finished per island before the island
   // scheduler holds back more (its fair-share order then decides).
   int64_t max_inflight_launches_per_island = 64;
+  // HLO text bytes of the most recently compiled programs kept parsed (and
+  // loaded on the workers that ran them) after their last executable goes,
+  // for a client that compiles them again (CompileCache); 0 keeps none.
+  int64_t program_cache_bytes = int64_t{64} << 20;
   // Slice requests too big for the hosts there are now wait for hosts to
   // join instead of failing (ResourceManager::Options::wait_for_hosts).
   bool slices_wait_for_hosts = false;
@@ -282,6 +286,11 @@ class Head final : public transport::SessionService,
                                             std::shared_ptr<Promise<T>>));
   void LoadProgram(const CompiledProgram& program,
                    const std::vector<DeviceId>& devices);
+  // Tells every alive worker to unload the programs no executable uses and
+  // the compile cache no longer keeps (CompileCache::TakeUnused). After a
+  // session ends and after a compile, so that what workers hold stays
+  // bounded by the programs in use and those kept.
+  void UnloadUnusedPrograms();
 
   // Execute and Copy: now, or once the executable's or slice's devices are
   // granted (Session::RunOrDefer). Under the table's lock.

@@ -130,6 +130,48 @@ TEST_F(HeadTest, NoChannelIsCalledWhileTheHeadHoldsALock) {
   EXPECT_TRUE(blocked_.empty()) << blocked_[0] << " ran under a lock";
 }
 
+// Workers unload a program once no executable uses it and the compile
+// cache keeps it no more: what they hold stays bounded.
+TEST_F(HeadTest, AProgramNobodyUsesIsUnloadedFromTheWorkers) {
+  HeadOptions options;
+  options.program_cache_bytes = 0;
+  Start(options);
+  SessionId session = Open();
+  ASSERT_TRUE(Slice(session, 1).Await().ok());
+  ASSERT_TRUE(
+      head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
+          .Await()
+          .ok());
+  ASSERT_TRUE(head_->CloseSession(session).Await().ok());
+  for (const auto& host : hosts_) {
+    EXPECT_THAT(host->calls(), Contains("UnloadProgram 1"));
+  }
+}
+
+// Kept by the compile cache, a program compiled again by a later session
+// (a new JAX process, say) is the same program, still loaded.
+TEST_F(HeadTest, AKeptProgramIsTheSameProgramForALaterSession) {
+  Start();
+  for (int round = 0; round < 2; ++round) {
+    SessionId session = Open();
+    ASSERT_TRUE(Slice(session, 1).Await().ok());
+    ASSERT_TRUE(
+        head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
+            .Await()
+            .ok());
+    ASSERT_TRUE(head_->CloseSession(session).Await().ok());
+  }
+  std::vector<std::string> calls;
+  for (const auto& host : hosts_) {
+    for (const std::string& call : host->calls()) {
+      if (call.find("Program") != std::string::npos) calls.push_back(call);
+    }
+  }
+  // Both sessions' slices landed on a host that was told program 1, never
+  // a new id, and nothing was unloaded.
+  EXPECT_THAT(calls, ElementsAre("LoadProgram 1", "LoadProgram 1"));
+}
+
 TEST_F(HeadTest, AQueuedSliceIsGrantedWhenAHostJoins) {
   Start({}, 1);
   SessionId alice = Open();
