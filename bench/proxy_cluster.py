@@ -18,15 +18,16 @@ def add_causeway_argument(parser):
 
 
 @contextlib.contextmanager
-def proxy_cluster(causeway, hosts, devices_per_host, with_pid=False):
-    """One island of `hosts` worker processes and the proxy, on loopback:
-    yields the (head, proxy) addresses (and the `causeway cluster`
-    process's pid, whose children are the head, workers and proxy, with
-    `with_pid`); stops the cluster afterwards."""
+def proxy_cluster(causeway, hosts, devices_per_host, with_pid=False, flags=()):
+    """One island of `hosts` worker processes and the proxy, on loopback
+    (`flags`: more of `causeway cluster`'s): yields the (head, proxy)
+    addresses (and the `causeway cluster` process's pid, whose children are
+    the head, workers and proxy, with `with_pid`); stops the cluster
+    afterwards."""
     cluster = subprocess.Popen(
         [causeway, "cluster", "--islands", "1", "--hosts-per-island", str(hosts),
          "--devices-per-host", str(devices_per_host), "--proxy-listen", "127.0.0.1:0",
-         "--proxy-python", sys.executable],
+         "--proxy-python", sys.executable, *flags],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         head = proxy = None

@@ -16,7 +16,10 @@ proxy's answer). The first process
 compiles (the compile worker partitions the program with XLA); the later ones
 find it in the proxy's cache. In the same run, for scale: the same
 `lowered.compile()` on JAX's own CPU backend with 4 host devices, in a fresh
-process (no cache). Milliseconds.
+process (no cache). Then the same processes again with the head keeping no
+program once its last executable is gone (`--program-cache-bytes 0`), as
+before the head kept any: later processes then find the program in the
+proxy's cache but the head parses its HLO again. Milliseconds.
 """
 import argparse
 import os
@@ -78,21 +81,25 @@ def main():
     add_causeway_argument(parser)
     parser.add_argument("--processes", type=int, default=4)
     args = parser.parse_args()
-    with proxy_cluster(args.causeway, hosts=2, devices_per_host=2) as (_, proxy):
-        proxied = [run_side(SIDE, proxy_env(proxy), (EXAMPLES,))
-                   for _ in range(args.processes)]
-        local = run_side(SIDE, local_env(), (EXAMPLES,))
+    runs = {}
+    for label, flags in (("kept (64 MiB)", ()), ("none kept", ("--program-cache-bytes", "0"))):
+        with proxy_cluster(args.causeway, hosts=2, devices_per_host=2,
+                           flags=flags) as (_, proxy):
+            runs[label] = [run_side(SIDE, proxy_env(proxy), (EXAMPLES,))
+                           for _ in range(args.processes)]
+    local = run_side(SIDE, local_env(), (EXAMPLES,))
     print("ms, each JAX process fresh; 'backend' is the backend's compile call alone "
           "(through the proxy: the Compile request answered), 'compile()' all of "
           "lowered.compile()")
-    print("| program | figure | proxy, first process (compiles) | proxy, later processes "
-          "(cache; median, range) | JAX CPU backend, fresh process |")
-    print("|---|---|---|---|---|")
+    print("| program | figure | head keeps | proxy, first process (compiles) | proxy, later "
+          "processes (cache; median, range) | JAX CPU backend, fresh process |")
+    print("|---|---|---|---|---|---|")
     for name, label in (("step", "train_lm step, 2x2 mesh"), ("small", "tanh(x)*2+1, f32[8,8]")):
         for key, figure in ((name + "_backend", "backend"), (name, "compile()")):
-            later = [p[key] for p in proxied[1:]]
-            print(f"| {label} | {figure} | {proxied[0][key]:.1f} | {spread(later)} "
-                  f"| {local[key]:.1f} |")
+            for kept, proxied in runs.items():
+                later = [p[key] for p in proxied[1:]]
+                print(f"| {label} | {figure} | {kept} | {proxied[0][key]:.1f} | {spread(later)} "
+                      f"| {local[key]:.1f} |")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ constexpr char kClusterHelp[] = R"(Usage:
                    [--token-file F] [--tls-cert F --tls-key F [--tls-ca F]]
                    [--keepalive-timeout S]
                    [--http-listen HOST:PORT] [--insecure]
-                   [--history-file F] [--proxy-listen ADDRESS]
+                   [--history-file F] [--program-cache-bytes B]
+                   [--proxy-listen ADDRESS]
 
 Starts a cluster on this machine: a head (`causeway head`) and, on each of
 the I islands, H + K workers (`causeway worker`) with D CPU devices each,
@@ -83,6 +84,8 @@ slices); if the head dies, everything stops with status 1.
                           line.
   --history-file F        Passed to the head: the history of finished
                           sessions kept in the SQLite file F.
+  --program-cache-bytes B Passed to the head: HLO text bytes of programs
+                          kept after their last executable goes (64 MiB).
   --proxy-listen HOST:PORT|unix:PATH
                           Also start `causeway proxy` (unmodified JAX:
                           docs/jax.md) on HOST:PORT (port 0 picks one) or
@@ -188,6 +191,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
              {"--insecure", false},
              {"--http-listen"},
              {"--history-file"},
+             {"--program-cache-bytes"},
              {"--proxy-listen"},
              {"--proxy-python"}});
   if (parsed.ok() && parsed->help) {
@@ -271,7 +275,7 @@ int ClusterCommand(const std::vector<std::string>& args) {
   }
   for (const char* passed : {"--heartbeat-interval", "--worker-timeout",
                              "--session-lease", "--http-listen",
-                             "--history-file"}) {
+                             "--history-file", "--program-cache-bytes"}) {
     if (std::optional<std::string> value = parsed->Get(passed)) {
       head_argv.push_back(passed);
       head_argv.push_back(*value);
