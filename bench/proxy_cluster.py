@@ -18,17 +18,18 @@ def add_causeway_argument(parser):
 
 
 @contextlib.contextmanager
-def proxy_cluster(causeway, hosts, devices_per_host, with_pid=False, flags=()):
+def proxy_cluster(causeway, hosts, devices_per_host, with_pid=False, flags=(), log=None):
     """One island of `hosts` worker processes and the proxy, on loopback
-    (`flags`: more of `causeway cluster`'s): yields the (head, proxy)
-    addresses (and the `causeway cluster` process's pid, whose children are
-    the head, workers and proxy, with `with_pid`); stops the cluster
-    afterwards."""
+    (`flags`: more of `causeway cluster`'s; `log`: a file its members' log
+    lines go to, INFO and up): yields the (head, proxy) addresses (and the `causeway
+    cluster` process's pid, whose children are the head, workers and proxy,
+    with `with_pid`); stops the cluster afterwards."""
     cluster = subprocess.Popen(
         [causeway, "cluster", "--islands", "1", "--hosts-per-island", str(hosts),
          "--devices-per-host", str(devices_per_host), "--proxy-listen", "127.0.0.1:0",
          "--proxy-python", sys.executable, *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL, text=True,
+        env=dict(os.environ, CAUSEWAY_LOG_LEVEL="0") if log else None)
     try:
         head = proxy = None
         for line in cluster.stdout:

@@ -19,10 +19,15 @@ find it in the proxy's cache. In the same run, for scale: the same
 process (no cache). Then the same processes again with the head keeping no
 program once its last executable is gone (`--program-cache-bytes 0`), as
 before the head kept any: later processes then find the program in the
-proxy's cache but the head parses its HLO again. Milliseconds.
+proxy's cache but the head parses its HLO again. 'proxy' is the proxy's own
+answer, from the Compile request to the executable loaded on the workers,
+read from the line it logs for each compile. Milliseconds.
 """
 import argparse
+import collections
 import os
+import re
+import tempfile
 
 from proxy_cluster import (ROOT, add_causeway_argument, local_env, proxy_cluster, proxy_env,
                            run_side, spread)
@@ -83,10 +88,13 @@ def main():
     args = parser.parse_args()
     runs = {}
     for label, flags in (("kept (64 MiB)", ()), ("none kept", ("--program-cache-bytes", "0"))):
-        with proxy_cluster(args.causeway, hosts=2, devices_per_host=2,
-                           flags=flags) as (_, proxy):
-            runs[label] = [run_side(SIDE, proxy_env(proxy), (EXAMPLES,))
-                           for _ in range(args.processes)]
+        with tempfile.TemporaryFile("w+") as log:
+            with proxy_cluster(args.causeway, hosts=2, devices_per_host=2,
+                               flags=flags, log=log) as (_, proxy):
+                runs[label] = [run_side(SIDE, proxy_env(proxy), (EXAMPLES,))
+                               for _ in range(args.processes)]
+            log.seek(0)
+            add_proxy_answers(log.read(), runs[label])
     local = run_side(SIDE, local_env(), (EXAMPLES,))
     print("ms, each JAX process fresh; 'backend' is the backend's compile call alone "
           "(through the proxy: the Compile request answered), 'compile()' all of "
@@ -95,11 +103,28 @@ def main():
           "processes (cache; median, range) | JAX CPU backend, fresh process |")
     print("|---|---|---|---|---|---|")
     for name, label in (("step", "train_lm step, 2x2 mesh"), ("small", "tanh(x)*2+1, f32[8,8]")):
-        for key, figure in ((name + "_backend", "backend"), (name, "compile()")):
+        for key, figure in ((name + "_proxy", "proxy"), (name + "_backend", "backend"),
+                            (name, "compile()")):
             for kept, proxied in runs.items():
                 later = [p[key] for p in proxied[1:]]
+                baseline = f"{local[key]:.1f}" if key in local else "–"
                 print(f"| {label} | {figure} | {kept} | {proxied[0][key]:.1f} | {spread(later)} "
-                      f"| {local[key]:.1f} |")
+                      f"| {baseline} |")
+
+
+def add_proxy_answers(log, processes):
+    """The proxy's own time for each process's two compiles, from its log:
+    each JAX process is one proxy session, and the step and the small
+    program are the last two it compiles."""
+    by_session = collections.defaultdict(list)
+    for session, ms in re.findall(r"proxy: session (\d+) compiled .* in ([\d.]+) ms", log):
+        by_session[int(session)].append(float(ms))
+    sessions = sorted(by_session)
+    if len(sessions) != len(processes):
+        raise SystemExit(f"the proxy logged compiles of {len(sessions)} sessions, "
+                         f"not {len(processes)}")
+    for process, session in zip(processes, sessions):
+        process["step_proxy"], process["small_proxy"] = by_session[session][-2:]
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/client/sharding.h"
@@ -1442,15 +1443,24 @@ Future<IfrtResponse> ProxySession::Compile(
   job.num_devices = static_cast<int64_t>(devices->size());
   const uint64_t handle = MintHandle();
   const uint64_t ready_handle = MintHandle();
+  const absl::Time asked = absl::Now();
   Future<std::shared_ptr<const ExecutableEntry>> loaded =
       compiler_->Compile(std::move(job))
           .Map(*executor_,
-               [this, handle, devices = *devices, slice = *slice](
+               [this, handle, devices = *devices, slice = *slice, asked](
                    const std::shared_ptr<const CompiledProgram>& program)
                    -> absl::StatusOr<std::shared_ptr<const ExecutableEntry>> {
                  absl::StatusOr<client::Executable> executable =
                      session_.Compile(program->hlo_text, slice);
                  if (!executable.ok()) return executable.status();
+                 // One line per compile: what an operator reads to see
+                 // whether a program came from the caches.
+                 CW_LOG(INFO) << "proxy: session " << id() << " compiled "
+                              << program->name << " for " << devices.size()
+                              << " devices in "
+                              << absl::FDivDuration(absl::Now() - asked,
+                                                    absl::Milliseconds(1))
+                              << " ms";
                  auto entry = std::make_shared<ExecutableEntry>();
                  entry->executable = *std::move(executable);
                  entry->devices = devices;
