@@ -69,6 +69,18 @@ class HeadTest : public ::testing::Test {
     return head_->RequestSlice(session, request);
   }
 
+  // A session with slice 1 (one device) and the doubler compiled on it as
+  // executable 1.
+  SessionId OpenWithDoubler() {
+    SessionId session = Open();
+    EXPECT_TRUE(Slice(session, 1).Await().ok());
+    EXPECT_TRUE(
+        head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
+            .Await()
+            .ok());
+    return session;
+  }
+
   ArraySpec Spec(uint64_t handle, uint64_t slice) {
     return ArraySpec{ArrayHandle(handle), F32x2(), hlo::Sharding(),
                      SliceHandle(slice)};
@@ -107,11 +119,7 @@ class HeadTest : public ::testing::Test {
 
 TEST_F(HeadTest, NoChannelIsCalledWhileTheHeadHoldsALock) {
   Start();
-  SessionId session = Open();
-  ASSERT_TRUE(Slice(session, 1).Await().ok());
-  auto compiled =
-      head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)});
-  ASSERT_TRUE(compiled.Await().ok());
+  SessionId session = OpenWithDoubler();
   ProbeLocksOnEveryCall(session);
   ASSERT_TRUE(head_->PutArray(session, Spec(1, 1), Value()).Await().ok());
   head_->Execute(session,
@@ -136,12 +144,7 @@ TEST_F(HeadTest, AProgramNobodyUsesIsUnloadedFromTheWorkers) {
   HeadOptions options;
   options.program_cache_bytes = 0;
   Start(options);
-  SessionId session = Open();
-  ASSERT_TRUE(Slice(session, 1).Await().ok());
-  ASSERT_TRUE(
-      head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
-          .Await()
-          .ok());
+  SessionId session = OpenWithDoubler();
   ASSERT_TRUE(head_->CloseSession(session).Await().ok());
   for (const auto& host : hosts_) {
     EXPECT_THAT(host->calls(), Contains("UnloadProgram 1"));
@@ -153,12 +156,7 @@ TEST_F(HeadTest, AProgramNobodyUsesIsUnloadedFromTheWorkers) {
 TEST_F(HeadTest, AKeptProgramIsTheSameProgramForALaterSession) {
   Start();
   for (int round = 0; round < 2; ++round) {
-    SessionId session = Open();
-    ASSERT_TRUE(Slice(session, 1).Await().ok());
-    ASSERT_TRUE(
-        head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
-            .Await()
-            .ok());
+    SessionId session = OpenWithDoubler();
     ASSERT_TRUE(head_->CloseSession(session).Await().ok());
   }
   std::vector<std::string> calls;
@@ -236,12 +234,7 @@ TEST_F(HeadTest, AnOpDoneForADeviceOfAnotherHostIsIgnored) {
   HeadOptions options;
   options.max_inflight_launches_per_island = 1;
   Start(options);
-  SessionId session = Open();
-  ASSERT_TRUE(Slice(session, 1).Await().ok());
-  ASSERT_TRUE(
-      head_->Compile(session, {ExecutableHandle(1), kDouble, SliceHandle(1)})
-          .Await()
-          .ok());
+  SessionId session = OpenWithDoubler();
   ASSERT_TRUE(head_->PutArray(session, Spec(1, 1), Value()).Await().ok());
   head_->Execute(session,
                  {ExecutableHandle(1), {ArrayHandle(1)}, {Spec(2, 1)}});
