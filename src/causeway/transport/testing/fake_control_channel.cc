@@ -1,5 +1,6 @@
 #include "causeway/transport/testing/fake_control_channel.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,15 @@ void FakeControlChannel::Record(std::string call) {
 std::vector<std::string> FakeControlChannel::calls() const {
   absl::MutexLock lock(&mu_);
   return calls_;
+}
+
+bool FakeControlChannel::AwaitCall(const std::string& call,
+                                   absl::Duration timeout, int times) const {
+  auto made = [this, &call, times]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::count(calls_.begin(), calls_.end(), call) >= times;
+  };
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&made), timeout);
 }
 
 std::vector<WorkerBatch> FakeControlChannel::batches() const {

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "causeway/transport/control_channel.h"
 
 namespace causeway::transport {
@@ -25,6 +26,11 @@ class FakeControlChannel final : public ControlChannel {
   // "PutBuffer array 4 shard 0", "PeerLost 2", "CancelSession 1",
   // "Heartbeat", "GetStatus", ...
   std::vector<std::string> calls() const;
+  // Waits up to `timeout` for `call` to be among them `times` times (calls
+  // the head makes through its outbox may come from another thread, after
+  // the head's entry point returned). Whether they came.
+  bool AwaitCall(const std::string& call, absl::Duration timeout,
+                 int times = 1) const;
   // The batches Dispatch was given, in order.
   std::vector<WorkerBatch> batches() const;
   // The membership updates it was sent, in order.
