@@ -27,6 +27,13 @@ std::string Doubler(int64_t partitions, const std::string& name = "double") {
                       sharding, "\n", "}\n");
 }
 
+// Compiles `text` and lets the program go at once: its id.
+transport::ProgramId IdOfCompiled(CompileCache& cache, const std::string& text) {
+  auto program = cache.GetOrCompile(text);
+  EXPECT_TRUE(program.ok()) << program.status();
+  return program.ok() ? (*program)->id : transport::ProgramId();
+}
+
 TEST(CompileCacheTest, TheSameTextGivesTheSameProgramWhileItIsInUse) {
   CompileCache cache;
   auto first = cache.GetOrCompile(Doubler(2));
@@ -49,16 +56,9 @@ TEST(CompileCacheTest, EveryProgramGetsItsOwnId) {
 
 TEST(CompileCacheTest, AProgramNoOneUsesIsForgottenAndCompiledAnew) {
   CompileCache cache;
-  transport::ProgramId old_id;
-  {
-    auto program = cache.GetOrCompile(Doubler(1));
-    ASSERT_TRUE(program.ok());
-    old_id = (*program)->id;
-  }
+  const transport::ProgramId old_id = IdOfCompiled(cache, Doubler(1));
   EXPECT_EQ(cache.size(), 0);
-  auto again = cache.GetOrCompile(Doubler(1));
-  ASSERT_TRUE(again.ok());
-  EXPECT_NE((*again)->id, old_id);
+  EXPECT_NE(IdOfCompiled(cache, Doubler(1)), old_id);
 }
 
 TEST(CompileCacheTest, AProgramNobodyHoldsIsNamedUnusedOnce) {
@@ -78,18 +78,11 @@ TEST(CompileCacheTest, AProgramNobodyHoldsIsNamedUnusedOnce) {
 // a client that compiles it again gets it as it was.
 TEST(CompileCacheTest, AKeptProgramOutlivesItsUsersUnderTheSameId) {
   CompileCache cache(/*keep_bytes=*/1 << 20);
-  transport::ProgramId id;
-  {
-    auto program = cache.GetOrCompile(Doubler(1));
-    ASSERT_TRUE(program.ok());
-    id = (*program)->id;
-  }
+  const transport::ProgramId id = IdOfCompiled(cache, Doubler(1));
   EXPECT_EQ(cache.size(), 1);
   EXPECT_EQ(cache.kept_bytes(), static_cast<int64_t>(Doubler(1).size()));
   EXPECT_TRUE(cache.TakeUnused().empty());
-  auto again = cache.GetOrCompile(Doubler(1));
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)->id, id);
+  EXPECT_EQ(IdOfCompiled(cache, Doubler(1)), id);
 }
 
 // Past the budget the least recently asked-for program goes (asking for a
@@ -98,11 +91,7 @@ TEST(CompileCacheTest, AKeptProgramOutlivesItsUsersUnderTheSameId) {
 TEST(CompileCacheTest, PastItsBudgetTheLeastRecentlyAskedForProgramGoes) {
   const int64_t one = static_cast<int64_t>(Doubler(1, "a").size());
   CompileCache cache(/*keep_bytes=*/2 * one);
-  auto id_of = [&](const std::string& text) {
-    auto program = cache.GetOrCompile(text);
-    EXPECT_TRUE(program.ok()) << program.status();
-    return program.ok() ? (*program)->id : transport::ProgramId();
-  };
+  auto id_of = [&](const std::string& text) { return IdOfCompiled(cache, text); };
   const transport::ProgramId a = id_of(Doubler(1, "a"));
   const transport::ProgramId b = id_of(Doubler(1, "b"));
   EXPECT_EQ(id_of(Doubler(1, "a")), a);  // Now the most recent.
