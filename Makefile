@@ -24,10 +24,12 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # Kubernetes API's schemas, which it bundles, so offline
 # (python/tests/test_deploy.py, docs/deploy.md). matplotlib draws the scale
 # benchmark's plots as PNG files (bench/scale_bench.py --plot, issue 18).
+# orbax-checkpoint (flax needs it too) saves and restores checkpoints through
+# the proxy in python/tests/test_proxy.py.
 BUILD_PY_PACKAGES := nanobind scikit-build-core
 PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest tqdm \
-               prometheus_client pathwaysutils flax optax kubernetes-validate \
-               matplotlib
+               prometheus_client pathwaysutils flax optax orbax-checkpoint \
+               kubernetes-validate matplotlib
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps apt-deps build-py-deps py-deps build python test demo bench fuzz \

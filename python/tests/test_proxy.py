@@ -302,6 +302,71 @@ def test_flax_optax_training_data_and_tensor_parallel_matches_plain_jax(proxy_cl
     np.testing.assert_allclose(out["losses"], reference["losses"], rtol=1e-5)
 
 
+# An orbax checkpoint as users write and read one (orbax comes with flax):
+# a pytree of sharded arrays saved by StandardCheckpointer and restored
+# onto the shardings of `target`, which may differ from the saved ones.
+# CHECKPOINT_STEP runs with SAVE, LOAD (folders or None) and SPECS (the
+# restore's PartitionSpecs) defined before it.
+CHECKPOINT_STEP = """
+    import orbax.checkpoint as ocp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+    shape = {"w": ((64, 32), jnp.float32), "b": ((32,), jnp.bfloat16), "step": ((), jnp.int32)}
+    sharding = {k: NamedSharding(mesh, P(*SPECS[k])) for k in shape}
+    checkpointer = ocp.StandardCheckpointer()
+    if LOAD is None:
+        state = {"w": np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 7,
+                 "b": np.linspace(-2, 2, 32, dtype=np.float32).astype(jnp.bfloat16),
+                 "step": np.array(0, np.int32)}
+        state = {k: jax.device_put(v, sharding[k]) for k, v in state.items()}
+    else:
+        target = {k: jax.ShapeDtypeStruct(s, d, sharding=sharding[k])
+                  for k, (s, d) in shape.items()}
+        state = checkpointer.restore(LOAD, target)
+    loaded = {k: np.asarray(v).astype(np.float32).tolist() for k, v in state.items()}
+    specs = {k: str(v.sharding.spec) for k, v in state.items()}
+    state = jax.jit(lambda s: {"w": s["w"] * 2 + s["b"].astype(jnp.float32),
+                               "b": s["b"] * 3, "step": s["step"] + 1})(state)
+    checkpointer.save(SAVE, state)
+    checkpointer.wait_until_finished()
+    emit(loaded=loaded, specs=specs, devices=sorted(d.id for d in state["w"].devices()))
+"""
+
+
+def checkpoint_step(save, load, specs):
+    return (f"SAVE, LOAD, SPECS = {str(save)!r}, {None if load is None else str(load)!r}, "
+            f"{specs!r}\n" + textwrap.dedent(CHECKPOINT_STEP))
+
+
+def test_an_orbax_checkpoint_moves_between_plain_jax_and_the_cluster(proxy_cluster, tmp_path):
+    """A user trains on their machine, resumes on the cluster and takes the
+    checkpoint back: plain JAX saves, the proxy restores it onto other
+    shardings, steps and saves, and plain JAX restores that. Every value is
+    checked against numpy's own step."""
+    saved_specs = {"w": ("data", "model"), "b": ("model",), "step": ()}
+    other_specs = {"w": ("model", None), "b": (None,), "step": ()}
+    run_jax_on_cpu(checkpoint_step(tmp_path / "local", None, saved_specs), devices=4)
+    on_cluster = run_jax(proxy_cluster.proxy_address,
+                         checkpoint_step(tmp_path / "cluster", tmp_path / "local", other_specs))
+    back = run_jax_on_cpu(checkpoint_step(tmp_path / "back", tmp_path / "cluster", saved_specs),
+                          devices=4)
+    import ml_dtypes
+
+    def step(w, b, n):  # The program's step, in numpy.
+        return w * 2 + b.astype(np.float32), b * ml_dtypes.bfloat16(3), n + 1
+
+    w0 = np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 7
+    b0 = np.linspace(-2, 2, 32, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    for loaded, expected in ((on_cluster["loaded"], step(w0, b0, 0)),
+                             (back["loaded"], step(*step(w0, b0, 0)))):
+        np.testing.assert_array_equal(loaded["w"], expected[0])
+        np.testing.assert_array_equal(loaded["b"], expected[1].astype(np.float32))
+        assert loaded["step"] == expected[2]
+    assert on_cluster["devices"] == [0, 1, 2, 3]  # Island 0's 2x2.
+    assert on_cluster["specs"] == {"w": "P('model', None)", "b": "P(None,)", "step": "P()"}
+    assert back["specs"]["w"] == "P('data', 'model')"
+
+
 # Moves between shardings and devices as user code makes them, one JAX
 # process for all (each case's value and the devices of its result): the
 # requests they send (AssembleArrayFromSingleDeviceArrays, RemapArrays,
