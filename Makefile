@@ -100,14 +100,15 @@ bench: deps build
 	./bench/run_bench.sh $(BUILD)
 
 # libFuzzer (clang): FUZZER=hlo_parser (default), evaluator, spmd,
-# data_plane or gloo_mesh; FUZZ_SECONDS=600 by default; one job, one
-# worker. See fuzz/README.md.
+# data_plane, gloo_mesh or proxy_session; FUZZ_SECONDS=600 by default; one
+# job, one worker. See fuzz/README.md.
 FUZZER ?= hlo_parser
 # A fuzzer's own dictionary where it has one.
 FUZZ_DICT = $(or $(wildcard fuzz/$(FUZZER).dict),fuzz/hlo_parser.dict)
-# The executors' seeds are whole programs, longer than parser inputs; the
-# multi-partition ones longest.
-FUZZ_MAX_LEN = $(if $(filter evaluator,$(FUZZER)),16384,$(if $(filter spmd,$(FUZZER)),32768,4096))
+# The executors' seeds are whole programs, longer than parser inputs (and
+# the proxy's, sessions with programs in them); the multi-partition ones
+# longest.
+FUZZ_MAX_LEN = $(if $(filter evaluator proxy_session,$(FUZZER)),16384,$(if $(filter spmd,$(FUZZER)),32768,4096))
 fuzz: apt-deps
 	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCAUSEWAY_FUZZ=ON >/dev/null
