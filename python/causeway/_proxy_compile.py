@@ -173,9 +173,13 @@ def compile_program(header: dict, program: bytes, options: bytes) -> dict:
     if out_shardings:
         text = with_output_shardings(text, out_shardings)
     donated = _donated_parameters(text)
+    # What `jax.stages.Compiled.cost_analysis()` reads (HLO-based, so the
+    # LLVM options above change none of it).
+    cost = {name: float(value) for name, value in (executable.cost_analysis() or {}).items()
+            if isinstance(value, (int, float))}
     return {"ok": True, "hlo_text": text, "name": modules[0].name,
             "num_partitions": partitions, "num_replicas": replicas,
-            "donated": donated}
+            "donated": donated, "cost_analysis": cost}
 
 
 def main() -> int:

@@ -532,6 +532,34 @@ def test_host_callback_is_refused_as_unimplemented(proxy_cluster):
     assert "UNIMPLEMENTED" in out["msg"] and "host callback" in out["msg"]
 
 
+# What tools read off a compiled function (MaxText's TFLOP count, a
+# user's look at the partitioned module): Compiled.cost_analysis() and
+# .as_text(), on one device and tiled over four.
+COMPILED_FACTS = """
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    one = jax.jit(lambda v: jnp.tanh(v @ v) + 1).lower(jnp.ones((16, 16))).compile()
+    s = NamedSharding(Mesh(np.array(jax.devices()[:4]), ("x",)), P("x"))
+    four = jax.jit(lambda v: jnp.exp(v @ v.T).sum(axis=1), in_shardings=s).lower(
+        jax.ShapeDtypeStruct((16, 16), jnp.float32, sharding=s)).compile()
+    emit(one=one.cost_analysis(), four=four.cost_analysis(),
+         text=one.as_text(), four_text=four.as_text())
+"""
+
+
+def test_a_compiled_functions_cost_analysis_and_text_are_xlas(proxy_cluster):
+    out = run_jax(proxy_cluster.proxy_address, COMPILED_FACTS)
+    reference = run_jax_on_cpu(COMPILED_FACTS, devices=4)
+    # XLA's own analysis of the module the compile worker compiled: the
+    # same numbers as JAX's CPU backend gives for the same program.
+    assert out["one"] == reference["one"]
+    assert out["four"] == reference["four"]
+    assert out["one"]["flops"] == 8448.0  # 2 x 16^3 for the product, 16^2 for the add.
+    for text in (out["text"], out["four_text"]):
+        assert text.startswith("HloModule jit__lambda")
+        assert "ENTRY" in text
+    assert "num_partitions=4" in out["four_text"]
+
+
 def test_compile_error_reaches_jax_with_xlas_code_and_message(proxy_cluster):
     out = run_jax(proxy_cluster.proxy_address, """
         def f(x):

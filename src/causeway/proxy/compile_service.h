@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "causeway/base/future.h"
@@ -33,6 +34,9 @@ struct CompiledProgram {
   int64_t num_partitions = 1;
   int64_t num_replicas = 1;
   std::vector<int32_t> donated_inputs;  // Parameter numbers.
+  // XLA's cost analysis of the module, by property ("flops",
+  // "bytes accessed", ...); empty when XLA gave none.
+  std::vector<std::pair<std::string, double>> cost_analysis;
 };
 
 class CompileService {

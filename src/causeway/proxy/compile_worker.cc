@@ -197,6 +197,11 @@ absl::StatusOr<std::shared_ptr<const CompiledProgram>> CompileWorker::CompileNow
         if (d.is_number_integer()) program->donated_inputs.push_back(d.get<int32_t>());
       }
     }
+    if (parsed.contains("cost_analysis") && parsed["cost_analysis"].is_object()) {
+      for (const auto& [property, value] : parsed["cost_analysis"].items()) {
+        if (value.is_number()) program->cost_analysis.emplace_back(property, value.get<double>());
+      }
+    }
     program->fingerprint = absl::StrCat(std::hash<std::string>()(key));
     if (cache_.size() >= 256) cache_.clear();  // Bounded; the worker caches too.
     cache_.emplace(key, program);

@@ -37,6 +37,11 @@ xla::ifrt::AttributeMapProto::Value Int64Attribute(int64_t value) {
   v.set_int64_value(value);
   return v;
 }
+xla::ifrt::AttributeMapProto::Value FloatAttribute(float value) {
+  xla::ifrt::AttributeMapProto::Value v;
+  v.set_float_value(value);
+  return v;
+}
 xla::ifrt::AttributeMapProto::Value StringAttribute(std::string value) {
   xla::ifrt::AttributeMapProto::Value v;
   v.set_string_value(std::move(value));
@@ -236,6 +241,13 @@ Future<ProxySession::Response> ProxySession::Dispatch(const IfrtRequest& request
     case IfrtRequest::kLoadedExecutableMetadataRequest:
       return ready(ExecutableMetadata(
           request.loaded_executable_metadata_request().loaded_executable_handle()));
+    case IfrtRequest::kLoadedExecutableCostAnalysisRequest:
+      return ready(ExecutableCostAnalysis(
+          request.loaded_executable_cost_analysis_request().loaded_executable_handle()));
+    case IfrtRequest::kLoadedExecutableHumanReadableProgramTextRequest:
+      return ready(ExecutableProgramText(
+          request.loaded_executable_human_readable_program_text_request()
+              .loaded_executable_handle()));
     case IfrtRequest::kLoadedExecutableExecuteRequest:
       return Execute(request.loaded_executable_execute_request());
     case IfrtRequest::kLoadedExecutableDestructRequest:
@@ -1419,8 +1431,9 @@ absl::StatusOr<std::vector<int32_t>> ProgramDevices(const std::string& options_b
 struct ProxySession::ExecutableEntry {
   client::Executable executable;
   std::vector<int32_t> devices;
-  std::string name;
-  std::vector<int32_t> donated_inputs;
+  // What the compile service gave: its text, name, donated inputs and
+  // XLA's cost analysis.
+  std::shared_ptr<const CompiledProgram> program;
 };
 
 Future<IfrtResponse> ProxySession::Compile(
@@ -1464,8 +1477,7 @@ Future<IfrtResponse> ProxySession::Compile(
                  auto entry = std::make_shared<ExecutableEntry>();
                  entry->executable = *std::move(executable);
                  entry->devices = devices;
-                 entry->name = program->name;
-                 entry->donated_inputs = program->donated_inputs;
+                 entry->program = program;
                  std::shared_ptr<const ExecutableEntry> shared = std::move(entry);
                  absl::MutexLock lock(&mu_);
                  executables_[handle] = shared;
@@ -1483,28 +1495,32 @@ Future<IfrtResponse> ProxySession::Compile(
         IfrtResponse response;
         auto* out = response.mutable_compile_response();
         out->set_loaded_executable_handle(handle);
-        out->set_name(entry->name);
+        out->set_name(entry->program->name);
         out->set_num_devices(static_cast<int32_t>(entry->devices.size()));
         for (int32_t d : entry->devices) {
           out->add_device_ids(d);
           out->add_addressable_device_ids(d);
         }
-        out->set_fingerprint_value(absl::StrCat(entry->name, ":", handle));
+        out->set_fingerprint_value(absl::StrCat(entry->program->name, ":", handle));
         out->set_ready_future_handle(ready_handle);
         return response;
       });
 }
 
-absl::StatusOr<IfrtResponse> ProxySession::ExecutableMetadata(uint64_t handle) {
-  std::shared_ptr<const ExecutableEntry> entry;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = executables_.find(handle);
-    if (it == executables_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown executable handle ", handle));
-    }
-    entry = it->second;
+absl::StatusOr<std::shared_ptr<const ProxySession::ExecutableEntry>>
+ProxySession::FindExecutable(uint64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = executables_.find(handle);
+  if (it == executables_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown executable handle ", handle));
   }
+  return it->second;
+}
+
+absl::StatusOr<IfrtResponse> ProxySession::ExecutableMetadata(uint64_t handle) {
+  absl::StatusOr<std::shared_ptr<const ExecutableEntry>> found = FindExecutable(handle);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<const ExecutableEntry>& entry = *found;
   IfrtResponse response;
   auto* out = response.mutable_loaded_executable_metadata_response();
   for (const client::Sharding& s : entry->executable.parameter_shardings()) {
@@ -1522,27 +1538,51 @@ absl::StatusOr<IfrtResponse> ProxySession::ExecutableMetadata(uint64_t handle) {
       absl::UnimplementedError("Causeway's proxy reports no layouts (row-major)"));
   *out->mutable_output_layouts_error() = StatusToProto(
       absl::UnimplementedError("Causeway's proxy reports no layouts (row-major)"));
-  for (int32_t d : entry->donated_inputs) {
+  for (int32_t d : entry->program->donated_inputs) {
     out->mutable_donated_input_indices()->add_donated_input_indices(d);
   }
-  if (entry->donated_inputs.empty()) out->mutable_donated_input_indices();
+  if (entry->program->donated_inputs.empty()) out->mutable_donated_input_indices();
   *out->mutable_compiled_memory_stats_error() = StatusToProto(
       absl::UnimplementedError("Causeway's proxy reports no compiled memory stats"));
   return response;
 }
 
+// XLA's cost analysis of the program as the compile worker compiled it
+// (what `jax.stages.Compiled.cost_analysis()` reads), or why there is none.
+absl::StatusOr<IfrtResponse> ProxySession::ExecutableCostAnalysis(uint64_t handle) {
+  absl::StatusOr<std::shared_ptr<const ExecutableEntry>> entry = FindExecutable(handle);
+  if (!entry.ok()) return entry.status();
+  IfrtResponse response;
+  auto* out = response.mutable_loaded_executable_cost_analysis_response();
+  const CompiledProgram& program = *(*entry)->program;
+  if (program.cost_analysis.empty()) {
+    *out->mutable_status() = StatusToProto(absl::UnavailableError(absl::StrCat(
+        "XLA gave no cost analysis for ", program.name)));
+    return response;
+  }
+  auto* attributes = out->mutable_attributes();
+  for (const auto& [name, value] : program.cost_analysis) {
+    AddAttribute(attributes, name, FloatAttribute(static_cast<float>(value)));
+  }
+  return response;
+}
+
+// The partitioned module Causeway runs (`Compiled.as_text()`).
+absl::StatusOr<IfrtResponse> ProxySession::ExecutableProgramText(uint64_t handle) {
+  absl::StatusOr<std::shared_ptr<const ExecutableEntry>> entry = FindExecutable(handle);
+  if (!entry.ok()) return entry.status();
+  IfrtResponse response;
+  response.mutable_loaded_executable_human_readable_program_text_response()
+      ->set_human_readable_program_text((*entry)->program->hlo_text);
+  return response;
+}
+
 Future<IfrtResponse> ProxySession::Execute(
     const xla::ifrt::proxy::LoadedExecutableExecuteRequest& request) {
-  std::shared_ptr<const ExecutableEntry> entry;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = executables_.find(request.loaded_executable_handle());
-    if (it != executables_.end()) entry = it->second;
-  }
-  if (entry == nullptr) {
-    return MakeReadyFuture<IfrtResponse>(absl::NotFoundError(absl::StrCat(
-        "unknown executable handle ", request.loaded_executable_handle())));
-  }
+  absl::StatusOr<std::shared_ptr<const ExecutableEntry>> found =
+      FindExecutable(request.loaded_executable_handle());
+  if (!found.ok()) return MakeReadyFuture<IfrtResponse>(found.status());
+  const std::shared_ptr<const ExecutableEntry>& entry = *found;
   if (absl::Status s = CheckHandleCount(request.args_handles_size(), "Execute"); !s.ok()) {
     return MakeReadyFuture<IfrtResponse>(s);
   }
@@ -1604,7 +1644,7 @@ Future<IfrtResponse> ProxySession::Execute(
                  if (!outputs.ok()) return outputs.status();
                  // Donated arguments are freed once the launch has read them
                  // (JAX marks them deleted on its side).
-                 for (int32_t d : entry->donated_inputs) {
+                 for (int32_t d : entry->program->donated_inputs) {
                    if (d < 0 || static_cast<size_t>(d) >= arrays.size()) continue;
                    if (std::find(non_donatable.begin(), non_donatable.end(), d) !=
                        non_donatable.end()) {

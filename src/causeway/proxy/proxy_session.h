@@ -150,7 +150,10 @@ class ProxySession {
   absl::StatusOr<Response> DefaultLayout(
       const xla::ifrt::proxy::GetDefaultLayoutRequest& request);
   Future<Response> Compile(const xla::ifrt::proxy::CompileRequest& request);
+  absl::StatusOr<std::shared_ptr<const ExecutableEntry>> FindExecutable(uint64_t handle);
   absl::StatusOr<Response> ExecutableMetadata(uint64_t handle);
+  absl::StatusOr<Response> ExecutableCostAnalysis(uint64_t handle);
+  absl::StatusOr<Response> ExecutableProgramText(uint64_t handle);
   Future<Response> Execute(
       const xla::ifrt::proxy::LoadedExecutableExecuteRequest& request);
   absl::StatusOr<Response> DestructExecutable(uint64_t handle);

@@ -27,6 +27,7 @@ class AddOneCompiler final : public CompileService {
         client::testing::ElementwiseProgram("add_one", "add", 1, 1, 4);
     program->name = "add_one";
     program->fingerprint = "add_one";
+    program->cost_analysis = {{"flops", 4}, {"bytes accessed", 32}};
     return MakeReadyFuture<std::shared_ptr<const CompiledProgram>>(
         std::shared_ptr<const CompiledProgram>(std::move(program)));
   }
@@ -104,6 +105,22 @@ class ProxySessionTest : public ::testing::Test {
     make->set_host_buffer_handle(handle);
     make->set_array_handle(handle);
     return Call(request, handle);
+  }
+
+  // A CompileRequest of AddOneCompiler's program on device 0.
+  pb::IfrtResponse CompileOnDevice0(uint64_t op_id) {
+    pb::IfrtRequest compile;
+    auto* c = compile.mutable_compile_request();
+    c->mutable_program()->set_type_name("test program");
+    xla::ifrt::XlaCompileOptionsProto options;
+    auto* assignment = options.mutable_compile_options()
+                           ->mutable_executable_build_options()
+                           ->mutable_device_assignment();
+    assignment->set_replica_count(1);
+    assignment->set_computation_count(1);
+    assignment->add_computation_devices()->add_replica_device_ids(0);
+    c->mutable_compile_options()->set_data(options.SerializeAsString());
+    return Call(compile, op_id);
   }
 
   AddOneCompiler compiler_;
@@ -417,18 +434,7 @@ TEST_F(ProxySessionTest, AnExecutionKeepsAStatusFutureOnlyWhenTheClientAsksForIt
                 .status()
                 .code(),
             0);
-  pb::IfrtRequest compile;
-  auto* c = compile.mutable_compile_request();
-  c->mutable_program()->set_type_name("test program");
-  xla::ifrt::XlaCompileOptionsProto options;
-  auto* assignment = options.mutable_compile_options()
-                         ->mutable_executable_build_options()
-                         ->mutable_device_assignment();
-  assignment->set_replica_count(1);
-  assignment->set_computation_count(1);
-  assignment->add_computation_devices()->add_replica_device_ids(0);
-  c->mutable_compile_options()->set_data(options.SerializeAsString());
-  pb::IfrtResponse compiled = Call(compile, 2);
+  pb::IfrtResponse compiled = CompileOnDevice0(2);
   ASSERT_EQ(compiled.response_metadata().status().code(), 0)
       << compiled.response_metadata().status().message();
   pb::IfrtRequest ready;
@@ -473,6 +479,44 @@ TEST_F(ProxySessionTest, CheckingAnUnknownFutureIsNotFound) {
   request.mutable_check_future_request()->set_future_handle(12345);
   EXPECT_EQ(Call(request, 10).response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kNotFound));
+}
+
+// What `jax.stages.Compiled.cost_analysis()` and `.as_text()` ask: XLA's
+// cost analysis as the compile service gave it, and the module Causeway
+// runs; an unknown executable is NotFound.
+TEST_F(ProxySessionTest, AnExecutableTellsItsCostAnalysisAndItsProgramText) {
+  pb::IfrtResponse compiled = CompileOnDevice0(1);
+  ASSERT_EQ(compiled.response_metadata().status().code(), 0)
+      << compiled.response_metadata().status().message();
+  const uint64_t handle = compiled.compile_response().loaded_executable_handle();
+  pb::IfrtRequest cost;
+  cost.mutable_loaded_executable_cost_analysis_request()->set_loaded_executable_handle(handle);
+  pb::IfrtResponse analysed = Call(cost, 2);
+  ASSERT_EQ(analysed.response_metadata().status().code(), 0);
+  const auto& attributes =
+      analysed.loaded_executable_cost_analysis_response().attributes().attributes();
+  ASSERT_EQ(attributes.size(), 2);
+  EXPECT_EQ(attributes[0].key(), "flops");
+  EXPECT_EQ(attributes[0].value().float_value(), 4.0f);
+  EXPECT_EQ(attributes[1].key(), "bytes accessed");
+  EXPECT_EQ(attributes[1].value().float_value(), 32.0f);
+
+  pb::IfrtRequest text;
+  text.mutable_loaded_executable_human_readable_program_text_request()
+      ->set_loaded_executable_handle(handle);
+  pb::IfrtResponse printed = Call(text, 3);
+  ASSERT_EQ(printed.response_metadata().status().code(), 0);
+  EXPECT_EQ(printed.loaded_executable_human_readable_program_text_response()
+                .human_readable_program_text(),
+            client::testing::ElementwiseProgram("add_one", "add", 1, 1, 4));
+
+  cost.mutable_loaded_executable_cost_analysis_request()->set_loaded_executable_handle(
+      handle + 100);
+  pb::IfrtResponse unknown = Call(cost, 4);
+  EXPECT_EQ(unknown.response_metadata().status().code(),
+            static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(unknown.response_metadata().status().message(),
+              HasSubstr("unknown executable handle"));
 }
 
 }  // namespace proxy_session_test
