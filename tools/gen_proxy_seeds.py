@@ -177,6 +177,10 @@ def seeds(svc, types, xla):
     s.request(loaded_executable_execute_request=execute(3, True))
     s.request(loaded_executable_metadata_request=lambda r: setattr(
         r, "loaded_executable_handle", server))
+    s.request(loaded_executable_cost_analysis_request=lambda r: setattr(
+        r, "loaded_executable_handle", server))
+    s.request(loaded_executable_human_readable_program_text_request=lambda r: setattr(
+        r, "loaded_executable_handle", server))
     s.fetch(3, 13)
     s.request(loaded_executable_destruct_request=lambda r: setattr(
         r, "loaded_executable_handle", server))
