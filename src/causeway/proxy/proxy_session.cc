@@ -158,14 +158,12 @@ absl::StatusOr<std::unique_ptr<ProxySession>> ProxySession::Create(
       client->OpenSession(client::SessionOptions{options.name});
   if (!session.ok()) return session.status();
   return std::unique_ptr<ProxySession>(new ProxySession(
-      client, compiler, executor, std::move(options), *std::move(session)));
+      compiler, executor, std::move(options), *std::move(session)));
 }
 
-ProxySession::ProxySession(client::Client* client, CompileService* compiler,
-                           Executor* executor, Options options,
-                           client::Session session)
-    : client_(client),
-      compiler_(compiler),
+ProxySession::ProxySession(CompileService* compiler, Executor* executor,
+                           Options options, client::Session session)
+    : compiler_(compiler),
       executor_(executor),
       options_(std::move(options)),
       devices_(options_.devices),

@@ -103,8 +103,8 @@ class ProxySession {
   using Response = xla::ifrt::proxy::IfrtResponse;
   using ArrayFuture = Future<std::shared_ptr<const ArrayEntry>>;
 
-  ProxySession(client::Client* client, CompileService* compiler,
-               Executor* executor, Options options, client::Session session);
+  ProxySession(CompileService* compiler, Executor* executor, Options options,
+               client::Session session);
 
   Future<Response> Dispatch(const xla::ifrt::proxy::IfrtRequest& request);
   Response Init();
@@ -174,7 +174,6 @@ class ProxySession {
                         bool server_minted = false);
   uint64_t MintHandle();
 
-  client::Client* const client_;
   CompileService* const compiler_;
   Executor* const executor_;
   const Options options_;
