@@ -290,6 +290,22 @@ def seeds(svc, types, xla):
     s.fetch(4, 14)
     yield "shards_replicated_errors", s
 
+    # A JAX process that goes away while its fetch is in flight: the
+    # session ends before the value arrives (the fetch must not store into
+    # a session that is gone).
+    s = new()
+    s.make_array(1, 0, n=16000)
+    s.compile([0], 16000)
+    s.request(check_future_request=lambda r: setattr(r, "future_handle", server + 1))
+    for i in range(8):
+        def step(e, i=i):
+            e.loaded_executable_handle = server
+            e.args_handles.append(1 if i == 0 else 100 + i - 1)
+            e.result_array_handle.append(100 + i)
+        s.request(loaded_executable_execute_request=step)
+    s.fetch(107, 1107)
+    yield "fetch_as_the_session_ends", s
+
     # What a hostile or broken client sends: unknown handles, a handle in
     # the server's range, a device that does not exist, a buffer of the
     # wrong size, an array waiting for a buffer that never comes, requests

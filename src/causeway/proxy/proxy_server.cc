@@ -123,7 +123,7 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
         absl::StrCat("jax proxy session ", id, " (", context->peer(), ")");
     session_options.host_buffer_limits = options_.host_buffer_limits;
     session_options.devices = devices_;
-    absl::StatusOr<std::unique_ptr<ProxySession>> created = ProxySession::Create(
+    absl::StatusOr<std::shared_ptr<ProxySession>> created = ProxySession::Create(
         client_, compiler_, &executor_, std::move(session_options));
     if (!created.ok()) {
       return GrpcError(absl::Status(

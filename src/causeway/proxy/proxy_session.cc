@@ -146,7 +146,7 @@ struct ProxySession::ArrayEntry {
 };
 
 
-absl::StatusOr<std::unique_ptr<ProxySession>> ProxySession::Create(
+absl::StatusOr<std::shared_ptr<ProxySession>> ProxySession::Create(
     client::Client* client, CompileService* compiler, Executor* executor,
     Options options) {
   if (options.devices.empty()) {
@@ -157,7 +157,7 @@ absl::StatusOr<std::unique_ptr<ProxySession>> ProxySession::Create(
   absl::StatusOr<client::Session> session =
       client->OpenSession(client::SessionOptions{options.name});
   if (!session.ok()) return session.status();
-  return std::unique_ptr<ProxySession>(new ProxySession(
+  return std::shared_ptr<ProxySession>(new ProxySession(
       compiler, executor, std::move(options), *std::move(session)));
 }
 
@@ -175,6 +175,17 @@ ProxySession::~ProxySession() { Close(); }
 void ProxySession::Close() {
   host_buffers_.Close();
   (void)session_.Close();
+  // Dropped now, not when the last work still in flight lets the session
+  // go; after the lock (the locals outlive it).
+  std::map<std::vector<int32_t>, client::Slice> slices;
+  std::map<uint64_t, ArrayFuture> arrays;
+  std::map<uint64_t, Future<>> futures;
+  std::map<uint64_t, std::shared_ptr<const ExecutableEntry>> executables;
+  absl::MutexLock lock(&mu_);
+  slices.swap(slices_);
+  arrays.swap(arrays_);
+  futures.swap(futures_);
+  executables.swap(executables_);
 }
 
 void ProxySession::Process(const IfrtRequest& request, Respond respond) {
@@ -404,13 +415,15 @@ Future<IfrtResponse> ProxySession::MakeArrayFromHostBuffer(
     // The host buffer is not needed: drop it once it arrives.
     array = MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(status);
     host_buffers_.Lookup(buffer_handle).OnReady(
-        *executor_, [this, buffer_handle](const absl::StatusOr<HostBuffer>& b) {
+        *executor_, [this, self = shared_from_this(),
+                     buffer_handle](const absl::StatusOr<HostBuffer>& b) {
           if (b.ok()) (void)host_buffers_.Delete(buffer_handle);
         });
   } else {
     array = host_buffers_.Lookup(buffer_handle).Map(
         *executor_,
-        [this, buffer_handle, strides, shape = *shape, sharding = *sharding,
+        [this, self = shared_from_this(),
+         buffer_handle, strides, shape = *shape, sharding = *sharding,
          causeway_sharding = *causeway_sharding, slice = *slice](
             const HostBuffer& bytes)
             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
@@ -543,7 +556,8 @@ Future<> ProxySession::MakeArrayFromShards(
   if (!status.ok()) {
     array = MakeReadyFuture<std::shared_ptr<const ArrayEntry>>(status);
     for (size_t b = 0; b < buffers.size(); ++b) {
-      buffers[b].OnReady(*executor_, [this, h = buffer_handles[b]](
+      buffers[b].OnReady(*executor_, [this, self = shared_from_this(),
+                                      h = buffer_handles[b]](
                                           const absl::StatusOr<HostBuffer>& r) {
         if (r.ok()) (void)host_buffers_.Delete(h);
       });
@@ -551,7 +565,8 @@ Future<> ProxySession::MakeArrayFromShards(
   } else {
     array = JoinFutures(std::move(buffers))
                 .Map(*executor_,
-                     [this, buffer_handles, buffer_strides, source, shape = *shape,
+                     [this, self = shared_from_this(),
+                      buffer_handles, buffer_strides, source, shape = *shape,
                       shard_shape = *shard_shape, sharding = *sharding,
                       causeway_sharding = *causeway_sharding, slice = *slice](
                          const std::vector<HostBuffer>& bytes)
@@ -606,7 +621,7 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
   // (storing does not copy).
   return FindArray(request.array_handle())
       .Map(InlineExecutor::Instance(),
-           [this, has_strides, strides,
+           [this, self = shared_from_this(), has_strides, strides,
             buffer_handle](const std::shared_ptr<const ArrayEntry>& entry)
                -> absl::StatusOr<IfrtResponse> {
              if (entry->deleted->load()) {
@@ -632,7 +647,7 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                literal = entry->array.ToHost();
              }
              literal.OnReady(InlineExecutor::Instance(),
-                             [this, buffer_handle](
+                             [this, self = shared_from_this(), buffer_handle](
                                  const absl::StatusOr<hlo::Literal>& value) {
                                absl::Status stored =
                                    value.ok() ? host_buffers_.Store(
@@ -778,7 +793,8 @@ Future<IfrtResponse> ProxySession::CopyArrays(
     const uint64_t result = request.result_handles(i);
     ArrayFuture copy = FindArray(request.array_handles(i)).Map(
         *executor_,
-        [this, devices, slice = *slice](const std::shared_ptr<const ArrayEntry>& entry)
+        [this, self = shared_from_this(),
+         devices, slice = *slice](const std::shared_ptr<const ArrayEntry>& entry)
             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
           if (entry->sharding.devices.size() != devices.size()) {
             return absl::InvalidArgumentError(absl::StrCat(
@@ -881,7 +897,8 @@ Future<IfrtResponse> ProxySession::AssembleArray(
       JoinFutures(std::move(parts))
           .Map(
               *executor_,
-              [this, request_shape = request.shape(), dtype = request.dtype(), has_dtype,
+              [this, self = shared_from_this(),
+               request_shape = request.shape(), dtype = request.dtype(), has_dtype,
                sharding = *sharding, causeway_sharding = *causeway_sharding,
                slice = *slice](const std::vector<std::shared_ptr<const ArrayEntry>>& parts)
                   -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
@@ -1082,7 +1099,8 @@ Future<IfrtResponse> ProxySession::RemapArrays(
                       xla::ifrt::proto::ARRAY_COPY_SEMANTICS_DONATE_INPUT;
   using Entries = std::vector<std::shared_ptr<const ArrayEntry>>;
   Future<Entries> made = JoinFutures(std::move(inputs))
-      .Map(*executor_, [this, outputs, donate](const Entries& entries)
+      .Map(*executor_, [this, self = shared_from_this(),
+                        outputs, donate](const Entries& entries)
                            -> absl::StatusOr<Entries> {
         Entries results;
         for (Output out : outputs) {
@@ -1175,7 +1193,8 @@ Future<IfrtResponse> ProxySession::ReshardArrays(
     if (!slice.ok()) return fail(slice.status());
     ArrayFuture copy = FindArray(request.array_handles(i)).Map(
         *executor_,
-        [this, shape = *shape, sharding = *sharding, causeway_sharding = *causeway_sharding,
+        [this, self = shared_from_this(),
+         shape = *shape, sharding = *sharding, causeway_sharding = *causeway_sharding,
          slice = *slice, donate](const std::shared_ptr<const ArrayEntry>& entry)
             -> absl::StatusOr<std::shared_ptr<const ArrayEntry>> {
           if (entry->deleted->load()) {
@@ -1302,7 +1321,8 @@ Future<IfrtResponse> ProxySession::DisassembleArray(
   }
   return parent.Map(
       *executor_,
-      [this, shard_of](const std::shared_ptr<const ArrayEntry>& entry)
+      [this, self = shared_from_this(),
+       shard_of](const std::shared_ptr<const ArrayEntry>& entry)
           -> absl::StatusOr<IfrtResponse> {
         IfrtResponse response;
         auto* out = response.mutable_disassemble_into_single_device_arrays_response();
@@ -1458,7 +1478,8 @@ Future<IfrtResponse> ProxySession::Compile(
   Future<std::shared_ptr<const ExecutableEntry>> loaded =
       compiler_->Compile(std::move(job))
           .Map(*executor_,
-               [this, handle, devices = *devices, slice = *slice, asked](
+               [this, self = shared_from_this(),
+                handle, devices = *devices, slice = *slice, asked](
                    const std::shared_ptr<const CompiledProgram>& program)
                    -> absl::StatusOr<std::shared_ptr<const ExecutableEntry>> {
                  absl::StatusOr<client::Executable> executable =
@@ -1621,7 +1642,8 @@ Future<IfrtResponse> ProxySession::Execute(
   Future<std::vector<client::Array>> launched =
       std::move(inputs)
           .Map(launcher,
-               [this, entry, non_donatable = std::vector<int32_t>(
+               [this, self = shared_from_this(),
+                entry, non_donatable = std::vector<int32_t>(
                            request.execute_options().non_donatable_input_indices().begin(),
                            request.execute_options().non_donatable_input_indices().end())](
                    const std::vector<std::shared_ptr<const ArrayEntry>>& arrays)

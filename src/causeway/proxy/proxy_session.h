@@ -65,7 +65,11 @@ inline constexpr uint64_t kServerHandlesStart = uint64_t{1} << 48;
 // Bounds on one request.
 inline constexpr int kMaxHandlesPerRequest = 1 << 20;
 
-class ProxySession {
+// Shared: a request's work that finishes after its answer (a fetch
+// storing its value, an upload's array being made) holds the session until
+// it has run, so a JAX process that goes away mid-request leaves nothing
+// behind that points at a destroyed session.
+class ProxySession : public std::enable_shared_from_this<ProxySession> {
  public:
   using Respond = absl::AnyInvocable<void(xla::ifrt::proxy::IfrtResponse) &&>;
   struct Options {
@@ -79,7 +83,7 @@ class ProxySession {
 
   // Opens the Causeway session. `client`, `compiler` and `executor`
   // outlive the session.
-  static absl::StatusOr<std::unique_ptr<ProxySession>> Create(
+  static absl::StatusOr<std::shared_ptr<ProxySession>> Create(
       client::Client* client, CompileService* compiler, Executor* executor,
       Options options);
   ~ProxySession();
@@ -93,8 +97,8 @@ class ProxySession {
   // deletions, and the status of executions that asked for one.
   int64_t held_futures();
   uint64_t id() const { return options_.session_id; }
-  // Ends the Causeway session: its arrays and slices are released and
-  // pending requests fail. Idempotent.
+  // Ends the Causeway session: its arrays, executables, futures and slices
+  // are released and pending requests fail. Idempotent.
   void Close();
 
  private:

@@ -111,12 +111,12 @@ uint64_t LittleEndian(const uint8_t* p, int bytes) {
   return value;
 }
 
-std::unique_ptr<ProxySession> Open(Cluster& cluster, uint64_t id) {
+std::shared_ptr<ProxySession> Open(Cluster& cluster, uint64_t id) {
   ProxySession::Options options;
   options.session_id = id;
   options.host_buffer_limits.max_buffer_bytes = int64_t{1} << 20;
   options.host_buffer_limits.max_total_bytes = int64_t{4} << 20;
-  absl::StatusOr<std::unique_ptr<ProxySession>> session = ProxySession::Create(
+  absl::StatusOr<std::shared_ptr<ProxySession>> session = ProxySession::Create(
       cluster.client.get(), &cluster.compiler, &cluster.executor, options);
   if (!session.ok()) std::abort();
   return *std::move(session);
@@ -134,7 +134,7 @@ pb::IfrtResponse Call(ProxySession& session, const pb::IfrtRequest& request) {
 
 // A new session puts f32[4] on device 1 and reads it back.
 void CheckTheClusterStillServes(Cluster& cluster, uint64_t id) {
-  std::unique_ptr<ProxySession> session = Open(cluster, id);
+  std::shared_ptr<ProxySession> session = Open(cluster, id);
   const std::string bytes("0123456789abcdef");
   if (!session->host_buffers().Store(1, HostBuffer::Copy(bytes)).ok()) std::abort();
   pb::IfrtRequest make;
@@ -171,7 +171,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool verbose = std::getenv("CAUSEWAY_FUZZ_VERBOSE") != nullptr;
   if (size > (size_t{1} << 16)) return -1;
   Answers answers;
-  std::unique_ptr<ProxySession> session = Open(*cluster, next_session++);
+  std::shared_ptr<ProxySession> session = Open(*cluster, next_session++);
   int requests = 0;
   size_t at = 0;
   while (size - at >= 3) {

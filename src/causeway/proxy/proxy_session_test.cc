@@ -47,7 +47,7 @@ class ProxySessionTest : public ::testing::Test {
     client_ = client::ConnectLocal(*cluster_);
     ProxySession::Options session_options;
     session_options.session_id = 7;
-    absl::StatusOr<std::unique_ptr<ProxySession>> session =
+    absl::StatusOr<std::shared_ptr<ProxySession>> session =
         ProxySession::Create(client_.get(), &compiler_, &executor_, session_options);
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = *std::move(session);
@@ -127,7 +127,7 @@ class ProxySessionTest : public ::testing::Test {
   ThreadPool executor_{"proxy-test", 2};
   std::unique_ptr<cluster::LocalCluster> cluster_;
   std::unique_ptr<client::Client> client_;
-  std::unique_ptr<ProxySession> session_;
+  std::shared_ptr<ProxySession> session_;
 };
 
 TEST_F(ProxySessionTest, InitListsEveryDeviceWithItsIslandAsSliceIndex) {
