@@ -92,6 +92,13 @@ class ProxySessionTest : public ::testing::Test {
     EXPECT_TRUE(session_->host_buffers()
                     .Store(handle, HostBuffer::Copy(bytes))
                     .ok());
+    return Call(MakeArrayRequest(handle, device, handle, elements), handle);
+  }
+
+  // The request that makes array `handle`, f32[elements] on `device`, of
+  // host buffer `buffer`.
+  static pb::IfrtRequest MakeArrayRequest(uint64_t handle, int32_t device,
+                                          uint64_t buffer, int64_t elements) {
     pb::IfrtRequest request;
     auto* make = request.mutable_make_array_from_host_buffer_request();
     make->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
@@ -102,9 +109,9 @@ class ProxySessionTest : public ::testing::Test {
         kSingleDeviceShardingTypeName);
     make->mutable_sharding()->mutable_serialized_sharding()->set_data(
         single.SerializeAsString());
-    make->set_host_buffer_handle(handle);
+    make->set_host_buffer_handle(buffer);
     make->set_array_handle(handle);
-    return Call(request, handle);
+    return request;
   }
 
   // A CompileRequest of AddOneCompiler's program on device 0.
@@ -517,6 +524,29 @@ TEST_F(ProxySessionTest, AnExecutableTellsItsCostAnalysisAndItsProgramText) {
             static_cast<int>(absl::StatusCode::kNotFound));
   EXPECT_THAT(unknown.response_metadata().status().message(),
               HasSubstr("unknown executable handle"));
+}
+
+// A JAX process that goes away mid-fetch: the session is closed and its
+// last owner lets it go while the fetch may still be in flight. The fetch's
+// work holds the session until it has run (no use after free, which ASan
+// builds check), and then nothing holds it: it is freed, not kept alive by
+// a cycle through its own futures.
+TEST_F(ProxySessionTest, AClosedSessionIsFreedOnceItsWorkInFlightHasRun) {
+  const std::string bytes(4 << 10, '\x7f');
+  ASSERT_EQ(MakeArray(1, 0, bytes, 1 << 10).response_metadata().status().code(), 0);
+  pb::IfrtRequest copy;
+  copy.mutable_copy_to_host_buffer_request()->set_array_handle(1);
+  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(10);
+  ASSERT_EQ(Call(copy, 2).response_metadata().status().code(), 0);
+  // An array waiting for a host buffer that never comes (its answer waits
+  // too, until Close fails the wait).
+  session_->Process(MakeArrayRequest(3, 0, 30, 4), [](pb::IfrtResponse) {});
+  std::weak_ptr<ProxySession> weak = session_;
+  session_->Close();
+  session_.reset();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!weak.expired() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(weak.expired()) << "the closed session is still held";
 }
 
 }  // namespace proxy_session_test
