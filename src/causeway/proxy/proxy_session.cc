@@ -647,7 +647,7 @@ Future<IfrtResponse> ProxySession::CopyToHostBuffer(
                literal = entry->array.ToHost();
              }
              literal.OnReady(InlineExecutor::Instance(),
-                             [this, self = shared_from_this(), buffer_handle](
+                             [this, self, buffer_handle](
                                  const absl::StatusOr<hlo::Literal>& value) {
                                absl::Status stored =
                                    value.ok() ? host_buffers_.Store(

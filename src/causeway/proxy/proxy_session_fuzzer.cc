@@ -38,8 +38,8 @@
 #include "causeway/base/executor.h"
 #include "causeway/client/local_client.h"
 #include "causeway/cluster/local_cluster.h"
-#include "causeway/proxy/ifrt_convert.h"
 #include "causeway/proxy/proxy_session.h"
+#include "causeway/proxy/testing/requests.h"
 
 namespace causeway::proxy {
 namespace {
@@ -137,23 +137,14 @@ void CheckTheClusterStillServes(Cluster& cluster, uint64_t id) {
   std::shared_ptr<ProxySession> session = Open(cluster, id);
   const std::string bytes("0123456789abcdef");
   if (!session->host_buffers().Store(1, HostBuffer::Copy(bytes)).ok()) std::abort();
-  pb::IfrtRequest make;
-  auto* m = make.mutable_make_array_from_host_buffer_request();
-  m->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
-  m->mutable_shape()->add_dims(4);
-  xla::ifrt::SingleDeviceShardingProto single;
-  single.set_device_id(1);
-  m->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
-      kSingleDeviceShardingTypeName);
-  m->mutable_sharding()->mutable_serialized_sharding()->set_data(
-      single.SerializeAsString());
-  m->set_host_buffer_handle(1);
-  m->set_array_handle(2);
-  if (Call(*session, make).response_metadata().status().code() != 0) std::abort();
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(2);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(3);
-  if (Call(*session, copy).response_metadata().status().code() != 0) std::abort();
+  if (Call(*session, testing::MakeArrayRequest(2, 1, 1, 4))
+          .response_metadata().status().code() != 0) {
+    std::abort();
+  }
+  if (Call(*session, testing::CopyToHostBufferRequest(2, 3))
+          .response_metadata().status().code() != 0) {
+    std::abort();
+  }
   absl::StatusOr<HostBuffer> back =
       session->host_buffers().Lookup(3).AwaitFor(absl::Seconds(30));
   if (!back.ok() || back->bytes() != bytes) std::abort();

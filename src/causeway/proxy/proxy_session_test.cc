@@ -9,6 +9,7 @@
 #include "causeway/client/local_client.h"
 #include "causeway/client/test_programs.h"
 #include "causeway/cluster/local_cluster.h"
+#include "causeway/proxy/testing/requests.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -72,10 +73,8 @@ class ProxySessionTest : public ::testing::Test {
   // `op_id`): the buffer's bytes, or why there are none.
   absl::StatusOr<std::string> FetchBytes(uint64_t array, uint64_t buffer,
                                          uint64_t op_id) {
-    pb::IfrtRequest copy;
-    copy.mutable_copy_to_host_buffer_request()->set_array_handle(array);
-    copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(buffer);
-    const pb::IfrtResponse copied = Call(copy, op_id);
+    const pb::IfrtResponse copied =
+        Call(testing::CopyToHostBufferRequest(array, buffer), op_id);
     if (copied.response_metadata().status().code() != 0) {
       return absl::InternalError(copied.response_metadata().status().message());
     }
@@ -92,26 +91,7 @@ class ProxySessionTest : public ::testing::Test {
     EXPECT_TRUE(session_->host_buffers()
                     .Store(handle, HostBuffer::Copy(bytes))
                     .ok());
-    return Call(MakeArrayRequest(handle, device, handle, elements), handle);
-  }
-
-  // The request that makes array `handle`, f32[elements] on `device`, of
-  // host buffer `buffer`.
-  static pb::IfrtRequest MakeArrayRequest(uint64_t handle, int32_t device,
-                                          uint64_t buffer, int64_t elements) {
-    pb::IfrtRequest request;
-    auto* make = request.mutable_make_array_from_host_buffer_request();
-    make->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
-    make->mutable_shape()->add_dims(elements);
-    xla::ifrt::SingleDeviceShardingProto single;
-    single.set_device_id(device);
-    make->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
-        kSingleDeviceShardingTypeName);
-    make->mutable_sharding()->mutable_serialized_sharding()->set_data(
-        single.SerializeAsString());
-    make->set_host_buffer_handle(buffer);
-    make->set_array_handle(handle);
-    return request;
+    return Call(testing::MakeArrayRequest(handle, device, handle, elements), handle);
   }
 
   // A CompileRequest of AddOneCompiler's program on device 0.
@@ -164,9 +144,7 @@ TEST_F(ProxySessionTest, HostBufferOfTheWrongSizeFailsThatArrayAndLaterUsesOfIt)
   pb::IfrtResponse bad = MakeArray(3, 0, std::string(15, '\0'));
   EXPECT_EQ(bad.response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kInvalidArgument));
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(3);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(30);
+  pb::IfrtRequest copy = testing::CopyToHostBufferRequest(3, 30);
   pb::IfrtResponse fetched = Call(copy, 4);
   EXPECT_EQ(fetched.response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -295,9 +273,7 @@ TEST_F(ProxySessionTest, AssemblingTilesPutsEachPieceAtItsShard) {
   pb::IfrtResponse made = Call(request, 15);
   ASSERT_EQ(made.response_metadata().status().code(), 0)
       << made.response_metadata().status().message();
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(32);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(320);
+  pb::IfrtRequest copy = testing::CopyToHostBufferRequest(32, 320);
   ASSERT_EQ(Call(copy, 16).response_metadata().status().code(), 0);
   absl::StatusOr<HostBuffer> back =
       session_->host_buffers().Lookup(320).AwaitFor(absl::Seconds(10));
@@ -310,8 +286,7 @@ TEST_F(ProxySessionTest, AssemblingTilesPutsEachPieceAtItsShard) {
   assemble->set_result_handle(33);
   assemble->set_single_device_array_handles(1, 30);
   ASSERT_EQ(Call(request, 17).response_metadata().status().code(), 0);
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(33);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(330);
+  copy = testing::CopyToHostBufferRequest(33, 330);
   pb::IfrtResponse wrong = Call(copy, 18);
   EXPECT_EQ(wrong.response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -399,9 +374,7 @@ TEST_F(ProxySessionTest, ErrorArraysFailEveryUseWithTheirError) {
   make->add_array_handles(50);
   make->add_array_specs();
   ASSERT_EQ(Call(request, 22).response_metadata().status().code(), 0);
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(50);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(500);
+  pb::IfrtRequest copy = testing::CopyToHostBufferRequest(50, 500);
   pb::IfrtResponse fetched = Call(copy, 23);
   EXPECT_EQ(fetched.response_metadata().status().code(),
             static_cast<int>(absl::StatusCode::kDataLoss));
@@ -534,13 +507,11 @@ TEST_F(ProxySessionTest, AnExecutableTellsItsCostAnalysisAndItsProgramText) {
 TEST_F(ProxySessionTest, AClosedSessionIsFreedOnceItsWorkInFlightHasRun) {
   const std::string bytes(4 << 10, '\x7f');
   ASSERT_EQ(MakeArray(1, 0, bytes, 1 << 10).response_metadata().status().code(), 0);
-  pb::IfrtRequest copy;
-  copy.mutable_copy_to_host_buffer_request()->set_array_handle(1);
-  copy.mutable_copy_to_host_buffer_request()->set_host_buffer_handle(10);
+  pb::IfrtRequest copy = testing::CopyToHostBufferRequest(1, 10);
   ASSERT_EQ(Call(copy, 2).response_metadata().status().code(), 0);
   // An array waiting for a host buffer that never comes (its answer waits
   // too, until Close fails the wait).
-  session_->Process(MakeArrayRequest(3, 0, 30, 4), [](pb::IfrtResponse) {});
+  session_->Process(testing::MakeArrayRequest(3, 0, 30, 4), [](pb::IfrtResponse) {});
   std::weak_ptr<ProxySession> weak = session_;
   session_->Close();
   session_.reset();
