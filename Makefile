@@ -25,9 +25,13 @@ APT_PACKAGES := cmake ninja-build g++ clang libclang-rt-14-dev ccache \
 # (python/tests/test_deploy.py, docs/deploy.md). matplotlib draws the scale
 # benchmark's plots as PNG files (bench/scale_bench.py --plot, issue 18).
 # orbax-checkpoint (flax needs it too) saves and restores checkpoints through
-# the proxy in python/tests/test_proxy.py.
+# the proxy in python/tests/test_proxy.py. ml_dtypes stays at 0.6.0 (jax
+# 0.10.2 asks for >= 0.5): 0.7.0's import takes 0.7 s of CPU (it registers
+# its ufunc loops through numpy's linear search), half of every JAX
+# process's start: with 0.6.0 the whole pytest takes 158 CPU-s instead of
+# 205 (BENCHMARKS.md, "Build and `make test`").
 BUILD_PY_PACKAGES := nanobind scikit-build-core
-PY_PACKAGES := jax==0.10.2 numpy ml_dtypes pytest tqdm \
+PY_PACKAGES := jax==0.10.2 numpy ml_dtypes==0.6.0 pytest tqdm \
                prometheus_client pathwaysutils flax optax orbax-checkpoint \
                kubernetes-validate matplotlib
 FUZZ_SECONDS ?= 600
