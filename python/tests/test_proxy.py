@@ -43,9 +43,22 @@ def run_jax_on_cpu(body: str, devices: int) -> dict:
     return run_jax_with(env, body)
 
 
+# How a JAX process reaches the proxy without pathwaysutils (docs/jax.md,
+# "Point JAX at it"): jaxlib's client registered for the `proxy` platform
+# (unused where JAX_PLATFORMS=cpu). pathwaysutils would cost each JAX process
+# here 0.6 s of CPU more (its import brings orbax and fastapi); the how-to,
+# elastic, corpus and donation tests run through it.
+REGISTER_PROXY = """
+import os
+from jax._src import xla_bridge
+from jax.extend.backend import ifrt_proxy
+xla_bridge.register_backend_factory("proxy", lambda: ifrt_proxy.get_client(
+    os.environ["JAX_BACKEND_TARGET"], ifrt_proxy.ClientConnectionOptions()), priority=-1)
+"""
+
+
 def run_jax_with(env: dict, body: str) -> dict:
-    script = ("import json, pathwaysutils\n"
-              "pathwaysutils.initialize()\n"
+    script = ("import json\n" + REGISTER_PROXY +
               "import jax, jax.numpy as jnp, numpy as np\n"
               "def emit(**kw):\n"
               "    print('RESULT ' + json.dumps(kw), flush=True)\n"
