@@ -54,19 +54,22 @@ apt-deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-# pip compiles every module to bytecode as it installs: skipping that halves
-# the install, but where PYTHONDONTWRITEBYTECODE is set (it is on this
-# machine kind) every process would then compile JAX again as it imports it.
+# The packages are compiled to bytecode as they install: where
+# PYTHONDONTWRITEBYTECODE is set (it is on this machine kind) every process
+# would otherwise compile JAX again as it imports it. PY_PACKAGES install
+# with uv (from PyPI, into the venv), which takes about half pip's CPU for
+# them (19 s against 40, bytecode included) and a quarter of its time.
 PIP_INSTALL := $(VENV)/bin/pip install -q --disable-pip-version-check
 
 $(VENV)/.build-installed: Makefile
 	@command -v python3 >/dev/null || $(MAKE) apt-deps
 	python3 -m venv $(VENV)
-	$(PIP_INSTALL) $(BUILD_PY_PACKAGES)
+	$(PIP_INSTALL) uv $(BUILD_PY_PACKAGES)
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.build-installed
-	$(PIP_INSTALL) $(PY_PACKAGES)
+	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --compile-bytecode \
+	  $(PY_PACKAGES)
 	touch $@
 
 build-py-deps: $(VENV)/.build-installed
