@@ -81,7 +81,7 @@ $(BUILD)/build.ninja: apt-deps build-py-deps
 	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
 
 build: apt-deps py-deps $(BUILD)/build.ninja
-	ninja -C $(BUILD) -j$(JOBS)
+	ninja -C $(BUILD) -j$(JOBS) all benchmarks
 	$(MAKE) python
 
 # The `causeway` Python package installed into .venv: scikit-build-core

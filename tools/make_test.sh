@@ -5,10 +5,11 @@
 #
 # The Python tests need only the `causeway` binary and the Python package.
 # They run as soon as those are built, in the foreground, while the rest of
-# the tree (the C++ tests, benchmarks and examples) compiles and ctest runs
-# in the background: pytest keeps about one core busy and ctest's tests
-# mostly wait, so on a 2-core machine they fill the build's idle time
-# instead of following it. The background's output is kept in
+# the tree (the C++ tests and examples) compiles and ctest runs in the
+# background, the benchmarks (which no test runs) compiling beside ctest:
+# pytest keeps about one core busy and ctest's tests mostly wait, so on a
+# 2-core machine they fill the build's idle time instead of following it.
+# The background's output is kept in
 # BUILD/ctest.log and printed when both are done; the exit status fails if
 # either failed.
 #
@@ -49,8 +50,16 @@ log=$build/ctest.log
 echo "the rest of the build and ctest run beside pytest; their output: $log"
 set -m
 {
-  ninja -C "$build" -j"$jobs" &&
-    cd "$build" && ctest --output-on-failure -j"$ctest_jobs"
+  ninja -C "$build" -j"$jobs" || exit 1
+  # The benchmarks (no test runs them) compile while ctest's tests wait.
+  ninja -C "$build" -j"$jobs" benchmarks >"$build/benchmarks.log" 2>&1 &
+  benchmarks=$!
+  (cd "$build" && ctest --output-on-failure -j"$ctest_jobs")
+  tested=$?
+  wait $benchmarks
+  built=$?
+  cat "$build/benchmarks.log"
+  [ "$tested" = 0 ] && [ "$built" = 0 ]
 } >"$log" 2>&1 &
 background=$!
 set +m
