@@ -580,6 +580,9 @@ absl::StatusOr<Registration> RegisterWithRetry(const WorkerFlags& flags,
         std::max(absl::Milliseconds(100),
                  std::min(absl::Seconds(2), deadline - absl::Now())),
         absl::Milliseconds(1));
+    // Told to stop while the head is away (a cluster stopping its head
+    // first): at once, not after this attempt's connect timeout.
+    options.stopped = [&group] { return group.stopped(); };
     absl::StatusOr<std::unique_ptr<transport::GrpcWorkerAgent>> agent =
         transport::GrpcWorkerAgent::Register(options);
     if (agent.ok()) {

@@ -94,8 +94,14 @@ class StalledWorkers final : public wire::HeadWorkers::Service {
   explicit StalledWorkers(absl::Notification& released)
       : released_(released) {}
 
-  grpc::Status GetVersion(grpc::ServerContext*, const wire::VersionRequest*,
+  grpc::Status GetVersion(grpc::ServerContext* context,
+                          const wire::VersionRequest*,
                           wire::VersionResponse* response) override {
+    if (hold_version) {
+      asked.Notify();
+      HoldUnread(context, released_);
+      return grpc::Status::CANCELLED;
+    }
     response->set_version(kWorkerProtocol.max);
     return grpc::Status::OK;
   }
@@ -105,6 +111,11 @@ class StalledWorkers final : public wire::HeadWorkers::Service {
       override {
     wire::WorkerToHead hello;
     if (!stream->Read(&hello)) return grpc::Status::OK;
+    if (hold_registration) {
+      asked.Notify();
+      HoldUnread(context, released_);
+      return grpc::Status::OK;
+    }
     wire::HeadToWorker registered;
     registered.mutable_registered()->set_host(0);
     registered.mutable_registered()->set_heartbeat_interval_ms(600000);
@@ -119,6 +130,11 @@ class StalledWorkers final : public wire::HeadWorkers::Service {
     HoldUnread(context, released_);
     return grpc::Status::OK;
   }
+
+  // Never answer the version, or the registration; `asked` once asked.
+  bool hold_version = false;
+  bool hold_registration = false;
+  absl::Notification asked;
 
  private:
   absl::Notification& released_;
@@ -230,6 +246,48 @@ TEST_F(StalledHeadTest, AWorkerWhoseHeadStopsReadingEndsNamingTheBound) {
   EXPECT_EQ(served.code(), absl::StatusCode::kResourceExhausted) << served;
   EXPECT_THAT(served.message(), HasSubstr("max_queued_notice_bytes"));
   EXPECT_THAT(served.message(), HasSubstr(address_));
+}
+
+// A worker told to stop while its head does not answer (a cluster stops
+// its head before its workers, which are registering again by then) stops
+// registering at once, whichever call it waits in, instead of after the
+// attempt's connect timeout (here an hour: the test would hang).
+TEST_F(StalledHeadTest, AWorkerToldToStopWhileRegisteringGivesUpAtOnce) {
+  for (bool in_version : {true, false}) {
+    SCOPED_TRACE(in_version ? "waiting for the version"
+                            : "waiting for the registration");
+    StalledWorkers workers(released_);
+    workers.hold_version = in_version;
+    workers.hold_registration = !in_version;
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&workers);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ASSERT_NE(server, nullptr);
+
+    absl::Notification stop;
+    GrpcWorkerAgentOptions options;
+    options.head = "127.0.0.1:" + std::to_string(port);
+    options.spec = {1, "cpu", int64_t{64} << 20};
+    options.connect_timeout = absl::Hours(1);
+    options.stopped = [&stop] { return stop.HasBeenNotified(); };
+    std::thread stopper([&] {
+      workers.asked.WaitForNotification();
+      stop.Notify();
+    });
+    absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> agent =
+        GrpcWorkerAgent::Register(options);
+    stopper.join();
+    ASSERT_FALSE(agent.ok());
+    EXPECT_EQ(agent.status().code(), absl::StatusCode::kCancelled)
+        << agent.status();
+    EXPECT_THAT(agent.status().message(),
+                HasSubstr("stopped while waiting for the head"));
+    EXPECT_THAT(agent.status().message(), HasSubstr(options.head));
+    server->Shutdown(std::chrono::system_clock::now());
+  }
 }
 
 }  // namespace grpc_stalled_head_test

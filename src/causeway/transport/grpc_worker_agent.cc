@@ -1,6 +1,7 @@
 #include "causeway/transport/grpc_worker_agent.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <thread>
 #include <utility>
@@ -17,6 +18,35 @@ namespace {
 absl::Status WithContext(const absl::Status& status, const std::string& what) {
   return absl::Status(status.code(),
                       absl::StrCat(what, ": ", status.message()));
+}
+
+// Runs `call`, a blocking call under `context`, and cancels the context
+// once `timeout` has passed or `stopped` says so (asked every 50 ms).
+// Whether it was cancelled because of `stopped`.
+bool CallUntilStopped(grpc::ClientContext& context, absl::Duration timeout,
+                      const std::function<bool()>& stopped,
+                      const std::function<void()>& call) {
+  absl::Notification done;
+  bool stop = false;
+  std::thread watchdog([&] {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!done.WaitForNotificationWithTimeout(
+        std::min(absl::Milliseconds(50), deadline - absl::Now()))) {
+      if (stopped && stopped()) {
+        stop = true;
+        context.TryCancel();
+        return;
+      }
+      if (absl::Now() >= deadline) {
+        context.TryCancel();
+        return;
+      }
+    }
+  });
+  call();
+  done.Notify();
+  watchdog.join();
+  return stop;
 }
 
 }  // namespace
@@ -58,8 +88,13 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     request.set_min_version(kWorkerProtocol.min);
     request.set_max_version(kWorkerProtocol.max);
     wire::VersionResponse response;
-    grpc::Status status =
-        agent->control_->GetVersion(&context, request, &response);
+    grpc::Status status;
+    if (CallUntilStopped(context, opts.connect_timeout, opts.stopped, [&] {
+          status = agent->control_->GetVersion(&context, request, &response);
+        })) {
+      return absl::CancelledError(
+          absl::StrCat(where, ": stopped while waiting for the head"));
+    }
     if (!status.ok()) {
       absl::Status error = FromGrpcStatus(status);
       if (error.code() == absl::StatusCode::kDeadlineExceeded) {
@@ -99,17 +134,10 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
   // The head answers promptly; one that does not is given up on.
   wire::HeadToWorker answer;
   bool answered = false;
-  {
-    absl::Notification done;
-    std::thread watchdog([&] {
-      if (!done.WaitForNotificationWithTimeout(opts.connect_timeout)) {
-        agent->context_.TryCancel();
-      }
-    });
-    answered = agent->stream_->Write(hello) && agent->stream_->Read(&answer);
-    done.Notify();
-    watchdog.join();
-  }
+  const bool stopped =
+      CallUntilStopped(agent->context_, opts.connect_timeout, opts.stopped, [&] {
+        answered = agent->stream_->Write(hello) && agent->stream_->Read(&answer);
+      });
   if (!answered || !answer.has_registered()) {
     if (answered) agent->context_.TryCancel();
     while (agent->stream_->Read(&answer)) {
@@ -120,7 +148,9 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
         status.ok() ? absl::UnavailableError("the head closed the stream "
                                              "without registering us")
                     : FromGrpcStatus(status);
-    if (error.code() == absl::StatusCode::kCancelled) {
+    if (stopped) {
+      error = absl::CancelledError("stopped while waiting for the head");
+    } else if (error.code() == absl::StatusCode::kCancelled) {
       error = absl::UnavailableError(
           absl::StrCat("the head did not answer within ",
                        absl::FormatDuration(opts.connect_timeout)));

@@ -35,10 +35,10 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
-#include <optional>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +67,10 @@ struct GrpcWorkerAgentOptions {
   KeepaliveOptions keepalive;
   // How long registering may wait for the head to answer.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // Registering gives up, CANCELLED, once this says so (a worker told to
+  // stop while its head is away); asked every 50 ms while a call of the
+  // registration waits. Unset: only connect_timeout ends the wait.
+  std::function<bool()> stopped;
   WireLimits limits;
   // Bytes of notices (replies, op completions, trace events) waiting to be
   // written to the head: past it (a head that stops reading) the worker
