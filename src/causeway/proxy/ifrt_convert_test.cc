@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "causeway/proxy/testing/requests.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -89,12 +90,8 @@ TEST(IfrtConvertTest, ShardingNamingAnUnknownDeviceIsRefused) {
 }
 
 TEST(IfrtConvertTest, SingleDeviceShardingReadsAsOneReplicatedDevice) {
-  xla::ifrt::SingleDeviceShardingProto single;
-  single.set_device_id(3);
-  xla::ifrt::ShardingProto proto;
-  proto.mutable_serialized_sharding()->set_type_name(kSingleDeviceShardingTypeName);
-  proto.mutable_serialized_sharding()->set_data(single.SerializeAsString());
-  absl::StatusOr<IfrtSharding> sharding = ShardingFromProto(proto, 4);
+  absl::StatusOr<IfrtSharding> sharding =
+      ShardingFromProto(testing::SingleDeviceSharding(3), 4);
   ASSERT_TRUE(sharding.ok()) << sharding.status();
   EXPECT_THAT(sharding->devices, ElementsAre(3));
   EXPECT_EQ(sharding->sharding.kind, hlo::Sharding::Kind::kReplicated);

@@ -312,12 +312,7 @@ TEST_F(ProxySessionTest, RemapArraysTakesEachOutputShardFromItsInputShard) {
     auto* in = plan->add_input_specs();
     in->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
     in->mutable_shape()->add_dims(2);
-    xla::ifrt::SingleDeviceShardingProto single;
-    single.set_device_id(device);
-    in->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
-        kSingleDeviceShardingTypeName);
-    in->mutable_sharding()->mutable_serialized_sharding()->set_data(
-        single.SerializeAsString());
+    *in->mutable_sharding() = testing::SingleDeviceSharding(device);
   }
   auto* out = plan->add_output_specs();
   out->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);

@@ -251,7 +251,7 @@ TEST_F(StalledHeadTest, AWorkerWhoseHeadStopsReadingEndsNamingTheBound) {
 // A worker told to stop while its head does not answer (a cluster stops
 // its head before its workers, which are registering again by then) stops
 // registering at once, whichever call it waits in, instead of after the
-// attempt's connect timeout (here an hour: the test would hang).
+// attempt's connect timeout (here an hour), and says why.
 TEST_F(StalledHeadTest, AWorkerToldToStopWhileRegisteringGivesUpAtOnce) {
   for (bool in_version : {true, false}) {
     SCOPED_TRACE(in_version ? "waiting for the version"

@@ -10,6 +10,18 @@
 
 namespace causeway::proxy::testing {
 
+// The sharding of an array on `device` alone, serialized as jaxlib's
+// client sends it.
+inline xla::ifrt::ShardingProto SingleDeviceSharding(int32_t device) {
+  xla::ifrt::SingleDeviceShardingProto single;
+  single.set_device_id(device);
+  xla::ifrt::ShardingProto sharding;
+  sharding.mutable_serialized_sharding()->set_type_name(
+      kSingleDeviceShardingTypeName);
+  sharding.mutable_serialized_sharding()->set_data(single.SerializeAsString());
+  return sharding;
+}
+
 // Makes array `array`, f32[elements] on `device`, of host buffer `buffer`.
 inline xla::ifrt::proxy::IfrtRequest MakeArrayRequest(uint64_t array, int32_t device,
                                                       uint64_t buffer,
@@ -18,12 +30,7 @@ inline xla::ifrt::proxy::IfrtRequest MakeArrayRequest(uint64_t array, int32_t de
   auto* make = request.mutable_make_array_from_host_buffer_request();
   make->mutable_dtype()->set_kind(xla::ifrt::DTypeProto::KIND_F32);
   make->mutable_shape()->add_dims(elements);
-  xla::ifrt::SingleDeviceShardingProto single;
-  single.set_device_id(device);
-  make->mutable_sharding()->mutable_serialized_sharding()->set_type_name(
-      kSingleDeviceShardingTypeName);
-  make->mutable_sharding()->mutable_serialized_sharding()->set_data(
-      single.SerializeAsString());
+  *make->mutable_sharding() = SingleDeviceSharding(device);
   make->set_host_buffer_handle(buffer);
   make->set_array_handle(array);
   return request;
