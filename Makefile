@@ -57,14 +57,16 @@ apt-deps:
 # The packages are compiled to bytecode as they install: where
 # PYTHONDONTWRITEBYTECODE is set (it is on this machine kind) every process
 # would otherwise compile JAX again as it imports it. PY_PACKAGES install
-# with uv (from PyPI, into the venv), which takes about half pip's CPU for
-# them (19 s against 40, bytecode included) and a quarter of its time.
+# with uv (from PyPI, into the venv, pinned like jax: its flags change
+# between releases), which takes about half pip's CPU for them (19 s
+# against 40, bytecode included) and a quarter of its time. uv reads the
+# CA bundle from SSL_CERT_FILE, where pip reads PIP_CERT.
 PIP_INSTALL := $(VENV)/bin/pip install -q --disable-pip-version-check
 
 $(VENV)/.build-installed: Makefile
 	@command -v python3 >/dev/null || $(MAKE) apt-deps
 	python3 -m venv $(VENV)
-	$(PIP_INSTALL) uv $(BUILD_PY_PACKAGES)
+	$(PIP_INSTALL) uv==0.13.10 $(BUILD_PY_PACKAGES)
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.build-installed
