@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -134,7 +135,7 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
     std::shared_ptr<ProxySession> session = *std::move(created);
     {
       absl::MutexLock lock(&mu_);
-      sessions_[id] = session;
+      sessions_[id] = {session, context};
     }
     CW_LOG(INFO) << "proxy: session " << id << " opened by " << context->peer();
     auto writer = std::make_shared<ResponseWriter>(context, stream);
@@ -239,13 +240,21 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
         "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_THRESHOLD_BYTES unset)"));
   }
 
+  // Closes every session and ends its stream: the handlers return, so
+  // that the server's shutdown need not wait for the JAX processes.
   void CloseAll() {
-    std::map<uint64_t, std::shared_ptr<ProxySession>> sessions;
+    std::vector<std::shared_ptr<ProxySession>> sessions;
     {
       absl::MutexLock lock(&mu_);
-      sessions = sessions_;
+      for (auto& [id, open] : sessions_) {
+        sessions.push_back(open.session);
+        // Under the lock: a handler erases its session under it before it
+        // returns and its context dies, so this context is alive. TryCancel
+        // only marks the call; it runs nothing of ours.
+        open.context->TryCancel();
+      }
     }
-    for (auto& [id, session] : sessions) session->Close();
+    for (const std::shared_ptr<ProxySession>& session : sessions) session->Close();
   }
 
  private:
@@ -255,7 +264,7 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
     if (it == sessions_.end()) {
       return absl::NotFoundError(absl::StrCat("no proxy session ", id));
     }
-    return it->second;
+    return it->second.session;
   }
 
   client::Client* const client_;
@@ -266,7 +275,11 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
   ThreadPool executor_;
   std::atomic<uint64_t> next_session_id_{1};
   absl::Mutex mu_;
-  std::map<uint64_t, std::shared_ptr<ProxySession>> sessions_ ABSL_GUARDED_BY(mu_);
+  struct OpenSession {
+    std::shared_ptr<ProxySession> session;
+    grpc::ServerContext* context;  // Its stream's, alive while in the map.
+  };
+  std::map<uint64_t, OpenSession> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -358,7 +371,7 @@ void ProxyServer::Wait() {
 void ProxyServer::Stop() {
   if (server_ == nullptr) return;
   service_->CloseAll();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + transport::kServerShutdownGrace));
   server_->Wait();
   server_.reset();
   if (!socket_path_.empty()) unlink(socket_path_.c_str());
