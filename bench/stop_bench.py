@@ -34,14 +34,12 @@ print("disconnected", flush=True)
 sys.stdin.read()
 """
 
-# A JAX process through the proxy (docs/jax.md, without pathwaysutils):
+# A JAX process through the proxy, as the other proxy benchmarks reach it:
 # holds an array, says so, waits for its stdin to close.
 JAX_CLIENT = """
-import os, sys
-from jax._src import xla_bridge
-from jax.extend.backend import ifrt_proxy
-xla_bridge.register_backend_factory("proxy", lambda: ifrt_proxy.get_client(
-    os.environ["JAX_BACKEND_TARGET"], ifrt_proxy.ClientConnectionOptions()), priority=-1)
+import sys
+import pathwaysutils
+pathwaysutils.initialize()
 import jax.numpy as jnp
 held = jnp.arange(8.0) * 2
 held.block_until_ready()

@@ -371,8 +371,7 @@ void ProxyServer::Wait() {
 void ProxyServer::Stop() {
   if (server_ == nullptr) return;
   service_->CloseAll();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + transport::kServerShutdownGrace));
-  server_->Wait();
+  transport::StopServer(*server_);
   server_.reset();
   if (!socket_path_.empty()) unlink(socket_path_.c_str());
 }

@@ -135,6 +135,11 @@ grpc::ChannelArguments MakeChannelArguments(const KeepaliveOptions& keepalive,
   return args;
 }
 
+void StopServer(grpc::Server& server) {
+  server.Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+  server.Wait();
+}
+
 void ConfigureServerBuilder(const KeepaliveOptions& keepalive,
                             grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(kMaxMessageBytes);

@@ -124,15 +124,15 @@ struct KeepaliveOptions {
   }
 };
 
-// How long a stopping server (the head's, the proxy's) gives the calls
-// still in flight, once it has ended its own streams, before it cancels
-// them and closes every connection. gRPC's shutdown also waits for each
-// client's connection to close after its GOAWAY, and a client of gRPC's
-// synchronous API reads its socket only while a call of its is active: a
-// disconnected Python client that still holds an object of its session
-// reads the GOAWAY only when keepalive breaks the connection (3 s). So the
-// grace is short (bench/stop_bench.py).
-inline constexpr absl::Duration kServerShutdownGrace = absl::Milliseconds(500);
+// Stops `server` (the head's, the proxy's), once its owner has ended its
+// own streams, and waits for its handlers to return. Calls still in flight
+// get 0.5 s before they are cancelled and every connection is closed.
+// gRPC's shutdown also waits for each client's connection to close after
+// its GOAWAY, and a client of gRPC's synchronous API reads its socket only
+// while a call of its is active: a disconnected Python client that still
+// holds an object of its session reads the GOAWAY only when keepalive
+// breaks the connection (3 s). So the grace is short (bench/stop_bench.py).
+void StopServer(grpc::Server& server);
 
 // Arguments of a client channel to the head. `purpose` ("control",
 // "bulk") keeps channels of different purposes on their own connections,

@@ -54,8 +54,7 @@ void GrpcHeadServer::Shutdown() {
   // Streams first (their handlers return), then the server.
   if (session_server_ != nullptr) session_server_->Shutdown();
   if (worker_server_ != nullptr) worker_server_->Shutdown();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + kServerShutdownGrace));
-  server_->Wait();
+  StopServer(*server_);
   server_.reset();
 }
 
