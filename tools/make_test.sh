@@ -24,6 +24,9 @@ build=$1
 jobs=$2
 ctest_jobs=$3
 cd "$(dirname "$0")/.."
+# Each stage's end is printed in seconds since the start (SECONDS), so that
+# a cold run's log says where its time went.
+stage() { echo "make test: $1 at ${SECONDS} s"; }
 
 # JAX and the tests' packages install while the binary and the extension
 # build: configuring the tree needed only the build's Python packages
@@ -45,19 +48,23 @@ fi
 [ "$built" = 0 ] || exit 1
 ninja -C "$build" -j"$jobs" _causeway_stub || exit 1
 make --no-print-directory python BUILD="$build" || exit 1
+stage "the binary, the extension and the Python packages installed"
 
 log=$build/ctest.log
 echo "the rest of the build and ctest run beside pytest; their output: $log"
 set -m
 {
   ninja -C "$build" -j"$jobs" || exit 1
+  stage "the rest of the build done"
   # The benchmarks (no test runs them) compile while ctest's tests wait.
   ninja -C "$build" -j"$jobs" benchmarks >"$build/benchmarks.log" 2>&1 &
   benchmarks=$!
   (cd "$build" && ctest --output-on-failure -j"$ctest_jobs")
   tested=$?
+  stage "ctest done"
   wait $benchmarks
   built=$?
+  stage "the benchmarks built"
   cat "$build/benchmarks.log"
   [ "$tested" = 0 ] && [ "$built" = 0 ]
 } >"$log" 2>&1 &
@@ -68,6 +75,7 @@ trap 'exit 130' INT TERM
 
 .venv/bin/python -m pytest -q --durations=15 python/tests
 pytest_status=$?
+stage "pytest done"
 wait $background
 ctest_status=$?
 trap - EXIT INT TERM
