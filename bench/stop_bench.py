@@ -10,16 +10,12 @@ alternate between the cases, and between two builds' binaries with
 """
 
 import argparse
-import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 
-from proxy_cluster import proxy_env
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from proxy_cluster import add_causeway_argument, proxy_env, spread
 
 # The client: connects, takes a slice, disconnects, keeps the slice, says
 # so, and waits for its stdin to close.
@@ -98,7 +94,7 @@ def stop_time(causeway, case):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--causeway", default=os.path.join(ROOT, "build", "bin", "causeway"))
+    add_causeway_argument(parser)
     parser.add_argument("--baseline", help="another build's causeway binary, measured alike")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
@@ -113,8 +109,7 @@ def main():
     print("| binary | client | stop, s: median (min–max) |")
     print("|---|---|---|")
     for (name, case), values in times.items():
-        print(f"| {name} | {CASES[case]} | "
-              f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f}) |")
+        print(f"| {name} | {CASES[case]} | {spread(values, '{:.3f}')} |")
 
 
 if __name__ == "__main__":
