@@ -318,6 +318,13 @@ GrpcSessionServer::FindSession(int64_t id, const std::string& key) const {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end() || it->second->key != key) {
+    // A session ended by the shutdown is gone because the head is: its
+    // client's transfer in flight must read as that (UNAVAILABLE), not as
+    // a session it got wrong.
+    if (shut_down_) {
+      return absl::UnavailableError(absl::StrCat(
+          "the head is shutting down (session ", id, " is closed)"));
+    }
     return absl::NotFoundError(absl::StrCat("no open session ", id));
   }
   return it->second;

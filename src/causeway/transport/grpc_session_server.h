@@ -108,7 +108,8 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   struct SessionState;
 
   // The open session `id` whose key is `key`; NotFound for anything else
-  // (an unknown id and a wrong key read the same).
+  // (an unknown id and a wrong key read the same), Unavailable once the
+  // server is shut down.
   absl::StatusOr<std::shared_ptr<SessionState>> FindSession(
       int64_t id, const std::string& key) const;
   // Ends session `id` whose answers overflowed (its client reads none):
