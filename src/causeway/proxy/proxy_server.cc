@@ -67,6 +67,7 @@ class ResponseWriter {
       : writer_({.write = [stream](const pb::IfrtResponse& response) {
                    return stream->Write(response);
                  },
+                 .start = nullptr,
                  .merge = nullptr,
                  .idle_interval = absl::InfiniteDuration(),
                  .idle_message = nullptr,

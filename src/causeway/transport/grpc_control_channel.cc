@@ -97,7 +97,7 @@ bool MergeCommands(GrpcControlChannel::Outgoing& into,
 
 GrpcControlChannel::GrpcControlChannel(
     std::string name, const WireLimits& limits,
-    std::function<bool(const wire::HeadToWorker&)> write,
+    std::function<bool(const wire::HeadToWorker&)> start_write,
     int64_t max_queued_bytes, std::function<void()> on_overflow)
     : name_(std::move(name)), limits_(limits) {
   StreamWriter<Outgoing>::Options options;
@@ -116,21 +116,23 @@ GrpcControlChannel::GrpcControlChannel(
                                 batch.launches.size() + batch.sends.size() +
                                 batch.releases.size());
   };
-  // On the writer's thread only: a dispatch becomes its message here, in a
-  // reused arena (no malloc per field, one reset to drop it), and its
-  // names are numbered in the order the worker reads them.
-  options.write = [write = std::move(write),
+  // By one thread at a time (the one whose turn it is to write): a
+  // dispatch becomes its message here, in a reused arena (no malloc per
+  // field, one reset to drop it; the message lives until the next write
+  // starts, after this one is done), and its names are numbered in the
+  // order the worker reads them.
+  options.start = [start_write = std::move(start_write),
                    names = std::make_shared<NameEncoder>(),
                    arena = std::make_shared<
                        ReusedArenaMessage<wire::HeadToWorker>>()](
                       const Outgoing& outgoing) {
     if (const auto* command = std::get_if<wire::HeadToWorker>(&outgoing)) {
-      return write(*command);
+      return start_write(*command);
     }
     wire::HeadToWorker* message = arena->Next();
     ToWire(std::get<WorkerBatch>(outgoing), *names,
            message->mutable_dispatch());
-    return write(*message);
+    return start_write(*message);
   };
   options.merge = MergeCommands;
   writer_ = std::make_unique<StreamWriter<Outgoing>>(std::move(options));
@@ -154,6 +156,8 @@ void GrpcControlChannel::set_host(HostId host) {
 absl::Status GrpcControlChannel::GoneLocked() const {
   return gone_;
 }
+
+void GrpcControlChannel::WriteDone(bool ok) { writer_->WriteDone(ok); }
 
 void GrpcControlChannel::Send(wire::HeadToWorker command) {
   writer_->Send(Outgoing(std::move(command)));
@@ -498,12 +502,12 @@ grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
 // gRPC's threads; OnDone runs last, after every other, and deletes
 // it. Reads go one at a time: the next starts once a notice is handled.
 //
-// Writes come from the channel's writer thread (Writes::Write): it starts
-// one and waits until gRPC has taken it, as a synchronous Write did. The
-// stream finishes only with no write in progress (Finish waits for the
-// write's OnWriteDone), and no write starts once it is finishing; so by
-// OnDone the writer is never inside a write, and Disconnect, which joins
-// it, cannot wait on a reaction.
+// Writes are started by the channel's writer (Writes::Start), on the thread
+// that sent the command or, when one was in progress, on the thread of its
+// OnWriteDone, which hands the channel the next (GrpcControlChannel::
+// WriteDone). The stream finishes only with no write in progress (Finish
+// waits for the write's OnWriteDone), and no write starts once it is
+// finishing; so by OnDone no write is in progress or can start.
 class GrpcWorkerServer::WorkerStream final
     : public grpc::ServerBidiReactor<wire::WorkerToHead, wire::HeadToWorker> {
  public:
@@ -512,9 +516,16 @@ class GrpcWorkerServer::WorkerStream final
    public:
     explicit Writes(WorkerStream* stream) : stream_(stream) {}
 
-    // Writes `message`; false once the stream is finishing or broke. On
-    // the channel's writer thread only.
-    bool Write(const wire::HeadToWorker& message) {
+    // The channel whose writes these are (set once, before its first).
+    void set_channel(std::weak_ptr<GrpcControlChannel> channel) {
+      absl::MutexLock lock(&mu_);
+      channel_ = std::move(channel);
+    }
+
+    // Starts writing `message` (alive until OnWriteDone); false once the
+    // stream is finishing or finished. One write at a time: the channel's
+    // writer starts the next only after WriteDone.
+    bool Start(const wire::HeadToWorker& message) {
       WorkerStream* stream = nullptr;
       {
         absl::MutexLock lock(&mu_);
@@ -523,19 +534,20 @@ class GrpcWorkerServer::WorkerStream final
         stream = stream_;
       }
       stream->StartWrite(&message);
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](bool* writing) { return !*writing; }, &writing_));
-      return written_;
+      return true;
     }
 
-    // OnWriteDone: the write is over; a Finish that waited for it is due
-    // (returned, to be called by the reaction without the lock).
-    std::optional<grpc::Status> WriteDone(bool ok) {
+    // OnWriteDone: the write is over. A Finish that waited for it is due
+    // (returned, to be called by the reaction without the lock); otherwise
+    // the channel, if it still exists, is set to be told.
+    std::optional<grpc::Status> WriteDone(
+        std::shared_ptr<GrpcControlChannel>* tell) {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      written_ = ok;
-      if (!finish_.has_value()) return std::nullopt;
+      if (!finish_.has_value()) {
+        *tell = channel_.lock();
+        return std::nullopt;
+      }
       finished_ = true;
       std::optional<grpc::Status> finish = std::move(finish_);
       finish_.reset();
@@ -558,8 +570,8 @@ class GrpcWorkerServer::WorkerStream final
    private:
     absl::Mutex mu_;
     WorkerStream* const stream_;  // Used only while !finished_.
+    std::weak_ptr<GrpcControlChannel> channel_ ABSL_GUARDED_BY(mu_);
     bool writing_ ABSL_GUARDED_BY(mu_) = false;
-    bool written_ ABSL_GUARDED_BY(mu_) = false;
     bool finished_ ABSL_GUARDED_BY(mu_) = false;
     std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
   };
@@ -624,9 +636,14 @@ class GrpcWorkerServer::WorkerStream final
   }
 
   void OnWriteDone(bool ok) override {
-    if (std::optional<grpc::Status> finish = writes_->WriteDone(ok)) {
+    std::shared_ptr<GrpcControlChannel> channel;
+    if (std::optional<grpc::Status> finish = writes_->WriteDone(&channel)) {
       Finish(*std::move(finish));
+      return;
     }
+    // The next write starts here, on this thread (a failed one breaks the
+    // channel's writer: the stream is ending, its read fails too).
+    if (channel != nullptr) channel->WriteDone(ok);
   }
 
   void OnDone() override {
@@ -705,12 +722,13 @@ absl::StatusOr<GrpcWorkerServer::Connection> GrpcWorkerServer::Register(
                          : hello.name,
       options_.limits,
       [writes = stream->writes()](const wire::HeadToWorker& command) {
-        return writes->Write(command);
+        return writes->Start(command);
       },
       options_.max_queued_bytes_per_worker,
       // A worker that does not read: its stream is cancelled, its read in
       // progress fails, and the head treats it as gone.
       [context] { context->TryCancel(); });
+  stream->writes()->set_channel(channel);
   absl::StatusOr<WorkerAdmission> admission = membership_->AdmitWorker(hello);
   if (!admission.ok()) {
     channel->Disconnect(admission.status());

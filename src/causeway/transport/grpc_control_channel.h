@@ -113,12 +113,14 @@ struct GrpcWorkerServerOptions {
 // fire-and-forget ones are dropped).
 class GrpcControlChannel final : public ControlChannel {
  public:
-  // `write` writes one command on the stream (false when it broke). Past
-  // `max_queued_bytes` of commands waiting to be written (0: no bound),
-  // nothing more is sent and `on_overflow` runs once, on the sending
-  // thread (it must not block).
+  // `start_write` starts writing one command on the stream (false when it
+  // is ending: nothing was started); the command stays alive until the
+  // stream reports the write over through WriteDone, and no other write
+  // starts before. Past `max_queued_bytes` of commands waiting to be
+  // written (0: no bound), nothing more is sent and `on_overflow` runs
+  // once, on the sending thread (it must not block).
   GrpcControlChannel(std::string name, const WireLimits& limits,
-                     std::function<bool(const wire::HeadToWorker&)> write,
+                     std::function<bool(const wire::HeadToWorker&)> start_write,
                      int64_t max_queued_bytes = 0,
                      std::function<void()> on_overflow = nullptr);
   ~GrpcControlChannel() override;
@@ -127,8 +129,8 @@ class GrpcControlChannel final : public ControlChannel {
   bool overflowed() const { return writer_->overflowed(); }
 
   // What the writer queues: a dispatch (or a release, which travels as
-  // one), made into its message by the writer's thread when written, or
-  // any other command, ready.
+  // one), made into its message when its write starts, or any other
+  // command, ready.
   using Outgoing = std::variant<WorkerBatch, wire::HeadToWorker>;
 
   HostId host() const;
@@ -158,6 +160,8 @@ class GrpcControlChannel final : public ControlChannel {
                                           const wire::Reply* reply) &&>;
 
   void set_host(HostId host);
+  // The stream's write in progress is over (`ok`: taken): the next starts.
+  void WriteDone(bool ok);
   // Sends a command without an answer.
   void Send(wire::HeadToWorker command);
   // Sends a command whose answer (or the stream's end) calls `pending`.
@@ -203,8 +207,9 @@ class GrpcControlChannel final : public ControlChannel {
 // network). A synchronous stream held a thread in Read per worker, and at
 // 128 hosts and more waking the right one of hundreds of threads for each
 // message cost the head more per host the more hosts there were
-// (docs/sim_devices.md). Each channel's writer (StreamWriter) keeps its
-// own thread, which starts a write and waits for gRPC to take it.
+// (docs/sim_devices.md). Each channel's writer (StreamWriter with `start`)
+// has no thread: the thread that sends a command starts its write when
+// none is in progress, and the write's OnWriteDone starts the next.
 class GrpcWorkerServer final
     : public wire::HeadWorkers::WithCallbackMethod_Worker<
           wire::HeadWorkers::Service> {

@@ -1,27 +1,37 @@
-// StreamWriter: the one writer of a gRPC stream, on a thread of its own.
+// StreamWriter: the one writer of a gRPC stream.
 //
-// A synchronous gRPC stream takes one Write at a time and a Write blocks
-// until gRPC has taken the message (longer when the peer's flow-control
-// window is full). Callers of the channels (head threads, device threads,
-// user threads) must never block on the network, so they Send into a queue
-// that this writer drains in order. Messages queued behind a slow write may
-// be merged (`merge`: e.g. several OpDone notices into one message), which
-// is how a busy stream sends fewer, larger messages.
+// Callers of the channels (head threads, device threads, user threads) must
+// never block on the network, so they Send into a queue that this writer
+// drains in order. Messages queued behind a write in progress may be merged
+// (`merge`: e.g. several OpDone notices into one message), which is how a
+// busy stream sends fewer, larger messages. It writes in one of two ways:
 //
-// Idle: when nothing was sent for the idle interval, the writer sends
-// `idle_message()` (a session's keepalive; built under the writer's lock,
-// so it must not take locks of its own).
+// - `write`, for a synchronous stream: its Write takes one message at a time
+//   and blocks until gRPC has taken it (longer when the peer's flow-control
+//   window is full), so the writer calls it on a thread of its own.
+// - `start`, for a stream on gRPC's callback API: StartWrite returns at once
+//   and the stream's OnWriteDone reports the write over. No thread: a Send
+//   with nothing being written starts the write on the sender's thread, and
+//   WriteDone (the stream's owner calls it from OnWriteDone) starts the
+//   next. A message goes out with no hand-off between threads; with a
+//   thread, each took two (the sender's to the writer's, and gRPC's to the
+//   writer's when the write was over).
+//
+// Idle (`write` only): when nothing was sent for the idle interval, the
+// writer sends `idle_message()` (a session's keepalive; built under the
+// writer's lock, so it must not take locks of its own).
 //
 // Bounded (`max_queued_bytes`, by `size`): a peer that does not read lets
 // the queue grow only so far. The Send that would pass the bound is
 // refused, every later one too, and `on_overflow` runs once, on that
 // Send's thread, outside the writer's lock: it should cancel the call (the
-// writer's thread may be stuck in a write the peer never takes).
+// write in progress may be one the peer never takes).
 //
-// Thread-safe. The write function runs on the writer's thread only.
-// Close(false) does not interrupt a write in progress: cancel the call
-// (ClientContext::TryCancel / ServerContext::TryCancel) first if the peer
-// may be stuck.
+// Thread-safe. `write` runs on the writer's thread only; `start` on one
+// thread at a time, with no lock of the writer's held (a stream may report
+// the write over before StartWrite returns). Close(false) does not
+// interrupt a write in progress: cancel the call (ClientContext::TryCancel
+// / ServerContext::TryCancel) first if the peer may be stuck.
 #ifndef CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 #define CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 
@@ -46,9 +56,13 @@ template <typename Message>
 class StreamWriter {
  public:
   struct Options {
-    // Writes one message; false when the stream is broken (nothing more
-    // is written after that).
+    // One of the two. `write` writes one message; false when the stream
+    // is broken (nothing more is written after that).
     std::function<bool(const Message&)> write;
+    // `start` starts writing one message, which the writer keeps alive
+    // until WriteDone; false when the stream is finishing or broke (nothing
+    // was started, nothing more is).
+    std::function<bool(const Message&)> start;
     // Merges `next` into `into` when both are queued; false to keep them
     // apart. Null: never merge.
     std::function<bool(Message& into, Message& next)> merge;
@@ -61,12 +75,14 @@ class StreamWriter {
   };
 
   explicit StreamWriter(Options options)
-      : options_(std::move(options)),
-        idle_interval_(options_.idle_interval),
-        thread_([this] {
-          pthread_setname_np(pthread_self(), "stream-writer");
-          Loop();
-        }) {}
+      : options_(std::move(options)), idle_interval_(options_.idle_interval) {
+    if (options_.write) {
+      thread_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "stream-writer");
+        Loop();
+      });
+    }
+  }
   ~StreamWriter() { Close(/*drain=*/false); }
 
   StreamWriter(const StreamWriter&) = delete;
@@ -77,6 +93,8 @@ class StreamWriter {
   bool Send(Message message) {
     const int64_t bytes =
         options_.max_queued_bytes > 0 ? options_.size(message) : 0;
+    bool start_now = false;
+    bool overflowed_now = false;
     {
       absl::MutexLock lock(&mu_);
       if (closing_ || broken_ || overflowed_) return false;
@@ -84,25 +102,49 @@ class StreamWriter {
           queued_bytes_ + writing_bytes_ + bytes <= options_.max_queued_bytes) {
         queued_bytes_ += bytes;
         queue_.push_back(std::move(message));
-        return true;
+        // With `start` and nothing being written, this thread starts it.
+        start_now = options_.start && !writing_;
+        writing_ = writing_ || start_now;
+      } else {
+        overflowed_ = true;
+        queue_.clear();
+        queued_bytes_ = 0;
+        overflowed_now = true;
       }
-      overflowed_ = true;
-      queue_.clear();
-      queued_bytes_ = 0;
     }
-    if (options_.on_overflow) options_.on_overflow();
-    return false;
+    if (overflowed_now) {
+      if (options_.on_overflow) options_.on_overflow();
+      return false;
+    }
+    if (start_now) StartNext();
+    return true;
+  }
+
+  // With `start`: the write it started is over (`ok`: the stream took the
+  // message). Starts the next, if any, on this thread.
+  void WriteDone(bool ok) {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      BreakLocked();
+      return;
+    }
+    StartNext();
   }
 
   // Stops the writer: after every queued message was written (`drain`) or
-  // at once (queued messages are dropped). Idempotent; after it returns the
-  // write function is never called again.
+  // at once (queued messages are dropped). Idempotent. With `write`, after
+  // it returns the write function is never called again. With `start`, no
+  // write starts after it returns but one may be starting on another
+  // thread meanwhile (the stream's StartWrite must refuse once it is
+  // finishing), and draining ends with the last queued write started.
   void Close(bool drain) {
     {
       absl::MutexLock lock(&mu_);
       closing_ = true;
       if (!drain) {
         queue_.clear();
+        batch_.clear();
+        queued_bytes_ = 0;
         abandoned_.store(true, std::memory_order_relaxed);
       }
     }
@@ -128,6 +170,43 @@ class StreamWriter {
   }
 
  private:
+  // With `start`, by the thread that holds the turn to write (writing_):
+  // starts the next message, or gives the turn back when there is none.
+  void StartNext() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (batch_.empty()) {
+        writing_bytes_ = 0;
+        if (broken_ || queue_.empty() ||
+            abandoned_.load(std::memory_order_relaxed)) {
+          writing_ = false;
+          return;
+        }
+        batch_.swap(queue_);
+        writing_bytes_ = queued_bytes_;
+        queued_bytes_ = 0;
+      }
+      in_flight_ = std::move(batch_.front());
+      batch_.pop_front();
+      while (options_.merge && !batch_.empty() &&
+             options_.merge(in_flight_, batch_.front())) {
+        batch_.pop_front();
+      }
+    }
+    if (options_.start(in_flight_)) return;
+    absl::MutexLock lock(&mu_);
+    BreakLocked();
+  }
+
+  void BreakLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    broken_ = true;
+    writing_ = false;
+    queue_.clear();
+    batch_.clear();
+    queued_bytes_ = 0;
+    writing_bytes_ = 0;
+  }
+
   void Loop() {
     std::deque<Message> batch;
     absl::Time last_write = absl::Now();
@@ -177,6 +256,12 @@ class StreamWriter {
   const Options options_;
   mutable absl::Mutex mu_;
   std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
+  // With `start`: taken from the queue, being written one by one.
+  std::deque<Message> batch_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // A thread holds the turn.
+  // The message being written, kept alive for the stream; touched only by
+  // the thread holding the turn.
+  Message in_flight_;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
@@ -185,7 +270,7 @@ class StreamWriter {
   absl::Duration idle_interval_ ABSL_GUARDED_BY(mu_);
   bool interval_changed_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> abandoned_{false};
-  std::thread thread_;  // Last: starts after everything above exists.
+  std::thread thread_;  // With `write`; started once everything exists.
 };
 
 }  // namespace causeway::transport
