@@ -654,7 +654,8 @@ def test_figure2_with_jax_jit_on_three_islands():
 def test_donation_frees_the_donated_buffer_in_the_workers_accounting():
     """A donated argument's buffer is given back on its worker: the device's
     memory in the head's /api/status falls back to one array's worth, where
-    an argument kept alive (no donation) holds two."""
+    an argument kept alive (no donation) holds two. Then the JAX process is
+    killed (SIGKILL): its session ends and the last array is freed."""
     import json as json_module
     import time
     import urllib.request
@@ -707,6 +708,11 @@ def test_donation_frees_the_donated_buffer_in_the_workers_accounting():
             # b was donated to c, a deleted: one array's worth left.
             settles_at(lambda v: v < 2 * size, "fell back to one array")
             assert used() >= size  # c itself is still there.
+            # A JAX process killed outright: its stream to the proxy breaks,
+            # the proxy ends its Causeway session, and c is freed too.
+            jax_process.kill()
+            jax_process.wait()
+            settles_at(lambda v: v == 0, "was freed after the JAX process was killed")
         finally:
             jax_process.kill()
             jax_process.wait()

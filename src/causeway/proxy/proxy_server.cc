@@ -20,6 +20,7 @@
 #include "causeway/proxy/proxy_session.h"
 #include "causeway/proxy/version.h"
 #include "causeway/transport/grpc_common.h"
+#include "causeway/transport/grpc_reactor_writes.h"
 #include "causeway/transport/grpc_stream_writer.h"
 
 namespace causeway::proxy {
@@ -38,7 +39,7 @@ grpc::Status GrpcError(const absl::Status& status) {
 }
 
 template <typename T>
-absl::StatusOr<T> ParseHeader(const grpc::ServerContext& context, const char* key) {
+absl::StatusOr<T> ParseHeader(const grpc::ServerContextBase& context, const char* key) {
   auto [begin, end] = context.client_metadata().equal_range(key);
   if (begin == end) {
     return absl::InvalidArgumentError(
@@ -53,41 +54,11 @@ absl::StatusOr<T> ParseHeader(const grpc::ServerContext& context, const char* ke
   return message;
 }
 
-// Writes one stream's responses, queued from any thread, on a thread of its
-// own: a synchronous gRPC Write blocks until gRPC has taken the message
-// (about 0.1 ms each here), and the stream's reader, which answers what is
-// ready at once, goes on reading the next request meanwhile (jaxlib's
-// client sends a fetch's requests without waiting for each answer). A
-// client that does not read its answers may queue at most
-// kMaxQueuedResponseBytes; past that its call is cancelled.
-class ResponseWriter {
- public:
-  ResponseWriter(grpc::ServerContext* context,
-                 grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream)
-      : writer_({.write = [stream](const pb::IfrtResponse& response) {
-                   return stream->Write(response);
-                 },
-                 .start = nullptr,
-                 .merge = nullptr,
-                 .idle_interval = absl::InfiniteDuration(),
-                 .idle_message = nullptr,
-                 .max_queued_bytes = kMaxQueuedResponseBytes,
-                 .size = [](const pb::IfrtResponse& response) {
-                   return static_cast<int64_t>(response.ByteSizeLong());
-                 },
-                 .on_overflow = [context] { context->TryCancel(); }}) {}
-  void Write(pb::IfrtResponse response) { writer_.Send(std::move(response)); }
-  // Drops what is queued and stops: the handler is returning.
-  void Detach() { writer_.Close(/*drain=*/false); }
-
- private:
-  static constexpr int64_t kMaxQueuedResponseBytes = int64_t{256} << 20;
-  transport::StreamWriter<pb::IfrtResponse> writer_;
-};
-
 }  // namespace
 
-class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
+class ProxyServer::Service final
+    : public pb::GrpcIfrtService::WithCallbackMethod_IfrtSession<
+          pb::GrpcIfrtService::Service> {
  public:
   Service(client::Client* client, CompileService* compiler,
           ProxyServerOptions options, std::vector<ProxyDevice> devices)
@@ -108,54 +79,8 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status IfrtSession(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<pb::IfrtResponse, pb::IfrtRequest>* stream) override {
-    absl::StatusOr<pb::GrpcIfrtSessionMetadata> metadata =
-        ParseHeader<pb::GrpcIfrtSessionMetadata>(*context, kSessionMetadataKey);
-    if (!metadata.ok()) return GrpcError(metadata.status());
-    if (absl::Status s = CheckSessionVersion(metadata->version()); !s.ok()) {
-      return GrpcError(s);
-    }
-    const uint64_t id = next_session_id_.fetch_add(1);
-    ProxySession::Options session_options;
-    session_options.session_id = id;
-    session_options.protocol_version = metadata->version().protocol_version();
-    session_options.name =
-        absl::StrCat("jax proxy session ", id, " (", context->peer(), ")");
-    session_options.host_buffer_limits = options_.host_buffer_limits;
-    session_options.devices = devices_;
-    absl::StatusOr<std::shared_ptr<ProxySession>> created = ProxySession::Create(
-        client_, compiler_, &executor_, std::move(session_options));
-    if (!created.ok()) {
-      return GrpcError(absl::Status(
-          created.status().code(),
-          absl::StrCat("Causeway's proxy could not open a session on the cluster: ",
-                       created.status().message())));
-    }
-    std::shared_ptr<ProxySession> session = *std::move(created);
-    {
-      absl::MutexLock lock(&mu_);
-      sessions_[id] = {session, context};
-    }
-    CW_LOG(INFO) << "proxy: session " << id << " opened by " << context->peer();
-    auto writer = std::make_shared<ResponseWriter>(context, stream);
-    pb::IfrtRequest request;
-    while (stream->Read(&request)) {
-      session->Process(request, [writer](pb::IfrtResponse response) {
-        writer->Write(std::move(response));
-      });
-      request.Clear();
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      sessions_.erase(id);
-    }
-    session->Close();
-    writer->Detach();
-    CW_LOG(INFO) << "proxy: session " << id << " ended";
-    return grpc::Status::OK;
-  }
+  grpc::ServerBidiReactor<pb::IfrtRequest, pb::IfrtResponse>* IfrtSession(
+      grpc::CallbackServerContext* context) override;
 
   grpc::Status HostBufferStore(
       grpc::ServerContext* context,
@@ -259,6 +184,8 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
   }
 
  private:
+  class SessionStream;
+
   absl::StatusOr<std::shared_ptr<ProxySession>> FindSession(uint64_t id) {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
@@ -278,10 +205,141 @@ class ProxyServer::Service final : public pb::GrpcIfrtService::Service {
   absl::Mutex mu_;
   struct OpenSession {
     std::shared_ptr<ProxySession> session;
-    grpc::ServerContext* context;  // Its stream's, alive while in the map.
+    grpc::CallbackServerContext* context;  // Its stream's, alive while in the map.
   };
   std::map<uint64_t, OpenSession> sessions_ ABSL_GUARDED_BY(mu_);
 };
+
+// One JAX process's session stream, on gRPC's callback API. Its reactions
+// run on gRPC's threads; OnDone runs last and deletes it. The Causeway
+// session is opened on the proxy's executor (it waits for the head), then
+// requests are read one at a time and handed to the session, which answers
+// what is ready at once and the rest when it completes (jaxlib's client
+// sends a fetch's requests without waiting for each answer).
+//
+// Answers go out through `writer_` (StreamWriter with `start`), from any
+// thread: the thread that answers starts the write when none is in
+// progress, and the write's OnWriteDone starts the next. A client that
+// does not read its answers may queue at most kMaxQueuedResponseBytes;
+// past that its call is cancelled.
+class ProxyServer::Service::SessionStream final
+    : public grpc::ServerBidiReactor<pb::IfrtRequest, pb::IfrtResponse> {
+ public:
+  SessionStream(Service* service, grpc::CallbackServerContext* context)
+      : service_(service),
+        context_(context),
+        writes_(std::make_shared<Writes>(this)),
+        writer_(std::make_shared<Writer>(Writer::Options{
+            .write = nullptr,
+            .start = [writes = writes_](const pb::IfrtResponse& response) {
+              return writes->Start(response);
+            },
+            .merge = nullptr,
+            .idle_interval = absl::InfiniteDuration(),
+            .idle_message = nullptr,
+            .max_queued_bytes = kMaxQueuedResponseBytes,
+            .size = [](const pb::IfrtResponse& response) {
+              return static_cast<int64_t>(response.ByteSizeLong());
+            },
+            .on_overflow = [context] { context->TryCancel(); }})) {
+    writes_->set_writer(writer_);
+    absl::StatusOr<pb::GrpcIfrtSessionMetadata> metadata =
+        ParseHeader<pb::GrpcIfrtSessionMetadata>(*context, kSessionMetadataKey);
+    if (!metadata.ok()) {
+      End(GrpcError(metadata.status()));
+      return;
+    }
+    if (absl::Status s = CheckSessionVersion(metadata->version()); !s.ok()) {
+      End(GrpcError(s));
+      return;
+    }
+    const int protocol_version = metadata->version().protocol_version();
+    // Nothing else reacts before the first read starts: the stream waits.
+    service_->executor_.Execute([this, protocol_version] { Open(protocol_version); });
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Close();
+      return;
+    }
+    session_->Process(request_, [writer = writer_](pb::IfrtResponse response) {
+      writer->Send(std::move(response));
+    });
+    request_.Clear();
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (std::optional<grpc::Status> finish = writes_->WriteDone(ok)) {
+      Finish(*std::move(finish));
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  using Writer = transport::StreamWriter<pb::IfrtResponse>;
+  using Writes = transport::ReactorWrites<pb::IfrtRequest, pb::IfrtResponse, Writer>;
+  static constexpr int64_t kMaxQueuedResponseBytes = int64_t{256} << 20;
+
+  // On the proxy's executor: opens the session, then starts reading.
+  void Open(int protocol_version) {
+    const uint64_t id = service_->next_session_id_.fetch_add(1);
+    ProxySession::Options options;
+    options.session_id = id;
+    options.protocol_version = protocol_version;
+    options.name = absl::StrCat("jax proxy session ", id, " (", context_->peer(), ")");
+    options.host_buffer_limits = service_->options_.host_buffer_limits;
+    options.devices = service_->devices_;
+    absl::StatusOr<std::shared_ptr<ProxySession>> created =
+        ProxySession::Create(service_->client_, service_->compiler_,
+                             &service_->executor_, std::move(options));
+    if (!created.ok()) {
+      End(GrpcError(absl::Status(
+          created.status().code(),
+          absl::StrCat("Causeway's proxy could not open a session on the cluster: ",
+                       created.status().message()))));
+      return;
+    }
+    session_ = *std::move(created);
+    {
+      absl::MutexLock lock(&service_->mu_);
+      service_->sessions_[id] = {session_, context_};
+    }
+    CW_LOG(INFO) << "proxy: session " << id << " opened by " << context_->peer();
+    StartRead(&request_);
+  }
+
+  // The client half-closed, went away or was cancelled: the session ends.
+  void Close() {
+    {
+      absl::MutexLock lock(&service_->mu_);
+      service_->sessions_.erase(session_->id());
+    }
+    session_->Close();
+    writer_->Close(/*drain=*/false);
+    CW_LOG(INFO) << "proxy: session " << session_->id() << " ended";
+    End(grpc::Status::OK);
+  }
+
+  // Finishes the call with `status`, once no write is in progress.
+  void End(const grpc::Status& status) {
+    if (writes_->FinishWhenIdle(status)) Finish(status);
+  }
+
+  Service* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::shared_ptr<Writes> writes_;
+  const std::shared_ptr<Writer> writer_;
+  std::shared_ptr<ProxySession> session_;  // Set by Open, before any read.
+  pb::IfrtRequest request_;
+};
+
+grpc::ServerBidiReactor<pb::IfrtRequest, pb::IfrtResponse>*
+ProxyServer::Service::IfrtSession(grpc::CallbackServerContext* context) {
+  return new SessionStream(this, context);
+}
 
 namespace {
 

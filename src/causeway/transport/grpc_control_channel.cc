@@ -8,6 +8,7 @@
 #include "causeway/base/executor.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/grpc_reactor_writes.h"
 
 namespace causeway::transport {
 namespace {
@@ -502,79 +503,17 @@ grpc::Status GrpcWorkerServer::GetVersion(grpc::ServerContext* context,
 // gRPC's threads; OnDone runs last, after every other, and deletes
 // it. Reads go one at a time: the next starts once a notice is handled.
 //
-// Writes are started by the channel's writer (Writes::Start), on the thread
-// that sent the command or, when one was in progress, on the thread of its
-// OnWriteDone, which hands the channel the next (GrpcControlChannel::
-// WriteDone). The stream finishes only with no write in progress (Finish
-// waits for the write's OnWriteDone), and no write starts once it is
-// finishing; so by OnDone no write is in progress or can start.
+// Writes are started by the channel's writer through Writes (ReactorWrites),
+// on the thread that sent the command or, when one was in progress, on the
+// thread of its OnWriteDone, which hands the channel the next
+// (GrpcControlChannel::WriteDone). The stream finishes only with no write
+// in progress, so by OnDone no write is in progress or can start.
 class GrpcWorkerServer::WorkerStream final
     : public grpc::ServerBidiReactor<wire::WorkerToHead, wire::HeadToWorker> {
  public:
   // What the channel's writer shares with the stream; outlives it.
-  class Writes {
-   public:
-    explicit Writes(WorkerStream* stream) : stream_(stream) {}
-
-    // The channel whose writes these are (set once, before its first).
-    void set_channel(std::weak_ptr<GrpcControlChannel> channel) {
-      absl::MutexLock lock(&mu_);
-      channel_ = std::move(channel);
-    }
-
-    // Starts writing `message` (alive until OnWriteDone); false once the
-    // stream is finishing or finished. One write at a time: the channel's
-    // writer starts the next only after WriteDone.
-    bool Start(const wire::HeadToWorker& message) {
-      WorkerStream* stream = nullptr;
-      {
-        absl::MutexLock lock(&mu_);
-        if (finish_.has_value() || finished_) return false;
-        writing_ = true;
-        stream = stream_;
-      }
-      stream->StartWrite(&message);
-      return true;
-    }
-
-    // OnWriteDone: the write is over. A Finish that waited for it is due
-    // (returned, to be called by the reaction without the lock); otherwise
-    // the channel, if it still exists, is set to be told.
-    std::optional<grpc::Status> WriteDone(
-        std::shared_ptr<GrpcControlChannel>* tell) {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      if (!finish_.has_value()) {
-        *tell = channel_.lock();
-        return std::nullopt;
-      }
-      finished_ = true;
-      std::optional<grpc::Status> finish = std::move(finish_);
-      finish_.reset();
-      return finish;
-    }
-
-    // Finishes with `status` now (true: the caller calls Finish), or once
-    // the write in progress is over (false). No write starts after it.
-    bool FinishWhenIdle(grpc::Status status) {
-      absl::MutexLock lock(&mu_);
-      if (finished_ || finish_.has_value()) return false;
-      if (writing_) {
-        finish_ = std::move(status);
-        return false;
-      }
-      finished_ = true;
-      return true;
-    }
-
-   private:
-    absl::Mutex mu_;
-    WorkerStream* const stream_;  // Used only while !finished_.
-    std::weak_ptr<GrpcControlChannel> channel_ ABSL_GUARDED_BY(mu_);
-    bool writing_ ABSL_GUARDED_BY(mu_) = false;
-    bool finished_ ABSL_GUARDED_BY(mu_) = false;
-    std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
-  };
+  using Writes =
+      ReactorWrites<wire::WorkerToHead, wire::HeadToWorker, GrpcControlChannel>;
 
   WorkerStream(GrpcWorkerServer* server, grpc::CallbackServerContext* context)
       : server_(server),
@@ -636,14 +575,12 @@ class GrpcWorkerServer::WorkerStream final
   }
 
   void OnWriteDone(bool ok) override {
-    std::shared_ptr<GrpcControlChannel> channel;
-    if (std::optional<grpc::Status> finish = writes_->WriteDone(&channel)) {
+    // Otherwise the channel's next write starts here, on this thread (a
+    // failed one breaks its writer: the stream is ending, its read fails
+    // too).
+    if (std::optional<grpc::Status> finish = writes_->WriteDone(ok)) {
       Finish(*std::move(finish));
-      return;
     }
-    // The next write starts here, on this thread (a failed one breaks the
-    // channel's writer: the stream is ending, its read fails too).
-    if (channel != nullptr) channel->WriteDone(ok);
   }
 
   void OnDone() override {
@@ -728,7 +665,7 @@ absl::StatusOr<GrpcWorkerServer::Connection> GrpcWorkerServer::Register(
       // A worker that does not read: its stream is cancelled, its read in
       // progress fails, and the head treats it as gone.
       [context] { context->TryCancel(); });
-  stream->writes()->set_channel(channel);
+  stream->writes()->set_writer(channel);
   absl::StatusOr<WorkerAdmission> admission = membership_->AdmitWorker(hello);
   if (!admission.ok()) {
     channel->Disconnect(admission.status());

@@ -127,6 +127,9 @@ class GrpcControlChannel final : public ControlChannel {
 
   // Commands went over `max_queued_bytes`: the worker is cut off.
   bool overflowed() const { return writer_->overflowed(); }
+  // The stream's: the write in progress is over (`ok`: taken); the next
+  // starts on this thread.
+  void WriteDone(bool ok);
 
   // What the writer queues: a dispatch (or a release, which travels as
   // one), made into its message when its write starts, or any other
@@ -160,8 +163,6 @@ class GrpcControlChannel final : public ControlChannel {
                                           const wire::Reply* reply) &&>;
 
   void set_host(HostId host);
-  // The stream's write in progress is over (`ok`: taken): the next starts.
-  void WriteDone(bool ok);
   // Sends a command without an answer.
   void Send(wire::HeadToWorker command);
   // Sends a command whose answer (or the stream's end) calls `pending`.
