@@ -1099,11 +1099,11 @@ TEST_F(SealedDataPlaneTest, ATamperedPayloadFailsItsTransferAndNothingElse) {
   MakeHosts(2);
   // Past the handshake, the frame's length and sealed header (rank 1):
   // inside the payload's first record.
-  const uint64_t target = kDiallerHandshakeBytes + wire::kLengthBytes +
-                          wire::kFrameFixedBytes + 16 + transport::kSealTagBytes + 100;
+  constexpr uint64_t target = kDiallerHandshakeBytes + wire::kLengthBytes +
+                              wire::kFrameFixedBytes + 16 + transport::kSealTagBytes + 100;
   Interceptor interceptor(
       harness_.PlaneOf(HostId(1))->address(),
-      [target](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
+      [](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
         if (connection == 0 && offset <= target && target < offset + size) {
           bytes[target - offset] ^= 0x01;
         }
@@ -1135,10 +1135,10 @@ TEST_F(SealedDataPlaneTest, ATamperedPayloadFailsItsTransferAndNothingElse) {
 // receiver looks at it.
 TEST_F(SealedDataPlaneTest, ATamperedHeaderIsRefusedBeforeItIsRead) {
   MakeHosts(2);
-  const uint64_t target = kDiallerHandshakeBytes + wire::kLengthBytes + 32;
+  constexpr uint64_t target = kDiallerHandshakeBytes + wire::kLengthBytes + 32;
   Interceptor interceptor(
       harness_.PlaneOf(HostId(1))->address(),
-      [target](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
+      [](int connection, uint64_t offset, uint8_t* bytes, size_t size) {
         if (connection == 0 && offset <= target && target < offset + size) {
           bytes[target - offset] ^= 0x80;
         }
