@@ -211,11 +211,12 @@ class ProxyServer::Service final
 };
 
 // One JAX process's session stream, on gRPC's callback API. Its reactions
-// run on gRPC's threads; OnDone runs last and deletes it. The Causeway
-// session is opened on the proxy's executor (it waits for the head), then
-// requests are read one at a time and handed to the session, which answers
-// what is ready at once and the rest when it completes (jaxlib's client
-// sends a fetch's requests without waiting for each answer).
+// run on gRPC's threads and never block there; OnDone runs last and deletes
+// it. The Causeway session is opened, and at the end closed and let go, on
+// the proxy's executor (both wait for the head). In between, requests are
+// read one at a time and handed to the session, which answers what is
+// ready at once and the rest when it completes (jaxlib's client sends a
+// fetch's requests without waiting for each answer).
 //
 // Answers go out through `writer_` (StreamWriter with `start`), from any
 // thread: the thread that answers starts the write when none is in
@@ -260,7 +261,10 @@ class ProxyServer::Service::SessionStream final
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Close();
+      // Ending the Causeway session waits for the head: on the proxy's
+      // executor, never on gRPC's threads (a reaction that blocks there
+      // can hold up the very completion it waits for).
+      service_->executor_.Execute([this] { Close(); });
       return;
     }
     session_->Process(request_, [writer = writer_](pb::IfrtResponse response) {
@@ -311,15 +315,20 @@ class ProxyServer::Service::SessionStream final
     StartRead(&request_);
   }
 
-  // The client half-closed, went away or was cancelled: the session ends.
+  // On the proxy's executor: the client half-closed, went away or was
+  // cancelled, and the session ends. It is let go here too (this is its
+  // last reference but for work still in flight): its destructor also
+  // waits for the head, and OnDone runs on one of gRPC's threads.
   void Close() {
+    const uint64_t id = session_->id();
     {
       absl::MutexLock lock(&service_->mu_);
-      service_->sessions_.erase(session_->id());
+      service_->sessions_.erase(id);
     }
     session_->Close();
     writer_->Close(/*drain=*/false);
-    CW_LOG(INFO) << "proxy: session " << session_->id() << " ended";
+    session_.reset();
+    CW_LOG(INFO) << "proxy: session " << id << " ended";
     End(grpc::Status::OK);
   }
 
@@ -332,7 +341,8 @@ class ProxyServer::Service::SessionStream final
   grpc::CallbackServerContext* const context_;
   const std::shared_ptr<Writes> writes_;
   const std::shared_ptr<Writer> writer_;
-  std::shared_ptr<ProxySession> session_;  // Set by Open, before any read.
+  // Set by Open before any read; let go by Close.
+  std::shared_ptr<ProxySession> session_;
   pb::IfrtRequest request_;
 };
 
