@@ -72,6 +72,19 @@ StreamWriter<std::string>::Options WriteTo(FakeStream& stream) {
   return options;
 }
 
+// `options` bounded at `bytes` queued (a message's size is its length);
+// each overflow counted in `*overflows`, if given.
+StreamWriter<std::string>::Options Bounded(
+    StreamWriter<std::string>::Options options, int64_t bytes,
+    int* overflows = nullptr) {
+  options.max_queued_bytes = bytes;
+  options.size = [](const std::string& m) {
+    return static_cast<int64_t>(m.size());
+  };
+  if (overflows != nullptr) options.on_overflow = [overflows] { ++*overflows; };
+  return options;
+}
+
 TEST(StreamWriterTest, WritesEveryMessageInOrder) {
   FakeStream stream;
   StreamWriter<std::string> writer(WriteTo(stream));
@@ -150,14 +163,8 @@ TEST(StreamWriterTest, CloseWithoutDrainAbandonsTheRestOfABatchTakenAlready) {
 
 TEST(StreamWriterTest, APeerThatDoesNotReadOverflowsTheBoundOnce) {
   FakeStream stream;
-  StreamWriter<std::string>::Options options = WriteTo(stream);
-  options.max_queued_bytes = 10;
-  options.size = [](const std::string& m) {
-    return static_cast<int64_t>(m.size());
-  };
   int overflows = 0;
-  options.on_overflow = [&] { ++overflows; };
-  StreamWriter<std::string> writer(std::move(options));
+  StreamWriter<std::string> writer(Bounded(WriteTo(stream), 10, &overflows));
   EXPECT_TRUE(writer.Send("block"));  // 5 bytes, being written...
   stream.AwaitBlocked();               // ...and the peer takes nothing.
   EXPECT_TRUE(writer.Send("abcd"));   // 9 in all.
@@ -173,14 +180,9 @@ TEST(StreamWriterTest, APeerThatDoesNotReadOverflowsTheBoundOnce) {
 
 TEST(StreamWriterTest, BytesWrittenAreGivenBackToTheBound) {
   FakeStream stream;
-  StreamWriter<std::string>::Options options = WriteTo(stream);
   // Room for two: the one just written may not be counted out yet when the
   // next is sent (the writer gives its bytes back after the write returns).
-  options.max_queued_bytes = 6;
-  options.size = [](const std::string& m) {
-    return static_cast<int64_t>(m.size());
-  };
-  StreamWriter<std::string> writer(std::move(options));
+  StreamWriter<std::string> writer(Bounded(WriteTo(stream), 6));
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(writer.Send("abc")) << i;
     stream.AwaitWritten(static_cast<size_t>(i + 1));
@@ -381,14 +383,8 @@ TEST(StreamWriterStartTest, CloseDropsOrDrainsWhatIsQueued) {
 
 TEST(StreamWriterStartTest, APeerThatDoesNotReadOverflowsTheBoundAndDoneGivesBytesBack) {
   FakeCallbackStream stream;
-  StreamWriter<std::string>::Options options = StartOn(stream);
-  options.max_queued_bytes = 10;
-  options.size = [](const std::string& m) {
-    return static_cast<int64_t>(m.size());
-  };
   int overflows = 0;
-  options.on_overflow = [&] { ++overflows; };
-  StreamWriter<std::string> writer(std::move(options));
+  StreamWriter<std::string> writer(Bounded(StartOn(stream), 10, &overflows));
   EXPECT_TRUE(writer.Send("abcde"));  // 5 bytes, started, never done...
   EXPECT_TRUE(writer.Send("abcd"));   // 9 in all.
   EXPECT_TRUE(writer.Send("e"));      // 10: at the bound.
