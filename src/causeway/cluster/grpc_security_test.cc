@@ -4,6 +4,7 @@
 // messages that fail their request or their session while the head goes
 // on serving everyone else.
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -619,6 +620,93 @@ TEST_F(GrpcHeadFixture, AHeadThatGoesAwayMidUploadIsUnavailableNamingIt) {
   }
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), HasSubstr(address));
+}
+
+// A put_array of 4 bytes (u8[4], replicated) of host buffer `host_buffer`
+// into array `array`, on slice 1.
+wire::SessionRequest PutArrayRequest(uint64_t op_id, uint64_t array,
+                                     uint64_t host_buffer) {
+  wire::SessionRequest put;
+  put.set_op_id(op_id);
+  put.mutable_put_array()->set_host_buffer(host_buffer);
+  wire::ArraySpec* spec = put.mutable_put_array()->mutable_spec();
+  spec->set_handle(array);
+  spec->mutable_global_shape()->set_type(wire::U8);
+  spec->mutable_global_shape()->add_dims(4);
+  spec->set_sharding("{replicated}");
+  spec->set_slice(1);
+  return put;
+}
+
+wire::SessionRequest SliceOfTwo(uint64_t op_id) {
+  wire::SessionRequest slice;
+  slice.set_op_id(op_id);
+  slice.mutable_request_slice()->set_handle(1);
+  slice.mutable_request_slice()->set_num_devices(2);
+  return slice;
+}
+
+TEST_F(GrpcHeadFixture, APutArrayWaitsForItsBytesAndTheRequestsAfterItWaitInLine) {
+  StartServer({});
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  ASSERT_TRUE(raw->stream->Write(SliceOfTwo(2)));
+  wire::SessionResponse answer;
+  ASSERT_TRUE(raw->stream->Read(&answer));
+  ASSERT_TRUE(answer.has_slice()) << answer.DebugString();
+  // The put comes before its bytes, and a fetch of its array right after
+  // it: the fetch must find the array (the head took the put first).
+  ASSERT_TRUE(raw->stream->Write(PutArrayRequest(3, 5, 9)));
+  wire::SessionRequest fetch;
+  fetch.set_op_id(4);
+  fetch.mutable_fetch()->set_array(5);
+  fetch.mutable_fetch()->set_host_buffer(10);
+  ASSERT_TRUE(raw->stream->Write(fetch));
+  // Other sessions are served while this one waits (not ExpectHeadServes:
+  // this session holds every device).
+  std::unique_ptr<RawSession> other = OpenRaw(**connection);
+  wire::SessionRequest status;
+  status.set_op_id(2);
+  status.mutable_get_status();
+  ASSERT_TRUE(other->stream->Write(status));
+  ASSERT_TRUE(other->stream->Read(&answer));
+  EXPECT_TRUE(answer.has_status_report()) << answer.DebugString();
+  other->context.TryCancel();
+  Drain(*other);
+  grpc::Status uploaded =
+      UploadRaw(**connection, raw->id, raw->key, 9, 4, 4, "\x01\x02\x03\x04");
+  ASSERT_TRUE(uploaded.ok()) << uploaded.error_message();
+  std::map<uint64_t, wire::SessionResponse> answers;
+  while (answers.size() < 2 && raw->stream->Read(&answer)) {
+    answers[answer.op_id()] = answer;
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_TRUE(answers[3].has_done()) << answers[3].DebugString();
+  ASSERT_TRUE(answers[4].has_fetched()) << answers[4].DebugString();
+  EXPECT_EQ(answers[4].fetched().byte_size(), 4);
+  raw->context.TryCancel();
+  Drain(*raw);
+}
+
+TEST_F(GrpcHeadFixture, APutArrayWhoseBytesNeverComeEndsItsSessionAfterTheTimeout) {
+  GrpcHeadServerOptions options;
+  options.sessions.upload_timeout = absl::Milliseconds(300);
+  StartServer(std::move(options));
+  absl::StatusOr<std::shared_ptr<GrpcHeadConnection>> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::unique_ptr<RawSession> raw = OpenRaw(**connection);
+  ASSERT_TRUE(raw->stream->Write(SliceOfTwo(2)));
+  ASSERT_TRUE(raw->stream->Write(PutArrayRequest(3, 5, 9)));
+  grpc::Status status = Drain(*raw);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("the upload of array 5 (host buffer 9) failed: the "
+                        "bytes of array 5 (host buffer 9) did not come within "
+                        "300ms; a failed upload ends the session"));
+  // Its session is gone (before its stream finished); others go on.
+  EXPECT_EQ(server_->session_server()->num_sessions(), 0);
+  ExpectHeadServes(*connection);
 }
 
 TEST_F(GrpcHeadFixture, AMalformedRequestWithAnAnswerFailsOnlyThatRequest) {

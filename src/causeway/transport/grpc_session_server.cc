@@ -1,16 +1,21 @@
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/grpc_session_server.h"
 
+#include <grpcpp/alarm.h>
+
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "causeway/base/executor.h"
 #include "causeway/base/future.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/grpc_reactor_writes.h"
 #include "causeway/transport/grpc_stream_writer.h"
 
 namespace causeway::transport {
@@ -202,7 +207,8 @@ class GrpcSessionServer::HostBuffers {
 };
 
 struct GrpcSessionServer::SessionState {
-  SessionState(SessionId id, std::string key, grpc::ServerContext* context,
+  SessionState(SessionId id, std::string key,
+               grpc::CallbackServerContext* context,
                int64_t budget, std::shared_ptr<HostBufferBudget> head_wide,
                double request_rate, double request_burst)
       : id(id),
@@ -245,17 +251,56 @@ struct GrpcSessionServer::SessionState {
 
   const SessionId id;
   const std::string key;
-  grpc::ServerContext* const context;
+  grpc::CallbackServerContext* const context;  // Alive while in sessions_.
   HostBuffers buffers;
-  // The bound on this session's requests (handler thread only).
+  // The bound on this session's requests. It and last_op_id are touched
+  // by one request at a time: the next is read once this one was handed
+  // over.
   RateLimiter requests;
-  std::unique_ptr<StreamWriter<wire::SessionResponse>> writer;
-  uint64_t last_op_id = 0;  // Handler thread only.
+  std::shared_ptr<StreamWriter<wire::SessionResponse>> writer;
+  uint64_t last_op_id = 0;
 };
 
 namespace {
 
 void Done(wire::SessionResponse* response) { response->mutable_done(); }
+
+// Calls `then` once, on `executor`: with `future`'s result when it
+// resolves, or with DeadlineExceeded (naming `what`) once `timeout` passed
+// first. No thread waits: the timeout is a gRPC alarm.
+template <typename T>
+void OnReadyWithin(const Future<T>& future, absl::Duration timeout,
+                   const std::string& what, Executor& executor,
+                   absl::AnyInvocable<void(absl::StatusOr<T>)> then) {
+  struct Race {
+    std::atomic<bool> decided{false};
+    absl::AnyInvocable<void(absl::StatusOr<T>)> then;
+    grpc::Alarm alarm;
+  };
+  auto race = std::make_shared<Race>();
+  race->then = std::move(then);
+  // The alarm's callback holds the race weakly: it never keeps it (and so
+  // itself) alive.
+  race->alarm.Set(absl::ToChronoTime(absl::Now() + timeout),
+                  [weak = std::weak_ptr<Race>(race), timeout, what,
+                   &executor](bool fired) {
+                    std::shared_ptr<Race> race = weak.lock();
+                    if (!fired || race == nullptr ||
+                        race->decided.exchange(true)) {
+                      return;
+                    }
+                    executor.Execute([race, timeout, what] {
+                      race->then(absl::DeadlineExceededError(absl::StrCat(
+                          what, " did not come within ",
+                          absl::FormatDuration(timeout))));
+                    });
+                  });
+  future.OnReady(executor, [race](const absl::StatusOr<T>& result) {
+    if (race->decided.exchange(true)) return;
+    race->alarm.Cancel();
+    race->then(result);
+  });
+}
 
 std::string NewSessionKey() {
   std::string key(16, '\0');
@@ -277,7 +322,8 @@ GrpcSessionServer::GrpcSessionServer(SessionService* service,
       host_buffer_budget_(std::make_shared<HostBufferBudget>(
           options_.max_host_buffer_bytes)),
       session_opens_(options_.max_session_opens_per_second,
-                     options_.session_open_burst) {}
+                     options_.session_open_burst),
+      slow_("head-sessions", 2) {}
 
 GrpcSessionServer::~GrpcSessionServer() { Shutdown(); }
 
@@ -342,159 +388,327 @@ grpc::Status GrpcSessionServer::GetVersion(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status GrpcSessionServer::Session(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<wire::SessionResponse, wire::SessionRequest>*
-        stream) {
-  if (grpc::Status denied = auth_->Check(*context); !denied.ok()) return denied;
-  wire::SessionRequest first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
-  if (first.request_case() != wire::SessionRequest::kOpen) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        "SessionRequest: the first request of a session must be `open`"));
-  }
-  const uint32_t version = first.open().version();
-  if (!kSessionProtocol.Contains(version)) {
-    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-        "SessionRequest.open.version: ", version, " is not one this head "
-        "speaks (", kSessionProtocol.min, "..", kSessionProtocol.max,
-        "): call GetVersion first")));
-  }
-  absl::StatusOr<OpenSessionRequest> open =
-      FromWire(first.open(), options_.limits, FieldPath("SessionRequest.open"));
-  if (!open.ok()) return ToGrpcStatus(open.status());
-  {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) {
-      return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
+// One client's Session stream. Its reactions run on gRPC's threads and
+// never block there; OnDone runs last and deletes it. The first read is
+// `open`; then requests are read one at a time and handed over
+// (HandleRequest), the next read starting once the head has the last. The
+// session's end (closing it on the head, which may take a while) runs on
+// the server's `slow_` threads; the call finishes once what must still be
+// written was (the answer to `close`, or the queue before an error).
+class GrpcSessionServer::SessionStream final
+    : public grpc::ServerBidiReactor<wire::SessionRequest,
+                                     wire::SessionResponse> {
+ public:
+  SessionStream(GrpcSessionServer* server, grpc::CallbackServerContext* context)
+      : server_(server),
+        context_(context),
+        writes_(std::make_shared<Writes>(this)) {
+    if (grpc::Status denied = server_->auth_->Check(*context); !denied.ok()) {
+      FinishWith(denied);
+      return;
     }
-  }
-  if (!session_opens_.TryAcquire()) {
-    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "SessionRequest.open: the head opens at most ",
-        session_opens_.rate(), " sessions a second for all its clients "
-        "(--max-session-opens-per-second), and more came: try again "
-        "shortly")));
-  }
-  // Leased: a client that goes silent (killed, cut off) loses it.
-  absl::StatusOr<SessionId> id =
-      service_->OpenSession(*open, SessionLease::kLeased);
-  if (!id.ok()) return ToGrpcStatus(id.status());
-
-  auto session = std::make_shared<SessionState>(
-      *id, NewSessionKey(), context, options_.max_host_buffer_bytes_per_session,
-      host_buffer_budget_, options_.max_requests_per_second_per_session,
-      options_.session_request_burst);
-  session->last_op_id = first.op_id();
-  StreamWriter<wire::SessionResponse>::Options writer;
-  writer.write = [stream](const wire::SessionResponse& response) {
-    return stream->Write(response);
-  };
-  // A client that sends requests and never reads their answers: its
-  // answers pile up only so far, then its session ends (it reads nothing,
-  // so the head's log says why).
-  writer.max_queued_bytes = options_.max_answer_bytes_per_session;
-  writer.size = [](const wire::SessionResponse& response) {
-    return static_cast<int64_t>(response.ByteSizeLong());
-  };
-  writer.on_overflow = [this, id = *id] { EndUnreadSession(id); };
-  session->writer =
-      std::make_unique<StreamWriter<wire::SessionResponse>>(std::move(writer));
-  bool shut_down = false;
-  {
-    absl::MutexLock lock(&mu_);
-    shut_down = shut_down_;
-    if (!shut_down) sessions_[id->value()] = session;
-  }
-  if (shut_down) {
-    service_->CloseSession(*id);
-    session->writer->Close(/*drain=*/false);
-    return ToGrpcStatus(absl::UnavailableError("the head is shutting down"));
+    ReadNext();
   }
 
-  wire::SessionResponse opened;
-  opened.mutable_opened()->set_session(id->value());
-  opened.mutable_opened()->set_key(session->key);
-  opened.mutable_opened()->set_lease_ms(
-      absl::ToInt64Milliseconds(options_.lease));
-  session->Answer(first.op_id(), absl::OkStatus(), std::move(opened));
+  void OnReadDone(bool ok) override {
+    if (session_ == nullptr) {
+      if (ok) {
+        Open();
+      } else {
+        FinishWith(grpc::Status::OK);  // Gone before `open`.
+      }
+      return;
+    }
+    if (!ok) {
+      // Broken, cancelled, or half-closed without `close`.
+      End(/*closed_by_client=*/false, absl::OkStatus());
+      return;
+    }
+    server_->HandleRequest(session_, *request_,
+                           [this](bool go_on, absl::Status error) {
+                             if (go_on) {
+                               ReadNext();
+                             } else {
+                               const bool closed = error.ok();
+                               End(closed, std::move(error));
+                             }
+                           });
+  }
 
-  absl::Status session_error;
-  bool closed_by_client = false;
-  ReusedArenaMessage<wire::SessionRequest> requests;
-  for (wire::SessionRequest* request = requests.Next(); stream->Read(request);
-       request = requests.Next()) {
-    if (!HandleRequest(session, *request, &session_error)) {
-      closed_by_client = session_error.ok();
-      break;
+  void OnWriteDone(bool ok) override {
+    if (std::optional<grpc::Status> finish = writes_->WriteDone(ok)) {
+      Finish(*std::move(finish));
     }
   }
 
-  {
-    absl::MutexLock lock(&mu_);
-    sessions_.erase(id->value());
+  void OnDone() override { delete this; }
+
+ private:
+  using Writer = StreamWriter<wire::SessionResponse>;
+  using Writes =
+      ReactorWrites<wire::SessionRequest, wire::SessionResponse, Writer>;
+
+  void ReadNext() {
+    request_ = requests_.Next();
+    StartRead(request_);
   }
-  session->buffers.Close(absl::CancelledError(
-      absl::StrCat("session ", id->value(), " ended")));
-  if (closed_by_client) {
-    // The answer to `close` is queued: send it, then end the stream.
-    session->writer->Close(/*drain=*/true);
-    return grpc::Status::OK;
+
+  // The first request: opens the session, answers `opened`, reads on.
+  void Open() {
+    const wire::SessionRequest& first = *request_;
+    if (first.request_case() != wire::SessionRequest::kOpen) {
+      FinishWith(ToGrpcStatus(absl::InvalidArgumentError(
+          "SessionRequest: the first request of a session must be `open`")));
+      return;
+    }
+    const uint32_t version = first.open().version();
+    if (!kSessionProtocol.Contains(version)) {
+      FinishWith(ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+          "SessionRequest.open.version: ", version, " is not one this head "
+          "speaks (", kSessionProtocol.min, "..", kSessionProtocol.max,
+          "): call GetVersion first"))));
+      return;
+    }
+    absl::StatusOr<OpenSessionRequest> open =
+        FromWire(first.open(), server_->options_.limits,
+                 FieldPath("SessionRequest.open"));
+    if (!open.ok()) {
+      FinishWith(ToGrpcStatus(open.status()));
+      return;
+    }
+    {
+      absl::MutexLock lock(&server_->mu_);
+      if (server_->shut_down_) {
+        FinishWith(ToGrpcStatus(
+            absl::UnavailableError("the head is shutting down")));
+        return;
+      }
+    }
+    if (!server_->session_opens_.TryAcquire()) {
+      FinishWith(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+          "SessionRequest.open: the head opens at most ",
+          server_->session_opens_.rate(), " sessions a second for all its "
+          "clients (--max-session-opens-per-second), and more came: try "
+          "again shortly"))));
+      return;
+    }
+    // Leased: a client that goes silent (killed, cut off) loses it.
+    absl::StatusOr<SessionId> id =
+        server_->service_->OpenSession(*open, SessionLease::kLeased);
+    if (!id.ok()) {
+      FinishWith(ToGrpcStatus(id.status()));
+      return;
+    }
+    const GrpcSessionServerOptions& options = server_->options_;
+    auto session = std::make_shared<SessionState>(
+        *id, NewSessionKey(), context_,
+        options.max_host_buffer_bytes_per_session, server_->host_buffer_budget_,
+        options.max_requests_per_second_per_session,
+        options.session_request_burst);
+    session->last_op_id = first.op_id();
+    Writer::Options writer;
+    writer.start = [writes = writes_](const wire::SessionResponse& response) {
+      return writes->Start(response);
+    };
+    // A client that sends requests and never reads their answers: its
+    // answers pile up only so far, then its session ends (it reads
+    // nothing, so the head's log says why).
+    writer.max_queued_bytes = options.max_answer_bytes_per_session;
+    writer.size = [](const wire::SessionResponse& response) {
+      return static_cast<int64_t>(response.ByteSizeLong());
+    };
+    writer.on_overflow = [server = server_, id = *id] {
+      server->EndUnreadSession(id);
+    };
+    session->writer = std::make_shared<Writer>(std::move(writer));
+    writes_->set_writer(session->writer);
+    bool shut_down = false;
+    {
+      absl::MutexLock lock(&server_->mu_);
+      shut_down = server_->shut_down_;
+      if (!shut_down) server_->sessions_[id->value()] = session;
+    }
+    if (shut_down) {
+      server_->service_->CloseSession(*id);
+      session->writer->Close(/*drain=*/false);
+      FinishWith(
+          ToGrpcStatus(absl::UnavailableError("the head is shutting down")));
+      return;
+    }
+    session_ = std::move(session);
+
+    wire::SessionResponse opened;
+    opened.mutable_opened()->set_session(id->value());
+    opened.mutable_opened()->set_key(session_->key);
+    opened.mutable_opened()->set_lease_ms(
+        absl::ToInt64Milliseconds(options.lease));
+    session_->Answer(first.op_id(), absl::OkStatus(), std::move(opened));
+    ReadNext();
   }
-  // Broken, cancelled, half-closed without `close`, or ended by a bad
-  // request: the session goes now (its lease would end it anyway).
-  service_->CloseSession(*id);
-  if (session_error.ok() && session->writer->overflowed()) {
-    session_error = absl::ResourceExhaustedError(absl::StrCat(
-        "session ", id->value(), ": more than ",
-        options_.max_answer_bytes_per_session,
-        " bytes of its answers waited to be written "
-        "(--max-answer-bytes-per-session): its client does not read them"));
+
+  // No more requests are read: the session ends, on `slow_`.
+  void End(bool closed_by_client, absl::Status session_error) {
+    server_->slow_.Execute([this, closed_by_client,
+                            session_error = std::move(session_error)]() mutable {
+      EndNow(closed_by_client, std::move(session_error));
+    });
   }
-  if (session_error.ok() && !context->IsCancelled()) {
-    // Read fails alike for a client that half-closed without `close` and
-    // for a message that does not parse: either way not the protocol.
-    session_error = absl::InvalidArgumentError(absl::StrCat(
-        "session ", id->value(),
-        "'s stream ended without `close`, or with a message that does not "
-        "parse"));
+
+  void EndNow(bool closed_by_client, absl::Status session_error) {
+    const SessionId id = session_->id;
+    {
+      absl::MutexLock lock(&server_->mu_);
+      server_->sessions_.erase(id.value());
+    }
+    session_->buffers.Close(
+        absl::CancelledError(absl::StrCat("session ", id.value(), " ended")));
+    Writer& writer = *session_->writer;
+    if (closed_by_client) {
+      // The answer to `close` is queued: send it, then end the stream.
+      FinishOnceWritten(grpc::Status::OK);
+      return;
+    }
+    // Broken, cancelled, half-closed without `close`, or ended by a bad
+    // request: the session goes now (its lease would end it anyway).
+    server_->service_->CloseSession(id);
+    const int64_t max_answer_bytes =
+        server_->options_.max_answer_bytes_per_session;
+    if (session_error.ok() && writer.overflowed()) {
+      session_error = absl::ResourceExhaustedError(absl::StrCat(
+          "session ", id.value(), ": more than ", max_answer_bytes,
+          " bytes of its answers waited to be written "
+          "(--max-answer-bytes-per-session): its client does not read them"));
+    }
+    if (session_error.ok() && !context_->IsCancelled()) {
+      // Read fails alike for a client that half-closed without `close` and
+      // for a message that does not parse: either way not the protocol.
+      session_error = absl::InvalidArgumentError(absl::StrCat(
+          "session ", id.value(),
+          "'s stream ended without `close`, or with a message that does not "
+          "parse"));
+    }
+    if (!session_error.ok()) {
+      CW_LOG(WARNING) << "session " << id.value()
+                      << " ended: " << session_error;
+      FinishOnceWritten(ToGrpcStatus(session_error));
+      return;
+    }
+    writer.Close(/*drain=*/false);
+    FinishWith(ToGrpcStatus(absl::CancelledError(absl::StrCat(
+        "session ", id.value(), " was cancelled by its client"))));
   }
-  if (!session_error.ok()) {
-    CW_LOG(WARNING) << "session " << id->value() << " ended: " << session_error;
-    session->writer->Close(/*drain=*/true);
-    return ToGrpcStatus(session_error);
+
+  // Finishes with `status` once every answer queued now was written.
+  void FinishOnceWritten(grpc::Status status) {
+    Writer& writer = *session_->writer;
+    writer.Close(/*drain=*/true);
+    writer.WhenDrained(
+        [this, status = std::move(status)] { FinishWith(status); });
   }
-  session->writer->Close(/*drain=*/false);
-  return ToGrpcStatus(absl::CancelledError(
-      absl::StrCat("session ", id->value(), " was cancelled by its client")));
+
+  // Finishes the call with `status`, once no write is in progress.
+  void FinishWith(const grpc::Status& status) {
+    if (writes_->FinishWhenIdle(status)) Finish(status);
+  }
+
+  GrpcSessionServer* const server_;
+  grpc::CallbackServerContext* const context_;
+  const std::shared_ptr<Writes> writes_;
+  // Set by Open; the stream's reactions and EndNow use it one at a time.
+  std::shared_ptr<SessionState> session_;
+  ReusedArenaMessage<wire::SessionRequest> requests_;
+  wire::SessionRequest* request_ = nullptr;  // In requests_.
+};
+
+grpc::ServerBidiReactor<wire::SessionRequest, wire::SessionResponse>*
+GrpcSessionServer::Session(grpc::CallbackServerContext* context) {
+  return new SessionStream(this, context);
 }
 
-bool GrpcSessionServer::HandleRequest(
+void GrpcSessionServer::HandleRequest(
     const std::shared_ptr<SessionState>& session,
-    const wire::SessionRequest& request, absl::Status* session_error) {
+    const wire::SessionRequest& request, Then then) {
   const uint64_t op_id = request.op_id();
   if (request.request_case() == wire::SessionRequest::kKeepAlive &&
       op_id == 0) {
     service_->Touch(session->id);
-    return true;
+    then(true, absl::OkStatus());
+    return;
   }
   if (op_id <= session->last_op_id) {
-    *session_error = absl::InvalidArgumentError(absl::StrCat(
-        "SessionRequest.op_id: ", op_id, " does not follow ",
-        session->last_op_id, " (op ids strictly increase)"));
-    return false;
+    then(false, absl::InvalidArgumentError(absl::StrCat(
+                    "SessionRequest.op_id: ", op_id, " does not follow ",
+                    session->last_op_id, " (op ids strictly increase)")));
+    return;
   }
   session->last_op_id = op_id;
   const SessionId id = session->id;
   if (!session->requests.TryAcquire()) {
-    *session_error = absl::ResourceExhaustedError(absl::StrCat(
-        "session ", id.value(), " sent more than ",
-        session->requests.rate(), " requests a second (in bursts of ",
-        session->requests.burst(),
-        "; head flag --max-requests-per-second-per-session): the session "
-        "ends, other sessions go on"));
-    return false;
+    then(false,
+         absl::ResourceExhaustedError(absl::StrCat(
+             "session ", id.value(), " sent more than ",
+             session->requests.rate(), " requests a second (in bursts of ",
+             session->requests.burst(),
+             "; head flag --max-requests-per-second-per-session): the "
+             "session ends, other sessions go on")));
+    return;
   }
+  switch (request.request_case()) {
+    case wire::SessionRequest::kClose:
+      // Closing releases everything the session holds: on slow_.
+      slow_.Execute([this, session, op_id, then = std::move(then)]() mutable {
+        service_->CloseSession(session->id)
+            .OnReady(InlineExecutor::Instance(),
+                     [session, op_id, then = std::move(then)](
+                         const absl::Status& status) mutable {
+                       wire::SessionResponse done;
+                       done.mutable_done();
+                       session->Answer(op_id, status, std::move(done));
+                       then(false, absl::OkStatus());
+                     });
+      });
+      return;
+    case wire::SessionRequest::kCompile: {
+      absl::StatusOr<CompileRequest> compile = FromWire(
+          request.compile(), options_.limits,
+          FieldPath("SessionRequest").Field("compile"));
+      if (!compile.ok()) {
+        session->Answer(op_id, compile.status());
+        then(true, absl::OkStatus());
+        return;
+      }
+      // The head parses and checks the program as it takes it: on slow_.
+      slow_.Execute([this, session, op_id, compile = *std::move(compile),
+                     then = std::move(then)]() mutable {
+        session->AnswerWhenReady(
+            op_id, service_->Compile(session->id, std::move(compile)),
+            [](const CompileInfo& info, wire::SessionResponse* r) {
+              ToWire(info, r->mutable_compiled());
+            },
+            session);
+        then(true, absl::OkStatus());
+      });
+      return;
+    }
+    case wire::SessionRequest::kPutArray:
+      HandlePutArray(session, op_id, request.put_array(), std::move(then));
+      return;
+    case wire::SessionRequest::kPutShards:
+      HandlePutShards(session, op_id, request.put_shards(), std::move(then));
+      return;
+    default: {
+      absl::Status error;
+      const bool go_on = HandleAtOnce(session, request, &error);
+      then(go_on, std::move(error));
+    }
+  }
+}
+
+bool GrpcSessionServer::HandleAtOnce(
+    const std::shared_ptr<SessionState>& session,
+    const wire::SessionRequest& request, absl::Status* session_error) {
+  const uint64_t op_id = request.op_id();
+  const SessionId id = session->id;
   const WireLimits& limits = options_.limits;
   const FieldPath root("SessionRequest");
   // A malformed fire-and-forget request has no answer to carry its error:
@@ -508,16 +722,6 @@ bool GrpcSessionServer::HandleRequest(
       return fail_session(absl::FailedPreconditionError(
           "SessionRequest.open: this stream's session is open already; "
           "open another stream for another session"));
-    case wire::SessionRequest::kClose: {
-      Future<> closed = service_->CloseSession(id);
-      absl::Status status = closed.AwaitFor(absl::Seconds(30));
-      session->Answer(op_id, status, [] {
-        wire::SessionResponse r;
-        r.mutable_done();
-        return r;
-      }());
-      return false;
-    }
     case wire::SessionRequest::kKeepAlive:
       service_->Touch(id);
       return true;
@@ -552,27 +756,11 @@ bool GrpcSessionServer::HandleRequest(
                                  SliceHandle(request.release_slice().handle())),
           Done, session);
       return true;
-    case wire::SessionRequest::kCompile: {
-      absl::StatusOr<CompileRequest> compile =
-          FromWire(request.compile(), limits, root.Field("compile"));
-      if (!compile.ok()) {
-        session->Answer(op_id, compile.status());
-        return true;
-      }
-      session->AnswerWhenReady(
-          op_id, service_->Compile(id, *std::move(compile)),
-          [](const CompileInfo& info, wire::SessionResponse* r) {
-            ToWire(info, r->mutable_compiled());
-          },
-          session);
-      return true;
-    }
+    case wire::SessionRequest::kClose:
+    case wire::SessionRequest::kCompile:
     case wire::SessionRequest::kPutArray:
-      HandlePutArray(session, op_id, request.put_array(), session_error);
-      return session_error->ok();
     case wire::SessionRequest::kPutShards:
-      HandlePutShards(session, op_id, request.put_shards(), session_error);
-      return session_error->ok();
+      break;  // HandleRequest hands these over itself: never here.
     case wire::SessionRequest::kExecute: {
       absl::StatusOr<ExecuteOp> op =
           FromWire(request.execute(), limits, root.Field("execute"));
@@ -697,9 +885,24 @@ bool GrpcSessionServer::HandleRequest(
       "does not know")));
 }
 
+namespace {
+
+// Why a session ends when the upload of `what` failed with `error`: a
+// missing upload stays DEADLINE_EXCEEDED, anything else is DATA_LOSS.
+absl::Status FailedUpload(const absl::Status& error, const std::string& what) {
+  return absl::Status(
+      error.code() == absl::StatusCode::kDeadlineExceeded
+          ? absl::StatusCode::kDeadlineExceeded
+          : absl::StatusCode::kDataLoss,
+      absl::StrCat("the upload of ", what, " failed: ", error.message(),
+                   "; a failed upload ends the session"));
+}
+
+}  // namespace
+
 void GrpcSessionServer::HandlePutArray(
     const std::shared_ptr<SessionState>& session, uint64_t op_id,
-    const wire::PutArray& request, absl::Status* session_error) {
+    const wire::PutArray& request, Then then) {
   const uint64_t host_buffer = request.host_buffer();
   // The bytes are taken whatever happens, so that they do not linger.
   Future<hlo::Literal> upload = session->buffers.TakeUpload(host_buffer);
@@ -708,37 +911,39 @@ void GrpcSessionServer::HandlePutArray(
                FieldPath("SessionRequest.put_array.spec"));
   if (!spec.ok()) {
     session->Answer(op_id, spec.status());
+    then(true, absl::OkStatus());
     return;
   }
   // In stream order: the head sees the array before any later request
-  // that names it.
-  absl::StatusOr<hlo::Literal> value = upload.AwaitFor(options_.upload_timeout);
-  if (!value.ok()) {
-    *session_error = absl::Status(
-        value.status().code() == absl::StatusCode::kDeadlineExceeded
-            ? absl::StatusCode::kDeadlineExceeded
-            : absl::StatusCode::kDataLoss,
-        absl::StrCat("the upload of array ", spec->handle.value(),
-                     " (host buffer ", host_buffer, ") failed: ",
-                     value.status().message(),
-                     "; a failed upload ends the session"));
-    return;
-  }
-  session->AnswerWhenReady(
-      op_id, service_->PutArray(session->id, *std::move(spec), *std::move(value)),
-      Done, session);
+  // that names it (the next read waits for `then`).
+  const std::string what = absl::StrCat("array ", spec->handle.value(),
+                                        " (host buffer ", host_buffer, ")");
+  OnReadyWithin<hlo::Literal>(
+      upload, options_.upload_timeout, absl::StrCat("the bytes of ", what),
+      slow_,
+      [this, session, op_id, what, spec = *std::move(spec),
+       then = std::move(then)](absl::StatusOr<hlo::Literal> value) mutable {
+        if (!value.ok()) {
+          then(false, FailedUpload(value.status(), what));
+          return;
+        }
+        session->AnswerWhenReady(
+            op_id,
+            service_->PutArray(session->id, std::move(spec), *std::move(value)),
+            Done, session);
+        then(true, absl::OkStatus());
+      });
 }
 
 void GrpcSessionServer::HandlePutShards(
     const std::shared_ptr<SessionState>& session, uint64_t op_id,
-    const wire::PutShards& request, absl::Status* session_error) {
+    const wire::PutShards& request, Then then) {
   const FieldPath path("SessionRequest.put_shards");
   if (request.host_buffers_size() > options_.limits.max_entries) {
-    *session_error = path.Field("host_buffers")
-                         .Invalid(absl::StrCat(request.host_buffers_size(),
-                                               " entries (at most ",
-                                               options_.limits.max_entries,
-                                               ")"));
+    then(false, path.Field("host_buffers")
+                    .Invalid(absl::StrCat(request.host_buffers_size(),
+                                          " entries (at most ",
+                                          options_.limits.max_entries, ")")));
     return;
   }
   // The bytes are taken whatever happens, so that they do not linger.
@@ -750,32 +955,42 @@ void GrpcSessionServer::HandlePutShards(
       FromWire(request.spec(), options_.limits, path.Field("spec"));
   if (!spec.ok()) {
     session->Answer(op_id, spec.status());
+    then(true, absl::OkStatus());
     return;
   }
-  // In stream order: the head sees the array before any later request
-  // that names it.
-  std::vector<hlo::Literal> shards;
-  for (size_t i = 0; i < uploads.size(); ++i) {
-    absl::StatusOr<hlo::Literal> value =
-        uploads[i].AwaitFor(options_.upload_timeout);
-    if (!value.ok()) {
-      *session_error = absl::Status(
-          value.status().code() == absl::StatusCode::kDeadlineExceeded
-              ? absl::StatusCode::kDeadlineExceeded
-              : absl::StatusCode::kDataLoss,
-          absl::StrCat("the upload of shard ", i, " of array ",
-                       spec->handle.value(), " (host buffer ",
-                       request.host_buffers(static_cast<int>(i)),
-                       ") failed: ", value.status().message(),
-                       "; a failed upload ends the session"));
-      return;
-    }
-    shards.push_back(*std::move(value));
-  }
-  session->AnswerWhenReady(
-      op_id,
-      service_->PutShards(session->id, *std::move(spec), std::move(shards)),
-      Done, session);
+  // In stream order, as put_array; the timeout bounds the wait for all of
+  // the shards' bytes together.
+  std::vector<uint64_t> host_buffers(request.host_buffers().begin(),
+                                     request.host_buffers().end());
+  const int64_t array = spec->handle.value();
+  OnReadyWithin<std::vector<hlo::Literal>>(
+      JoinFutures(uploads), options_.upload_timeout,
+      absl::StrCat("the bytes of the ", uploads.size(), " shards of array ",
+                   array),
+      slow_,
+      [this, session, op_id, array, uploads, host_buffers,
+       spec = *std::move(spec), then = std::move(then)](
+          absl::StatusOr<std::vector<hlo::Literal>> shards) mutable {
+        if (!shards.ok()) {
+          // Name the first shard whose upload failed, if one did.
+          std::string what = absl::StrCat("the shards of array ", array);
+          for (size_t i = 0; i < uploads.size(); ++i) {
+            if (uploads[i].IsReady() && !uploads[i].Await().ok()) {
+              what = absl::StrCat("shard ", i, " of array ", array,
+                                  " (host buffer ", host_buffers[i], ")");
+              break;
+            }
+          }
+          then(false, FailedUpload(shards.status(), what));
+          return;
+        }
+        session->AnswerWhenReady(
+            op_id,
+            service_->PutShards(session->id, std::move(spec),
+                                *std::move(shards)),
+            Done, session);
+        then(true, absl::OkStatus());
+      });
 }
 
 grpc::Status GrpcSessionServer::PutHostBuffer(

@@ -3,13 +3,17 @@
 // status, by calling the head's SessionService. It never sees the head's
 // types: transport code depends on the interface only.
 //
-// One Session stream is one session. Its handler reads requests in order
-// and hands each to the SessionService at once; answers go out in
-// completion order (matched by op_id) through the stream's writer thread,
-// so no head thread ever blocks on a client. A `put_array` is the one
-// request that waits in line: the head receives it, in stream order, once
-// its bytes have arrived on PutHostBuffer (bounded by `upload_timeout`; a
-// failed or missing upload ends the session, as in IFRT Proxy).
+// One Session stream is one session, on gRPC's callback API: its requests
+// are read one at a time, on gRPC's threads, and handed to the
+// SessionService, whose answers go out in completion order (matched by
+// op_id) through a StreamWriter with `start`, written by whichever thread
+// answers. No thread waits for a client: none per session reads, writes or
+// waits. A request that may take a while to hand over (a compile, which
+// parses the program; a `put_array` or `put_shards`, which waits for its
+// bytes on PutHostBuffer, bounded by `upload_timeout`, then places them;
+// `close`) runs on the server's own threads, and the next read starts only
+// once the head has it: the head sees the session's requests in stream
+// order. A failed or missing upload ends the session, as in IFRT Proxy.
 //
 // The session ends when the client closes it, when its stream breaks
 // (cancelled, the connection dropped: at once), or when the head expires
@@ -29,8 +33,10 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "causeway/base/executor.h"
 #include "causeway/base/rate_limiter.h"
 #include "causeway/transport/grpc_common.h"
 #include "causeway/transport/proto/session.grpc.pb.h"
@@ -42,7 +48,8 @@ namespace causeway::transport {
 
 struct GrpcSessionServerOptions {
   WireLimits limits;
-  // How long a `put_array` waits for its bytes before the session ends.
+  // How long a `put_array` or `put_shards` waits for its bytes before the
+  // session ends.
   absl::Duration upload_timeout = absl::Seconds(60);
   // Bytes of uploads a session may have received and not yet handed to
   // the head, and of downloads waiting to be fetched.
@@ -72,7 +79,9 @@ struct GrpcSessionServerOptions {
   absl::Duration lease = absl::Seconds(10);
 };
 
-class GrpcSessionServer final : public wire::HeadSessions::Service {
+class GrpcSessionServer final
+    : public wire::HeadSessions::WithCallbackMethod_Session<
+          wire::HeadSessions::Service> {
  public:
   // `service` and `auth` must outlive the server.
   GrpcSessionServer(SessionService* service, const TokenCheck* auth,
@@ -88,10 +97,8 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   grpc::Status GetVersion(grpc::ServerContext* context,
                           const wire::VersionRequest* request,
                           wire::VersionResponse* response) override;
-  grpc::Status Session(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<wire::SessionResponse, wire::SessionRequest>*
-          stream) override;
+  grpc::ServerBidiReactor<wire::SessionRequest, wire::SessionResponse>*
+  Session(grpc::CallbackServerContext* context) override;
   grpc::Status PutHostBuffer(grpc::ServerContext* context,
                              grpc::ServerReader<wire::HostBufferPut>* reader,
                              wire::HostBufferPutResponse* response) override;
@@ -105,7 +112,13 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
  private:
   class HostBufferBudget;
   class HostBuffers;
+  class SessionStream;
   struct SessionState;
+
+  // What a session's stream does once a request was handed to the head:
+  // reads the next (`go_on`), or ends the session, with `error`, or closed
+  // by its client when `error` is OK. Called once.
+  using Then = absl::AnyInvocable<void(bool go_on, absl::Status error)>;
 
   // The open session `id` whose key is `key`; NotFound for anything else
   // (an unknown id and a wrong key read the same), Unavailable once the
@@ -115,17 +128,20 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   // Ends session `id` whose answers overflowed (its client reads none):
   // cancels its call. Any thread.
   void EndUnreadSession(SessionId id);
-  // Handles one request after `open`. False ends the session (the
+  // Handles one request after `open`, then `then`: at once on this thread,
+  // or (compile, close, put_array, put_shards) later on `slow_`.
+  void HandleRequest(const std::shared_ptr<SessionState>& session,
+                     const wire::SessionRequest& request, Then then);
+  // The requests handed to the head at once. False ends the session (the
   // client closed it, or it cannot go on).
-  bool HandleRequest(const std::shared_ptr<SessionState>& session,
-                     const wire::SessionRequest& request,
-                     absl::Status* session_error);
+  bool HandleAtOnce(const std::shared_ptr<SessionState>& session,
+                    const wire::SessionRequest& request,
+                    absl::Status* session_error);
   void HandlePutArray(const std::shared_ptr<SessionState>& session,
-                      uint64_t op_id, const wire::PutArray& request,
-                      absl::Status* session_error);
+                      uint64_t op_id, const wire::PutArray& request, Then then);
   void HandlePutShards(const std::shared_ptr<SessionState>& session,
                        uint64_t op_id, const wire::PutShards& request,
-                       absl::Status* session_error);
+                       Then then);
 
   SessionService* const service_;
   const TokenCheck* const auth_;
@@ -137,6 +153,9 @@ class GrpcSessionServer final : public wire::HeadSessions::Service {
   std::map<int64_t, std::shared_ptr<SessionState>> sessions_
       ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Where requests that take a while are handed to the head, and sessions
+  // are ended: never on gRPC's threads. Last: stopped first.
+  ThreadPool slow_;
 };
 
 }  // namespace causeway::transport

@@ -46,6 +46,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -124,8 +125,7 @@ class StreamWriter {
   // message). Starts the next, if any, on this thread.
   void WriteDone(bool ok) {
     if (!ok) {
-      absl::MutexLock lock(&mu_);
-      BreakLocked();
+      Break();
       return;
     }
     StartNext();
@@ -151,6 +151,22 @@ class StreamWriter {
     if (thread_.joinable()) thread_.join();
   }
 
+  // With `start`: runs `drained` once no write is in progress and none is
+  // queued (or the stream broke): at once, on this thread, if so now;
+  // otherwise on the thread whose write's WriteDone gives back the turn.
+  // After Close(/*drain=*/true), that is when the last queued message was
+  // written, so the stream may finish. One at a time.
+  void WhenDrained(absl::AnyInvocable<void()> drained) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_) {
+        drained_ = std::move(drained);
+        return;
+      }
+    }
+    drained();
+  }
+
   // How long the stream may stay silent before `idle_message` is sent.
   void SetIdleInterval(absl::Duration interval) {
     absl::MutexLock lock(&mu_);
@@ -173,6 +189,8 @@ class StreamWriter {
   // With `start`, by the thread that holds the turn to write (writing_):
   // starts the next message, or gives the turn back when there is none.
   void StartNext() {
+    absl::AnyInvocable<void()> drained;
+    bool start = false;
     {
       absl::MutexLock lock(&mu_);
       if (batch_.empty()) {
@@ -180,22 +198,38 @@ class StreamWriter {
         if (broken_ || queue_.empty() ||
             abandoned_.load(std::memory_order_relaxed)) {
           writing_ = false;
-          return;
+          drained = std::move(drained_);
+        } else {
+          batch_.swap(queue_);
+          writing_bytes_ = queued_bytes_;
+          queued_bytes_ = 0;
         }
-        batch_.swap(queue_);
-        writing_bytes_ = queued_bytes_;
-        queued_bytes_ = 0;
       }
-      in_flight_ = std::move(batch_.front());
-      batch_.pop_front();
-      while (options_.merge && !batch_.empty() &&
-             options_.merge(in_flight_, batch_.front())) {
+      if (writing_) {
+        start = true;
+        in_flight_ = std::move(batch_.front());
         batch_.pop_front();
+        while (options_.merge && !batch_.empty() &&
+               options_.merge(in_flight_, batch_.front())) {
+          batch_.pop_front();
+        }
       }
     }
-    if (options_.start(in_flight_)) return;
-    absl::MutexLock lock(&mu_);
-    BreakLocked();
+    if (drained) drained();
+    if (!start || options_.start(in_flight_)) return;
+    Break();
+  }
+
+  // The stream broke (a failed write, a refused start): nothing more is
+  // written, and a WhenDrained waiting is told.
+  void Break() {
+    absl::AnyInvocable<void()> drained;
+    {
+      absl::MutexLock lock(&mu_);
+      BreakLocked();
+      drained = std::move(drained_);
+    }
+    if (drained) drained();
   }
 
   void BreakLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -270,6 +304,8 @@ class StreamWriter {
   absl::Duration idle_interval_ ABSL_GUARDED_BY(mu_);
   bool interval_changed_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> abandoned_{false};
+  // With `start`: WhenDrained's, until the turn is given back.
+  absl::AnyInvocable<void()> drained_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // With `write`; started once everything exists.
 };
 

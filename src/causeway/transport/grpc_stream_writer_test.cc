@@ -381,6 +381,42 @@ TEST(StreamWriterStartTest, CloseDropsOrDrainsWhatIsQueued) {
   EXPECT_THAT(drained.started(), ElementsAre("a", "b"));
 }
 
+TEST(StreamWriterStartTest, WhenDrainedRunsOnceTheLastQueuedWriteIsOverOrTheStreamBroke) {
+  FakeCallbackStream idle;
+  StreamWriter<std::string> nothing_queued(StartOn(idle));
+  int drained = 0;
+  nothing_queued.WhenDrained([&] { ++drained; });  // At once, here.
+  EXPECT_EQ(drained, 1);
+
+  FakeCallbackStream stream;
+  StreamWriter<std::string> writer(StartOn(stream));
+  writer.Send("a");
+  writer.Send("b");
+  writer.Close(/*drain=*/true);
+  std::thread::id drained_on;
+  writer.WhenDrained([&] {
+    ++drained;
+    drained_on = std::this_thread::get_id();
+  });
+  stream.Done(writer);  // "b" starts: not drained yet.
+  EXPECT_EQ(drained, 1);
+  std::thread done_thread([&] { stream.Done(writer); });  // "b" is over.
+  const std::thread::id done_id = done_thread.get_id();
+  done_thread.join();
+  EXPECT_EQ(drained, 2);
+  EXPECT_EQ(drained_on, done_id);
+  EXPECT_THAT(stream.started(), ElementsAre("a", "b"));
+
+  FakeCallbackStream breaking;
+  StreamWriter<std::string> broken(StartOn(breaking));
+  broken.Send("a");
+  broken.Send("never");
+  broken.WhenDrained([&] { ++drained; });
+  breaking.Done(broken, /*ok=*/false);
+  EXPECT_EQ(drained, 3);
+  EXPECT_THAT(breaking.started(), ElementsAre("a"));
+}
+
 TEST(StreamWriterStartTest, APeerThatDoesNotReadOverflowsTheBoundAndDoneGivesBytesBack) {
   FakeCallbackStream stream;
   int overflows = 0;
