@@ -454,6 +454,22 @@ TEST_F(ProcessClusterTest, AKilledClientsDevicesGoToAQueuedSessionAtOnce) {
   EXPECT_THAT(*y, ElementsAre(2, 4));
 }
 
+TEST_F(ProcessClusterTest, AnIdleClientKeepsItsSessionByItsKeepalives) {
+  StartHead({"--session-lease", "1"});
+  AddWorker(2);
+  std::unique_ptr<client::Client> client = Connect();
+  absl::StatusOr<SessionSlice> opened = OpenSessionWithSlice(*client, 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& [session, slice] = *opened;
+  ASSERT_TRUE(slice.Ready().AwaitFor(kWait).ok());
+  // Idle for three leases: only the channel's keepalives (every quarter
+  // of the lease) keep the session open.
+  absl::SleepFor(absl::Seconds(3));
+  absl::StatusOr<std::vector<float>> y = TimesTwo(session, slice, 1, 2);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, ElementsAre(2, 4));
+}
+
 TEST_F(ProcessClusterTest, ASilentClientsSessionExpiresWithItsLease) {
   StartHead({"--session-lease", "1"});
   AddWorker(2);

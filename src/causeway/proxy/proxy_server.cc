@@ -236,8 +236,6 @@ class ProxyServer::Service::SessionStream final
               return writes->Start(response);
             },
             .merge = nullptr,
-            .idle_interval = absl::InfiniteDuration(),
-            .idle_message = nullptr,
             .max_queued_bytes = kMaxQueuedResponseBytes,
             .size = [](const pb::IfrtResponse& response) {
               return static_cast<int64_t>(response.ByteSizeLong());

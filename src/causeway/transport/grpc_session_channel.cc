@@ -1,8 +1,12 @@
 #include "causeway/transport/grpc_session_channel.h"
 
+#include <grpcpp/alarm.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
 #include "causeway/transport/tls_probe.h"
@@ -101,6 +105,153 @@ GrpcHeadConnection::GetClusterStatus(absl::Duration timeout,
 
 // --- GrpcSessionChannel. ---
 
+// The session's stream. Reads answers one at a time on gRPC's threads;
+// writes are started by the writer (Start), on the thread that sends or in
+// the previous write's OnWriteDone. A hold keeps the call from being done
+// while a write may still start: it goes once the reads are over (the
+// stream ended) and no Start is in progress, after which none starts.
+// OnDone tells the channel how the call ended.
+class GrpcSessionChannel::Stream final
+    : public grpc::ClientBidiReactor<wire::SessionRequest,
+                                     wire::SessionResponse> {
+ public:
+  explicit Stream(GrpcSessionChannel* channel) : channel_(channel) {}
+
+  // Starts the call on the channel's context; reading starts with it.
+  void Begin() {
+    channel_->connection_->control().async()->Session(&channel_->context_,
+                                                      this);
+    AddHold();
+    StartRead(&response_);
+    StartCall();
+  }
+
+  // The writer's `start`: false once writes stopped.
+  bool Start(const wire::SessionRequest& request) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return false;
+      ++starting_;
+    }
+    // Not under mu_: the write may complete, and OnWriteDone start the
+    // next (another Start), before StartWrite returns.
+    StartWrite(&request);
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --starting_;
+      release = ReleaseLocked();
+    }
+    if (release) RemoveHold();
+    return true;
+  }
+
+  // Blocks until the call is done (OnDone returned).
+  void AwaitDone() { done_.WaitForNotification(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The stream ended: nothing more is written, and the call may end.
+      channel_->writer_->Close(/*drain=*/false);
+      bool release = false;
+      {
+        absl::MutexLock lock(&mu_);
+        stopped_ = true;
+        release = ReleaseLocked();
+      }
+      if (release) RemoveHold();
+      return;
+    }
+    channel_->Answered(std::move(response_));
+    response_ = wire::SessionResponse();
+    StartRead(&response_);
+  }
+
+  void OnWriteDone(bool ok) override { channel_->writer_->WriteDone(ok); }
+
+  void OnDone(const grpc::Status& status) override {
+    channel_->StreamDone(status);
+    done_.Notify();
+  }
+
+ private:
+  // True once: the hold may go (writes stopped, none starting).
+  bool ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!stopped_ || starting_ > 0 || released_) return false;
+    released_ = true;
+    return true;
+  }
+
+  GrpcSessionChannel* const channel_;
+  wire::SessionResponse response_;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification done_;
+};
+
+// Sends `send()` every `interval` on a gRPC alarm (its callback runs on
+// gRPC's executor threads; no thread of ours waits). Stop waits for the
+// alarm's last callback.
+class GrpcSessionChannel::KeepAlive {
+ public:
+  KeepAlive(absl::Duration interval, std::function<void()> send)
+      : interval_(interval), send_(std::move(send)) {
+    absl::MutexLock lock(&mu_);
+    ArmLocked();
+  }
+  ~KeepAlive() { Stop(); }
+
+  void Stop() {
+    grpc::Alarm* alarm = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      stopped_ = true;
+      alarm = armed_ ? alarm_.get() : nullptr;
+    }
+    // Stable now: a stopped keepalive arms no new alarm. Its callback runs
+    // (not fired) if it had not yet.
+    if (alarm != nullptr) alarm->Cancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](bool* armed) { return !*armed; }, &armed_));
+  }
+
+ private:
+  void ArmLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    armed_ = true;
+    // A fresh alarm each time (the one whose callback this may be is let
+    // go here; gRPC keeps it until its callback returns).
+    alarm_ = std::make_unique<grpc::Alarm>();
+    alarm_->Set(absl::ToChronoTime(absl::Now() + interval_),
+                [this](bool fired) { Fired(fired); });
+  }
+
+  void Fired(bool fired) {
+    bool send = false;
+    {
+      absl::MutexLock lock(&mu_);
+      send = fired && !stopped_;
+    }
+    if (send) send_();
+    absl::MutexLock lock(&mu_);
+    if (fired && !stopped_) {
+      ArmLocked();
+      return;
+    }
+    armed_ = false;
+  }
+
+  const absl::Duration interval_;
+  const std::function<void()> send_;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // An alarm is set and its callback has not returned (or re-armed).
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
+};
+
 GrpcSessionChannel::GrpcSessionChannel(
     std::shared_ptr<GrpcHeadConnection> connection)
     : connection_(std::move(connection)),
@@ -126,9 +277,11 @@ GrpcSessionChannel::~GrpcSessionChannel() {
       transfer->TryCancel();
     }
   }
-  if (reader_.joinable()) reader_.join();
+  if (stream_ != nullptr) stream_->AwaitDone();
   transfers_.reset();  // Drains: uploads and downloads end (cancelled).
   callbacks_.reset();  // Drains: every future is resolved by now.
+  // Last: the answer to `open`, which starts it, has run (on callbacks_).
+  keep_alive_.reset();  // Waits for its alarm's last callback.
 }
 
 absl::Status GrpcSessionChannel::UnusableLocked() const {
@@ -148,13 +301,22 @@ absl::Status GrpcSessionChannel::UnusableLocked() const {
 
 absl::Status GrpcSessionChannel::Send(wire::SessionRequest request,
                                       Pending pending) {
-  absl::MutexLock lock(&mu_);
-  CW_RETURN_IF_ERROR(UnusableLocked());
-  const uint64_t op_id = next_op_id_++;
+  absl::MutexLock in_order(&send_mu_);
+  uint64_t op_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    CW_RETURN_IF_ERROR(UnusableLocked());
+    op_id = next_op_id_++;
+    if (pending) pending_.emplace(op_id, std::move(pending));
+  }
   request.set_op_id(op_id);
-  if (pending) pending_.emplace(op_id, std::move(pending));
+  // Not under mu_: the write may start here, and its completion's reaction
+  // run before StartWrite returns.
   if (writer_->Send(std::move(request))) return absl::OkStatus();
-  pending_.erase(op_id);
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.erase(op_id);
+  }
   if (!writer_->overflowed()) {
     // The stream broke under the writer; the reader ends it shortly.
     return absl::UnavailableError(absl::StrCat(
@@ -170,8 +332,7 @@ absl::Status GrpcSessionChannel::Send(wire::SessionRequest request,
       connection_->target(),
       " (GrpcClientOptions::max_queued_request_bytes): the head is not "
       "reading them; the session ends"));
-  AbortSessionLocked(why);
-  return abort_status_;
+  return AbortSession(why);
 }
 
 template <typename T, typename Extract>
@@ -193,24 +354,18 @@ Future<T> GrpcSessionChannel::Call(wire::SessionRequest request,
 }
 
 Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ != State::kNew || opening_) {
-      return MakeErrorFuture<SessionId>(absl::FailedPreconditionError(
-          "this channel already had a session; open another channel for "
-          "another session"));
-    }
-    opening_ = true;
-    AddCredentials(connection_->options().security, &context_);
+  absl::MutexLock in_order(&send_mu_);
+  absl::ReleasableMutexLock lock(&mu_);
+  if (state_ != State::kNew) {
+    return MakeErrorFuture<SessionId>(absl::FailedPreconditionError(
+        "this channel already had a session; open another channel for "
+        "another session"));
   }
-  // Starting the call may wait for the connection: not under mu_ (the
-  // reader and the callbacks take it).
-  auto stream = connection_->control().Session(&context_);
-  absl::MutexLock lock(&mu_);
-  stream_ = std::move(stream);
+  AddCredentials(connection_->options().security, &context_);
+  stream_ = std::make_unique<Stream>(this);
   StreamWriter<wire::SessionRequest>::Options writer;
-  writer.write = [this](const wire::SessionRequest& r) {
-    return stream_->Write(r);
+  writer.start = [stream = stream_.get()](const wire::SessionRequest& r) {
+    return stream->Start(r);
   };
   // Deletes queued one behind the other go as one request (a chain of
   // programs drops an array per program).
@@ -221,16 +376,11 @@ Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
         next.delete_arrays().arrays().end());
     return true;
   };
-  writer.idle_message = [] {
-    wire::SessionRequest keep_alive;
-    keep_alive.mutable_keep_alive();
-    return keep_alive;
-  };
   writer.max_queued_bytes = connection_->options().max_queued_request_bytes;
   writer.size = [](const wire::SessionRequest& r) {
     return static_cast<int64_t>(r.ByteSizeLong());
   };
-  writer_ = std::make_unique<StreamWriter<wire::SessionRequest>>(
+  writer_ = std::make_shared<StreamWriter<wire::SessionRequest>>(
       std::move(writer));
 
   wire::SessionRequest open;
@@ -256,45 +406,52 @@ Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
           session_ = SessionId(opened.session());
           key_ = opened.key();
         }
-        // Keepalives well within the lease.
-        writer_->SetIdleInterval(
+        // Keepalives well within the lease (op id 0: outside the order).
+        keep_alive_ = std::make_unique<KeepAlive>(
             std::max(absl::Milliseconds(opened.lease_ms()) / 4,
-                     absl::Milliseconds(50)));
+                     absl::Milliseconds(50)),
+            [writer = writer_] {
+              wire::SessionRequest keep_alive;
+              keep_alive.mutable_keep_alive();
+              writer->Send(std::move(keep_alive));
+            });
         promise.Set(SessionId(opened.session()));
       });
   state_ = State::kOpen;
+  // Not under mu_: a reaction (a failed read, the call's end) may run
+  // inside StartCall or StartWrite. send_mu_ keeps `open` first.
+  lock.Release();
+  // The call starts at once (gRPC connects meanwhile); `open` is its first
+  // write.
+  stream_->Begin();
   writer_->Send(std::move(open));
-  reader_ = std::thread([this] { ReadLoop(); });
   return std::move(pair.future);
 }
 
-void GrpcSessionChannel::ReadLoop() {
-  wire::SessionResponse response;
-  while (stream_->Read(&response)) {
-    Pending pending;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = pending_.find(response.op_id());
-      if (it != pending_.end()) {
-        pending = std::move(it->second);
-        pending_.erase(it);
-      }
+void GrpcSessionChannel::Answered(wire::SessionResponse response) {
+  Pending pending;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(response.op_id());
+    if (it != pending_.end()) {
+      pending = std::move(it->second);
+      pending_.erase(it);
     }
-    if (!pending) {
-      AbortSession(absl::InternalError(absl::StrCat(
-          "the head answered op ", response.op_id(),
-          ", which nothing is waiting for")));
-      continue;
-    }
-    callbacks_->Execute([pending = std::move(pending),
-                         response = std::move(response)]() mutable {
-      pending(response);
-    });
-    response = wire::SessionResponse();
   }
-  // Nothing more comes: stop writing, then collect the call's status.
-  writer_->Close(/*drain=*/false);
-  grpc::Status status = stream_->Finish();
+  if (!pending) {
+    AbortSession(absl::InternalError(absl::StrCat(
+        "the head answered op ", response.op_id(),
+        ", which nothing is waiting for")))
+        .IgnoreError();  // The stream's end tells every pending op.
+    return;
+  }
+  callbacks_->Execute([pending = std::move(pending),
+                       response = std::move(response)]() mutable {
+    pending(response);
+  });
+}
+
+void GrpcSessionChannel::StreamDone(const grpc::Status& status) {
   absl::Status why;
   {
     absl::MutexLock lock(&mu_);
@@ -331,16 +488,17 @@ void GrpcSessionChannel::EndStream(const absl::Status& why) {
   }
 }
 
-void GrpcSessionChannel::AbortSession(const absl::Status& why) {
-  absl::MutexLock lock(&mu_);
-  AbortSessionLocked(why);
-}
-
-void GrpcSessionChannel::AbortSessionLocked(const absl::Status& why) {
-  if (!abort_status_.ok()) return;
-  abort_status_ = why;
+absl::Status GrpcSessionChannel::AbortSession(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_status_.ok()) return abort_status_;
+    abort_status_ = why;
+  }
   CW_LOG(WARNING) << "ending the session: " << why;
-  context_.TryCancel();  // Does not wait: the reader ends the stream.
+  // Not under mu_: the cancelled read's reaction, and the call's end
+  // (StreamDone, which takes mu_), may run inside TryCancel.
+  context_.TryCancel();
+  return why;
 }
 
 Future<> GrpcSessionChannel::CloseSession() {
@@ -482,7 +640,8 @@ void GrpcSessionChannel::Upload(uint64_t host_buffer, hlo::Literal value) {
     AbortSession(TransferError(
         status, absl::StrCat("the upload of host buffer ", host_buffer,
                              " failed"),
-        "; a failed upload ends the session"));
+        "; a failed upload ends the session"))
+        .IgnoreError();  // The stream's end tells every pending op.
   }
 }
 

@@ -1,14 +1,17 @@
 // The client's side of the session protocol (proto/session.proto) over
 // gRPC: a SessionChannel to a head in another process.
 //
-// One channel is one session on one bidirectional Session stream.
-// Requests go out in the order they are made, through the stream's writer
-// thread, each with the next op_id; Execute, Copy, Submit and Delete are
+// One channel is one session on one bidirectional Session stream, on
+// gRPC's callback API: no thread of the channel's reads or writes it.
+// Requests go out in the order they are made, each with the next op_id:
+// the thread that sends starts the write when none is in progress, and a
+// write's completion starts the next (StreamWriter with `start`; a run of
+// queued deletes goes as one request). Execute, Copy, Submit and Delete are
 // fire-and-forget (no answer, nothing waits for a round trip); answers come
-// back in completion order, matched by op_id, on the reader thread, and the
+// back in completion order, matched by op_id, on gRPC's threads, and the
 // futures they resolve complete on a callback thread of the channel, never
-// on the reader. An idle session sends a keepalive well within the head's
-// lease.
+// on gRPC's. A keepalive goes out every quarter of the head's lease (a gRPC
+// alarm, no thread).
 //
 // Host bytes never ride the stream: PutArray starts an upload on its own
 // call (PutHostBuffer, 1 MiB chunks, on the connection's bulk channel) and
@@ -32,7 +35,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -144,14 +146,20 @@ class GrpcSessionChannel final : public SessionChannel {
   template <typename T, typename Extract>
   Future<T> Call(wire::SessionRequest request, Extract extract);
 
-  void ReadLoop();
+  // The session's stream (a ClientBidiReactor) and its keepalives.
+  class Stream;
+  class KeepAlive;
+
+  // An answer came: it resolves its pending call, on `callbacks_`.
+  void Answered(wire::SessionResponse response);
+  // The call is over with `status`: the stream ends (EndStream).
+  void StreamDone(const grpc::Status& status);
   // The stream is over (`why`): fail everything pending, refuse the rest.
   void EndStream(const absl::Status& why);
   // A failed upload (or requests the head does not take) ends the session
   // (fail-stop): `why` is what every op then fails with.
-  void AbortSession(const absl::Status& why);
-  void AbortSessionLocked(const absl::Status& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns why the session ends (`why`, or the earlier reason).
+  absl::Status AbortSession(const absl::Status& why);
 
   void Upload(uint64_t host_buffer, hlo::Literal value);
   // What a failed upload or download says: UNAVAILABLE naming the head
@@ -164,7 +172,7 @@ class GrpcSessionChannel final : public SessionChannel {
   void Download(uint64_t host_buffer, Promise<hlo::Literal> promise);
 
   const std::shared_ptr<GrpcHeadConnection> connection_;
-  // Completes futures: user continuations never run on the reader thread.
+  // Completes futures: user continuations never run on gRPC's threads.
   std::unique_ptr<ThreadPool> callbacks_;
   // Uploads, downloads and status calls without a session (each a
   // blocking call).
@@ -173,9 +181,6 @@ class GrpcSessionChannel final : public SessionChannel {
   mutable absl::Mutex mu_;
   enum class State { kNew, kOpen, kClosed, kEnded };
   State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
-  // OpenSession is making the stream (outside mu_: it may wait for the
-  // connection); a second OpenSession is refused meanwhile.
-  bool opening_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   SessionId session_ ABSL_GUARDED_BY(mu_);
   std::string key_ ABSL_GUARDED_BY(mu_);
@@ -187,12 +192,17 @@ class GrpcSessionChannel final : public SessionChannel {
   // Set when an upload failed: the session is ending because of it.
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
 
+  // Serializes sends, so that op ids go out in order. Taken before mu_;
+  // never by gRPC's reactions (a write may complete, and its reaction run,
+  // inside the StartWrite that a send makes).
+  absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<wire::SessionRequest,
-                                           wire::SessionResponse>>
-      stream_;
-  std::unique_ptr<StreamWriter<wire::SessionRequest>> writer_;
-  std::thread reader_;
+  // Set once by OpenSession (then read without mu_); done before the
+  // channel goes.
+  std::unique_ptr<Stream> stream_;
+  std::shared_ptr<StreamWriter<wire::SessionRequest>> writer_;
+  std::unique_ptr<KeepAlive> keep_alive_;
 };
 
 }  // namespace causeway::transport

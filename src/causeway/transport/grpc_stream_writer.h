@@ -17,10 +17,6 @@
 //   thread, each took two (the sender's to the writer's, and gRPC's to the
 //   writer's when the write was over).
 //
-// Idle (`write` only): when nothing was sent for the idle interval, the
-// writer sends `idle_message()` (a session's keepalive; built under the
-// writer's lock, so it must not take locks of its own).
-//
 // Bounded (`max_queued_bytes`, by `size`): a peer that does not read lets
 // the queue grow only so far. The Send that would pass the bound is
 // refused, every later one too, and `on_overflow` runs once, on that
@@ -48,8 +44,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 
 namespace causeway::transport {
 
@@ -67,8 +61,6 @@ class StreamWriter {
     // Merges `next` into `into` when both are queued; false to keep them
     // apart. Null: never merge.
     std::function<bool(Message& into, Message& next)> merge;
-    absl::Duration idle_interval = absl::InfiniteDuration();
-    std::function<Message()> idle_message;
     // Bytes of messages queued and being written at most; 0: no bound.
     int64_t max_queued_bytes = 0;
     std::function<int64_t(const Message&)> size;  // Required with a bound.
@@ -76,7 +68,7 @@ class StreamWriter {
   };
 
   explicit StreamWriter(Options options)
-      : options_(std::move(options)), idle_interval_(options_.idle_interval) {
+      : options_(std::move(options)) {
     if (options_.write) {
       thread_ = std::thread([this] {
         pthread_setname_np(pthread_self(), "stream-writer");
@@ -167,13 +159,6 @@ class StreamWriter {
     drained();
   }
 
-  // How long the stream may stay silent before `idle_message` is sent.
-  void SetIdleInterval(absl::Duration interval) {
-    absl::MutexLock lock(&mu_);
-    idle_interval_ = interval;
-    interval_changed_ = true;
-  }
-
   // The stream broke under a write.
   bool broken() const {
     absl::MutexLock lock(&mu_);
@@ -243,23 +228,13 @@ class StreamWriter {
 
   void Loop() {
     std::deque<Message> batch;
-    absl::Time last_write = absl::Now();
     while (true) {
       {
         absl::MutexLock lock(&mu_);
-        while (true) {
-          interval_changed_ = false;
-          const auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return closing_ || !queue_.empty() || interval_changed_;
-          };
-          const bool woken = mu_.AwaitWithDeadline(absl::Condition(&wake),
-                                                   last_write + idle_interval_);
-          if (closing_ || !queue_.empty()) break;
-          if (woken) continue;  // The interval changed: wait anew.
-          if (options_.idle_message) queue_.push_back(options_.idle_message());
-          last_write = absl::Now();  // Also when there is no idle message.
-          if (!queue_.empty()) break;
-        }
+        const auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return closing_ || !queue_.empty();
+        };
+        mu_.Await(absl::Condition(&wake));
         if (queue_.empty()) return;  // Closing, drained.
         batch.swap(queue_);
         writing_bytes_ = queued_bytes_;
@@ -281,7 +256,6 @@ class StreamWriter {
           return;
         }
       }
-      last_write = absl::Now();
       absl::MutexLock lock(&mu_);
       writing_bytes_ = 0;
     }
@@ -301,8 +275,6 @@ class StreamWriter {
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;   // In queue_.
   int64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // In the batch.
-  absl::Duration idle_interval_ ABSL_GUARDED_BY(mu_);
-  bool interval_changed_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> abandoned_{false};
   // With `start`: WhenDrained's, until the turn is given back.
   absl::AnyInvocable<void()> drained_ ABSL_GUARDED_BY(mu_);

@@ -115,18 +115,6 @@ TEST(StreamWriterTest, MessagesQueuedBehindASlowWriteAreMerged) {
   EXPECT_THAT(stream.written(), ElementsAre("block", "+123", "x", "+4"));
 }
 
-TEST(StreamWriterTest, AnIdleStreamGetsTheIdleMessage) {
-  FakeStream stream;
-  StreamWriter<std::string>::Options options = WriteTo(stream);
-  options.idle_message = [] { return std::string("keepalive"); };
-  StreamWriter<std::string> writer(std::move(options));
-  writer.SetIdleInterval(absl::Milliseconds(1));
-  std::vector<std::string> written = stream.AwaitWritten(2);
-  ASSERT_GE(written.size(), 2u);
-  EXPECT_EQ(written[0], "keepalive");
-  EXPECT_EQ(written[1], "keepalive");
-}
-
 TEST(StreamWriterTest, CloseWithoutDrainDropsWhatIsQueuedAndRefusesMore) {
   FakeStream stream;
   StreamWriter<std::string> writer(WriteTo(stream));
@@ -189,20 +177,6 @@ TEST(StreamWriterTest, BytesWrittenAreGivenBackToTheBound) {
   }
   writer.Close(/*drain=*/true);
   EXPECT_EQ(stream.written().size(), 100u);
-}
-
-TEST(StreamWriterTest, AnIntervalSetLaterWakesAWriterWaitingWithoutOne) {
-  FakeStream stream;
-  StreamWriter<std::string>::Options options = WriteTo(stream);
-  options.idle_message = [] { return std::string("keepalive"); };
-  StreamWriter<std::string> writer(std::move(options));  // No interval yet.
-  writer.Send("first");
-  EXPECT_THAT(stream.AwaitWritten(1), ElementsAre("first"));
-  writer.SetIdleInterval(absl::Milliseconds(1));
-  std::vector<std::string> written = stream.AwaitWritten(2);
-  ASSERT_GE(written.size(), 2u);
-  EXPECT_EQ(written[0], "first");
-  EXPECT_EQ(written[1], "keepalive");
 }
 
 TEST(StreamWriterTest, ABrokenStreamStopsTheWriter) {
