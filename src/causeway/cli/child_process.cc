@@ -171,6 +171,27 @@ void ChildProcess::Signal(int signal) {
   if (!TryReap()) kill(pid_, signal);
 }
 
+absl::Status ChildProcess::AwaitStopped() {
+  if (reaped()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("process ", pid_, " ", DescribeWaitStatus(*status_)));
+  }
+  while (true) {
+    int status = 0;
+    // Blocks until every thread of it has stopped, or it exits.
+    const pid_t done = waitpid(pid_, &status, WUNTRACED);
+    if (done == -1 && errno == EINTR) continue;
+    if (done == -1) {
+      return absl::InternalError(
+          absl::StrCat("waitpid: ", std::strerror(errno)));
+    }
+    if (WIFSTOPPED(status)) return absl::OkStatus();
+    status_ = status;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "process ", pid_, " ", DescribeWaitStatus(status), " before it stopped"));
+  }
+}
+
 bool ChildProcess::TryReap() {
   if (reaped()) return true;
   int status = 0;

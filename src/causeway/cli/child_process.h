@@ -61,6 +61,10 @@ class ChildProcess {
 
   // Sends `signal` (no-op once reaped).
   void Signal(int signal);
+  // After Signal(SIGSTOP): waits until the child has stopped, every thread
+  // of it (FailedPrecondition if it exited instead). A signal is delivered
+  // after kill() returns, so a stopped child is seen stopped only here.
+  absl::Status AwaitStopped();
   // Waits until it exits; its wait status, or DeadlineExceeded.
   absl::StatusOr<int> Wait(absl::Duration timeout);
   // SIGTERM, a wait of `grace`, then SIGKILL. Its wait status.

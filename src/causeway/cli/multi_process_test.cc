@@ -408,6 +408,7 @@ TEST_F(ProcessClusterTest, AFetchInFlightWhenItsWorkerIsKilledIsDataLoss) {
 
   // Stopped, the worker answers nothing: the fetch waits for it.
   victim.process->Signal(SIGSTOP);
+  ASSERT_TRUE(victim.process->AwaitStopped().ok());
   Future<hlo::Literal> fetch = x->ToHost();
   // The head handles a session's requests in order: once this is
   // answered, the fetch is on its way to the worker.

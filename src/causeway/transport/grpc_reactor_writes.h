@@ -1,4 +1,5 @@
-// ReactorWrites: what a stream on gRPC's callback API (a ServerBidiReactor)
+// ReactorWrites: what a stream on gRPC's server callback API (a
+// ServerBidiReactor)
 // shares with the StreamWriter (with `start`) that writes its messages.
 //
 // The writer may outlive the stream: answers complete on other threads
@@ -100,6 +101,72 @@ class ReactorWrites {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+};
+
+// ClientReactorWrites: the same guard for a stream on gRPC's client
+// callback API (a ClientBidiReactor), whose writes a StreamWriter (with
+// `start`) starts from any thread. The call is held open (AddHold) from
+// before it starts until the reads are over and no write is starting, so
+// gRPC never ends it (OnDone) while a StartWrite may still be made; after
+// Stop, Start refuses.
+//   - Hold: before StartCall.
+//   - Start: the writer's `start`.
+//   - Stop: the reads are over (from OnReadDone(false)), or the owner
+//     gives up on the call: no write starts after it, and the hold goes once
+//     none is starting.
+// Thread-safe. No lock is held across StartWrite: a write may complete,
+// and OnWriteDone start the next (another Start), inside it.
+template <typename Written, typename Read>
+class ClientReactorWrites {
+ public:
+  explicit ClientReactorWrites(grpc::ClientBidiReactor<Written, Read>* stream)
+      : stream_(stream) {}
+
+  ClientReactorWrites(const ClientReactorWrites&) = delete;
+  ClientReactorWrites& operator=(const ClientReactorWrites&) = delete;
+
+  void Hold() { stream_->AddHold(); }
+
+  bool Start(const Written& message) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return false;
+      ++starting_;
+    }
+    stream_->StartWrite(&message);
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --starting_;
+      release = ReleaseLocked();
+    }
+    if (release) stream_->RemoveHold();
+    return true;
+  }
+
+  void Stop() {
+    bool release = false;
+    {
+      absl::MutexLock lock(&mu_);
+      stopped_ = true;
+      release = ReleaseLocked();
+    }
+    if (release) stream_->RemoveHold();
+  }
+
+ private:
+  // True once: the hold may go (stopped, no write starting).
+  bool ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!stopped_ || starting_ > 0 || released_) return false;
+    released_ = true;
+    return true;
+  }
+
+  grpc::ClientBidiReactor<Written, Read>* const stream_;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace causeway::transport

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/grpc_reactor_writes.h"
 #include "causeway/transport/tls_probe.h"
 
 namespace causeway::transport {
@@ -115,35 +116,21 @@ class GrpcSessionChannel::Stream final
     : public grpc::ClientBidiReactor<wire::SessionRequest,
                                      wire::SessionResponse> {
  public:
-  explicit Stream(GrpcSessionChannel* channel) : channel_(channel) {}
+  explicit Stream(GrpcSessionChannel* channel)
+      : channel_(channel), writes_(this) {}
 
   // Starts the call on the channel's context; reading starts with it.
   void Begin() {
     channel_->connection_->control().async()->Session(&channel_->context_,
                                                       this);
-    AddHold();
+    writes_.Hold();
     StartRead(&response_);
     StartCall();
   }
 
   // The writer's `start`: false once writes stopped.
   bool Start(const wire::SessionRequest& request) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopped_) return false;
-      ++starting_;
-    }
-    // Not under mu_: the write may complete, and OnWriteDone start the
-    // next (another Start), before StartWrite returns.
-    StartWrite(&request);
-    bool release = false;
-    {
-      absl::MutexLock lock(&mu_);
-      --starting_;
-      release = ReleaseLocked();
-    }
-    if (release) RemoveHold();
-    return true;
+    return writes_.Start(request);
   }
 
   // Blocks until the call is done (OnDone returned).
@@ -153,13 +140,7 @@ class GrpcSessionChannel::Stream final
     if (!ok) {
       // The stream ended: nothing more is written, and the call may end.
       channel_->writer_->Close(/*drain=*/false);
-      bool release = false;
-      {
-        absl::MutexLock lock(&mu_);
-        stopped_ = true;
-        release = ReleaseLocked();
-      }
-      if (release) RemoveHold();
+      writes_.Stop();
       return;
     }
     channel_->Answered(std::move(response_));
@@ -175,19 +156,9 @@ class GrpcSessionChannel::Stream final
   }
 
  private:
-  // True once: the hold may go (writes stopped, none starting).
-  bool ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!stopped_ || starting_ > 0 || released_) return false;
-    released_ = true;
-    return true;
-  }
-
   GrpcSessionChannel* const channel_;
+  ClientReactorWrites<wire::SessionRequest, wire::SessionResponse> writes_;
   wire::SessionResponse response_;
-  absl::Mutex mu_;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  int starting_ ABSL_GUARDED_BY(mu_) = 0;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification done_;
 };
 

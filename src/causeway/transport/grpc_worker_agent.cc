@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "causeway/base/logging.h"
 #include "causeway/base/status.h"
+#include "causeway/transport/grpc_reactor_writes.h"
 #include "causeway/transport/tls_probe.h"
 
 namespace causeway::transport {
@@ -50,6 +51,94 @@ bool CallUntilStopped(grpc::ClientContext& context, absl::Duration timeout,
 }
 
 }  // namespace
+
+// The stream to the head, on gRPC's callback API. Its first read is the
+// registration's answer (Register waits for it); Serve then reads the
+// commands, each handed to the agent on gRPC's thread that read it. Writes
+// are the writer's, started by the thread that sends (ClientReactorWrites:
+// the call stays open while one may start). OnDone keeps the call's status.
+class GrpcWorkerAgent::Stream final
+    : public grpc::ClientBidiReactor<wire::WorkerToHead, wire::HeadToWorker> {
+ public:
+  explicit Stream(GrpcWorkerAgent* agent) : agent_(agent), writes_(this) {}
+
+  // Starts the call, and the read of the registration's answer.
+  void Begin() {
+    agent_->control_->async()->Worker(&agent_->context_, this);
+    writes_.Hold();
+    StartRead(&answer_);
+    StartCall();
+  }
+
+  // The writer's `start`.
+  bool Start(const wire::WorkerToHead& notice) { return writes_.Start(notice); }
+
+  // The registration's answer: true once read within `timeout`; false if
+  // not yet (or the stream ended first: then answered() stays false).
+  bool AwaitFirstRead(absl::Duration timeout) {
+    return first_read_.WaitForNotificationWithTimeout(timeout);
+  }
+  bool answered() const { return answered_; }        // After the first read.
+  const wire::HeadToWorker& answer() const { return answer_; }
+
+  // From now on reads the commands, for `worker`. Once.
+  void ReadCommands(WorkerService* worker) {
+    worker_ = worker;
+    StartRead(command_.get());
+  }
+  void AwaitReadsOver() { reads_over_.WaitForNotification(); }
+
+  // Gives up on the call (a failed registration, a worker never served):
+  // cancelled, and no write starts.
+  void Abandon() {
+    agent_->context_.TryCancel();
+    writes_.Stop();
+  }
+
+  // The call's status, once it is done.
+  const grpc::Status& AwaitDone() {
+    done_.WaitForNotification();
+    return status_;
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The stream ended: nothing more is written, and the call may end.
+      agent_->writer_->Close(/*drain=*/false);
+      writes_.Stop();
+      if (!first_read_.HasBeenNotified()) first_read_.Notify();
+      reads_over_.Notify();
+      return;
+    }
+    if (worker_ == nullptr) {
+      answered_ = true;
+      first_read_.Notify();  // The next read starts with Serve.
+      return;
+    }
+    agent_->OnCommand(worker_, std::move(command_));
+    command_ = ArenaMessage<wire::HeadToWorker>();
+    StartRead(command_.get());
+  }
+
+  void OnWriteDone(bool ok) override { agent_->writer_->WriteDone(ok); }
+
+  void OnDone(const grpc::Status& status) override {
+    status_ = status;
+    done_.Notify();
+  }
+
+ private:
+  GrpcWorkerAgent* const agent_;
+  ClientReactorWrites<wire::WorkerToHead, wire::HeadToWorker> writes_;
+  wire::HeadToWorker answer_;
+  bool answered_ = false;  // Written before first_read_ is notified.
+  absl::Notification first_read_;
+  WorkerService* worker_ = nullptr;  // Set before the commands' first read.
+  ArenaMessage<wire::HeadToWorker> command_;
+  absl::Notification reads_over_;
+  grpc::Status status_;  // Written before done_ is notified.
+  absl::Notification done_;
+};
 
 GrpcWorkerAgent::GrpcWorkerAgent(GrpcWorkerAgentOptions options)
     : options_(std::move(options)), incarnation_(options_.incarnation != 0 ? options_.incarnation
@@ -119,7 +208,30 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
   }
 
   AddCredentials(opts.security, &agent->context_);
-  agent->stream_ = agent->control_->Worker(&agent->context_);
+  GrpcWorkerAgent* self = agent.get();
+  agent->stream_ = std::make_unique<Stream>(self);
+  StreamWriter<wire::WorkerToHead>::Options writer;
+  writer.start = [stream = agent->stream_.get()](
+                     const wire::WorkerToHead& notice) {
+    return stream->Start(notice);
+  };
+  writer.merge = [](wire::WorkerToHead& into, wire::WorkerToHead& next) {
+    if (!into.has_op_done() || !next.has_op_done()) return false;
+    for (wire::OpDone& done : *next.mutable_op_done()->mutable_done()) {
+      *into.mutable_op_done()->add_done() = std::move(done);
+    }
+    return true;
+  };
+  writer.max_queued_bytes = opts.max_queued_notice_bytes;
+  writer.size = [](const wire::WorkerToHead& notice) {
+    return static_cast<int64_t>(notice.ByteSizeLong());
+  };
+  // Runs on whichever thread sent (some under locks of their own): only
+  // cancels; Serve names the bound when the stream has ended.
+  writer.on_overflow = [self] { self->context_.TryCancel(); };
+  agent->writer_ =
+      std::make_unique<StreamWriter<wire::WorkerToHead>>(std::move(writer));
+
   wire::WorkerToHead hello;
   wire::Register* reg = hello.mutable_registration();
   reg->set_version(version);
@@ -130,24 +242,33 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
   reg->set_data_plane_address(opts.data_plane_address);
   reg->set_incarnation(agent->incarnation_);
   reg->set_name(opts.name);
+  agent->stream_->Begin();
+  agent->writer_->Send(std::move(hello));
 
-  // The head answers promptly; one that does not is given up on.
-  wire::HeadToWorker answer;
-  bool answered = false;
-  const bool stopped =
-      CallUntilStopped(agent->context_, opts.connect_timeout, opts.stopped, [&] {
-        answered = agent->stream_->Write(hello) && agent->stream_->Read(&answer);
-      });
-  if (!answered || !answer.has_registered()) {
-    if (answered) agent->context_.TryCancel();
-    while (agent->stream_->Read(&answer)) {
+  // The head answers promptly; one that does not is given up on (asked
+  // every 50 ms whether to stop).
+  Stream& stream = *agent->stream_;
+  bool stopped = false;
+  const absl::Time deadline = absl::Now() + opts.connect_timeout;
+  while (!stream.AwaitFirstRead(
+      std::max(absl::ZeroDuration(),
+               std::min(absl::Milliseconds(50), deadline - absl::Now())))) {
+    if (opts.stopped && opts.stopped()) {
+      stopped = true;
+      break;
     }
-    grpc::Status status = agent->stream_->Finish();
-    agent->stream_.reset();
+    if (absl::Now() >= deadline) break;
+  }
+  const bool answered = stream.AwaitFirstRead(absl::ZeroDuration()) &&
+                        stream.answered();
+  if (!answered || !stream.answer().has_registered()) {
+    stream.Abandon();
+    const grpc::Status& status = stream.AwaitDone();
     absl::Status error =
-        status.ok() ? absl::UnavailableError("the head closed the stream "
-                                             "without registering us")
-                    : FromGrpcStatus(status);
+        answered || status.ok()
+            ? absl::UnavailableError("the head closed the stream "
+                                     "without registering us")
+            : FromGrpcStatus(status);
     if (stopped) {
       error = absl::CancelledError("stopped while waiting for the head");
     } else if (error.code() == absl::StatusCode::kCancelled) {
@@ -157,6 +278,7 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     }
     return WithContext(error, where);
   }
+  const wire::HeadToWorker& answer = stream.answer();
   const wire::Registered& registered = answer.registered();
   const FieldPath root("HeadToWorker.registered");
   if (registered.host() < 0) {
@@ -177,27 +299,6 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
   agent->heartbeat_interval_ =
       absl::Milliseconds(registered.heartbeat_interval_ms());
 
-  StreamWriter<wire::WorkerToHead>::Options writer;
-  GrpcWorkerAgent* self = agent.get();
-  writer.write = [self](const wire::WorkerToHead& notice) {
-    return self->stream_->Write(notice);
-  };
-  writer.merge = [](wire::WorkerToHead& into, wire::WorkerToHead& next) {
-    if (!into.has_op_done() || !next.has_op_done()) return false;
-    for (wire::OpDone& done : *next.mutable_op_done()->mutable_done()) {
-      *into.mutable_op_done()->add_done() = std::move(done);
-    }
-    return true;
-  };
-  writer.max_queued_bytes = opts.max_queued_notice_bytes;
-  writer.size = [](const wire::WorkerToHead& notice) {
-    return static_cast<int64_t>(notice.ByteSizeLong());
-  };
-  // Runs on whichever thread sent (some under locks of their own): only
-  // cancels; Serve names the bound when the stream has ended.
-  writer.on_overflow = [self] { self->context_.TryCancel(); };
-  agent->writer_ =
-      std::make_unique<StreamWriter<wire::WorkerToHead>>(std::move(writer));
   agent->transfers_ = std::make_unique<ThreadPool>("cw-agent-xfer", 2);
   return agent;
 }
@@ -211,12 +312,10 @@ GrpcWorkerAgent::~GrpcWorkerAgent() {
     served = serving_done_;
   }
   if (!served && stream_ != nullptr) {
-    // Never served: end the call cleanly.
+    // Never served (or its registration failed): end the call.
     writer_->Close(/*drain=*/false);
-    wire::HeadToWorker ignored;
-    while (stream_->Read(&ignored)) {
-    }
-    stream_->Finish().ok();
+    stream_->Abandon();
+    stream_->AwaitDone();
   }
   transfers_.reset();  // Drains: the bulk calls were cancelled.
 }
@@ -382,21 +481,8 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
     tracer = std::thread(
         [this, events, trace_interval] { SendTraceEvents(events, trace_interval); });
   }
-  for (ArenaMessage<wire::HeadToWorker> command; stream_->Read(command.get());
-       command = ArenaMessage<wire::HeadToWorker>()) {
-    if (command->has_ping()) {
-      Ping(worker, command->id(), command->ping().head_time_us());
-      continue;
-    }
-    if (command->has_kv_reply()) {
-      OnKvReply(command->kv_reply());
-      continue;
-    }
-    std::optional<Future<hlo::Literal>> value;
-    if (command->has_put_buffer()) value = StartPull(command->id());
-    absl::MutexLock lock(&mu_);
-    commands_.push_back(Queued{std::move(command), std::move(value)});
-  }
+  stream_->ReadCommands(worker);
+  stream_->AwaitReadsOver();
   {
     // The pulls still running were for this stream's head.
     absl::MutexLock lock(&mu_);
@@ -424,7 +510,7 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
         "reading them; the stream ends"));
   }
   writer_->Close(/*drain=*/false);
-  grpc::Status status = stream_->Finish();
+  const grpc::Status status = stream_->AwaitDone();
   // Bulk calls still running belong to this stream's head.
   {
     absl::MutexLock lock(&mu_);
@@ -451,6 +537,22 @@ absl::Status GrpcWorkerAgent::Serve(WorkerService* worker,
           : error.code(),
       absl::StrCat("lost the head at ", options_.head, ": ",
                    error.message()));
+}
+
+void GrpcWorkerAgent::OnCommand(WorkerService* worker,
+                                ArenaMessage<wire::HeadToWorker> command) {
+  if (command->has_ping()) {
+    Ping(worker, command->id(), command->ping().head_time_us());
+    return;
+  }
+  if (command->has_kv_reply()) {
+    OnKvReply(command->kv_reply());
+    return;
+  }
+  std::optional<Future<hlo::Literal>> value;
+  if (command->has_put_buffer()) value = StartPull(command->id());
+  absl::MutexLock lock(&mu_);
+  commands_.push_back(Queued{std::move(command), std::move(value)});
 }
 
 void GrpcWorkerAgent::SendTraceEvents(trace::EventBuffer* events,

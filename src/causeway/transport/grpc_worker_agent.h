@@ -7,20 +7,22 @@
 //       listener = agent->get() ...
 //   absl::Status why = (*agent)->Serve(worker, &events);  // until it ends
 //
-// Commands are applied in the order they come, on a command thread of the
+// The stream is on gRPC's callback API: commands are read on gRPC's
+// threads and applied in the order they come, on a command thread of the
 // agent (each WorkerService call returns promptly); a put's value is pulled
 // as soon as its command arrives and the put is applied, in its place in
 // the order, once it is here, so that later commands find the buffer.
-// Answers and notices go up through the stream's writer thread, OpDone
-// notices queued together merged into one message. Pings are answered by
-// the reader at once (after the worker's own Heartbeat), so a big pull
-// never delays them, and a worker whose reader is wedged stops answering. Bulk bytes go on
-// their own calls (PullShard for a put's value, PushShard for a fetched
-// one) on a second connection.
+// Answers and notices go up with no thread of their own: the thread that
+// sends starts the write when none is in progress, and a write's
+// completion starts the next (OpDone notices queued together merged into
+// one message). Pings are answered as they are read (after the worker's own
+// Heartbeat), so a big pull never delays them. Bulk bytes go on their own
+// calls (PullShard for a put's value, PushShard for a fetched one) on a
+// second connection.
 //
 // The head's key-value store (key_value_store()) rides the same stream: a
 // request goes up as a `kv` notice and its answer comes down as a
-// `kv_reply`, matched by id, read by the reader at once (never behind
+// `kv_reply`, matched by id, handled as it is read (never behind
 // commands). When the stream ends every pending call fails with
 // Unavailable, and later calls fail at once.
 //
@@ -117,8 +119,8 @@ class GrpcWorkerAgent final : public WorkerListener {
   void Stop();
 
   // The head's key-value store, over this stream (see the header comment).
-  // Futures resolve on the agent's reader thread, or on the caller's for an
-  // error known at once. Valid as long as the agent.
+  // Futures resolve on the gRPC thread that read the answer (continuations
+  // must not block), or on the caller's for an error known at once. Valid as long as the agent.
   KeyValueStore& key_value_store() { return store_; }
 
   // Notices up the stream (the worker's listener).
@@ -162,6 +164,14 @@ class GrpcWorkerAgent final : public WorkerListener {
     std::optional<Future<hlo::Literal>> value;
   };
 
+  // The stream to the head (a ClientBidiReactor).
+  class Stream;
+
+  // A command read off the stream (on gRPC's thread): a ping or a kv reply
+  // is handled at once, anything else queued for the command thread (a
+  // put's value starts being pulled).
+  void OnCommand(WorkerService* worker,
+                 ArenaMessage<wire::HeadToWorker> command);
   void Reply(uint64_t id, const absl::Status& status,
              wire::Reply reply = {});
   void Ping(WorkerService* worker, uint64_t id, int64_t head_time_us);
@@ -189,9 +199,8 @@ class GrpcWorkerAgent final : public WorkerListener {
   std::unique_ptr<wire::HeadWorkers::Stub> control_;
   std::unique_ptr<wire::HeadWorkers::Stub> bulk_;
   grpc::ClientContext context_;
-  std::unique_ptr<
-      grpc::ClientReaderWriter<wire::WorkerToHead, wire::HeadToWorker>>
-      stream_;
+  // Made by Register; done before the agent goes.
+  std::unique_ptr<Stream> stream_;
   std::unique_ptr<StreamWriter<wire::WorkerToHead>> writer_;
   // Bulk calls (blocking) and callbacks that start them.
   std::unique_ptr<ThreadPool> transfers_;
