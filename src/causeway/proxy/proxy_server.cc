@@ -218,7 +218,7 @@ class ProxyServer::Service final
 // ready at once and the rest when it completes (jaxlib's client sends a
 // fetch's requests without waiting for each answer).
 //
-// Answers go out through `writer_` (StreamWriter with `start`), from any
+// Answers go out through `writer_` (StreamWriter), from any
 // thread: the thread that answers starts the write when none is in
 // progress, and the write's OnWriteDone starts the next. A client that
 // does not read its answers may queue at most kMaxQueuedResponseBytes;
@@ -231,7 +231,6 @@ class ProxyServer::Service::SessionStream final
         context_(context),
         writes_(std::make_shared<Writes>(this)),
         writer_(std::make_shared<Writer>(Writer::Options{
-            .write = nullptr,
             .start = [writes = writes_](const pb::IfrtResponse& response) {
               return writes->Start(response);
             },

@@ -208,7 +208,7 @@ class GrpcControlChannel final : public ControlChannel {
 // network). A synchronous stream held a thread in Read per worker, and at
 // 128 hosts and more waking the right one of hundreds of threads for each
 // message cost the head more per host the more hosts there were
-// (docs/sim_devices.md). Each channel's writer (StreamWriter with `start`)
+// (docs/sim_devices.md). Each channel's writer (StreamWriter)
 // has no thread: the thread that sends a command starts its write when
 // none is in progress, and the write's OnWriteDone starts the next.
 class GrpcWorkerServer final

@@ -1,6 +1,6 @@
 // ReactorWrites: what a stream on gRPC's server callback API (a
 // ServerBidiReactor)
-// shares with the StreamWriter (with `start`) that writes its messages.
+// shares with the StreamWriter that writes its messages.
 //
 // The writer may outlive the stream: answers complete on other threads
 // after the stream ended, and their Send may start a write while the stream
@@ -104,8 +104,8 @@ class ReactorWrites {
 };
 
 // ClientReactorWrites: the same guard for a stream on gRPC's client
-// callback API (a ClientBidiReactor), whose writes a StreamWriter (with
-// `start`) starts from any thread. The call is held open (AddHold) from
+// callback API (a ClientBidiReactor), whose writes a StreamWriter
+// starts from any thread. The call is held open (AddHold) from
 // before it starts until the reads are over and no write is starting, so
 // gRPC never ends it (OnDone) while a StartWrite may still be made; after
 // Stop, Start refuses.

@@ -5,7 +5,7 @@
 // gRPC's callback API: no thread of the channel's reads or writes it.
 // Requests go out in the order they are made, each with the next op_id:
 // the thread that sends starts the write when none is in progress, and a
-// write's completion starts the next (StreamWriter with `start`; a run of
+// write's completion starts the next (StreamWriter; a run of
 // queued deletes goes as one request). Execute, Copy, Submit and Delete are
 // fire-and-forget (no answer, nothing waits for a round trip); answers come
 // back in completion order, matched by op_id, on gRPC's threads, and the

@@ -6,7 +6,7 @@
 // One Session stream is one session, on gRPC's callback API: its requests
 // are read one at a time, on gRPC's threads, and handed to the
 // SessionService, whose answers go out in completion order (matched by
-// op_id) through a StreamWriter with `start`, written by whichever thread
+// op_id) through a StreamWriter, written by whichever thread
 // answers. No thread waits for a client: none per session reads, writes or
 // waits. A request that may take a while to hand over (a compile, which
 // parses the program; a `put_array` or `put_shards`, which waits for its

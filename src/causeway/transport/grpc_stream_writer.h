@@ -1,21 +1,18 @@
-// StreamWriter: the one writer of a gRPC stream.
+// StreamWriter: the one writer of a gRPC stream on the callback API.
 //
 // Callers of the channels (head threads, device threads, user threads) must
 // never block on the network, so they Send into a queue that this writer
 // drains in order. Messages queued behind a write in progress may be merged
 // (`merge`: e.g. several OpDone notices into one message), which is how a
-// busy stream sends fewer, larger messages. It writes in one of two ways:
+// busy stream sends fewer, larger messages.
 //
-// - `write`, for a synchronous stream: its Write takes one message at a time
-//   and blocks until gRPC has taken it (longer when the peer's flow-control
-//   window is full), so the writer calls it on a thread of its own.
-// - `start`, for a stream on gRPC's callback API: StartWrite returns at once
-//   and the stream's OnWriteDone reports the write over. No thread: a Send
-//   with nothing being written starts the write on the sender's thread, and
-//   WriteDone (the stream's owner calls it from OnWriteDone) starts the
-//   next. A message goes out with no hand-off between threads; with a
-//   thread, each took two (the sender's to the writer's, and gRPC's to the
-//   writer's when the write was over).
+// No thread of its own: the stream's StartWrite returns at once and its
+// OnWriteDone reports the write over. A Send with nothing being written
+// starts the write (`start`) on the sender's thread, and WriteDone (the
+// stream's owner calls it from OnWriteDone) starts the next. A message goes
+// out with no hand-off between threads. (A writer thread, which the
+// synchronous streams needed because their Write blocks, took two per
+// message: the sender's to the writer's, and gRPC's to the writer's.)
 //
 // Bounded (`max_queued_bytes`, by `size`): a peer that does not read lets
 // the queue grow only so far. The Send that would pass the bound is
@@ -23,22 +20,17 @@
 // Send's thread, outside the writer's lock: it should cancel the call (the
 // write in progress may be one the peer never takes).
 //
-// Thread-safe. `write` runs on the writer's thread only; `start` on one
-// thread at a time, with no lock of the writer's held (a stream may report
-// the write over before StartWrite returns). Close(false) does not
-// interrupt a write in progress: cancel the call (ClientContext::TryCancel
-// / ServerContext::TryCancel) first if the peer may be stuck.
+// Thread-safe. `start` runs on one thread at a time, with no lock of the
+// writer's held (a stream may report the write over before StartWrite
+// returns). Close(false) does not interrupt a write in progress: cancel the
+// call (ClientContext::TryCancel / ServerContext::TryCancel) first if the
+// peer may be stuck.
 #ifndef CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 #define CAUSEWAY_TRANSPORT_GRPC_STREAM_WRITER_H_
 
-#include <pthread.h>
-
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -51,12 +43,9 @@ template <typename Message>
 class StreamWriter {
  public:
   struct Options {
-    // One of the two. `write` writes one message; false when the stream
-    // is broken (nothing more is written after that).
-    std::function<bool(const Message&)> write;
-    // `start` starts writing one message, which the writer keeps alive
-    // until WriteDone; false when the stream is finishing or broke (nothing
-    // was started, nothing more is).
+    // Starts writing one message, which the writer keeps alive until
+    // WriteDone; false when the stream is finishing or broke (nothing was
+    // started, nothing more is).
     std::function<bool(const Message&)> start;
     // Merges `next` into `into` when both are queued; false to keep them
     // apart. Null: never merge.
@@ -67,16 +56,7 @@ class StreamWriter {
     std::function<void()> on_overflow;            // Optional.
   };
 
-  explicit StreamWriter(Options options)
-      : options_(std::move(options)) {
-    if (options_.write) {
-      thread_ = std::thread([this] {
-        pthread_setname_np(pthread_self(), "stream-writer");
-        Loop();
-      });
-    }
-  }
-  ~StreamWriter() { Close(/*drain=*/false); }
+  explicit StreamWriter(Options options) : options_(std::move(options)) {}
 
   StreamWriter(const StreamWriter&) = delete;
   StreamWriter& operator=(const StreamWriter&) = delete;
@@ -95,9 +75,9 @@ class StreamWriter {
           queued_bytes_ + writing_bytes_ + bytes <= options_.max_queued_bytes) {
         queued_bytes_ += bytes;
         queue_.push_back(std::move(message));
-        // With `start` and nothing being written, this thread starts it.
-        start_now = options_.start && !writing_;
-        writing_ = writing_ || start_now;
+        // Nothing being written: this thread starts it.
+        start_now = !writing_;
+        writing_ = true;
       } else {
         overflowed_ = true;
         queue_.clear();
@@ -113,8 +93,8 @@ class StreamWriter {
     return true;
   }
 
-  // With `start`: the write it started is over (`ok`: the stream took the
-  // message). Starts the next, if any, on this thread.
+  // The write it started is over (`ok`: the stream took the message).
+  // Starts the next, if any, on this thread.
   void WriteDone(bool ok) {
     if (!ok) {
       Break();
@@ -123,27 +103,22 @@ class StreamWriter {
     StartNext();
   }
 
-  // Stops the writer: after every queued message was written (`drain`) or
-  // at once (queued messages are dropped). Idempotent. With `write`, after
-  // it returns the write function is never called again. With `start`, no
-  // write starts after it returns but one may be starting on another
-  // thread meanwhile (the stream's StartWrite must refuse once it is
-  // finishing), and draining ends with the last queued write started.
+  // Stops the writer: Sends are refused from now on, and what is queued
+  // is written (`drain`) or dropped. Idempotent. Without `drain` no write
+  // starts after it returns, but one may be starting on another thread
+  // meanwhile (the stream's StartWrite must refuse once it is finishing);
+  // draining ends with the last queued write started (WhenDrained).
   void Close(bool drain) {
-    {
-      absl::MutexLock lock(&mu_);
-      closing_ = true;
-      if (!drain) {
-        queue_.clear();
-        batch_.clear();
-        queued_bytes_ = 0;
-        abandoned_.store(true, std::memory_order_relaxed);
-      }
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!drain) {
+      queue_.clear();
+      batch_.clear();
+      queued_bytes_ = 0;
     }
-    if (thread_.joinable()) thread_.join();
   }
 
-  // With `start`: runs `drained` once no write is in progress and none is
+  // Runs `drained` once no write is in progress and none is
   // queued (or the stream broke): at once, on this thread, if so now;
   // otherwise on the thread whose write's WriteDone gives back the turn.
   // After Close(/*drain=*/true), that is when the last queued message was
@@ -171,7 +146,7 @@ class StreamWriter {
   }
 
  private:
-  // With `start`, by the thread that holds the turn to write (writing_):
+  // By the thread that holds the turn to write (writing_):
   // starts the next message, or gives the turn back when there is none.
   void StartNext() {
     absl::AnyInvocable<void()> drained;
@@ -180,8 +155,7 @@ class StreamWriter {
       absl::MutexLock lock(&mu_);
       if (batch_.empty()) {
         writing_bytes_ = 0;
-        if (broken_ || queue_.empty() ||
-            abandoned_.load(std::memory_order_relaxed)) {
+        if (broken_ || queue_.empty()) {
           writing_ = false;
           drained = std::move(drained_);
         } else {
@@ -226,45 +200,10 @@ class StreamWriter {
     writing_bytes_ = 0;
   }
 
-  void Loop() {
-    std::deque<Message> batch;
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        const auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return closing_ || !queue_.empty();
-        };
-        mu_.Await(absl::Condition(&wake));
-        if (queue_.empty()) return;  // Closing, drained.
-        batch.swap(queue_);
-        writing_bytes_ = queued_bytes_;
-        queued_bytes_ = 0;
-      }
-      while (!batch.empty()) {
-        // Closed without draining: what it took from the queue goes too.
-        if (abandoned_.load(std::memory_order_relaxed)) return;
-        Message message = std::move(batch.front());
-        batch.pop_front();
-        while (options_.merge && !batch.empty() &&
-               options_.merge(message, batch.front())) {
-          batch.pop_front();
-        }
-        if (!options_.write(message)) {
-          absl::MutexLock lock(&mu_);
-          broken_ = true;
-          queue_.clear();
-          return;
-        }
-      }
-      absl::MutexLock lock(&mu_);
-      writing_bytes_ = 0;
-    }
-  }
-
   const Options options_;
   mutable absl::Mutex mu_;
   std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
-  // With `start`: taken from the queue, being written one by one.
+  // Taken from the queue, being written one by one.
   std::deque<Message> batch_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // A thread holds the turn.
   // The message being written, kept alive for the stream; touched only by
@@ -275,10 +214,8 @@ class StreamWriter {
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;   // In queue_.
   int64_t writing_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // In the batch.
-  std::atomic<bool> abandoned_{false};
-  // With `start`: WhenDrained's, until the turn is given back.
+  // WhenDrained's, until the turn is given back.
   absl::AnyInvocable<void()> drained_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;  // With `write`; started once everything exists.
 };
 
 }  // namespace causeway::transport

@@ -1,6 +1,5 @@
 #include "causeway/transport/grpc_stream_writer.h"
 
-#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -8,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,61 +14,6 @@ namespace causeway::transport {
 namespace grpc_stream_writer_test {
 
 using ::testing::ElementsAre;
-
-// A fake stream: records what was written; can block a write of "block"
-// (and of "block2") until told, and can break.
-class FakeStream {
- public:
-  bool Write(const std::string& message) {
-    if (message == "block" || message == "block2") {
-      Gate& gate = message == "block" ? first_ : second_;
-      gate.entered.Notify();
-      gate.open.WaitForNotification();
-    }
-    absl::MutexLock lock(&mu_);
-    if (broken_) return false;
-    written_.push_back(message);
-    return true;
-  }
-  void Open() { first_.open.Notify(); }
-  void Open2() { second_.open.Notify(); }
-  // Wait until a write of "block" ("block2") has started.
-  void AwaitBlocked() { first_.entered.WaitForNotification(); }
-  void AwaitBlocked2() { second_.entered.WaitForNotification(); }
-  void Break() {
-    absl::MutexLock lock(&mu_);
-    broken_ = true;
-  }
-  std::vector<std::string> AwaitWritten(size_t n) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return written_.size() >= n;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(30));
-    return written_;
-  }
-  std::vector<std::string> written() {
-    absl::MutexLock lock(&mu_);
-    return written_;
-  }
-
- private:
-  struct Gate {
-    absl::Notification entered;
-    absl::Notification open;
-  };
-  Gate first_;
-  Gate second_;
-  absl::Mutex mu_;
-  std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-StreamWriter<std::string>::Options WriteTo(FakeStream& stream) {
-  StreamWriter<std::string>::Options options;
-  options.write = [&stream](const std::string& m) { return stream.Write(m); };
-  return options;
-}
 
 // `options` bounded at `bytes` queued (a message's size is its length);
 // each overflow counted in `*overflows`, if given.
@@ -83,111 +26,6 @@ StreamWriter<std::string>::Options Bounded(
   };
   if (overflows != nullptr) options.on_overflow = [overflows] { ++*overflows; };
   return options;
-}
-
-TEST(StreamWriterTest, WritesEveryMessageInOrder) {
-  FakeStream stream;
-  StreamWriter<std::string> writer(WriteTo(stream));
-  for (const char* m : {"a", "b", "c"}) EXPECT_TRUE(writer.Send(m));
-  writer.Close(/*drain=*/true);
-  EXPECT_THAT(stream.written(), ElementsAre("a", "b", "c"));
-}
-
-TEST(StreamWriterTest, MessagesQueuedBehindASlowWriteAreMerged) {
-  FakeStream stream;
-  StreamWriter<std::string>::Options options = WriteTo(stream);
-  // "+x" merges into a preceding "+..." message.
-  options.merge = [](std::string& into, std::string& next) {
-    if (into[0] != '+' || next[0] != '+') return false;
-    into += next.substr(1);
-    return true;
-  };
-  StreamWriter<std::string> writer(std::move(options));
-  writer.Send("block");
-  stream.AwaitBlocked();  // The writer is stuck in this write...
-  writer.Send("+1");      // ...while these queue up.
-  writer.Send("+2");
-  writer.Send("+3");
-  writer.Send("x");
-  writer.Send("+4");
-  stream.Open();
-  writer.Close(/*drain=*/true);
-  EXPECT_THAT(stream.written(), ElementsAre("block", "+123", "x", "+4"));
-}
-
-TEST(StreamWriterTest, CloseWithoutDrainDropsWhatIsQueuedAndRefusesMore) {
-  FakeStream stream;
-  StreamWriter<std::string> writer(WriteTo(stream));
-  writer.Send("block");
-  stream.AwaitBlocked();  // The writer is inside that write now...
-  writer.Send("dropped");  // ...so this waits in the queue.
-  std::thread closer([&] { writer.Close(/*drain=*/false); });
-  // Close refuses new messages once it has dropped the queued ones: probe
-  // until it does (a few iterations), then let the blocked write end.
-  while (writer.Send("probe")) {
-  }
-  stream.Open();
-  closer.join();
-  EXPECT_FALSE(writer.Send("late"));
-  EXPECT_THAT(stream.written(), ElementsAre("block"));
-}
-
-TEST(StreamWriterTest, CloseWithoutDrainAbandonsTheRestOfABatchTakenAlready) {
-  FakeStream stream;
-  StreamWriter<std::string> writer(WriteTo(stream));
-  writer.Send("block");
-  stream.AwaitBlocked();
-  writer.Send("block2");  // Both queue behind "block" and are taken by
-  writer.Send("after");   // the writer together once it returns.
-  stream.Open();
-  stream.AwaitBlocked2();  // "after" is in the writer's hands now.
-  std::thread closer([&] { writer.Close(/*drain=*/false); });
-  while (writer.Send("probe")) {
-  }
-  stream.Open2();
-  closer.join();
-  EXPECT_THAT(stream.written(), ElementsAre("block", "block2"));
-}
-
-TEST(StreamWriterTest, APeerThatDoesNotReadOverflowsTheBoundOnce) {
-  FakeStream stream;
-  int overflows = 0;
-  StreamWriter<std::string> writer(Bounded(WriteTo(stream), 10, &overflows));
-  EXPECT_TRUE(writer.Send("block"));  // 5 bytes, being written...
-  stream.AwaitBlocked();               // ...and the peer takes nothing.
-  EXPECT_TRUE(writer.Send("abcd"));   // 9 in all.
-  EXPECT_TRUE(writer.Send("e"));      // 10: at the bound, not past it.
-  EXPECT_FALSE(writer.Send("f"));     // 11: refused, and the queue dropped.
-  EXPECT_FALSE(writer.Send("g"));     // Refused from then on.
-  EXPECT_EQ(overflows, 1);
-  EXPECT_TRUE(writer.overflowed());
-  stream.Open();
-  writer.Close(/*drain=*/true);
-  EXPECT_THAT(stream.written(), ElementsAre("block"));
-}
-
-TEST(StreamWriterTest, BytesWrittenAreGivenBackToTheBound) {
-  FakeStream stream;
-  // Room for two: the one just written may not be counted out yet when the
-  // next is sent (the writer gives its bytes back after the write returns).
-  StreamWriter<std::string> writer(Bounded(WriteTo(stream), 6));
-  for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(writer.Send("abc")) << i;
-    stream.AwaitWritten(static_cast<size_t>(i + 1));
-  }
-  writer.Close(/*drain=*/true);
-  EXPECT_EQ(stream.written().size(), 100u);
-}
-
-TEST(StreamWriterTest, ABrokenStreamStopsTheWriter) {
-  FakeStream stream;
-  StreamWriter<std::string> writer(WriteTo(stream));
-  stream.Break();
-  writer.Send("lost");
-  writer.Close(/*drain=*/true);
-  EXPECT_TRUE(writer.broken());
-  EXPECT_FALSE(writer.Send("after"));
-  EXPECT_TRUE(stream.written().empty());
 }
 
 // A fake callback stream: records each write started (the message and the
@@ -239,7 +77,7 @@ StreamWriter<std::string>::Options StartOn(FakeCallbackStream& stream) {
   return options;
 }
 
-TEST(StreamWriterStartTest, TheSendersThreadStartsAWriteAndItsDoneStartsTheNext) {
+TEST(StreamWriterTest, TheSendersThreadStartsAWriteAndItsDoneStartsTheNext) {
   FakeCallbackStream stream;
   StreamWriter<std::string> writer(StartOn(stream));
   EXPECT_TRUE(writer.Send("a"));  // Nothing in progress: started here.
@@ -261,7 +99,7 @@ TEST(StreamWriterStartTest, TheSendersThreadStartsAWriteAndItsDoneStartsTheNext)
   EXPECT_EQ(threads[3], std::this_thread::get_id());
 }
 
-TEST(StreamWriterStartTest, MessagesQueuedBehindAWriteInProgressAreMerged) {
+TEST(StreamWriterTest, MessagesQueuedBehindAWriteInProgressAreMerged) {
   FakeCallbackStream stream;
   StreamWriter<std::string>::Options options = StartOn(stream);
   options.merge = [](std::string& into, std::string& next) {
@@ -277,7 +115,7 @@ TEST(StreamWriterStartTest, MessagesQueuedBehindAWriteInProgressAreMerged) {
   EXPECT_THAT(stream.started(), ElementsAre("first", "+123", "x", "+4"));
 }
 
-TEST(StreamWriterStartTest, SendsFromManyThreadsStartOneWriteAtATimeAndLoseNone) {
+TEST(StreamWriterTest, SendsFromManyThreadsStartOneWriteAtATimeAndLoseNone) {
   FakeCallbackStream stream;
   StreamWriter<std::string> writer(StartOn(stream));
   std::atomic<bool> stop{false};
@@ -315,7 +153,7 @@ TEST(StreamWriterStartTest, SendsFromManyThreadsStartOneWriteAtATimeAndLoseNone)
   }
 }
 
-TEST(StreamWriterStartTest, AFailedWriteOrARefusedStartStopsTheWriter) {
+TEST(StreamWriterTest, AFailedWriteOrARefusedStartStopsTheWriter) {
   FakeCallbackStream stream;
   StreamWriter<std::string> writer(StartOn(stream));
   writer.Send("a");
@@ -334,7 +172,7 @@ TEST(StreamWriterStartTest, AFailedWriteOrARefusedStartStopsTheWriter) {
   EXPECT_TRUE(ending.started().empty());
 }
 
-TEST(StreamWriterStartTest, CloseDropsOrDrainsWhatIsQueued) {
+TEST(StreamWriterTest, CloseDropsOrDrainsWhatIsQueued) {
   FakeCallbackStream stream;
   StreamWriter<std::string> writer(StartOn(stream));
   writer.Send("a");
@@ -343,6 +181,18 @@ TEST(StreamWriterStartTest, CloseDropsOrDrainsWhatIsQueued) {
   EXPECT_FALSE(writer.Send("late"));
   stream.Done(writer);  // The write in progress ends; nothing follows.
   EXPECT_THAT(stream.started(), ElementsAre("a"));
+
+  // What was taken from the queue already (behind the write in progress)
+  // goes too.
+  FakeCallbackStream batched;
+  StreamWriter<std::string> taking(StartOn(batched));
+  taking.Send("a");
+  taking.Send("b");
+  taking.Send("c");
+  batched.Done(taking);  // "b" and "c" are taken; "b" starts.
+  taking.Close(/*drain=*/false);
+  batched.Done(taking);
+  EXPECT_THAT(batched.started(), ElementsAre("a", "b"));
 
   FakeCallbackStream drained;
   StreamWriter<std::string> draining(StartOn(drained));
@@ -355,7 +205,7 @@ TEST(StreamWriterStartTest, CloseDropsOrDrainsWhatIsQueued) {
   EXPECT_THAT(drained.started(), ElementsAre("a", "b"));
 }
 
-TEST(StreamWriterStartTest, WhenDrainedRunsOnceTheLastQueuedWriteIsOverOrTheStreamBroke) {
+TEST(StreamWriterTest, WhenDrainedRunsOnceTheLastQueuedWriteIsOverOrTheStreamBroke) {
   FakeCallbackStream idle;
   StreamWriter<std::string> nothing_queued(StartOn(idle));
   int drained = 0;
@@ -391,7 +241,7 @@ TEST(StreamWriterStartTest, WhenDrainedRunsOnceTheLastQueuedWriteIsOverOrTheStre
   EXPECT_THAT(breaking.started(), ElementsAre("a"));
 }
 
-TEST(StreamWriterStartTest, APeerThatDoesNotReadOverflowsTheBoundAndDoneGivesBytesBack) {
+TEST(StreamWriterTest, APeerThatDoesNotReadOverflowsTheBoundAndDoneGivesBytesBack) {
   FakeCallbackStream stream;
   int overflows = 0;
   StreamWriter<std::string> writer(Bounded(StartOn(stream), 10, &overflows));
