@@ -236,9 +236,7 @@ class ProxyServer::Service::SessionStream final
             },
             .merge = nullptr,
             .max_queued_bytes = kMaxQueuedResponseBytes,
-            .size = [](const pb::IfrtResponse& response) {
-              return static_cast<int64_t>(response.ByteSizeLong());
-            },
+            .size = nullptr,  // The response's ByteSizeLong().
             .on_overflow = [context] { context->TryCancel(); }})) {
     writes_->set_writer(writer_);
     absl::StatusOr<pb::GrpcIfrtSessionMetadata> metadata =

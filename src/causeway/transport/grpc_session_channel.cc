@@ -348,9 +348,6 @@ Future<SessionId> GrpcSessionChannel::OpenSession(OpenSessionRequest request) {
     return true;
   };
   writer.max_queued_bytes = connection_->options().max_queued_request_bytes;
-  writer.size = [](const wire::SessionRequest& r) {
-    return static_cast<int64_t>(r.ByteSizeLong());
-  };
   writer_ = std::make_shared<StreamWriter<wire::SessionRequest>>(
       std::move(writer));
 

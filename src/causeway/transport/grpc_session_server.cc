@@ -514,9 +514,6 @@ class GrpcSessionServer::SessionStream final
     // answers pile up only so far, then its session ends (it reads
     // nothing, so the head's log says why).
     writer.max_queued_bytes = options.max_answer_bytes_per_session;
-    writer.size = [](const wire::SessionResponse& response) {
-      return static_cast<int64_t>(response.ByteSizeLong());
-    };
     writer.on_overflow = [server = server_, id = *id] {
       server->EndUnreadSession(id);
     };

@@ -14,11 +14,12 @@
 // synchronous streams needed because their Write blocks, took two per
 // message: the sender's to the writer's, and gRPC's to the writer's.)
 //
-// Bounded (`max_queued_bytes`, by `size`): a peer that does not read lets
-// the queue grow only so far. The Send that would pass the bound is
-// refused, every later one too, and `on_overflow` runs once, on that
-// Send's thread, outside the writer's lock: it should cancel the call (the
-// write in progress may be one the peer never takes).
+// Bounded (`max_queued_bytes`, by `size`; a protobuf's own size by
+// default): a peer that does not read lets the queue grow only so far. The
+// Send that would pass the bound is refused, every later one too, and
+// `on_overflow` runs once, on that Send's thread, outside the writer's
+// lock: it should cancel the call (the write in progress may be one the
+// peer never takes).
 //
 // Thread-safe. `start` runs on one thread at a time, with no lock of the
 // writer's held (a stream may report the write over before StartWrite
@@ -52,7 +53,9 @@ class StreamWriter {
     std::function<bool(Message& into, Message& next)> merge;
     // Bytes of messages queued and being written at most; 0: no bound.
     int64_t max_queued_bytes = 0;
-    std::function<int64_t(const Message&)> size;  // Required with a bound.
+    // A message's bytes, for the bound. Unset: a protobuf message's
+    // ByteSizeLong(); any other message needs it with a bound.
+    std::function<int64_t(const Message&)> size;
     std::function<void()> on_overflow;            // Optional.
   };
 
@@ -64,8 +67,7 @@ class StreamWriter {
   // Queues `message`; false (and the message dropped) once the writer is
   // closed, its stream broke or its queue overflowed.
   bool Send(Message message) {
-    const int64_t bytes =
-        options_.max_queued_bytes > 0 ? options_.size(message) : 0;
+    const int64_t bytes = options_.max_queued_bytes > 0 ? SizeOf(message) : 0;
     bool start_now = false;
     bool overflowed_now = false;
     {
@@ -146,6 +148,13 @@ class StreamWriter {
   }
 
  private:
+  int64_t SizeOf(const Message& message) const {
+    if constexpr (requires { message.ByteSizeLong(); }) {
+      if (!options_.size) return static_cast<int64_t>(message.ByteSizeLong());
+    }
+    return options_.size(message);
+  }
+
   // By the thread that holds the turn to write (writing_):
   // starts the next message, or gives the turn back when there is none.
   void StartNext() {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "causeway/transport/proto/session.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -255,6 +256,23 @@ TEST(StreamWriterTest, APeerThatDoesNotReadOverflowsTheBoundAndDoneGivesBytesBac
   EXPECT_FALSE(writer.Send("l"));
   EXPECT_EQ(overflows, 1);
   EXPECT_TRUE(writer.overflowed());
+}
+
+TEST(StreamWriterTest, AProtobufMessageIsBoundedByItsSerializedSizeByDefault) {
+  wire::SessionRequest request;
+  request.mutable_compile()->set_hlo_text(std::string(100, 'x'));
+  const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
+  ASSERT_GT(bytes, 100);
+  StreamWriter<wire::SessionRequest>::Options options;
+  options.start = [](const wire::SessionRequest&) { return true; };  // Never done.
+  options.max_queued_bytes = 2 * bytes;  // No `size`: the message's own.
+  int overflows = 0;
+  options.on_overflow = [&overflows] { ++overflows; };
+  StreamWriter<wire::SessionRequest> writer(std::move(options));
+  EXPECT_TRUE(writer.Send(request));
+  EXPECT_TRUE(writer.Send(request));   // 2 × its size: at the bound.
+  EXPECT_FALSE(writer.Send(request));  // Past it.
+  EXPECT_EQ(overflows, 1);
 }
 
 }  // namespace grpc_stream_writer_test

@@ -73,11 +73,9 @@ class GrpcWorkerAgent::Stream final
   // The writer's `start`.
   bool Start(const wire::WorkerToHead& notice) { return writes_.Start(notice); }
 
-  // The registration's answer: true once read within `timeout`; false if
-  // not yet (or the stream ended first: then answered() stays false).
-  bool AwaitFirstRead(absl::Duration timeout) {
-    return first_read_.WaitForNotificationWithTimeout(timeout);
-  }
+  // Blocks until the registration's answer was read, or the stream ended
+  // first (then answered() stays false).
+  void AwaitFirstRead() { first_read_.WaitForNotification(); }
   bool answered() const { return answered_; }        // After the first read.
   const wire::HeadToWorker& answer() const { return answer_; }
 
@@ -223,9 +221,6 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
     return true;
   };
   writer.max_queued_bytes = opts.max_queued_notice_bytes;
-  writer.size = [](const wire::WorkerToHead& notice) {
-    return static_cast<int64_t>(notice.ByteSizeLong());
-  };
   // Runs on whichever thread sent (some under locks of their own): only
   // cancels; Serve names the bound when the stream has ended.
   writer.on_overflow = [self] { self->context_.TryCancel(); };
@@ -245,22 +240,13 @@ absl::StatusOr<std::unique_ptr<GrpcWorkerAgent>> GrpcWorkerAgent::Register(
   agent->stream_->Begin();
   agent->writer_->Send(std::move(hello));
 
-  // The head answers promptly; one that does not is given up on (asked
-  // every 50 ms whether to stop).
+  // The head answers promptly; one that does not is given up on (the
+  // call cancelled, which ends the read).
   Stream& stream = *agent->stream_;
-  bool stopped = false;
-  const absl::Time deadline = absl::Now() + opts.connect_timeout;
-  while (!stream.AwaitFirstRead(
-      std::max(absl::ZeroDuration(),
-               std::min(absl::Milliseconds(50), deadline - absl::Now())))) {
-    if (opts.stopped && opts.stopped()) {
-      stopped = true;
-      break;
-    }
-    if (absl::Now() >= deadline) break;
-  }
-  const bool answered = stream.AwaitFirstRead(absl::ZeroDuration()) &&
-                        stream.answered();
+  const bool stopped = CallUntilStopped(agent->context_, opts.connect_timeout,
+                                        opts.stopped,
+                                        [&] { stream.AwaitFirstRead(); });
+  const bool answered = stream.answered();
   if (!answered || !stream.answer().has_registered()) {
     stream.Abandon();
     const grpc::Status& status = stream.AwaitDone();
